@@ -1,0 +1,359 @@
+// 8-bit table codecs (lab/codecs/cuda.py launches these; the CPU reference defines the result).
+//
+// Encode: a = x * inv (inv = 1/absmax, or 0 when absmax is 0), code = #{j : bounds[j] <= a}.
+// Decode: out = values[code] * scale, rounded to the output dtype.
+//
+// A "team" of threads owns one quantization block at a time: a power of two up to 32 threads
+// inside a warp for small blocks, or the whole CTA for large ones. The blockwise encoders reduce
+// the absmax inside the team, then encode the block from registers (re-reading from memory only
+// what does not fit in ENCODE_ITEMS groups per thread). Per-tensor scaling uses the same code on
+// fixed-size chunks with the given scale. A group is one element, or 16 bytes of elements when
+// the launcher found the data aligned for vector loads ("vec").
+//
+// Built without headers: NVRTC may not find cuda_fp16.h.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+
+#define MAX_K 4
+#define NBPAD (256 + MAX_K)  // lut search reads bounds[c] for c <= 255 + MAX_K - 1
+#define ENCODE_ITEMS 8       // groups per thread kept in registers (lab/codecs/cuda.py knows it)
+#define DECODE_ITEMS 4       // groups per thread loaded before any is stored
+#define DECODE_GROUP 8       // codes per vector group in decode
+#define MAX_THREADS 1024
+#define INF __int_as_float(0x7f800000)
+#define FLT_MAX_ 3.402823466e+38f
+
+// ------------------------------------------------------------------ element types
+
+struct F32 {
+    typedef float raw;
+    enum { VEC = 4 };
+    static __device__ __forceinline__ float to_float(u32 bits) { return __uint_as_float(bits); }
+    static __device__ __forceinline__ u32 from_float(float f) { return __float_as_uint(f); }
+};
+
+struct F16 {
+    typedef u16 raw;
+    enum { VEC = 8 };
+    static __device__ __forceinline__ float to_float(u32 bits) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)bits));
+        return f;
+    }
+    static __device__ __forceinline__ u32 from_float(float f) {
+        u16 h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+    }
+};
+
+struct BF16 {
+    typedef u16 raw;
+    enum { VEC = 8 };
+    static __device__ __forceinline__ float to_float(u32 bits) { return __uint_as_float(bits << 16); }
+    static __device__ __forceinline__ u32 from_float(float f) {
+        u16 h;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+    }
+};
+
+template <class D>
+__device__ __forceinline__ float load_float(const typename D::raw* p) {
+    if constexpr (sizeof(typename D::raw) == 4) return *p;
+    else return D::to_float(*p);
+}
+
+// N consecutive elements of type D: one (VEC = false) or D::VEC in 16 bytes (VEC = true).
+template <class D, bool VEC>
+struct Group {
+    enum { N = D::VEC };
+    uint4 v;
+    __device__ __forceinline__ void load(const typename D::raw* p) { v = *reinterpret_cast<const uint4*>(p); }
+    __device__ __forceinline__ float get(int i) const {  // i is a constant after unrolling
+        const u32 w[4] = {v.x, v.y, v.z, v.w};
+        if constexpr (N == 4) return D::to_float(w[i]);
+        else return D::to_float((w[i / 2] >> (16 * (i % 2))) & 0xffffu);
+    }
+};
+
+template <class D>
+struct Group<D, false> {
+    enum { N = 1 };
+    float f;
+    __device__ __forceinline__ void load(const typename D::raw* p) { f = load_float<D>(p); }
+    __device__ __forceinline__ float get(int) const { return f; }
+};
+
+template <int N>
+__device__ __forceinline__ void store_codes(u8* p, const u32 (&c)[N]) {
+    if constexpr (N == 1) {
+        *p = (u8)c[0];
+    } else {
+        u32 w[N / 4];
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i)
+            w[i] = c[4 * i] | c[4 * i + 1] << 8 | c[4 * i + 2] << 16 | c[4 * i + 3] << 24;
+        if constexpr (N == 4) *reinterpret_cast<u32*>(p) = w[0];
+        else *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    }
+}
+
+// ------------------------------------------------------------------ teams
+
+struct Team {
+    int size, lane;
+    i64 id, count;
+
+    __device__ __forceinline__ explicit Team(int team_size) : size(team_size) {
+        const int per_cta = blockDim.x / size;
+        lane = threadIdx.x % size;
+        id = (i64)blockIdx.x * per_cta + threadIdx.x / size;
+        count = (i64)gridDim.x * per_cta;
+    }
+
+    // Max over the team, returned to every member. `red`: 32 floats of shared memory.
+    __device__ __forceinline__ float max(float v, float* red) const {
+        if (size <= 32) {
+            const u32 mask = size == 32 ? 0xffffffffu : ((1u << size) - 1) << (threadIdx.x & 31 & ~(size - 1));
+            for (int o = size / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(mask, v, o));
+            return v;
+        }
+        for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
+        __syncthreads();
+        v = red[0];
+        for (int w = 1; w < (int)blockDim.x / 32; ++w) v = fmaxf(v, red[w]);
+        __syncthreads();
+        return v;
+    }
+};
+
+// ------------------------------------------------------------------ code search
+
+// #{j < 255 : sb[j] <= a} for sb sorted ascending.
+__device__ __forceinline__ u32 search_binary(const float* sb, float a) {
+    u32 c = 0;
+#pragma unroll
+    for (u32 s = 128; s > 0; s /= 2)
+        if (sb[c + s - 1] <= a) c += s;
+    return c;
+}
+
+template <bool LUT>
+struct Search {
+    const float* sb;  // shared: the bounds, then +inf up to NBPAD
+    const u8* lut;    // lut[top 16 bits of a] = #{bounds <= least float with those bits}
+    int K;            // the most bounds any lut bucket holds, 1..MAX_K
+
+    __device__ __forceinline__ u32 operator()(float a) const {
+        u32 c;
+        if constexpr (LUT) {
+            c = __ldg(lut + (__float_as_uint(a) >> 16));
+#pragma unroll
+            for (int j = 0; j < MAX_K; ++j)
+                if (j < K) c += a >= sb[c];
+        } else {
+            c = search_binary(sb, a);
+        }
+        // a is NaN or +-inf only when 1/scale overflowed or x/scale did; match torch.bucketize:
+        // +inf and NaN go after every bound (not after the +inf padding), -inf before.
+        if (!(fabsf(a) <= FLT_MAX_)) c = a == -INF ? 0u : search_binary(sb, FLT_MAX_);
+        return c;
+    }
+};
+
+// ------------------------------------------------------------------ encode
+
+template <class D, bool VEC, bool LUT>
+__device__ __forceinline__ void encode_group(const Group<D, VEC>& g, float inv, const Search<LUT>& search, u8* out) {
+    u32 c[Group<D, VEC>::N];
+#pragma unroll
+    for (int i = 0; i < Group<D, VEC>::N; ++i) c[i] = search(__fmul_rn(g.get(i), inv));
+    store_codes(out, c);
+}
+
+template <class D, bool VEC>
+__device__ __forceinline__ float group_absmax(const Group<D, VEC>& g, float m) {
+#pragma unroll
+    for (int i = 0; i < Group<D, VEC>::N; ++i) m = fmaxf(m, fabsf(g.get(i)));
+    return m;
+}
+
+// Blockwise (absmax != nullptr: computes and writes one absmax per block) or one fixed scale
+// (scale != nullptr; `block` is then only the chunk a team takes at a time).
+template <class D, bool VEC, bool LUT>
+__device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict__ x, u8* __restrict__ codes,
+                                              float* __restrict__ absmax, const float* __restrict__ scale,
+                                              i64 n, int block, const Team& t, const Search<LUT>& search,
+                                              float* red) {
+    constexpr int G = Group<D, VEC>::N;
+    float inv = 0.f;
+    if (scale) inv = *scale > 0.f ? __frcp_rn(*scale) : 0.f;
+    const i64 nblocks = (n + block - 1) / block;
+    for (i64 k = t.id; k < nblocks; k += t.count) {
+        const i64 start = k * block;
+        const int len = (int)min((i64)block, n - start);
+        const typename D::raw* xb = x + start;
+        u8* cb = codes + start;
+        const int ngroups = len / G;
+        const int rest = ngroups * G;  // elements [rest, len) have no full group: len % G of them
+
+        Group<D, VEC> cache[ENCODE_ITEMS];
+        float m = 0.f;
+#pragma unroll
+        for (int j = 0; j < ENCODE_ITEMS; ++j) {
+            const int g = t.lane + j * t.size;
+            if (g < ngroups) {
+                cache[j].load(xb + g * G);
+                m = group_absmax(cache[j], m);
+            }
+        }
+        if (!scale) {
+            for (int g = t.lane + ENCODE_ITEMS * t.size; g < ngroups; g += t.size) {
+                Group<D, VEC> v;
+                v.load(xb + g * G);
+                m = group_absmax(v, m);
+            }
+            for (int i = rest + t.lane; i < len; i += t.size) m = fmaxf(m, fabsf(load_float<D>(xb + i)));
+            m = t.max(m, red);
+            if (t.lane == 0) absmax[k] = m;
+            inv = m > 0.f ? __frcp_rn(m) : 0.f;
+        }
+
+#pragma unroll
+        for (int j = 0; j < ENCODE_ITEMS; ++j) {
+            const int g = t.lane + j * t.size;
+            if (g < ngroups) encode_group(cache[j], inv, search, cb + g * G);
+        }
+        for (int g = t.lane + ENCODE_ITEMS * t.size; g < ngroups; g += t.size) {
+            Group<D, VEC> v;
+            v.load(xb + g * G);
+            encode_group(v, inv, search, cb + g * G);
+        }
+        for (int i = rest + t.lane; i < len; i += t.size) cb[i] = (u8)search(__fmul_rn(load_float<D>(xb + i), inv));
+    }
+}
+
+template <class D, bool LUT>
+__device__ __forceinline__ void encode(const typename D::raw* __restrict__ x, u8* __restrict__ codes,
+                                       float* __restrict__ absmax, const float* __restrict__ scale, i64 n,
+                                       int block, int team, int vec, const float* __restrict__ bpad, int nbpad,
+                                       const u8* __restrict__ lut, int K) {
+    __shared__ float sb[NBPAD];
+    __shared__ float red[32];
+    for (int i = threadIdx.x; i < NBPAD; i += blockDim.x) sb[i] = i < nbpad ? bpad[i] : INF;
+    __syncthreads();
+    const Search<LUT> search{sb, lut, K};
+    const Team t(team);
+    if (vec) encode_blocks<D, true, LUT>(x, codes, absmax, scale, n, block, t, search, red);
+    else encode_blocks<D, false, LUT>(x, codes, absmax, scale, n, block, t, search, red);
+}
+
+// ------------------------------------------------------------------ decode
+
+template <class D, bool VEC>
+__device__ __forceinline__ void decode_blocks(const u8* __restrict__ codes, const float* sv,
+                                              const float* __restrict__ scales, int scale_stride,
+                                              typename D::raw* __restrict__ out, i64 n, int block,
+                                              const Team& t) {
+    constexpr int G = VEC ? DECODE_GROUP : 1;
+    typedef typename std::conditional<VEC, uint2, u8>::type Codes;
+    const i64 nblocks = (n + block - 1) / block;
+    for (i64 k = t.id; k < nblocks; k += t.count) {
+        const float s = scales[k * scale_stride];
+        const i64 start = k * block;
+        const int len = (int)min((i64)block, n - start);
+        const Codes* cb = reinterpret_cast<const Codes*>(codes + start);
+        typename D::raw* ob = out + start;
+        const int ngroups = len / G;
+        for (int g0 = t.lane; g0 < ngroups; g0 += DECODE_ITEMS * t.size) {
+            Codes c[DECODE_ITEMS];
+#pragma unroll
+            for (int j = 0; j < DECODE_ITEMS; ++j) {
+                const int g = g0 + j * t.size;
+                if (g < ngroups) c[j] = cb[g];
+            }
+#pragma unroll
+            for (int j = 0; j < DECODE_ITEMS; ++j) {
+                const int g = g0 + j * t.size;
+                if (g >= ngroups) continue;
+                if constexpr (!VEC) {
+                    ob[g] = D::from_float(__fmul_rn(sv[c[j]], s));
+                } else {
+                    u32 bits[DECODE_GROUP];
+#pragma unroll
+                    for (int i = 0; i < DECODE_GROUP; ++i) {
+                        const u32 code = ((i < 4 ? c[j].x : c[j].y) >> (8 * (i % 4))) & 0xffu;
+                        bits[i] = D::from_float(__fmul_rn(sv[code], s));
+                    }
+                    uint4* o = reinterpret_cast<uint4*>(ob + g * G);
+                    if constexpr (sizeof(typename D::raw) == 4) {
+                        o[0] = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+                        o[1] = make_uint4(bits[4], bits[5], bits[6], bits[7]);
+                    } else {
+                        o[0] = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16,
+                                          bits[4] | bits[5] << 16, bits[6] | bits[7] << 16);
+                    }
+                }
+            }
+        }
+        const u8* cbytes = codes + start;
+        for (int i = ngroups * G + t.lane; i < len; i += t.size) ob[i] = D::from_float(__fmul_rn(sv[cbytes[i]], s));
+    }
+}
+
+template <class D>
+__device__ __forceinline__ void decode(const u8* __restrict__ codes, const float* __restrict__ values,
+                                       const float* __restrict__ scales, int scale_stride,
+                                       typename D::raw* __restrict__ out, i64 n, int block, int team, int vec) {
+    __shared__ float sv[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) sv[i] = values[i];
+    __syncthreads();
+    const Team t(team);
+    if (vec) decode_blocks<D, true>(codes, sv, scales, scale_stride, out, n, block, t);
+    else decode_blocks<D, false>(codes, sv, scales, scale_stride, out, n, block, t);
+}
+
+// ------------------------------------------------------------------ exported kernels
+//
+// encode_{block,scale}_{f32,f16,bf16}_{lut,binary}(x, codes, absmax | scale, n, block, team, vec,
+//                                                  bpad, nbpad, lut, K)   (binary ignores lut, K)
+// decode_{block,scale}_{f32,f16,bf16}(codes, values256, scales, out, n, block, team, vec)
+
+#define ENCODE_KERNELS(NAME, D, SEARCH, LUT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_block_##NAME##_##SEARCH(                \
+        const D::raw* x, u8* codes, float* absmax, i64 n, int block, int team, int vec, const float* bpad,   \
+        int nbpad, const u8* lut, int K) {                                                                    \
+        encode<D, LUT>(x, codes, absmax, nullptr, n, block, team, vec, bpad, nbpad, lut, K);                  \
+    }                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_scale_##NAME##_##SEARCH(                \
+        const D::raw* x, u8* codes, const float* scale, i64 n, int block, int team, int vec,                 \
+        const float* bpad, int nbpad, const u8* lut, int K) {                                                 \
+        encode<D, LUT>(x, codes, nullptr, scale, n, block, team, vec, bpad, nbpad, lut, K);                   \
+    }
+
+#define DECODE_KERNELS(NAME, D)                                                                              \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_block_##NAME(                          \
+        const u8* codes, const float* values, const float* scales, D::raw* out, i64 n, int block, int team,  \
+        int vec) {                                                                                           \
+        decode<D>(codes, values, scales, 1, out, n, block, team, vec);                                       \
+    }                                                                                                        \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_scale_##NAME(                          \
+        const u8* codes, const float* values, const float* scale, D::raw* out, i64 n, int block, int team,   \
+        int vec) {                                                                                           \
+        decode<D>(codes, values, scale, 0, out, n, block, team, vec);                                        \
+    }
+
+ENCODE_KERNELS(f32, F32, lut, true)
+ENCODE_KERNELS(f32, F32, binary, false)
+ENCODE_KERNELS(f16, F16, lut, true)
+ENCODE_KERNELS(f16, F16, binary, false)
+ENCODE_KERNELS(bf16, BF16, lut, true)
+ENCODE_KERNELS(bf16, BF16, binary, false)
+DECODE_KERNELS(f32, F32)
+DECODE_KERNELS(f16, F16)
+DECODE_KERNELS(bf16, BF16)

@@ -1,0 +1,147 @@
+"""Device choice, timers and CUDA kernel loading (DESIGN.md "Measuring").
+
+One array type, `torch.Tensor`; CuPy is only the launcher for `kernels/*.cu`.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+
+
+@functools.cache
+def cupy_available() -> bool:
+    """True when CuPy imports and sees a CUDA device."""
+    try:
+        import cupy  # noqa: F401
+        return bool(cupy.cuda.is_available())
+    except Exception:
+        return False
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """CUDA path usable: torch sees a GPU and CuPy can launch kernels on it."""
+    return torch.cuda.is_available() and cupy_available()
+
+
+def default_device() -> torch.device:
+    """CUDA when torch sees a GPU and CuPy is importable, else CPU."""
+    return torch.device("cuda") if gpu_available() else torch.device("cpu")
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """Human-readable name: the GPU's marketing name or the CPU model."""
+    device = torch.device(device) if device is not None else default_device()
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU ({name}, {torch.get_num_threads()} threads)"
+
+
+def device_slug(device: torch.device | str | None = None) -> str:
+    """Short file-name-safe device tag, e.g. 'cpu' or 'nvidia-h100-80gb-hbm3'."""
+    device = torch.device(device) if device is not None else default_device()
+    if device.type == "cpu":
+        return "cpu"
+    return "".join(c if c.isalnum() else "-" for c in device_name(device).lower()).strip("-")
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the libraries a measurement depends on."""
+    out: dict[str, str | None] = {"torch": torch.__version__, "python": platform.python_version()}
+    for mod in ("cupy", "bitsandbytes", "numpy"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:
+            out[mod] = None
+    out["cuda"] = torch.version.cuda
+    return out
+
+
+@dataclass
+class Timing:
+    """Median and spread of repeated runs, seconds."""
+
+    median: float
+    min: float
+    max: float
+    repeats: int
+
+
+def time_fn(fn: Callable[[], Any], device: torch.device | str = "cpu", *, warmup: int = 2,
+            repeats: int = 7) -> Timing:
+    """Time `fn` after `warmup` calls: CUDA events on GPU, perf_counter on CPU; median of `repeats`."""
+    device = torch.device(device)
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return Timing(statistics.median(times), min(times), max(times), repeats)
+
+
+def kernel_source(name: str) -> str:
+    """Text of `kernels/<name>.cu`."""
+    path = KERNEL_DIR / f"{name}.cu"
+    if not path.exists():
+        known = sorted(p.stem for p in KERNEL_DIR.glob("*.cu"))
+        raise FileNotFoundError(f"no kernel source {path}; known kernels: {known}")
+    return path.read_text()
+
+
+@functools.cache
+def load_kernels(name: str, options: tuple[str, ...] = ("--std=c++17",)) -> Any:
+    """Compile `kernels/<name>.cu` with NVRTC through `cupy.RawModule`, cached per process."""
+    if not cupy_available():
+        raise RuntimeError("CUDA kernels need CuPy and a GPU; install paralab[cuda12] or paralab[cuda13]")
+    import cupy
+
+    return cupy.RawModule(code=kernel_source(name), options=options)
+
+
+def cupy_view(t: torch.Tensor) -> Any:
+    """Zero-copy CuPy view of a CUDA tensor (DLPack)."""
+    import cupy
+
+    return cupy.from_dlpack(t)
+
+
+def launch_stream() -> Any:
+    """The CuPy stream matching torch's current CUDA stream."""
+    import cupy
+
+    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+
+def compile_enabled() -> bool:
+    """Whether the CPU fast paths may use torch.compile (set PARALAB_COMPILE=0 to turn off)."""
+    return os.environ.get("PARALAB_COMPILE", "1") != "0"

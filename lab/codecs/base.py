@@ -1,0 +1,185 @@
+"""The Codec interface, the Encoded payload and the registry (DESIGN.md "Core interfaces").
+
+A codec turns a tensor into an `Encoded` payload that knows its wire size, and back into a
+tensor of the input's dtype and shape. Codecs are stateless; error feedback wraps them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclass
+class Encoded:
+    """A compressed tensor.
+
+    `tensors` hold the payload as it sits in memory; `wire_bytes` is what a link would carry
+    (codes packed to their bit width plus side information such as scales).
+    """
+
+    codec: str
+    shape: torch.Size
+    dtype: torch.dtype
+    tensors: dict[str, torch.Tensor]
+    wire_bytes: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def bits_per_value(self) -> float:
+        """Wire bits per input value (side information included)."""
+        return 8.0 * self.wire_bytes / self.numel if self.numel else 0.0
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.tensors.values())).device
+
+
+class Codec:
+    """Encode a tensor to an `Encoded` payload and decode it back.
+
+    `summable`: payloads of several workers can be added on the wire (allreduce);
+    otherwise a collective must gather and decode them (allgather).
+    """
+
+    name: ClassVar[str] = "codec"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        raise NotImplementedError
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        raise NotImplementedError
+
+    def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
+        """decode(encode(x))."""
+        return self.decode(self.encode(x))
+
+    def describe(self) -> str:
+        """One line for tables and legends."""
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.describe()}>"
+
+
+def check_input(x: torch.Tensor, *, nonfinite: str = "raise") -> torch.Tensor:
+    """Validate a codec input: a floating tensor (fp32/fp16/bf16), finite unless told to saturate.
+
+    nonfinite='raise' raises ValueError with the count and first index of NaN/Inf values;
+    'saturate' maps NaN to 0 and ±Inf to ± the largest finite magnitude.
+    Returns a contiguous flat view (a copy only when the input was not contiguous).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"codec input must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"codec input dtype {x.dtype} is not supported; allowed: float32, float16, bfloat16")
+    if nonfinite not in ("raise", "saturate"):
+        raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+    return x.contiguous().view(-1)
+
+
+def nonfinite_error(flat: torch.Tensor) -> ValueError:
+    """The error for an input holding NaN or Inf: how many and where the first is."""
+    bad = ~torch.isfinite(flat)
+    count = int(bad.sum())
+    first = int(bad.nonzero()[0, 0])
+    return ValueError(
+        f"input holds {count} non-finite value(s) (NaN or Inf), the first at flat index {first} "
+        f"(value {flat[first].item()}); pass nonfinite='saturate' to clamp them instead"
+    )
+
+
+def saturate_nonfinite(flat: torch.Tensor) -> torch.Tensor:
+    """NaN -> 0, ±Inf -> ± the largest finite magnitude."""
+    finite = torch.isfinite(flat)
+    big = flat[finite].abs().max() if bool(finite.any()) else flat.new_zeros(())
+    big = float(big)
+    return torch.nan_to_num(flat, nan=0.0, posinf=big, neginf=-big)
+
+
+def prepare(x: torch.Tensor, nonfinite: str) -> torch.Tensor:
+    """check_input + the NaN/Inf policy, for codecs that do not fuse the check into their kernel."""
+    flat = check_input(x, nonfinite=nonfinite)
+    if flat.numel() and not bool(torch.isfinite(flat).all()):
+        if nonfinite == "raise":
+            raise nonfinite_error(flat)
+        flat = saturate_nonfinite(flat)
+    return flat
+
+
+def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """Pack unsigned codes (< 2**bits) into bytes as `bits` bit planes of ceil(n/8) bytes each."""
+    if not 1 <= bits <= 8:
+        raise ValueError(f"bits={bits}; allowed 1..8")
+    n = codes.numel()
+    pad = (-n) % 8
+    c = codes.reshape(-1).to(torch.uint8)
+    if pad:
+        c = torch.cat([c, c.new_zeros(pad)])
+    weights = (1 << torch.arange(8, device=c.device, dtype=torch.uint8))
+    planes = [(((c >> b) & 1).view(-1, 8) * weights).sum(1, dtype=torch.uint8) for b in range(bits)]
+    return torch.cat(planes) if planes else c.new_zeros(0)
+
+
+def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
+    """Inverse of `pack_bits`: uint8 codes of length n."""
+    nbytes = (n + 7) // 8
+    weights = (1 << torch.arange(8, device=packed.device, dtype=torch.uint8))
+    out = torch.zeros(nbytes * 8, dtype=torch.uint8, device=packed.device)
+    for b in range(bits):
+        plane = packed[b * nbytes:(b + 1) * nbytes]
+        out |= (((plane[:, None] & weights) != 0).to(torch.uint8) << b).view(-1)
+    return out[:n]
+
+
+def packed_bytes(n: int, bits: float) -> int:
+    """Bytes of n values at `bits` bits each, packed."""
+    return math.ceil(n * bits / 8)
+
+
+# ---------------------------------------------------------------- registry
+
+_REGISTRY: dict[str, tuple[Callable[..., Codec], str]] = {}
+
+
+def register(name: str, help: str) -> Callable[[Callable[..., Codec]], Callable[..., Codec]]:
+    """Decorator: make a codec factory reachable by `get_codec(name, **options)`."""
+
+    def deco(factory: Callable[..., Codec]) -> Callable[..., Codec]:
+        if name in _REGISTRY:
+            raise ValueError(f"codec name {name!r} registered twice")
+        _REGISTRY[name] = (factory, help)
+        return factory
+
+    return deco
+
+
+def codec_names() -> list[str]:
+    """Every registered codec name."""
+    return sorted(_REGISTRY)
+
+
+def codec_help() -> dict[str, str]:
+    """name -> one-line description."""
+    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
+
+
+def get_codec(name: str, **options: Any) -> Codec:
+    """Build a codec by name, e.g. get_codec('dynamic_tree', rounding='paper', block_size=4096)."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(codec_names())}")
+    factory, _ = _REGISTRY[name]
+    try:
+        return factory(**options)
+    except TypeError as e:
+        raise ValueError(f"bad options for codec {name!r}: {e}") from None

@@ -1,0 +1,146 @@
+"""CPU path of the table codecs: torch ops, fused by torch.compile (C++/OpenMP via Inductor).
+
+Same semantics as kernels/codec.cu (DESIGN.md rule 2):
+  inv = 1/absmax (0 when absmax is 0),  a = float(x) * inv,  code = #{j : bounds[j] <= a};
+  decode: values[code] * scale, rounded to the output dtype.
+The search is exact: a 65,536-entry table indexed by the top 16 bits of a's float32 pattern
+gives the count of thresholds below the bucket, then K compares finish it (`search_tables`).
+`*_reference` functions are the plain-torch definition (torch.bucketize); the fast functions
+must equal them bit for bit, and fall back to them when compilation is unavailable.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from ..backend import compile_enabled
+
+MIN_COMPILED = 1 << 15  # below this many values the eager path is faster than a compiled call
+_compile_failed = False
+
+
+def _as_f32(bits: torch.Tensor) -> torch.Tensor:
+    """float32 numbers with the given (int64-held, unsigned 32-bit) bit patterns."""
+    return torch.where(bits >= 1 << 31, bits - (1 << 32), bits).to(torch.int32).view(torch.float32)
+
+
+def search_tables(bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(lut uint8[65536], bpad float32[257+K], K) for the exact prefix-table search."""
+    b = bounds.to(torch.float32).contiguous()
+    p = torch.arange(65536, dtype=torch.int64)
+    first, last = _as_f32(p << 16), _as_f32((p << 16) | 0xFFFF)
+    neg = p >= 32768  # negative floats: the magnitude grows with the low bits
+    lo, hi = torch.where(neg, last, first), torch.where(neg, first, last)
+    lo = torch.nan_to_num(lo, nan=0.0)
+    hi = torch.nan_to_num(hi, nan=0.0)
+    c_lo = torch.bucketize(lo, b, right=True)
+    c_hi = torch.bucketize(hi, b, right=True)
+    K = max(1, int((c_hi - c_lo).max()))
+    bpad = torch.cat([b, torch.full((257 + K - b.numel(),), float("inf"))])
+    return c_lo.to(torch.uint8), bpad, K
+
+
+def inverse_scale(absmax: torch.Tensor) -> torch.Tensor:
+    """1/absmax, and 0 where absmax is 0 (an all-zero block encodes to the code of 0)."""
+    return torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+
+
+# ------------------------------------------------------------------ reference (plain torch)
+
+def encode_reference(a: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
+    """Codes of already-scaled values a: #{j : bounds[j] <= a}."""
+    return torch.bucketize(a, bounds, right=True).to(torch.uint8)
+
+
+def encode_blocks_reference(x2d: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    absmax = x2d.float().abs().amax(1)
+    a = x2d.float() * inverse_scale(absmax)[:, None]
+    return encode_reference(a, bounds), absmax
+
+
+def encode_scaled_reference(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
+    return encode_reference(x.float() * inv, bounds)
+
+
+def decode_reference(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
+                     dtype: torch.dtype) -> torch.Tensor:
+    """values[codes] * scale (scale broadcast: a scalar, or [rows, 1] for 2-D blocks)."""
+    return (values[codes.long()] * scale).to(dtype)
+
+
+# ------------------------------------------------------------------ fused (torch.compile)
+
+def _search(a: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor, K: int) -> torch.Tensor:
+    c = lut[(a.view(torch.int32) >> 16) & 0xFFFF].int()
+    for _ in range(K):
+        c = c + (a >= bpad[c]).int()
+    return c.to(torch.uint8)
+
+
+@functools.cache
+def _encode_blocks_fn(K: int):
+    def fn(x2d, lut, bpad):
+        xf = x2d.float()
+        absmax = xf.abs().amax(1, keepdim=True)
+        inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+        return _search(xf * inv, lut, bpad, K), absmax.view(-1)
+    return torch.compile(fn, dynamic=True)
+
+
+@functools.cache
+def _encode_scaled_fn(K: int):
+    def fn(x, inv, lut, bpad):
+        return _search(x.float() * inv, lut, bpad, K)
+    return torch.compile(fn, dynamic=True)
+
+
+@functools.cache
+def _decode_fn(dtype: torch.dtype):
+    def fn(codes, values, scale):
+        return (values[codes.int()] * scale).to(dtype)
+    return torch.compile(fn, dynamic=True)
+
+
+def _try_compiled(fn, *args):
+    """Run a compiled function, or return None (and warn once) when compilation is unavailable."""
+    global _compile_failed
+    if _compile_failed or not compile_enabled():
+        return None
+    try:
+        return fn(*args)
+    except Exception as e:  # a missing C++ compiler, an unsupported platform
+        _compile_failed = True
+        warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
+                      "table codecs use the slower eager path", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor,
+                  K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Blockwise absmax + codes for a [blocks, block_size] view; returns (codes 2-D, absmax)."""
+    if x2d.numel() >= MIN_COMPILED:
+        out = _try_compiled(_encode_blocks_fn(K), x2d, lut, bpad)
+        if out is not None:
+            return out
+    return encode_blocks_reference(x2d, bounds)
+
+
+def encode_scaled(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor,
+                  bpad: torch.Tensor, K: int) -> torch.Tensor:
+    """Codes of x * inv (inv a 0-d float32 tensor)."""
+    if x.numel() >= MIN_COMPILED:
+        out = _try_compiled(_encode_scaled_fn(K), x, inv, lut, bpad)
+        if out is not None:
+            return out
+    return encode_scaled_reference(x, inv, bounds)
+
+
+def decode(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """values[codes] * scale in `dtype`; `values` padded to 256 entries."""
+    if codes.numel() >= MIN_COMPILED:
+        out = _try_compiled(_decode_fn(dtype), codes, values, scale)
+        if out is not None:
+            return out
+    return decode_reference(codes, values, scale, dtype)

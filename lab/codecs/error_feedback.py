@@ -1,0 +1,82 @@
+"""Error feedback: keep what a lossy codec dropped and add it to the next input (Seide et al.,
+Interspeech 2014, 1-bit SGD with error feedback; Strom 2015 / SparCML residual accumulation;
+paper 001, "Use lossy compression when sending, accumulate error locally!"; GRACE's
+`ResidualMemory` with beta = gamma = 1).
+
+Per key (a parameter or bucket name): corrected = residual + x, enc = codec.encode(corrected),
+residual = corrected - codec.decode(enc). So sum_t x_t - sum_t decode_t equals the current
+residual: nothing is lost, only delayed.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from lab.codecs.base import Codec, Encoded, prepare
+
+
+class ErrorFeedback(Codec):
+    """Wrap a stateless codec with residual memory keyed by name.
+
+    `encode(x, key)` compresses x plus the key's residual and stores the new residual (fp32,
+    x's shape, x's device; it starts at zero). The payload is the inner codec's, encoded at x's
+    dtype, so `decode` is the inner codec's decode and wire sizes are the inner codec's.
+    `name` is "ef(<inner>)"; `summable` and `stochastic` are the inner codec's.
+    """
+
+    name: ClassVar[str] = "ef"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False
+
+    def __init__(self, codec: Codec) -> None:
+        if not isinstance(codec, Codec):
+            raise ValueError(f"ErrorFeedback wraps a Codec, got {type(codec).__name__}")
+        self.codec = codec
+        self.nonfinite: str = getattr(codec, "nonfinite", "raise")
+        # per-instance values of the ClassVars: they follow the wrapped codec
+        self.name = f"ef({codec.name})"  # type: ignore[misc]
+        self.summable = codec.summable  # type: ignore[misc]
+        self.stochastic = codec.stochastic  # type: ignore[misc]
+        self._residual: dict[str, torch.Tensor] = {}
+
+    def encode(self, x: torch.Tensor, key: str = "default") -> Encoded:
+        """Encode x + residual[key]; update residual[key] to what the decoder will not see."""
+        flat = prepare(x, self.nonfinite).float()  # validate first: a NaN must not poison the memory
+        res = self._residual.get(key)
+        if res is None:
+            res = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        elif res.shape != x.shape:
+            raise ValueError(
+                f"error-feedback key {key!r} holds a residual of shape {tuple(res.shape)}, "
+                f"got an input of shape {tuple(x.shape)}; use another key or reset({key!r})"
+            )
+        elif res.device != x.device:
+            res = res.to(x.device)
+        corrected = res.view(-1) + flat
+        enc = self.codec.encode(corrected.to(x.dtype).view(x.shape))
+        decoded = self.codec.decode(enc).reshape(-1).float()
+        self._residual[key] = (corrected - decoded).view(x.shape)
+        return enc
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """The inner codec's decode."""
+        return self.codec.decode(enc)
+
+    def residual(self, key: str = "default") -> torch.Tensor | None:
+        """The stored fp32 residual for `key` (input-shaped), or None before its first encode."""
+        return self._residual.get(key)
+
+    def keys(self) -> list[str]:
+        """Keys with a stored residual."""
+        return list(self._residual)
+
+    def reset(self, key: str | None = None) -> None:
+        """Forget the residual of `key` (a missing key is fine), or of every key when None."""
+        if key is None:
+            self._residual.clear()
+        else:
+            self._residual.pop(key, None)
+
+    def describe(self) -> str:
+        return f"ef({self.codec.describe()})"

@@ -1,0 +1,73 @@
+"""1-bit quantization with two reconstruction values (Seide et al., "1-Bit Stochastic Gradient
+Descent ...", Interspeech 2014; paper 001, "Communication optimizations": 1-bit SGD [3]).
+
+Per tensor: one sign bit per value plus the mean of the non-negative entries and the mean of the
+negative entries, the values a bit decodes to. The paper quantizes per matrix column and relies
+on error feedback (wrap with `lab.codecs.error_feedback.ErrorFeedback`); this codec is per tensor
+and stateless.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+
+NONFINITE_POLICIES = ("raise", "saturate")
+
+
+class OneBit(Codec):
+    """Sign bit per value (1 = non-negative) + fp32 [mean of negatives, mean of non-negatives].
+
+    Decode gives the non-negative mean where the bit is 1 and the negative mean where it is 0,
+    so the sum of the positive part and the sum of the negative part are preserved.
+    Wire: ceil(n/8) bytes of signs + 8 bytes of means.
+    """
+
+    name: ClassVar[str] = "onebit"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False
+
+    def __init__(self, *, nonfinite: str = "raise") -> None:
+        if nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        self.nonfinite = nonfinite
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        """Encode any-shape fp32/fp16/bf16 tensor; NaN/Inf follow the `nonfinite` policy."""
+        flat = prepare(x, self.nonfinite).float()
+        n = flat.numel()
+        nonneg = flat >= 0
+        n_pos = int(nonneg.sum())
+        n_neg = n - n_pos
+        sum_pos = torch.where(nonneg, flat, 0.0).sum()
+        sum_neg = torch.where(nonneg, 0.0, flat).sum()
+        pos_mean = sum_pos / n_pos if n_pos else sum_pos.new_zeros(())
+        neg_mean = sum_neg / n_neg if n_neg else sum_neg.new_zeros(())
+        means = torch.stack([neg_mean, pos_mean]).to(torch.float32)
+        return Encoded(
+            codec=self.name,
+            shape=torch.Size(x.shape),
+            dtype=x.dtype,
+            tensors={"signs": pack_bits(nonneg, 1), "means": means},
+            wire_bytes=packed_bytes(n, 1) + 8,
+        )
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """Tensor of enc.dtype and enc.shape on the payload's device."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).bool()
+        neg_mean, pos_mean = enc.tensors["means"]
+        out = torch.where(bits, pos_mean, neg_mean)
+        return out.to(enc.dtype).view(enc.shape)
+
+    def describe(self) -> str:
+        return "onebit"
+
+
+@register("onebit", "1-bit SGD: sign bit per value + means of the non-negative and negative parts")
+def make_onebit(*, nonfinite: str = "raise") -> OneBit:
+    """Registry factory for `OneBit`."""
+    return OneBit(nonfinite=nonfinite)

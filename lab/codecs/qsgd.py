@@ -1,0 +1,121 @@
+"""QSGD: stochastic uniform quantization against the L2 norm (Alistarh et al., "QSGD:
+Communication-Efficient SGD via Gradient Quantization and Encoding", NeurIPS 2017, Sec. 3.1;
+paper 001, "Communication optimizations": quantization with stochastic rounding).
+
+With s levels and norm = ||g||_2 (per tensor, no bucketing): l = floor(|g| / norm * s + u),
+u ~ U(0, 1), so E[l] = |g| / norm * s and decode = norm * sign(g) * l / s is unbiased, with
+E||Q(g) - g||^2 <= min(n / s^2, sqrt(n) / s) * ||g||^2 (the paper's Lemma 3.1).
+Codes are sent at a fixed width, 1 sign bit + ceil(log2(s + 1)) level bits per value; the
+paper's Elias integer coding is not implemented.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+
+NONFINITE_POLICIES = ("raise", "saturate")
+MAX_LEVELS = 127  # sign + level code fit one byte (GRACE's int8 QSGD uses 127 levels too)
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
+    return seed
+
+
+def level_bits(levels: int) -> int:
+    """Bits for a level code 0..levels, i.e. ceil(log2(levels + 1))."""
+    return int(levels).bit_length()
+
+
+def l2_norm(flat: torch.Tensor) -> torch.Tensor:
+    """||flat||_2 in fp32 without overflow for large values (scaled by max|flat|)."""
+    if flat.numel() == 0:
+        return flat.new_zeros((), dtype=torch.float32)
+    big = flat.abs().max()
+    if float(big) == 0:
+        return big
+    return big * torch.linalg.vector_norm(flat / big)
+
+
+class QSGD(Codec):
+    """Per-tensor QSGD with `levels` = s in 1..127 (default 16).
+
+    Payload: codes (sign << b | level, b = ceil(log2(s + 1)), packed at 1 + b bits) + one fp32
+    norm. Stochastic and unbiased; the codec owns a torch.Generator seeded with `seed` (created
+    on the first input's device). Wire: ceil(n * (1 + b) / 8) + 4 bytes.
+    """
+
+    name: ClassVar[str] = "qsgd"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = True
+
+    def __init__(self, *, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> None:
+        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
+            raise ValueError(f"levels={levels!r}; allowed: an int in 1..{MAX_LEVELS}")
+        if nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        self.levels = levels
+        self.seed = _check_seed(seed)
+        self.nonfinite = nonfinite
+        self._gen: torch.Generator | None = None
+
+    @property
+    def bits(self) -> int:
+        """Wire bits per value: 1 sign bit + the level bits."""
+        return 1 + level_bits(self.levels)
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
+        if self._gen is None or self._gen.device.type != device.type or (
+            device.index is not None and self._gen.device.index != device.index
+        ):
+            self._gen = torch.Generator(device=device)
+            self._gen.manual_seed(self.seed)
+        return self._gen
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        """Encode any-shape fp32/fp16/bf16 tensor; NaN/Inf follow the `nonfinite` policy."""
+        flat = prepare(x, self.nonfinite).float()
+        n = flat.numel()
+        s = self.levels
+        b = level_bits(s)
+        norm = l2_norm(flat)
+        if n and float(norm) > 0:
+            u = torch.rand(n, generator=self._generator(flat.device), device=flat.device)
+            level = torch.floor(flat.abs() / norm * s + u).clamp_(0, s).to(torch.uint8)
+        else:
+            level = torch.zeros(n, dtype=torch.uint8, device=flat.device)
+        codes = ((flat < 0).to(torch.uint8) << b) | level
+        return Encoded(
+            codec=self.name,
+            shape=torch.Size(x.shape),
+            dtype=x.dtype,
+            tensors={"codes": pack_bits(codes, 1 + b), "norm": norm.reshape(1).to(torch.float32)},
+            wire_bytes=packed_bytes(n, 1 + b) + 4,
+            meta={"levels": s},
+        )
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """Tensor of enc.dtype and enc.shape on the payload's device: norm * sign * l / s."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        s = int(enc.meta["levels"])
+        b = level_bits(s)
+        codes = unpack_bits(enc.tensors["codes"], 1 + b, enc.numel)
+        level = (codes & ((1 << b) - 1)).to(torch.float32)
+        sign = 1.0 - 2.0 * (codes >> b).to(torch.float32)
+        out = enc.tensors["norm"] * sign * level / s
+        return out.to(enc.dtype).view(enc.shape)
+
+    def describe(self) -> str:
+        return f"qsgd(s={self.levels})"
+
+
+@register("qsgd", "QSGD: stochastic rounding to s levels of the L2 norm, unbiased (1 + ceil(log2(s+1)) bits)")
+def make_qsgd(*, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> QSGD:
+    """Registry factory for `QSGD` (levels = s in 1..127)."""
+    return QSGD(levels=levels, seed=seed, nonfinite=nonfinite)

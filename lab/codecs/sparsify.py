@@ -1,0 +1,205 @@
+"""Top-k and random-k sparsification (Aji & Heafield, EMNLP 2017, who keep a fixed fraction by
+magnitude; Strom, Interspeech 2015, who sends values above a threshold; Renggli et al.,
+"SparCML", 2018; paper 001, "Sparsification - top-k Stochastic Gradient Descent").
+
+Keep k of the n values, k = max(1, ceil(ratio * n)) (or a fixed k, capped at n); decode is dense
+with zeros elsewhere. Top-k keeps the k largest magnitudes and sends fp32 values + int32 indices
+(8 bytes per kept value). Random-k draws k indices without replacement from a seed that travels
+with the payload, so it sends fp32 values + an 8-byte seed (4 bytes per kept value + 8). The
+omitted values are meant to be accumulated locally: wrap with
+`lab.codecs.error_feedback.ErrorFeedback`.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import ClassVar
+
+import torch
+
+from lab.codecs.base import Codec, Encoded, prepare, register
+
+NONFINITE_POLICIES = ("raise", "saturate")
+DEFAULT_RATIO = 0.01  # Aji & Heafield drop 99% of the gradient
+
+
+def _check_seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
+    return seed
+
+
+def _check_budget(ratio: float | None, k: int | None) -> tuple[float | None, int | None]:
+    """Validate the (ratio, k) pair; neither given means ratio=DEFAULT_RATIO."""
+    if ratio is not None and k is not None:
+        raise ValueError(f"give ratio or k, not both (got ratio={ratio!r}, k={k!r})")
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k={k!r}; allowed: an int >= 1 (values kept per tensor, capped at its size)")
+        return None, k
+    if ratio is None:
+        ratio = DEFAULT_RATIO
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ValueError(f"ratio={ratio!r}; allowed: a number in (0, 1] (fraction of values kept)")
+    return float(ratio), None
+
+
+def kept_count(n: int, ratio: float | None, k: int | None) -> int:
+    """Values kept of n: max(1, ceil(ratio * n)) or min(k, n); 0 for an empty tensor."""
+    if n == 0:
+        return 0
+    if k is not None:
+        return min(k, n)
+    assert ratio is not None
+    # exact decimal arithmetic, so that ratio=0.1 of 30 values keeps 3, not ceil(3.0000000000000004)
+    return min(n, max(1, math.ceil(Fraction(repr(ratio)) * n)))
+
+
+def _budget_text(ratio: float | None, k: int | None) -> str:
+    return f"k={k}" if k is not None else f"ratio={ratio:g}"
+
+
+def _scatter(enc: Encoded, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(enc.numel, dtype=torch.float32, device=values.device)
+    out[indices.long()] = values
+    return out.to(enc.dtype).view(enc.shape)
+
+
+class TopK(Codec):
+    """Keep the k largest |g| per tensor: fp32 values + int32 indices (sorted), 8 bytes per kept value."""
+
+    name: ClassVar[str] = "topk"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False
+
+    def __init__(self, *, ratio: float | None = None, k: int | None = None, nonfinite: str = "raise") -> None:
+        if nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        self.ratio, self.k = _check_budget(ratio, k)
+        self.nonfinite = nonfinite
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        """Encode any-shape fp32/fp16/bf16 tensor (fewer than 2**31 values)."""
+        flat = prepare(x, self.nonfinite)
+        n = flat.numel()
+        if n >= 2**31:
+            raise ValueError(f"topk sends int32 indices; a tensor of {n} values is too large (< 2**31 allowed)")
+        k = kept_count(n, self.ratio, self.k)
+        idx = torch.topk(flat.abs(), k, sorted=False).indices.sort().values
+        return Encoded(
+            codec=self.name,
+            shape=torch.Size(x.shape),
+            dtype=x.dtype,
+            tensors={"values": flat[idx].to(torch.float32), "indices": idx.to(torch.int32)},
+            wire_bytes=8 * k,
+            meta={"k": k},
+        )
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """Dense tensor of enc.dtype and enc.shape, zeros where nothing was kept."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        return _scatter(enc, enc.tensors["values"], enc.tensors["indices"])
+
+    def describe(self) -> str:
+        return f"topk({_budget_text(self.ratio, self.k)})"
+
+
+class RandomK(Codec):
+    """Keep k uniformly random values per tensor: fp32 values + an int64 seed, 4 bytes per kept value + 8.
+
+    Each encode draws a fresh index seed from the codec's generator (seeded with `seed`, created
+    on the first input's device); decode regenerates the indices from it with `randperm` on the
+    payload's device, so encoder and decoder must use the same device type. `unbiased=True`
+    scales kept values by n / k so that E[decode] = g.
+    Summable: workers that build the codec with the same `seed` and encode the same sequence of
+    tensor sizes pick the same indices, so their "values" can be summed (keep one "seed").
+    """
+
+    name: ClassVar[str] = "randomk"
+    summable: ClassVar[bool] = True
+    stochastic: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        ratio: float | None = None,
+        k: int | None = None,
+        unbiased: bool = False,
+        seed: int = 0,
+        nonfinite: str = "raise",
+    ) -> None:
+        if nonfinite not in NONFINITE_POLICIES:
+            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        if not isinstance(unbiased, bool):
+            raise ValueError(f"unbiased={unbiased!r}; allowed: True or False")
+        self.ratio, self.k = _check_budget(ratio, k)
+        self.unbiased = unbiased
+        self.seed = _check_seed(seed)
+        self.nonfinite = nonfinite
+        self._gen: torch.Generator | None = None
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
+        if self._gen is None or self._gen.device.type != device.type or (
+            device.index is not None and self._gen.device.index != device.index
+        ):
+            self._gen = torch.Generator(device=device)
+            self._gen.manual_seed(self.seed)
+        return self._gen
+
+    @staticmethod
+    def indices(n: int, k: int, seed: int, device: torch.device) -> torch.Tensor:
+        """The k distinct indices (sorted) a payload seed stands for."""
+        g = torch.Generator(device=device)
+        g.manual_seed(seed)
+        return torch.randperm(n, generator=g, device=device)[:k].sort().values
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        """Encode any-shape fp32/fp16/bf16 tensor."""
+        flat = prepare(x, self.nonfinite)
+        n = flat.numel()
+        k = kept_count(n, self.ratio, self.k)
+        dev = flat.device
+        seed = torch.randint(0, 2**62, (1,), generator=self._generator(dev), device=dev)
+        values = flat[self.indices(n, k, int(seed), dev)].to(torch.float32)
+        if self.unbiased and k:
+            values = values * (n / k)
+        return Encoded(
+            codec=self.name,
+            shape=torch.Size(x.shape),
+            dtype=x.dtype,
+            tensors={"values": values, "seed": seed},
+            wire_bytes=4 * k + 8,
+            meta={"k": k},
+        )
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """Dense tensor of enc.dtype and enc.shape, zeros where nothing was kept."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        values = enc.tensors["values"]
+        idx = self.indices(enc.numel, values.numel(), int(enc.tensors["seed"]), values.device)
+        return _scatter(enc, values, idx)
+
+    def describe(self) -> str:
+        return f"randomk({_budget_text(self.ratio, self.k)}{', unbiased' if self.unbiased else ''})"
+
+
+@register("topk", "top-k sparsification: the k largest magnitudes as fp32 values + int32 indices (ratio or k)")
+def make_topk(*, ratio: float | None = None, k: int | None = None, nonfinite: str = "raise") -> TopK:
+    """Registry factory for `TopK` (ratio in (0, 1], default 0.01, or k >= 1)."""
+    return TopK(ratio=ratio, k=k, nonfinite=nonfinite)
+
+
+@register("randomk", "random-k sparsification: k random values as fp32 + an 8-byte seed (ratio or k, unbiased)")
+def make_randomk(
+    *,
+    ratio: float | None = None,
+    k: int | None = None,
+    unbiased: bool = False,
+    seed: int = 0,
+    nonfinite: str = "raise",
+) -> RandomK:
+    """Registry factory for `RandomK` (ratio in (0, 1], default 0.01, or k >= 1)."""
+    return RandomK(ratio=ratio, k=k, unbiased=unbiased, seed=seed, nonfinite=nonfinite)

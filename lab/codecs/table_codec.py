@@ -1,0 +1,172 @@
+"""One codec for every value-table data type: the paper's four 8-bit types and user layouts.
+
+Dettmers 2016 §3.1-3.2: scale by the absolute maximum (per tensor, as the paper; or per block
+of `block_size` values, as bitsandbytes), then code each value by its table entry. Codes are
+indices into the sorted table (monotone; for a sign-symmetric table a relabelling of the
+paper's sign-magnitude byte). The wire carries `bits` bits per code plus one float32 scale
+per block (none when scale='none', the paper's setting for mantissa and static tree).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from . import cpu
+from .base import Codec, Encoded, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
+from .rounding import ROUNDINGS, bounds as make_bounds
+from .tables import ValueTable
+
+SCALES = ("absmax", "none")
+SEARCHES = ("lut", "binary")
+
+
+@functools.lru_cache(maxsize=64)
+def _prepared(table: ValueTable, rounding: str, scale: str) -> dict[str, Any]:
+    t = table.normalized() if scale == "absmax" else table
+    values = torch.tensor(t.values, dtype=torch.float32)
+    bounds = torch.from_numpy(make_bounds(t, rounding)).to(torch.float32)
+    lut, bpad, K = cpu.search_tables(bounds)
+    values256 = torch.cat([values, values.new_zeros(256 - values.numel())])
+    return {"table": t, "values": values, "values256": values256, "bounds": bounds,
+            "lut": lut, "bpad": bpad, "K": K}
+
+
+@functools.lru_cache(maxsize=64)
+def _on_device(table: ValueTable, rounding: str, scale: str, device: torch.device) -> dict[str, Any]:
+    p = _prepared(table, rounding, scale)
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+
+
+class TableCodec(Codec):
+    """Code values by a sorted value table after absmax scaling (per tensor or per block).
+
+    rounding: 'nearest' (exact) or 'paper' (the original kernel's bisection, see rounding.py).
+    scale: 'absmax' (the table is normalised to max |v| = 1) or 'none' (absolute values).
+    block_size: None for one absmax per tensor, else one per block of that many values.
+    nonfinite: 'raise' (ValueError with the count and first index) or 'saturate'.
+    search: CUDA code search, 'lut' (prefix table + compares) or 'binary' (the paper's).
+    """
+
+    summable = False
+
+    def __init__(self, table: ValueTable, *, rounding: str = "nearest", scale: str = "absmax",
+                 block_size: int | None = None, nonfinite: str = "raise", search: str = "lut",
+                 name: str | None = None) -> None:
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"rounding={rounding!r}; allowed: {', '.join(ROUNDINGS)}")
+        if scale not in SCALES:
+            raise ValueError(f"scale={scale!r}; allowed: {', '.join(SCALES)}")
+        if block_size is not None:
+            if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
+                raise ValueError(f"block_size={block_size!r}; allowed: None (one scale per tensor) "
+                                 "or an integer >= 1")
+            if scale == "none":
+                raise ValueError("block_size needs scale='absmax'; with scale='none' there is no scale")
+        if nonfinite not in ("raise", "saturate"):
+            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        if search not in SEARCHES:
+            raise ValueError(f"search={search!r}; allowed: {', '.join(SEARCHES)}")
+        self.table, self.rounding, self.scale = table, rounding, scale
+        self.block_size, self.nonfinite, self.search = block_size, nonfinite, search
+        self.name = name or table.name
+        self.bits = table.bits
+        _prepared(table, rounding, scale)  # validates rounding against the table now
+
+    def describe(self) -> str:
+        sc = "none" if self.scale == "none" else ("tensor" if self.block_size is None else f"block{self.block_size}")
+        return f"{self.name}[{self.rounding},{sc}]"
+
+    @property
+    def values(self) -> torch.Tensor:
+        """The (normalised) value table the codes index, float32."""
+        return _prepared(self.table, self.rounding, self.scale)["values"]
+
+    @property
+    def bounds(self) -> torch.Tensor:
+        """The float32 code thresholds of this rounding mode."""
+        return _prepared(self.table, self.rounding, self.scale)["bounds"]
+
+    # ------------------------------------------------------------------ encode
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        flat = check_input(x, nonfinite=self.nonfinite)
+        try:
+            codes, scales = self._encode_flat(flat)
+        except _NonFinite:
+            if self.nonfinite == "raise":
+                raise nonfinite_error(flat) from None
+            codes, scales = self._encode_flat(saturate_nonfinite(flat))
+        side = 0 if self.scale == "none" else 4 * scales.numel()
+        return Encoded(self.name, x.shape, x.dtype, {"codes": codes, "scales": scales},
+                       packed_bytes(flat.numel(), self.bits) + side, {"block_size": self.block_size})
+
+    def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = _on_device(self.table, self.rounding, self.scale, flat.device)
+        n = flat.numel()
+        if n == 0:
+            return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32)
+        if self.block_size is None:
+            absmax = torch.linalg.vector_norm(flat, float("inf")).float().reshape(1)
+            if not bool(torch.isfinite(absmax).all()):
+                raise _NonFinite
+            scales = absmax if self.scale == "absmax" else torch.ones_like(absmax)
+            if flat.is_cuda:
+                from .cuda import encode_cuda
+                codes, _ = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=None,
+                                       scale=scales, search=self.search)
+            else:
+                codes = cpu.encode_scaled(flat, cpu.inverse_scale(scales[0]), p["bounds"], p["lut"],
+                                          p["bpad"], p["K"])
+            return codes, scales
+        B = self.block_size
+        if flat.is_cuda:
+            from .cuda import encode_cuda
+            codes, scales = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=B, scale=None,
+                                        search=self.search)
+        else:
+            full = (n // B) * B
+            parts_c, parts_s = [], []
+            if full:
+                c2, s = cpu.encode_blocks(flat[:full].view(-1, B), p["bounds"], p["lut"], p["bpad"], p["K"])
+                parts_c.append(c2.reshape(-1))
+                parts_s.append(s)
+            if full < n:
+                c2, s = cpu.encode_blocks_reference(flat[full:].view(1, -1), p["bounds"])
+                parts_c.append(c2.reshape(-1))
+                parts_s.append(s)
+            codes = parts_c[0] if len(parts_c) == 1 else torch.cat(parts_c)
+            scales = parts_s[0] if len(parts_s) == 1 else torch.cat(parts_s)
+        if not bool(torch.isfinite(scales).all()):
+            raise _NonFinite
+        return codes, scales
+
+    # ------------------------------------------------------------------ decode
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        codes, scales = enc.tensors["codes"], enc.tensors["scales"]
+        n = codes.numel()
+        if n == 0:
+            return torch.zeros(enc.shape, dtype=enc.dtype, device=codes.device)
+        p = _on_device(self.table, self.rounding, self.scale, codes.device)
+        B = enc.meta.get("block_size")
+        if codes.is_cuda:
+            from .cuda import decode_cuda
+            out = decode_cuda(codes, p["values256"], scales, block_size=B, dtype=enc.dtype)
+        elif B is None:
+            out = cpu.decode(codes, p["values256"], scales[0], enc.dtype)
+        else:
+            full = (n // B) * B
+            parts = []
+            if full:
+                parts.append(cpu.decode(codes[:full].view(-1, B), p["values256"],
+                                        scales[: full // B, None], enc.dtype).reshape(-1))
+            if full < n:
+                parts.append(cpu.decode_reference(codes[full:], p["values256"], scales[-1], enc.dtype))
+            out = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return out.view(enc.shape)
+
+
+class _NonFinite(Exception):
+    """Internal: the input held NaN or Inf (detected through its absmax)."""
