@@ -102,6 +102,8 @@ __device__ __forceinline__ void store_codes(u8* p, const u32 (&c)[N]) {
     }
 }
 
+__device__ __forceinline__ u32 umax(u32 a, u32 b) { return a > b ? a : b; }
+
 // ------------------------------------------------------------------ teams
 
 struct Team {
@@ -115,18 +117,18 @@ struct Team {
         count = (i64)gridDim.x * per_cta;
     }
 
-    // Max over the team, returned to every member. `red`: 32 floats of shared memory.
-    __device__ __forceinline__ float max(float v, float* red) const {
+    // Max over the team, returned to every member. `red`: 32 words of shared memory.
+    __device__ __forceinline__ u32 max(u32 v, u32* red) const {
         if (size <= 32) {
             const u32 mask = size == 32 ? 0xffffffffu : ((1u << size) - 1) << (threadIdx.x & 31 & ~(size - 1));
-            for (int o = size / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(mask, v, o));
+            for (int o = size / 2; o > 0; o /= 2) v = umax(v, __shfl_xor_sync(mask, v, o));
             return v;
         }
-        for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        for (int o = 16; o > 0; o /= 2) v = umax(v, __shfl_xor_sync(0xffffffffu, v, o));
         if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
         __syncthreads();
         v = red[0];
-        for (int w = 1; w < (int)blockDim.x / 32; ++w) v = fmaxf(v, red[w]);
+        for (int w = 1; w < (int)blockDim.x / 32; ++w) v = umax(v, red[w]);
         __syncthreads();
         return v;
     }
@@ -148,6 +150,7 @@ struct Search {
     const float* sb;  // shared: the bounds, then +inf up to NBPAD
     const u8* lut;    // lut[top 16 bits of a] = #{bounds <= least float with those bits}
     int K;            // the most bounds any lut bucket holds, 1..MAX_K
+    u32 nb;           // number of bounds (the finite entries of sb)
 
     __device__ __forceinline__ u32 operator()(float a) const {
         u32 c;
@@ -161,7 +164,7 @@ struct Search {
         }
         // a is NaN or +-inf only when 1/scale overflowed or x/scale did; match torch.bucketize:
         // +inf and NaN go after every bound (not after the +inf padding), -inf before.
-        if (!(fabsf(a) <= FLT_MAX_)) c = a == -INF ? 0u : search_binary(sb, FLT_MAX_);
+        if (!(fabsf(a) <= FLT_MAX_)) c = a == -INF ? 0u : nb;
         return c;
     }
 };
@@ -176,23 +179,27 @@ __device__ __forceinline__ void encode_group(const Group<D, VEC>& g, float inv, 
     store_codes(out, c);
 }
 
+// The absmax is kept as the bit pattern of |x|: for non-negative floats integer order is float
+// order, and a NaN (above +inf) propagates as torch's amax does, so the launcher's caller sees it.
+__device__ __forceinline__ u32 abs_bits(float f) { return __float_as_uint(f) & 0x7fffffffu; }
+
 template <class D, bool VEC>
-__device__ __forceinline__ float group_absmax(const Group<D, VEC>& g, float m) {
+__device__ __forceinline__ u32 group_absmax(const Group<D, VEC>& g, u32 m) {
 #pragma unroll
-    for (int i = 0; i < Group<D, VEC>::N; ++i) m = fmaxf(m, fabsf(g.get(i)));
+    for (int i = 0; i < Group<D, VEC>::N; ++i) m = umax(m, abs_bits(g.get(i)));
     return m;
 }
 
-// Blockwise (absmax != nullptr: computes and writes one absmax per block) or one fixed scale
-// (scale != nullptr; `block` is then only the chunk a team takes at a time).
-template <class D, bool VEC, bool LUT>
+// BLOCKWISE: computes and writes one absmax per block. Otherwise one given scale, and `block` is
+// only the chunk a team takes at a time.
+template <class D, bool BLOCKWISE, bool VEC, bool LUT>
 __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict__ x, u8* __restrict__ codes,
                                               float* __restrict__ absmax, const float* __restrict__ scale,
                                               i64 n, int block, const Team& t, const Search<LUT>& search,
-                                              float* red) {
+                                              u32* red) {
     constexpr int G = Group<D, VEC>::N;
     float inv = 0.f;
-    if (scale) inv = *scale > 0.f ? __frcp_rn(*scale) : 0.f;
+    if constexpr (!BLOCKWISE) inv = *scale > 0.f ? __frcp_rn(*scale) : 0.f;
     const i64 nblocks = (n + block - 1) / block;
     for (i64 k = t.id; k < nblocks; k += t.count) {
         const i64 start = k * block;
@@ -203,25 +210,25 @@ __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict_
         const int rest = ngroups * G;  // elements [rest, len) have no full group: len % G of them
 
         Group<D, VEC> cache[ENCODE_ITEMS];
-        float m = 0.f;
+        u32 m = 0;
 #pragma unroll
         for (int j = 0; j < ENCODE_ITEMS; ++j) {
             const int g = t.lane + j * t.size;
             if (g < ngroups) {
                 cache[j].load(xb + g * G);
-                m = group_absmax(cache[j], m);
+                if constexpr (BLOCKWISE) m = group_absmax(cache[j], m);
             }
         }
-        if (!scale) {
+        if constexpr (BLOCKWISE) {
             for (int g = t.lane + ENCODE_ITEMS * t.size; g < ngroups; g += t.size) {
                 Group<D, VEC> v;
                 v.load(xb + g * G);
                 m = group_absmax(v, m);
             }
-            for (int i = rest + t.lane; i < len; i += t.size) m = fmaxf(m, fabsf(load_float<D>(xb + i)));
-            m = t.max(m, red);
-            if (t.lane == 0) absmax[k] = m;
-            inv = m > 0.f ? __frcp_rn(m) : 0.f;
+            for (int i = rest + t.lane; i < len; i += t.size) m = umax(m, abs_bits(load_float<D>(xb + i)));
+            const float am = __uint_as_float(t.max(m, red));
+            if (t.lane == 0) absmax[k] = am;
+            inv = am > 0.f ? __frcp_rn(am) : 0.f;
         }
 
 #pragma unroll
@@ -238,22 +245,25 @@ __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict_
     }
 }
 
-template <class D, bool LUT>
+template <class D, bool BLOCKWISE, bool LUT>
 __device__ __forceinline__ void encode(const typename D::raw* __restrict__ x, u8* __restrict__ codes,
                                        float* __restrict__ absmax, const float* __restrict__ scale, i64 n,
                                        int block, int team, int vec, const float* __restrict__ bpad, int nbpad,
                                        const u8* __restrict__ lut, int K) {
     __shared__ float sb[NBPAD];
-    __shared__ float red[32];
+    __shared__ u32 red[32];
     for (int i = threadIdx.x; i < NBPAD; i += blockDim.x) sb[i] = i < nbpad ? bpad[i] : INF;
     __syncthreads();
-    const Search<LUT> search{sb, lut, K};
+    const Search<LUT> search{sb, lut, K, search_binary(sb, FLT_MAX_)};
     const Team t(team);
-    if (vec) encode_blocks<D, true, LUT>(x, codes, absmax, scale, n, block, t, search, red);
-    else encode_blocks<D, false, LUT>(x, codes, absmax, scale, n, block, t, search, red);
+    if (vec) encode_blocks<D, BLOCKWISE, true, LUT>(x, codes, absmax, scale, n, block, t, search, red);
+    else encode_blocks<D, BLOCKWISE, false, LUT>(x, codes, absmax, scale, n, block, t, search, red);
 }
 
 // ------------------------------------------------------------------ decode
+
+template <bool C, class T, class F> struct Pick { typedef T type; };
+template <class T, class F> struct Pick<false, T, F> { typedef F type; };
 
 template <class D, bool VEC>
 __device__ __forceinline__ void decode_blocks(const u8* __restrict__ codes, const float* sv,
@@ -261,7 +271,7 @@ __device__ __forceinline__ void decode_blocks(const u8* __restrict__ codes, cons
                                               typename D::raw* __restrict__ out, i64 n, int block,
                                               const Team& t) {
     constexpr int G = VEC ? DECODE_GROUP : 1;
-    typedef typename std::conditional<VEC, uint2, u8>::type Codes;
+    typedef typename Pick<VEC, uint2, u8>::type Codes;
     const i64 nblocks = (n + block - 1) / block;
     for (i64 k = t.id; k < nblocks; k += t.count) {
         const float s = scales[k * scale_stride];
@@ -328,12 +338,12 @@ __device__ __forceinline__ void decode(const u8* __restrict__ codes, const float
     extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_block_##NAME##_##SEARCH(                \
         const D::raw* x, u8* codes, float* absmax, i64 n, int block, int team, int vec, const float* bpad,   \
         int nbpad, const u8* lut, int K) {                                                                    \
-        encode<D, LUT>(x, codes, absmax, nullptr, n, block, team, vec, bpad, nbpad, lut, K);                  \
+        encode<D, true, LUT>(x, codes, absmax, nullptr, n, block, team, vec, bpad, nbpad, lut, K);                  \
     }                                                                                                         \
     extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_scale_##NAME##_##SEARCH(                \
         const D::raw* x, u8* codes, const float* scale, i64 n, int block, int team, int vec,                 \
         const float* bpad, int nbpad, const u8* lut, int K) {                                                 \
-        encode<D, LUT>(x, codes, nullptr, scale, n, block, team, vec, bpad, nbpad, lut, K);                   \
+        encode<D, false, LUT>(x, codes, nullptr, scale, n, block, team, vec, bpad, nbpad, lut, K);                   \
     }
 
 #define DECODE_KERNELS(NAME, D)                                                                              \
