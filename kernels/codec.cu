@@ -19,7 +19,7 @@ typedef long long i64;
 
 #define MAX_K 4
 #define NBPAD (256 + MAX_K)  // lut search reads bounds[c] for c <= 255 + MAX_K - 1
-#define ENCODE_ITEMS 8       // groups per thread kept in registers (lab/codecs/cuda.py knows it)
+#define ENCODE_ITEMS 4       // groups per thread kept in registers (lab/codecs/cuda.py knows it)
 #define DECODE_ITEMS 4       // groups per thread loaded before any is stored
 #define DECODE_GROUP 8       // codes per vector group in decode
 #define MAX_THREADS 1024
@@ -65,6 +65,12 @@ template <class D>
 __device__ __forceinline__ float load_float(const typename D::raw* p) {
     if constexpr (sizeof(typename D::raw) == 4) return *p;
     else return D::to_float(*p);
+}
+
+template <class D>
+__device__ __forceinline__ void store_float(typename D::raw* p, float f) {
+    if constexpr (sizeof(typename D::raw) == 4) *p = f;
+    else *p = (u16)D::from_float(f);
 }
 
 // N consecutive elements of type D: one (VEC = false) or D::VEC in 16 bytes (VEC = true).
@@ -172,7 +178,8 @@ struct Search {
 // ------------------------------------------------------------------ encode
 
 template <class D, bool VEC, bool LUT>
-__device__ __forceinline__ void encode_group(const Group<D, VEC>& g, float inv, const Search<LUT>& search, u8* out) {
+__device__ __forceinline__ void encode_group(const Group<D, VEC>& g, float inv, const Search<LUT>& search,
+                                             u8* out) {
     u32 c[Group<D, VEC>::N];
 #pragma unroll
     for (int i = 0; i < Group<D, VEC>::N; ++i) c[i] = search(__fmul_rn(g.get(i), inv));
@@ -241,7 +248,8 @@ __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict_
             v.load(xb + g * G);
             encode_group(v, inv, search, cb + g * G);
         }
-        for (int i = rest + t.lane; i < len; i += t.size) cb[i] = (u8)search(__fmul_rn(load_float<D>(xb + i), inv));
+        for (int i = rest + t.lane; i < len; i += t.size)
+            cb[i] = (u8)search(__fmul_rn(load_float<D>(xb + i), inv));
     }
 }
 
@@ -292,7 +300,7 @@ __device__ __forceinline__ void decode_blocks(const u8* __restrict__ codes, cons
                 const int g = g0 + j * t.size;
                 if (g >= ngroups) continue;
                 if constexpr (!VEC) {
-                    ob[g] = D::from_float(__fmul_rn(sv[c[j]], s));
+                    store_float<D>(ob + g, __fmul_rn(sv[c[j]], s));
                 } else {
                     u32 bits[DECODE_GROUP];
 #pragma unroll
@@ -312,7 +320,8 @@ __device__ __forceinline__ void decode_blocks(const u8* __restrict__ codes, cons
             }
         }
         const u8* cbytes = codes + start;
-        for (int i = ngroups * G + t.lane; i < len; i += t.size) ob[i] = D::from_float(__fmul_rn(sv[cbytes[i]], s));
+        for (int i = ngroups * G + t.lane; i < len; i += t.size)
+            store_float<D>(ob + i, __fmul_rn(sv[cbytes[i]], s));
     }
 }
 
@@ -334,28 +343,28 @@ __device__ __forceinline__ void decode(const u8* __restrict__ codes, const float
 //                                                  bpad, nbpad, lut, K)   (binary ignores lut, K)
 // decode_{block,scale}_{f32,f16,bf16}(codes, values256, scales, out, n, block, team, vec)
 
-#define ENCODE_KERNELS(NAME, D, SEARCH, LUT)                                                                  \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_block_##NAME##_##SEARCH(                \
-        const D::raw* x, u8* codes, float* absmax, i64 n, int block, int team, int vec, const float* bpad,   \
-        int nbpad, const u8* lut, int K) {                                                                    \
-        encode<D, true, LUT>(x, codes, absmax, nullptr, n, block, team, vec, bpad, nbpad, lut, K);                  \
-    }                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_scale_##NAME##_##SEARCH(                \
-        const D::raw* x, u8* codes, const float* scale, i64 n, int block, int team, int vec,                 \
-        const float* bpad, int nbpad, const u8* lut, int K) {                                                 \
-        encode<D, false, LUT>(x, codes, nullptr, scale, n, block, team, vec, bpad, nbpad, lut, K);                   \
+#define ENCODE_KERNELS(NAME, D, SEARCH, LUT)                                                                   \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_block_##NAME##_##SEARCH(                  \
+        const D::raw* x, u8* codes, float* absmax, i64 n, int block, int team, int vec, const float* bpad,     \
+        int nbpad, const u8* lut, int K) {                                                                     \
+        encode<D, true, LUT>(x, codes, absmax, nullptr, n, block, team, vec, bpad, nbpad, lut, K);             \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) encode_scale_##NAME##_##SEARCH(                  \
+        const D::raw* x, u8* codes, const float* scale, i64 n, int block, int team, int vec,                   \
+        const float* bpad, int nbpad, const u8* lut, int K) {                                                  \
+        encode<D, false, LUT>(x, codes, nullptr, scale, n, block, team, vec, bpad, nbpad, lut, K);             \
     }
 
-#define DECODE_KERNELS(NAME, D)                                                                              \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_block_##NAME(                          \
-        const u8* codes, const float* values, const float* scales, D::raw* out, i64 n, int block, int team,  \
-        int vec) {                                                                                           \
-        decode<D>(codes, values, scales, 1, out, n, block, team, vec);                                       \
-    }                                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_scale_##NAME(                          \
-        const u8* codes, const float* values, const float* scale, D::raw* out, i64 n, int block, int team,   \
-        int vec) {                                                                                           \
-        decode<D>(codes, values, scale, 0, out, n, block, team, vec);                                        \
+#define DECODE_KERNELS(NAME, D)                                                                                \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_block_##NAME(                             \
+        const u8* codes, const float* values, const float* scales, D::raw* out, i64 n, int block, int team,    \
+        int vec) {                                                                                             \
+        decode<D>(codes, values, scales, 1, out, n, block, team, vec);                                         \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MAX_THREADS) decode_scale_##NAME(                             \
+        const u8* codes, const float* values, const float* scale, D::raw* out, i64 n, int block, int team,     \
+        int vec) {                                                                                             \
+        decode<D>(codes, values, scale, 0, out, n, block, team, vec);                                          \
     }
 
 ENCODE_KERNELS(f32, F32, lut, true)

@@ -72,6 +72,29 @@ class Codec:
         return f"<{type(self).__name__} {self.describe()}>"
 
 
+def check_seed(seed: int) -> int:
+    """Validate a seed: an int in 0..2**63-1."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
+    return seed
+
+
+class SeededGenerator:
+    """Mixin for stochastic codecs: one torch.Generator per device, seeded from `self.seed`."""
+
+    seed: int
+    _gen: torch.Generator | None = None
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
+        if self._gen is None or self._gen.device.type != device.type or (
+            device.index is not None and self._gen.device.index != device.index
+        ):
+            self._gen = torch.Generator(device=device)
+            self._gen.manual_seed(self.seed)
+        return self._gen
+
+
 def check_input(x: torch.Tensor, *, nonfinite: str = "raise") -> torch.Tensor:
     """Validate a codec input: a floating tensor (fp32/fp16/bf16), finite unless told to saturate.
 

@@ -14,16 +14,10 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, register, unpack_bits
 
 NONFINITE_POLICIES = ("raise", "saturate")
 MAX_LEVELS = 127  # sign + level code fit one byte (GRACE's int8 QSGD uses 127 levels too)
-
-
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
-    return seed
 
 
 def level_bits(levels: int) -> int:
@@ -41,7 +35,7 @@ def l2_norm(flat: torch.Tensor) -> torch.Tensor:
     return big * torch.linalg.vector_norm(flat / big)
 
 
-class QSGD(Codec):
+class QSGD(SeededGenerator, Codec):
     """Per-tensor QSGD with `levels` = s in 1..127 (default 16).
 
     Payload: codes (sign << b | level, b = ceil(log2(s + 1)), packed at 1 + b bits) + one fp32
@@ -59,7 +53,7 @@ class QSGD(Codec):
         if nonfinite not in NONFINITE_POLICIES:
             raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
         self.levels = levels
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.nonfinite = nonfinite
         self._gen: torch.Generator | None = None
 
@@ -68,14 +62,6 @@ class QSGD(Codec):
         """Wire bits per value: 1 sign bit + the level bits."""
         return 1 + level_bits(self.levels)
 
-    def _generator(self, device: torch.device) -> torch.Generator:
-        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
-        if self._gen is None or self._gen.device.type != device.type or (
-            device.index is not None and self._gen.device.index != device.index
-        ):
-            self._gen = torch.Generator(device=device)
-            self._gen.manual_seed(self.seed)
-        return self._gen
 
     def encode(self, x: torch.Tensor) -> Encoded:
         """Encode any-shape fp32/fp16/bf16 tensor; NaN/Inf follow the `nonfinite` policy."""

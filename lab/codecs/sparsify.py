@@ -17,16 +17,10 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, prepare, register
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, prepare, register
 
 NONFINITE_POLICIES = ("raise", "saturate")
 DEFAULT_RATIO = 0.01  # Aji & Heafield drop 99% of the gradient
-
-
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
-    return seed
 
 
 def _check_budget(ratio: float | None, k: int | None) -> tuple[float | None, int | None]:
@@ -105,7 +99,7 @@ class TopK(Codec):
         return f"topk({_budget_text(self.ratio, self.k)})"
 
 
-class RandomK(Codec):
+class RandomK(SeededGenerator, Codec):
     """Keep k uniformly random values per tensor: fp32 values + an int64 seed, 4 bytes per kept value + 8.
 
     Each encode draws a fresh index seed from the codec's generator (seeded with `seed`, created
@@ -135,18 +129,10 @@ class RandomK(Codec):
             raise ValueError(f"unbiased={unbiased!r}; allowed: True or False")
         self.ratio, self.k = _check_budget(ratio, k)
         self.unbiased = unbiased
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.nonfinite = nonfinite
         self._gen: torch.Generator | None = None
 
-    def _generator(self, device: torch.device) -> torch.Generator:
-        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
-        if self._gen is None or self._gen.device.type != device.type or (
-            device.index is not None and self._gen.device.index != device.index
-        ):
-            self._gen = torch.Generator(device=device)
-            self._gen.manual_seed(self.seed)
-        return self._gen
 
     @staticmethod
     def indices(n: int, k: int, seed: int, device: torch.device) -> torch.Tensor:

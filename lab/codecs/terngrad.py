@@ -12,18 +12,12 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, register, unpack_bits
 
 NONFINITE_POLICIES = ("raise", "saturate")
 
 
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed={seed!r}; allowed: an int in 0..2**63-1")
-    return seed
-
-
-class TernGrad(Codec):
+class TernGrad(SeededGenerator, Codec):
     """2-bit codes {0, 1, 2} for {-1, 0, +1} (bit planes) + one fp32 scale s = max|g|.
 
     Stochastic and unbiased; the codec owns a torch.Generator seeded with `seed` (created on
@@ -38,18 +32,10 @@ class TernGrad(Codec):
     def __init__(self, *, seed: int = 0, nonfinite: str = "raise") -> None:
         if nonfinite not in NONFINITE_POLICIES:
             raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self.nonfinite = nonfinite
         self._gen: torch.Generator | None = None
 
-    def _generator(self, device: torch.device) -> torch.Generator:
-        """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
-        if self._gen is None or self._gen.device.type != device.type or (
-            device.index is not None and self._gen.device.index != device.index
-        ):
-            self._gen = torch.Generator(device=device)
-            self._gen.manual_seed(self.seed)
-        return self._gen
 
     def encode(self, x: torch.Tensor) -> Encoded:
         """Encode any-shape fp32/fp16/bf16 tensor; NaN/Inf follow the `nonfinite` policy."""

@@ -1,0 +1,291 @@
+"""CUDA kernels: nvcc compile checks (no GPU needed), the search algorithms and launch plans of
+kernels/codec.cu emulated on the CPU, and kernel == CPU reference bit for bit (`gpu` marked)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from lab.backend import KERNEL_DIR
+from lab.codecs import cpu
+from lab.codecs import cuda as C
+
+CU_FILES = sorted(KERNEL_DIR.glob("*.cu"))
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+SEARCHES = ("lut", "binary")
+MODES = ("block64", "block256", "block1000", "block4096", "block65536", "scale_absmax", "scale_one")
+LENGTHS = (0, 1, 4095, 4097, (1 << 20) + 3)
+
+
+# ------------------------------------------------------------------ compile checks
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("path", CU_FILES, ids=[p.name for p in CU_FILES])
+def test_kernel_compiles(path: Path, arch: str, tmp_path: Path) -> None:
+    cmd = ["nvcc", "-cubin", f"-arch={arch}", "-o", str(tmp_path / f"{path.stem}.cubin"), str(path)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, f"{' '.join(cmd)} failed:\n{run.stderr}"
+
+
+def test_kernel_sources_exist() -> None:
+    assert KERNEL_DIR / "codec.cu" in CU_FILES
+
+
+# ------------------------------------------------------------------ tables and the reference
+
+def _tables() -> dict[str, torch.Tensor]:
+    """Sorted float32 value tables: 2, 17 (non-uniform), 255 and 256 (dynamic-tree-like) values,
+    one beyond [-1, 1], and one whose bounds crowd 4 to a lut bucket."""
+    g = torch.Generator().manual_seed(0)
+    pos127 = torch.logspace(-6, 0, 128, dtype=torch.float64)[:-1].float()  # 1e-6 .. <1
+    pos126 = torch.logspace(-6, 0, 127, dtype=torch.float64)[:-1].float()
+    one, zero = torch.ones(1), torch.zeros(1)
+    return {
+        "2": torch.tensor([-1.0, 1.0]),
+        "17": torch.cat([torch.rand(15, generator=g) * 2 - 1, -one, one]).sort().values,
+        "tree255": torch.cat([-one, -pos126.flip(0), zero, pos126, one]),
+        "tree256": torch.cat([-pos127.flip(0), zero, pos127, one]),
+        "skewed": torch.cat([torch.randn(100, generator=g).sort().values ** 3, -one * 30, one * 30]).sort().values,
+        "dense": torch.cat([-one, zero, 0.5 + 0.0012 * torch.arange(12), one]),  # K = 4 compares
+    }
+
+
+TABLES = _tables()
+
+
+def _prepared(name: str) -> dict:
+    values = TABLES[name]
+    assert values.numel() == torch.unique(values).numel(), "tables must be strictly increasing"
+    bounds = (values[:-1] + values[1:]) / 2
+    lut, bpad, K = cpu.search_tables(bounds)
+    values256 = torch.cat([values, values.new_zeros(256 - values.numel())])
+    return {"values256": values256, "bounds": bounds, "lut": lut, "bpad": bpad, "K": K}
+
+
+def _inverse(s: torch.Tensor) -> torch.Tensor:
+    return torch.where(s > 0, torch.ones_like(s) / s, torch.zeros_like(s))
+
+
+def _reference_encode(xf: torch.Tensor, bounds: torch.Tensor, block_size: int | None,
+                      scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(codes, scales, per-element scale) of float32 x, per the CPU definition."""
+    n = xf.numel()
+    if block_size is None:
+        scales, per = scale, scale.expand(n)
+    else:
+        nb = -(-n // block_size)
+        padded = torch.cat([xf, xf.new_zeros(nb * block_size - n)]).view(nb, block_size)
+        scales = padded.abs().amax(1)
+        per = scales.repeat_interleave(block_size)[:n]
+    codes = torch.bucketize(xf * _inverse(per), bounds, right=True).to(torch.uint8)
+    return codes, scales, per
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()])
+
+
+def _data(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Heavy-tailed values with exact zeros and negative zeros, finite in every dtype."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(n, generator=g) * torch.exp(2 * torch.randn(n, generator=g))).clamp(-6e4, 6e4)
+    x[torch.rand(n, generator=g) < 0.03] = 0.0
+    x[torch.rand(n, generator=g) < 0.03] = -0.0
+    if n > 3 * 4096:
+        x[4096:8192] = 0.0  # all-zero blocks
+        x[8192:12288] *= 1e-39  # blocks whose 1/absmax overflows to inf (fp32, bf16)
+    return x.to(dtype)
+
+
+# ------------------------------------------------------------------ the kernels' searches, emulated
+
+def _probe_values(bounds: torch.Tensor) -> torch.Tensor:
+    """Scaled values to search: every bound and its float neighbours, zeros, denormals, extremes."""
+    g = torch.Generator().manual_seed(1)
+    big = torch.tensor(3e38)
+    near = torch.cat([bounds, torch.nextafter(bounds, -big), torch.nextafter(bounds, big)])
+    special = torch.tensor([0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.0, -1.0, 3.4e38, -3.4e38])
+    return torch.cat([near, special, torch.randn(20000, generator=g), torch.rand(20000, generator=g) * 2 - 1,
+                      torch.randn(5000, generator=g) * 1e-5])
+
+
+def _kernel_search(a: torch.Tensor, p: dict, search: str) -> torch.Tensor:
+    """codec.cu's Search::operator() in torch: lut + K compares, or 8-step bisection of 255 slots."""
+    sb = torch.cat([p["bpad"][: 256 + C.MAX_K], torch.full((256 + C.MAX_K,), float("inf"))])[: 256 + C.MAX_K]
+    if search == "lut":
+        c = p["lut"][(a.view(torch.int32) >> 16) & 0xFFFF].long()
+        for _ in range(p["K"]):
+            c = c + (a >= sb[c]).long()
+    else:
+        c = torch.zeros_like(a, dtype=torch.long)
+        for s in (128, 64, 32, 16, 8, 4, 2, 1):
+            c = c + s * (sb[c + s - 1] <= a).long()
+    nb = int((sb <= 3.4028235e38).sum())
+    c = torch.where(a.abs() <= 3.4028235e38, c, torch.where(a == float("-inf"), 0, nb))
+    return c
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_kernel_search_matches_bucketize(table: str, search: str) -> None:
+    p = _prepared(table)
+    assert 1 <= p["K"] <= C.MAX_K, "the lut search needs K <= 4"
+    a = _probe_values(p["bounds"])
+    a = torch.cat([a, torch.tensor([float("inf"), float("-inf"), float("nan")])])
+    want = torch.bucketize(a, p["bounds"], right=True)
+    assert torch.equal(_kernel_search(a, p, search), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_launch_plans(dtype: torch.dtype) -> None:
+    vec = C._VEC[dtype]
+    for n in (1, 4097, 10**6, 3 * 2**31):
+        for block_size in (1, 3, 64, 100, 256, 1000, 4096, 65536, 10**6, None):
+            for aligned in (True, False):
+                for plan in (C.encode_plan(n, dtype, block_size=block_size, search="lut", x_aligned=aligned),
+                             C.decode_plan(n, dtype, block_size=block_size, codes_aligned=aligned)):
+                    group = vec if plan.kernel.startswith("encode") else C.DECODE_GROUP
+                    assert plan.threads % 32 == 0 and plan.threads <= C.MAX_CTA
+                    assert plan.team == plan.threads or (plan.team <= 32 and plan.team & (plan.team - 1) == 0)
+                    assert plan.threads % plan.team == 0
+                    assert 1 <= plan.grid <= C.MAX_GRID
+                    assert not plan.vec or aligned
+                    if plan.vec:
+                        assert plan.block % group == 0
+                    if block_size is not None:
+                        assert plan.block == block_size
+                        teams = plan.grid * (plan.threads // plan.team)
+                        assert teams >= -(-n // block_size) or plan.grid == C.MAX_GRID
+
+
+def test_launchers_reject_bad_arguments() -> None:
+    p = _prepared("17")
+    x, codes = torch.randn(100), torch.zeros(4, dtype=torch.uint8)
+    args = (x, p["bpad"], p["lut"], p["K"])
+    with pytest.raises(ValueError, match="CUDA"):
+        C.encode_cuda(*args, block_size=64, scale=None)
+    with pytest.raises(ValueError, match="exactly one"):
+        C.encode_cuda(*args, block_size=64, scale=torch.ones(1))
+    with pytest.raises(ValueError, match="exactly one"):
+        C.encode_cuda(*args, block_size=None, scale=None)
+    with pytest.raises(ValueError, match="block_size"):
+        C.encode_cuda(*args, block_size=0, scale=None)
+    with pytest.raises(ValueError, match="search"):
+        C.encode_cuda(*args, block_size=64, scale=None, search="linear")
+    with pytest.raises(ValueError, match="dtype"):
+        C.decode_cuda(codes, p["values256"], torch.ones(1), block_size=None, dtype=torch.float64)
+    with pytest.raises(ValueError, match="CUDA"):
+        C.decode_cuda(codes, p["values256"], torch.ones(1), block_size=None, dtype=torch.float32)
+
+
+# ------------------------------------------------------------------ GPU: kernels == reference
+
+def _mode(mode: str, xf: torch.Tensor) -> tuple[int | None, torch.Tensor | None]:
+    if mode.startswith("block"):
+        return int(mode[5:]), None
+    if mode == "scale_absmax":
+        return None, (xf.abs().max() if xf.numel() else torch.tensor(0.0)).reshape(1)
+    return None, torch.ones(1)
+
+
+def _check_roundtrip(x: torch.Tensor, p: dict, search: str, block_size: int | None,
+                     scale: torch.Tensor | None) -> None:
+    """Encode the CUDA tensor x and decode its codes into every dtype; compare bits with the reference."""
+    dev = x.device
+    d = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+    xf = x.cpu().float()
+    want_codes, want_scales, per = _reference_encode(xf, p["bounds"], block_size, scale)
+    codes, scales = C.encode_cuda(x, d["bpad"], d["lut"], d["K"], block_size=block_size,
+                                  scale=None if scale is None else scale.to(dev), search=search)
+    assert codes.dtype == torch.uint8 and codes.shape == (x.numel(),)
+    mismatch = (codes.cpu() != want_codes).nonzero()
+    assert mismatch.numel() == 0, (
+        f"{mismatch.numel()} codes differ, first at {mismatch[:5, 0].tolist()}: got "
+        f"{codes.cpu()[mismatch[:5, 0]].tolist()}, want {want_codes[mismatch[:5, 0]].tolist()} "
+        f"for x = {xf[mismatch[:5, 0]].tolist()}")
+    assert torch.equal(_bits(scales.cpu()), _bits(want_scales))
+    for dtype in DTYPES:
+        out = C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype)
+        want = (p["values256"][want_codes.long()] * per).to(dtype)
+        assert out.dtype == dtype and out.shape == (x.numel(),)
+        assert torch.equal(_bits(out.cpu()), _bits(want)), f"decode into {dtype} differs"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("table", sorted(TABLES))
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_matches_reference(dtype: torch.dtype, search: str, table: str, mode: str) -> None:
+    p = _prepared(table)
+    for i, n in enumerate(LENGTHS):
+        x = _data(n, dtype, seed=i)
+        block_size, scale = _mode(mode, x.float())
+        _check_roundtrip(x.cuda(), p, search, block_size, scale)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ("block64", "block100", "block4096", "block65536", "scale_absmax"))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_unaligned_input(dtype: torch.dtype, mode: str) -> None:
+    """Inputs and codes one element off 16-byte alignment take the kernels' scalar path."""
+    p = _prepared("tree256")
+    for n in (4097, 200003):
+        x = _data(n + 1, dtype, seed=n)
+        block_size, scale = _mode(mode, x[1:].float())
+        _check_roundtrip(x.cuda()[1:], p, "lut", block_size, scale)
+        d = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+        codes, scales = C.encode_cuda(x.cuda()[1:], d["bpad"], d["lut"], d["K"], block_size=block_size,
+                                      scale=None if scale is None else scale.cuda())
+        shifted = torch.cat([codes.new_zeros(1), codes])[1:]  # codes at an odd address
+        out = C.decode_cuda(shifted, d["values256"], scales, block_size=block_size, dtype=dtype)
+        want = C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype)
+        assert torch.equal(_bits(out), _bits(want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_all_zero_input(dtype: torch.dtype, search: str) -> None:
+    p = _prepared("tree255")
+    x = torch.zeros(10000, dtype=dtype, device="cuda")
+    for block_size, scale in ((64, None), (4096, None), (None, torch.zeros(1)), (None, torch.ones(1))):
+        _check_roundtrip(x, p, search, block_size, scale)
+        _check_roundtrip(-x, p, search, block_size, scale)
+
+
+@pytest.mark.gpu
+def test_cuda_scale_overflow_and_bounds() -> None:
+    """Values on the bounds exactly (scale 1), and x / scale overflowing to +-inf (a tiny scale)."""
+    for table in sorted(TABLES):
+        p = _prepared(table)
+        a = _probe_values(p["bounds"])
+        for search in SEARCHES:
+            _check_roundtrip(a.cuda(), p, search, None, torch.ones(1))
+            _check_roundtrip(a.cuda(), p, search, None, torch.tensor([1e-38]))
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_beyond_2_pow_31() -> None:
+    """64-bit indexing: the last blocks of a 2**31 + 4099 element input."""
+    n, B, tail = 2**31 + 4099, 4096, 1 << 20
+    start = (n - tail) // B * B
+    p = _prepared("tree256")
+    d = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+    x = torch.zeros(n, dtype=torch.float16, device="cuda")
+    x[start:] = _data(n - start, torch.float16, seed=7).cuda()
+    for search in SEARCHES:
+        codes, scales = C.encode_cuda(x, d["bpad"], d["lut"], d["K"], block_size=B, scale=None, search=search)
+        want_codes, want_scales, per = _reference_encode(x[start:].float().cpu(), p["bounds"], B, None)
+        assert torch.equal(codes[start:].cpu(), want_codes)
+        assert torch.equal(scales[start // B:].cpu(), want_scales)
+        del codes
+    out = C.decode_cuda(torch.cat([torch.zeros(start, dtype=torch.uint8, device="cuda"), want_codes.cuda()]),
+                        d["values256"], torch.cat([torch.zeros(start // B, device="cuda"), want_scales.cuda()]),
+                        block_size=B, dtype=torch.float16)
+    assert torch.equal(_bits(out[start:].cpu()), _bits((p["values256"][want_codes.long()] * per).half()))
