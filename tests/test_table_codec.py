@@ -194,3 +194,17 @@ def test_wire_bytes():
     assert get_codec("dynamic_tree").encode(x).wire_bytes == 10_004
     assert get_codec("dynamic_tree", block_size=4096).encode(x).wire_bytes == 10_000 + 3 * 4
     assert get_codec("mantissa").encode(x).wire_bytes == 10_000
+
+
+def test_tiny_subnormal_absmax_matches_reference():
+    """1/absmax overflows for absmax < ~2^-128: the fast path must still equal torch.bucketize."""
+    n = 1 << 16
+    x = torch.randn(n, generator=torch.Generator().manual_seed(0)) * 1e-40
+    x[::7] = 0
+    for block in (None, 4096):
+        c = get_codec("dynamic_tree", block_size=block)
+        enc = c.encode(x)
+        s = enc.tensors["scales"] if block is None else enc.tensors["scales"].repeat_interleave(block)
+        ref = cpu.encode_reference(x.float() * cpu.inverse_scale(s), c.bounds)
+        assert torch.equal(enc.tensors["codes"], ref)
+        assert int(enc.tensors["codes"].max()) < len(c.values)

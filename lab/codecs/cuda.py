@@ -3,6 +3,9 @@
 Same semantics as the CPU reference in `cpu.py` (DESIGN.md rule 2), bit for bit:
   inv = 1/absmax (0 when absmax is 0),  a = float(x) * inv,  code = #{j : bounds[j] <= a};
   decode: values[code] * scale, rounded to the output dtype.
+A non-finite a (1/absmax overflowing for blocks below 2**-128, or x/scale) codes as
+torch.bucketize does: NaN and +inf after every bound, -inf before. The absmax propagates NaN as
+torch.amax does. Exactness needs NVRTC's defaults (no -ftz, no fast math).
 Dettmers 2016 §3.2 searches the table by bisection ('binary'); 'lut' indexes a 65,536-entry
 table by the top 16 bits of a and finishes with K compares (`cpu.search_tables` builds it).
 
@@ -31,7 +34,6 @@ CTA = 256  # threads per CTA of small teams, and of the per-tensor kernels
 MAX_CTA = 1024  # = MAX_THREADS
 MAX_GRID = 2**31 - 1
 MAX_BLOCK = 2**30  # in-block offsets are 32-bit in the kernels
-MAX_BOUNDS = 255
 
 _NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 _VEC = {torch.float32: 4, torch.float16: 8, torch.bfloat16: 8}  # elements in 16 bytes

@@ -116,6 +116,8 @@ class TableCodec(Codec):
                 from .cuda import encode_cuda
                 codes, _ = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=None,
                                        scale=scales, search=self.search)
+            elif _inverse_overflows(scales):
+                codes = cpu.encode_scaled_reference(flat, cpu.inverse_scale(scales[0]), p["bounds"])
             else:
                 codes = cpu.encode_scaled(flat, cpu.inverse_scale(scales[0]), p["bounds"], p["lut"],
                                           p["bpad"], p["K"])
@@ -130,6 +132,8 @@ class TableCodec(Codec):
             parts_c, parts_s = [], []
             if full:
                 c2, s = cpu.encode_blocks(flat[:full].view(-1, B), p["bounds"], p["lut"], p["bpad"], p["K"])
+                if _inverse_overflows(s):
+                    c2, s = cpu.encode_blocks_reference(flat[:full].view(-1, B), p["bounds"])
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             if full < n:
@@ -166,6 +170,12 @@ class TableCodec(Codec):
                 parts.append(cpu.decode_reference(codes[full:], p["values256"], scales[-1], enc.dtype))
             out = parts[0] if len(parts) == 1 else torch.cat(parts)
         return out.view(enc.shape)
+
+
+def _inverse_overflows(absmax: torch.Tensor) -> bool:
+    """A subnormal absmax below ~2^-128 makes 1/absmax infinite and a = x·inv non-finite; the
+    prefix-table search is only exact for finite a, so such calls take the reference search."""
+    return bool(torch.isinf(cpu.inverse_scale(absmax)).any())
 
 
 class _NonFinite(Exception):
