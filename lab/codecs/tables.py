@@ -28,7 +28,6 @@ Readings chosen where the paper's text is unclear (each checked against Table 1,
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
