@@ -48,10 +48,13 @@ class Codec:
 
     `summable`: payloads of several workers can be added on the wire (allreduce);
     otherwise a collective must gather and decode them (allgather).
+    `requantize`: the codec codes every value with its own scale, so a collective may decode a
+    partial sum, add and re-encode it at every hop (ring, tree); sparse and sign codecs gather.
     """
 
     name: ClassVar[str] = "codec"
     summable: ClassVar[bool] = False
+    requantize: ClassVar[bool] = False
     stochastic: ClassVar[bool] = False
 
     def encode(self, x: torch.Tensor) -> Encoded:

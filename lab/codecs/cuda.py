@@ -92,22 +92,23 @@ def decode_plan(n: int, dtype: torch.dtype, *, block_size: int | None, codes_ali
 # ------------------------------------------------------------------ launching
 
 @functools.cache
-def _kernel(name: str, device_index: int):
+def _kernel(name: str, device_index: int, module: str = "codec"):
     import cupy
 
     with cupy.cuda.Device(device_index):
-        return backend.load_kernels("codec").get_function(name)
+        return backend.load_kernels(module).get_function(name)
 
 
-def _ptr(t: torch.Tensor) -> np.uint64:
-    return np.uint64(t.data_ptr())
+def _ptr(t: torch.Tensor | None) -> np.uint64:
+    return np.uint64(0 if t is None else t.data_ptr())
 
 
-def _launch(plan: Launch, device: torch.device, args: tuple) -> None:
+def _launch(plan: Launch, device: torch.device, args: tuple, module: str = "codec") -> None:
+    """Launch plan.kernel of kernels/<module>.cu on torch's current stream of `device`."""
     import cupy
 
     index = device.index if device.index is not None else torch.cuda.current_device()
-    fn = _kernel(plan.kernel, index)
+    fn = _kernel(plan.kernel, index, module)
     with torch.cuda.device(index), cupy.cuda.Device(index):
         with backend.launch_stream():
             fn((plan.grid,), (plan.threads,), args)
@@ -128,6 +129,24 @@ def _check_cuda(name: str, t: torch.Tensor, dtype: torch.dtype | tuple[torch.dty
         raise ValueError(f"{name} dtype {t.dtype}; allowed: {', '.join(map(str, dtypes))}")
     if not t.is_contiguous():
         raise ValueError(f"{name} must be contiguous")
+
+
+def check_search_tables(bpad: torch.Tensor, lut: torch.Tensor | None, K: int, search: str,
+                        device: torch.device) -> None:
+    """Validate the search tables of a CUDA encode (bounds padded to a power of two, the LUT, K)."""
+    _check_cuda("bpad", bpad, torch.float32, device)
+    if bpad.dim() != 1 or bpad.numel() < 1:
+        raise ValueError(f"bpad must be 1-D and non-empty, got shape {tuple(bpad.shape)}")
+    if search not in SEARCHES:
+        raise ValueError(f"search={search!r}; allowed: {', '.join(SEARCHES)}")
+    if search == "lut":
+        if lut is None:
+            raise ValueError("search='lut' needs lut")
+        _check_cuda("lut", lut, torch.uint8, device)
+        if lut.numel() != 65536:
+            raise ValueError(f"lut must have 65536 entries, got {lut.numel()}")
+        if not isinstance(K, int) or isinstance(K, bool) or not 1 <= K <= MAX_K:
+            raise ValueError(f"K={K!r}; allowed: an integer in 1..{MAX_K} (the search needs a finer table)")
 
 
 def _check_block_size(block_size: int | None) -> None:
@@ -159,18 +178,8 @@ def encode_cuda(x: torch.Tensor, bpad: torch.Tensor, lut: torch.Tensor | None, K
         _check_cuda("scale", scale, torch.float32, device)
         if scale.numel() != 1:
             raise ValueError(f"scale must hold one value, got {scale.numel()}")
-    _check_cuda("bpad", bpad, torch.float32, device)
-    if bpad.dim() != 1 or bpad.numel() < 1:
-        raise ValueError(f"bpad must be 1-D and non-empty, got shape {tuple(bpad.shape)}")
-    if search == "lut":
-        if lut is None:
-            raise ValueError("search='lut' needs lut")
-        _check_cuda("lut", lut, torch.uint8, device)
-        if lut.numel() != 65536:
-            raise ValueError(f"lut must have 65536 entries, got {lut.numel()}")
-        if not isinstance(K, int) or isinstance(K, bool) or not 1 <= K <= MAX_K:
-            raise ValueError(f"K={K!r}; allowed: an integer in 1..{MAX_K} (the search needs a finer table)")
-    else:
+    check_search_tables(bpad, lut, K, search, device)
+    if search != "lut":
         lut, K = bpad, 0  # unused by the binary kernels
 
     n = x.numel()

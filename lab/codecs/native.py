@@ -20,6 +20,7 @@ class CastCodec(Codec):
     """A plain cast to a 16- or 32-bit float format; overflow saturates to the format's max."""
 
     summable = True
+    requantize = True
     FORMATS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
     def __init__(self, fmt: str = "fp16", *, nonfinite: str = "raise") -> None:
@@ -39,6 +40,8 @@ class CastCodec(Codec):
 
 class Fp8Codec(Codec):
     """Per-tensor scaled fp8: x / (absmax / fmt_max), clamped, cast; one float32 scale."""
+
+    requantize = True
 
     def __init__(self, fmt: str = "fp8_e4m3", *, nonfinite: str = "raise") -> None:
         if fmt not in FP8:
@@ -62,6 +65,7 @@ class Int8Codec(Codec):
     """Symmetric absmax int8: round(x * 127 / absmax), one float32 scale per tensor."""
 
     name = "int8"
+    requantize = True
 
     def __init__(self, *, nonfinite: str = "raise") -> None:
         self.nonfinite = nonfinite

@@ -45,6 +45,7 @@ class QSGD(SeededGenerator, Codec):
 
     name: ClassVar[str] = "qsgd"
     summable: ClassVar[bool] = False
+    requantize: ClassVar[bool] = True
     stochastic: ClassVar[bool] = True
 
     def __init__(self, *, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> None:

@@ -50,6 +50,7 @@ class TableCodec(Codec):
     """
 
     summable = False
+    requantize = True
 
     def __init__(self, table: ValueTable, *, rounding: str = "nearest", scale: str = "absmax",
                  block_size: int | None = None, nonfinite: str = "raise", search: str = "lut",

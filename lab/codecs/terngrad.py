@@ -27,6 +27,7 @@ class TernGrad(SeededGenerator, Codec):
 
     name: ClassVar[str] = "terngrad"
     summable: ClassVar[bool] = False
+    requantize: ClassVar[bool] = True
     stochastic: ClassVar[bool] = True
 
     def __init__(self, *, seed: int = 0, nonfinite: str = "raise") -> None:

@@ -1,0 +1,78 @@
+"""Butterfly (recursive doubling) allreduce: log2 P exchanges of the whole vector (paper 001
+"Butterfly": L·log2P + γmG·log2P). Other P fold the extra ranks in first (`Fold`).
+
+With a codec both partners end a step with decode(mine) + decode(theirs), the same numbers on
+both sides; for deterministic codecs every rank ends identical. When P is not a power of two
+the core ranks encode the result once more to hand it to their folded partners.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..base import Comm
+from ..channel import Channel
+from .common import Fold
+
+
+def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
+    n, fold = buf.numel(), Fold(comm)
+    if comm.size == 1:
+        return
+    if fold.vrank is None:
+        ch.isend(ch.encode(buf), fold.partner).wait()
+        ch.recv_into(buf, fold.partner)
+        return
+    if fold.partner is not None:
+        ch.add_into(ch.recv(n, fold.partner), buf)
+    mask = 1
+    while mask < fold.core:
+        peer = fold.real(fold.vrank ^ mask)
+        mine = ch.encode(buf)
+        theirs = ch.exchange(mine, peer, n)
+        if ch.codec is None:
+            buf.add_(theirs)
+        else:
+            buf.copy_(ch.decoded(mine, n))
+            ch.add_into(theirs, buf)
+        mask <<= 1
+    if fold.extra:
+        payload = ch.finalize(buf)
+        if fold.partner is not None:
+            ch.isend(payload, fold.partner).wait()
+
+
+def gather(comm: Comm, rows: torch.Tensor) -> None:
+    """Recursive-doubling allgather of payload rows (folded for P not a power of two)."""
+    fold = Fold(comm)
+    if comm.size == 1:
+        return
+    if fold.vrank is None:
+        comm.send(rows[comm.rank], fold.partner)
+        comm.recv(rows, fold.partner)
+        return
+    if fold.partner is not None:
+        comm.recv(rows[fold.partner], fold.partner)
+    mask = 1
+    while mask < fold.core:
+        v = fold.vrank
+        peer = fold.real(v ^ mask)
+        mine = _owned(fold, v, mask)
+        theirs = _owned(fold, v ^ mask, mask)
+        w = comm.isend(rows[mine].contiguous(), peer)
+        got = torch.empty((len(theirs), rows.shape[1]), dtype=rows.dtype, device=rows.device)
+        comm.recv(got, peer)
+        w.wait()
+        rows[theirs] = got
+        mask <<= 1
+    if fold.partner is not None:
+        comm.send(rows, fold.partner)
+
+
+def _owned(fold: Fold, v: int, mask: int) -> list[int]:
+    """Real ranks whose rows core index v holds before the exchange at distance `mask`."""
+    base = v & ~(mask - 1)
+    out = []
+    for u in range(base, base + mask):
+        real = fold.real(u)
+        out += [real - 1, real] if u < fold.extra else [real]
+    return out

@@ -1,0 +1,337 @@
+"""Collective benchmarks: an nccl-tests-style allreduce sweep with a calibrated cost model, and
+the transfer experiment of Dettmers 2016 Figure 2 (compress + transfer + decompress vs 32-bit).
+
+Rank functions run on every rank of a Comm (launch.run, torchrun or SimComm); rank 0 returns
+the rows. Conventions follow nccl-tests, except that time is the median per operation (not the loop
+mean: shared cores give rare multi-ms stalls), averaged over ranks; algbw = bytes / time (1e9 B/s); busbw = algbw · 2(P-1)/P; #wrong counts elements
+that differ from the exact sum (inputs are small integers, so every summation order is exact).
+"""
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+
+from lab.codecs.base import get_codec
+
+from . import cost
+from .allreduce import NATIVE, algorithm_names, allreduce, check_algorithm, resolve_codec
+from .base import Comm
+from .wire import WireFormat
+
+Progress = Callable[[float, str], None]
+_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
+
+
+def parse_size(text: str | int) -> int:
+    """'8', '64K', '64M', '1G' -> bytes (binary units, as nccl-tests' -b/-e)."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?B?)\s*", str(text).upper())
+    if not m:
+        raise ValueError(f"size {text!r}; allowed: an integer with an optional K, M or G suffix (e.g. 8, 64K, 64M)")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: int = 2) -> list[int]:
+    """min, min·factor, ... up to max (bytes, multiples of 4 for fp32)."""
+    if min_bytes < 4 or max_bytes < min_bytes or factor < 2:
+        raise ValueError(f"sizes {min_bytes}..{max_bytes} B by x{factor}; allowed: 4 <= min <= max, factor >= 2")
+    out, s = [], min_bytes
+    while s <= max_bytes:
+        out.append(s // 4 * 4)
+        s *= factor
+    return out
+
+
+def pattern(rank: int, n: int, device: torch.device) -> torch.Tensor:
+    """Rank r's input: small integers in -8..8, so sums are exact in fp32 in any order."""
+    i = torch.arange(n, device=device)
+    return (((i * 7 + rank * 13) % 17) - 8).to(torch.float32)
+
+
+def expected(P: int, n: int, device: torch.device) -> torch.Tensor:
+    acc = torch.zeros(n, device=device)
+    for r in range(P):
+        acc += pattern(r, n, device)
+    return acc
+
+
+def _sync(comm: Comm) -> None:
+    if comm.device.type == "cuda":
+        torch.cuda.synchronize(comm.device)
+
+
+def _agree(comm: Comm, value: Any) -> Any:
+    """Rank 0's value on every rank."""
+    return comm.allgather_object(value)[0]
+
+
+def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int) -> float:
+    """Seconds per call: each call starts after a barrier and is timed on every rank; the median
+    over calls (robust to the scheduler's outliers on shared cores), averaged over ranks as
+    nccl-tests does (-a 1). One warm-up call first; the call count fits `target_s`."""
+    op()
+    comm.barrier()
+    t0 = time.perf_counter()
+    op()
+    _sync(comm)
+    once = time.perf_counter() - t0
+    iters = _agree(comm, max(3, min(max_iters, int(target_s / max(once, 1e-6)))))
+    times = []
+    for _ in range(iters):
+        comm.barrier()
+        t0 = time.perf_counter()
+        op()
+        _sync(comm)
+        times.append(time.perf_counter() - t0)
+    mine = statistics.median(times)
+    every = comm.allgather_object(mine)
+    return sum(every) / len(every)
+
+
+def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec: str | None = None,
+                     codec_options: dict | None = None, target_s: float = 0.2, max_iters: int = 50,
+                     pingpong: bool = True, progress: Progress | None = None) -> dict | None:
+    """Time every algorithm at every size (bytes of fp32 input); rank 0 returns
+    {'rows': [...], 'pingpong': [...]} and the others None."""
+    for a in algorithms:
+        check_algorithm(a)
+    c = get_codec(codec, **(codec_options or {})) if codec else None
+    P, dev = comm.size, comm.device
+    rows, pp = [], []
+    steps = len(algorithms) * len(sizes) + (len(sizes) if pingpong and P > 1 else 0)
+    done = 0
+    for a in algorithms:
+        cc = None if a == NATIVE else c
+        for nbytes in sizes:
+            n = nbytes // 4
+            x = pattern(comm.rank, n, dev)
+            comm.reset_counters()
+            y = allreduce(comm, x, algorithm=a, codec=cc)
+            sent = comm.bytes_sent
+            want = expected(P, n, dev)
+            wrong = int((y != want).sum())
+            rel = float((y - want).norm() / want.norm()) if n and float(want.norm()) else 0.0
+            t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False), target_s, max_iters)
+            rows.append({"algorithm": a, "codec": cc.describe() if cc else "fp32", "P": P, "nbytes": nbytes,
+                         "count": n, "type": "float", "redop": "sum", "seconds": t,
+                         "wire_bytes_rank0": sent if a != NATIVE else None, "wrong": wrong, "rel_error": rel})
+            done += 1
+            if progress:
+                progress(done / steps, f"{a} {nbytes} B")
+    if pingpong and P > 1:
+        for nbytes in sizes:
+            pp.append({"kind": "pingpong", "algorithm": "pingpong", "P": 2, "nbytes": nbytes,
+                       "seconds": _pingpong(comm, nbytes // 4, target_s, max_iters)})
+            done += 1
+            if progress:
+                progress(done / steps, f"ping-pong {nbytes} B")
+    return {"rows": rows, "pingpong": pp} if comm.rank == 0 else None
+
+
+def _pingpong(comm: Comm, n: int, target_s: float, max_iters: int) -> float:
+    """One-way time of n fp32 values between ranks 0 and 1 (half the round trip)."""
+    buf = torch.zeros(n, device=comm.device)
+
+    def op() -> None:
+        if n == 0:
+            return
+        if comm.rank == 0:
+            comm.send(buf, 1)
+            comm.recv(buf, 1)
+        elif comm.rank == 1:
+            comm.recv(buf, 0)
+            comm.send(buf, 0)
+
+    return _time_loop(comm, op, target_s, max_iters) / 2
+
+
+def table(result: dict, link: cost.Link | None = None, shared: bool = False) -> tuple[pd.DataFrame, cost.Fit | None]:
+    """The nccl-tests columns plus the cost model's prediction. Without a `link` the model is
+    calibrated here: L and G fitted by least squares to the library's own algorithms' times at
+    sizes >= 64 KB (plus the ping-pong when the ranks have links of their own; with shared=True,
+    ranks on one host, the shared-medium model of cost.py and no ping-pong, which runs with the
+    other ranks idle)."""
+    df = pd.DataFrame(result["rows"])
+    P = int(df["P"].iloc[0])
+    df["time_us"] = df["seconds"] * 1e6
+    df["algbw_GBps"] = df["nbytes"] / df["seconds"] / 1e9
+    df["busbw_GBps"] = df["algbw_GBps"] * cost.busbw_factor(P)
+    fit = None
+    if link is None and P > 1:
+        known = df[df["algorithm"] != NATIVE]
+        parts = [known.assign(kind="allreduce")[["kind", "algorithm", "P", "nbytes", "seconds"]]]
+        if not shared and result["pingpong"]:
+            parts.append(pd.DataFrame(result["pingpong"]))
+        calib = pd.concat(parts)
+        calib = calib[calib["nbytes"] >= 64 * 1024] if (calib["nbytes"] >= 64 * 1024).sum() >= 2 else calib
+        try:
+            fit = cost.fit_link(calib, shared=shared)
+            link = fit.link
+        except ValueError:
+            link = None
+    if link is not None and P > 1:
+        model_alg = df["algorithm"].where(df["algorithm"] != NATIVE, "ring")  # Gloo's allreduce is a ring
+        df["model_us"] = [cost.allreduce_time(a, P, b, link) * 1e6 for a, b in zip(model_alg, df["nbytes"])]
+        df["model_error"] = (df["model_us"] - df["time_us"]) / df["time_us"]
+    return df, fit
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """nccl-tests' layout: one block per algorithm, then the average bus bandwidth."""
+    cols = ["size (B)", "count", "type", "redop", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+    has_model = "model_us" in df
+    if has_model:
+        cols.append("model (us)")
+    lines = []
+    for a, g in df.groupby("algorithm", sort=False):
+        codec = g["codec"].iloc[0]
+        lines.append(f"# algorithm: {a}   wire: {codec}   ranks: {int(g['P'].iloc[0])}")
+        lines.append("#" + "".join(f"{c:>14}" for c in cols))
+        for _, r in g.iterrows():
+            wrong = str(int(r["wrong"])) if codec == "fp32" else f"~{r['rel_error']:.1e}"
+            vals = [f"{int(r['nbytes'])}", f"{int(r['count'])}", r["type"], r["redop"], f"{r['time_us']:.1f}",
+                    f"{r['algbw_GBps']:.3f}", f"{r['busbw_GBps']:.3f}", wrong]
+            if has_model:
+                vals.append(f"{r['model_us']:.1f}")
+            lines.append(" " + "".join(f"{v:>14}" for v in vals))
+        lines.append(f"# Avg bus bandwidth    : {g['busbw_GBps'].mean():.4f} GB/s")
+        lines.append("#")
+    return "\n".join(lines)
+
+
+def ratios(df: pd.DataFrame, min_bytes: int = 16 * 2**20) -> pd.DataFrame:
+    """busbw of each algorithm / native busbw at the same size, for sizes >= min_bytes."""
+    nat = df[df["algorithm"] == NATIVE].set_index("nbytes")["busbw_GBps"]
+    big = df[(df["nbytes"] >= min_bytes) & (df["algorithm"] != NATIVE)].copy()
+    big["busbw_vs_native"] = big["busbw_GBps"].values / nat.reindex(big["nbytes"]).values
+    return big[["algorithm", "nbytes", "busbw_GBps", "busbw_vs_native"]]
+
+
+# ------------------------------------------------------------------ transfer (Figure 2)
+
+def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target_s: float = 0.2,
+                  max_iters: int = 50, progress: Progress | None = None) -> list[dict] | None:
+    """Dettmers 2016 §3.3 / Figure 2 between ranks 0 and 1: the one-way time of encode + transfer
+    + decode of n values (half of a round trip in which each side encodes and decodes once),
+    for each codec (None = 32-bit). Rank 0 returns the rows."""
+    if comm.size < 2:
+        raise ValueError("the transfer experiment needs 2 ranks")
+    rows, steps, done = [], len(sizes) * len(codecs), 0
+    for n in sizes:
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n)).to(comm.device)
+        for name in codecs:
+            codec = resolve_codec(name)
+            fmt = WireFormat.of(codec, n, torch.float32, comm.device) if codec else None
+            nbytes = fmt.nbytes if fmt else 4 * n
+
+            def op() -> None:
+                if comm.rank > 1:
+                    return
+                peer = 1 - comm.rank
+                buf = torch.empty(nbytes, dtype=torch.uint8, device=comm.device) if fmt else torch.empty_like(x)
+                if comm.rank == 0:
+                    comm.send(fmt.encode(x) if fmt else x, peer)
+                    comm.recv(buf, peer)
+                    if fmt:
+                        fmt.decode(buf)
+                else:
+                    comm.recv(buf, peer)
+                    y = fmt.decode(buf) if fmt else buf
+                    comm.send(fmt.encode(y) if fmt else y, peer)
+
+            t = _time_loop(comm, op, target_s, max_iters) / 2
+            rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": nbytes,
+                         "seconds": t})
+            done += 1
+            if progress:
+                progress(done / steps, f"{n} values, {rows[-1]['codec']}")
+    return _speedups(rows) if comm.rank == 0 else None
+
+
+def _speedups(rows: list[dict]) -> list[dict]:
+    base = {r["n_values"]: r["seconds"] for r in rows if r["codec"] == "fp32"}
+    for r in rows:
+        r["speedup_vs_fp32"] = base[r["n_values"]] / r["seconds"] if r["n_values"] in base else None
+    return rows
+
+
+def crossover(df: pd.DataFrame) -> dict[str, int | None]:
+    """Per codec: the smallest size from which compression is faster than fp32 at every larger size."""
+    out: dict[str, int | None] = {}
+    for codec, g in df[df["codec"] != "fp32"].groupby("codec"):
+        g = g.sort_values("n_values")
+        faster = list(g["speedup_vs_fp32"] > 1)
+        first = None
+        for i in range(len(faster) - 1, -1, -1):
+            if not faster[i]:
+                break
+            first = int(g["n_values"].iloc[i])
+        out[codec] = first
+    return out
+
+
+def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cuda", repeats: int = 7,
+                  progress: Progress | None = None) -> list[dict]:
+    """Figure 2 over a GPU's real PCIe link: device -> pinned host -> device of the payload, with
+    encode before and decode after on the GPU, against the same copies of fp32 (CUDA events)."""
+    from lab import backend
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError("the PCIe transfer needs a CUDA device")
+    rows, steps, done = [], len(sizes) * len(codecs), 0
+    for n in sizes:
+        x = torch.randn(n, device=dev, generator=torch.Generator(device=dev).manual_seed(n))
+        for name in codecs:
+            codec = resolve_codec(name)
+            fmt = WireFormat.of(codec, n, torch.float32, dev) if codec else None
+            nbytes = fmt.nbytes if fmt else 4 * n
+            host = torch.empty(nbytes if fmt else n, dtype=torch.uint8 if fmt else torch.float32, pin_memory=True)
+
+            def op() -> None:
+                payload = fmt.encode(x) if fmt else x
+                host.copy_(payload, non_blocking=True)
+                back = host.to(dev, non_blocking=True)
+                if fmt:
+                    fmt.decode(back)
+
+            t = backend.time_fn(op, dev, repeats=repeats).median
+            rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": nbytes,
+                         "seconds": t, "link": "pcie d2h+h2d"})
+            done += 1
+            if progress:
+                progress(done / steps, f"{n} values, {rows[-1]['codec']}")
+    return _speedups(rows)
+
+
+def default_algorithms() -> list[str]:
+    return algorithm_names()
+
+
+def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
+                       max_iters: int = 20, progress: Progress | None = None) -> list[dict] | None:
+    """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
+    seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns)."""
+    check_algorithm(algorithm)
+    x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
+    exact = allreduce(comm, x, algorithm=algorithm)
+    rows = []
+    for i, name in enumerate(codecs):
+        codec = resolve_codec(name)
+        comm.reset_counters()
+        y = allreduce(comm, x, algorithm=algorithm, codec=codec)
+        sent = comm.bytes_sent
+        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, check=False),
+                       target_s, max_iters)
+        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32", "P": comm.size,
+                     "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
+                     "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0})
+        if progress:
+            progress((i + 1) / len(codecs), rows[-1]["codec"])
+    return _speedups(rows) if comm.rank == 0 else None

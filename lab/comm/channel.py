@@ -1,0 +1,116 @@
+"""The wire of a collective: raw fp32 segments, or codec payloads re-encoded at each hop.
+
+Algorithms move *payloads* (what crosses the link) and keep fp32 accumulators locally:
+  raw:        the payload is the fp32 segment itself; nothing is approximated.
+  requantize: a partial sum is encoded before each send; the receiver decodes and adds
+              (decode-add-encode at every hop: error compounds with the hop count). A fully
+              reduced piece is encoded once by its owner, who keeps the decoded value, and is
+              forwarded unchanged, so every rank ends with the same numbers.
+Gather mode (sparse and sign codecs) does not use a Channel: see `allreduce.py`.
+Empty segments are never sent: both ends know the lengths, and Gloo rejects zero-size traffic.
+"""
+from __future__ import annotations
+
+import torch
+
+from lab.codecs.base import Codec
+
+from .base import Comm, Done, Work
+from .wire import WireFormat
+
+
+class Channel:
+    """Send/receive/reduce of fp32 segments over `comm`, through `codec` when one is given."""
+
+    def __init__(self, comm: Comm, codec: Codec | None = None, *, scratch: int = 0) -> None:
+        self.comm, self.codec = comm, codec
+        self._scratch = None
+        if codec is None and scratch:
+            # kept on the comm: fresh multi-MB buffers per call would cost page faults every time
+            held = getattr(comm, "_scratch", None)
+            if held is None or held.numel() < scratch or held.device != comm.device:
+                held = comm._scratch = torch.empty(scratch, dtype=torch.float32, device=comm.device)
+            self._scratch = held
+
+    # -- payloads
+    def nbytes(self, n: int) -> int:
+        """Wire bytes of a payload for n values."""
+        return 4 * n if self.codec is None else self._fmt(n).nbytes
+
+    def _fmt(self, n: int) -> WireFormat:
+        assert self.codec is not None
+        return WireFormat.of(self.codec, n, torch.float32, self.comm.device)
+
+    def encode(self, seg: torch.Tensor) -> torch.Tensor:
+        """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes)."""
+        if self.codec is None or seg.numel() == 0:
+            return seg
+        return self._fmt(seg.numel()).encode(seg)
+
+    def decoded(self, payload: torch.Tensor, n: int) -> torch.Tensor:
+        if self.codec is None or n == 0:
+            return payload
+        return self._fmt(n).decode(payload).float()
+
+    def decode_into(self, payload: torch.Tensor, seg: torch.Tensor) -> None:
+        if payload is not seg and seg.numel():
+            seg.copy_(self.decoded(payload, seg.numel()))
+
+    def add_into(self, payload: torch.Tensor, acc: torch.Tensor) -> None:
+        """acc += decode(payload)."""
+        if acc.numel():
+            acc.add_(self.decoded(payload, acc.numel()))
+
+    def reduce(self, payload: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
+        """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`."""
+        if self.codec is None or local.numel() == 0:
+            local.add_(payload)
+            return local
+        from .hop import hop_mixed
+
+        fmt = self._fmt(local.numel())
+        return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
+
+    def finalize(self, acc: torch.Tensor) -> torch.Tensor:
+        """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers."""
+        payload = self.encode(acc)
+        self.decode_into(payload, acc)
+        return payload
+
+    # -- transfers
+    def isend(self, payload: torch.Tensor, dst: int) -> Work:
+        return self.comm.isend(payload, dst) if payload.numel() else Done()
+
+    def recv(self, n: int, src: int) -> torch.Tensor:
+        """Receive the payload of n values from `src` into a scratch or fresh buffer."""
+        if self.codec is None:
+            if self._scratch is not None and self._scratch.numel() >= n:
+                buf = self._scratch[:n]
+            else:
+                buf = torch.empty(n, dtype=torch.float32, device=self.comm.device)
+        else:
+            buf = torch.empty(self.nbytes(n), dtype=torch.uint8, device=self.comm.device)
+        if buf.numel():
+            self.comm.recv(buf, src)
+        return buf
+
+    def recv_into(self, seg: torch.Tensor, src: int) -> torch.Tensor:
+        """Receive a final payload from `src`, decode it into `seg`, return the payload."""
+        if self.codec is None:
+            if seg.numel():
+                self.comm.recv(seg, src)
+            return seg
+        payload = self.recv(seg.numel(), src)
+        self.decode_into(payload, seg)
+        return payload
+
+    def exchange_to(self, payload: torch.Tensor, dst: int, src: int, n: int) -> torch.Tensor:
+        """Send `payload` to `dst` while receiving a payload of n values from `src`."""
+        w = self.isend(payload, dst)
+        got = self.recv(n, src)
+        w.wait()
+        return got
+
+    def exchange(self, payload: torch.Tensor, peer: int, n: int) -> torch.Tensor:
+        """Swap payloads with `peer`."""
+        return self.exchange_to(payload, peer, peer, n)

@@ -1,0 +1,97 @@
+"""`TorchComm`: the Comm over torch.distributed (Gloo on CPU, NCCL on GPU).
+
+Made by the local launcher (`launch.run`) or, across machines, under `torchrun`:
+    torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+        -m lab bench collectives
+`from_env()` joins the group torchrun describes (env:// rendezvous). A failed or timed-out
+transfer raises CommError naming the peer rank it was exchanging with.
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .base import Comm, CommError, Work
+
+BACKENDS = ("gloo", "nccl")
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)} "
+                         "(gloo: CPU processes; nccl: one GPU per process)")
+
+
+class _Work(Work):
+    def __init__(self, work: Any, comm: "TorchComm", what: str, peer: int) -> None:
+        self.work, self.comm, self.what, self.peer = work, comm, what, peer
+
+    def wait(self) -> None:
+        try:
+            self.work.wait()
+        except Exception as e:  # Gloo raises RuntimeError / DistBackendError on a dead or silent peer
+            raise CommError(f"rank {self.comm.rank}: {self.what} rank {self.peer} failed; rank {self.peer} "
+                            f"may have died or hung ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
+
+
+class TorchComm(Comm):
+    """This process's rank in the default torch.distributed group."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        if not dist.is_initialized():
+            raise CommError("torch.distributed is not initialized; use lab.comm.launch.run or TorchComm.from_env()")
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.backend = str(dist.get_backend())
+        if self.backend == "nccl":
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self.device = torch.device("cpu")
+
+    @classmethod
+    def from_env(cls, backend: str | None = None, timeout: float = 300.0) -> "TorchComm":
+        """Join the group described by torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...)."""
+        if not dist.is_initialized():
+            backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+            check_backend(backend)
+            if backend == "nccl":
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=timeout))
+        return cls()
+
+    def _isend(self, t: torch.Tensor, dst: int) -> Work:
+        return _Work(dist.isend(t, dst), self, "send to", dst)
+
+    def _irecv(self, t: torch.Tensor, src: int) -> Work:
+        return _Work(dist.irecv(t, src), self, "receive from", src)
+
+    def barrier(self) -> None:
+        try:
+            dist.barrier()
+        except Exception as e:
+            raise CommError(f"rank {self.rank}: barrier failed; a rank died or hung ({e})") from e
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.size
+        try:
+            dist.all_gather_object(out, obj)
+        except Exception as e:
+            raise CommError(f"rank {self.rank}: control all-gather failed; a rank died or hung ({e})") from e
+        return out
+
+    def native_allreduce(self, buf: torch.Tensor) -> None:
+        if buf.numel():  # Gloo rejects zero-element collectives
+            try:
+                dist.all_reduce(buf)
+            except Exception as e:
+                raise CommError(f"rank {self.rank}: all_reduce failed; a rank died or hung ({e})") from e
+
+
+def in_torchrun() -> bool:
+    """True when this process was started by torchrun (or another env:// launcher)."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ
+                                                   and "MASTER_ADDR" in os.environ)

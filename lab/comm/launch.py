@@ -1,0 +1,235 @@
+"""Start P real processes on this machine, run fn(comm, *args) on every rank, gather the results.
+
+Each rank is a fresh `python -m lab.comm.launch JOBDIR RANK` process (no fork of a process that
+already runs torch threads); they meet through a file store in a private directory and talk
+over Gloo (loopback, or the veth links of a `ShapedLink`) or NCCL. The parent watches them: the
+first rank that raises or dies stops the run, every other rank is killed, and the error names
+the rank (a rank that hangs makes its peers' transfers time out, which names it too). Nothing
+is left running. `fn` must be importable (a module-level function).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .base import CommError
+from .dist import check_backend
+
+GB_PER_PROC = 0.4  # resident memory of one rank process with torch imported, measured on CPU
+MAX_PROCS_PER_CORE = 8
+
+
+def max_procs(backend: str = "gloo") -> int:
+    """How many ranks this machine can host: one GPU each for NCCL; for Gloo, what memory and
+    cores allow (a rank process with torch takes ~0.4 GB)."""
+    if backend == "nccl":
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gb = 8.0
+    return max(1, min(int(mem_gb / GB_PER_PROC), MAX_PROCS_PER_CORE * (os.cpu_count() or 1)))
+
+
+def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", timeout: float = 120.0,
+        net: Any = None, progress: Callable[[float, str], None] | None = None, **kwargs: Any) -> list[Any]:
+    """fn(comm, *args, **kwargs) on `procs` ranks; the results in rank order.
+
+    timeout: seconds for any single transfer to wait on a peer, and (plus start-up) for the run.
+    net: a ShapedLink whose namespaces the ranks run in (see lab/comm/shaped.py).
+    progress: called in this process with rank 0's progress; fn then gets a `progress` keyword
+    (a callback on rank 0, None on the others).
+    Raises CommError naming the rank that failed, died or hung.
+    """
+    check_backend(backend)
+    if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
+        raise ValueError(f"procs={procs!r}; allowed: an integer >= 1")
+    limit = max_procs(backend)
+    if procs > limit:
+        what = (f"{limit} GPU(s) visible and NCCL needs one per process" if backend == "nccl" else
+                f"about {limit} processes fit ({os.cpu_count()} cores, ~{GB_PER_PROC} GB per process); "
+                "use SimComm (lab.comm.sim.simulate) for more virtual ranks")
+        raise ValueError(f"procs={procs} is more than this machine can host: {what}")
+    if net is not None and getattr(net, "procs", procs) < procs:
+        raise ValueError(f"the shaped network has {net.procs} hosts, fewer than procs={procs}")
+    if timeout <= 0:
+        raise ValueError(f"timeout={timeout}; allowed: seconds > 0")
+    jobdir = Path(tempfile.mkdtemp(prefix="paralab-run-"))
+    os.chmod(jobdir, 0o755)
+    try:
+        try:
+            job = pickle.dumps((fn, args, kwargs, backend, procs, timeout, progress is not None))
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise ValueError(f"cannot hand {fn!r} and its arguments to rank processes ({e}); "
+                             "pass a module-level function and picklable arguments") from None
+        main = getattr(sys.modules["__main__"], "__file__", None) if fn.__module__ == "__main__" else None
+        with open(jobdir / "job.pkl", "wb") as f:
+            pickle.dump((list(sys.path), main), f)
+            f.write(job)
+        return _watch(_start(jobdir, procs, net), jobdir, timeout, progress)
+    finally:
+        shutil.rmtree(jobdir, ignore_errors=True)
+
+
+def _start(jobdir: Path, procs: int, net: Any) -> list[subprocess.Popen]:
+    threads = max(1, (os.cpu_count() or 1) // procs)
+    ps = []
+    for r in range(procs):
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", str(threads))
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+        prefix: list[str] = []
+        if net is not None:
+            env.update(net.env(r))
+            prefix = net.command_prefix(r)
+        cmd = [*prefix, sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
+        ps.append(subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                   stderr=open(jobdir / f"stderr{r}.txt", "w")))
+    return ps
+
+
+def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
+           progress: Callable[[float, str], None] | None = None) -> list[Any]:
+    deadline = time.monotonic() + timeout + 60.0
+    try:
+        while True:
+            if progress is not None:
+                _relay(jobdir, progress)
+            codes = [p.poll() for p in ps]
+            failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                raise CommError(_diagnose(ps, jobdir, timeout))
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                alive = [r for r, c in enumerate(codes) if c is None]
+                raise CommError(f"timed out after {timeout + 60:.0f} s: rank(s) {alive} still running "
+                                "(hung); all ranks were stopped")
+            time.sleep(0.02)
+    finally:
+        _kill(ps)
+    return [torch.load(jobdir / f"result{r}.pt", weights_only=False) for r in range(len(ps))]
+
+
+def _diagnose(ps: list[subprocess.Popen], jobdir: Path, timeout: float) -> str:
+    """Name the rank at fault. A rank that died, or raised an error of its own, is reported at
+    once. When the first failures are transfer timeouts, the culprit is the rank that is still
+    running after every rank waiting on it has timed out: wait up to one timeout to see."""
+    time.sleep(0.3)
+    codes = [p.poll() for p in ps]
+    died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
+    if died:
+        return _failure(died[0], codes[died[0]], jobdir)
+    errors = {r: (jobdir / f"error{r}.txt").read_text() for r, c in enumerate(codes) if c not in (None, 0)}
+    if not all(_is_timeout(t) for t in errors.values()):
+        r = next(r for r, t in errors.items() if not _is_timeout(t))
+        return _failure(r, codes[r], jobdir)
+    end = time.monotonic() + timeout + 2.0
+    while time.monotonic() < end and any(p.poll() is None for p in ps):
+        still = [r for r, p in enumerate(ps) if p.poll() is None]
+        if all((jobdir / f"error{r}.txt").exists() for r in still):
+            break
+        time.sleep(0.05)
+    hung = [r for r, p in enumerate(ps) if p.poll() is None and not (jobdir / f"error{r}.txt").exists()]
+    first = min(errors)
+    if hung:
+        return (f"rank {hung[0]} hung: it was still running after the ranks waiting on it timed out "
+                f"({timeout:.0f} s), e.g. {_failure(first, codes[first], jobdir)}")
+    return _failure(first, codes[first], jobdir)
+
+
+def _relay(jobdir: Path, progress: Callable[[float, str], None]) -> None:
+    try:
+        frac, msg = (jobdir / "progress.txt").read_text().split("\t", 1)
+        progress(float(frac), msg)
+    except (OSError, ValueError):
+        pass
+
+
+class _FileProgress:
+    """Rank 0's progress callback: the parent polls the file (picklable, no pipes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self, frac: float, msg: str) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(f"{frac}\t{msg}")
+        tmp.replace(self.path)
+
+
+def _is_timeout(text: str) -> bool:
+    return "timed out" in text.lower() or "timeout" in text.lower()
+
+
+def _failure(rank: int, code: int | None, jobdir: Path) -> str:
+    err = jobdir / f"error{rank}.txt"
+    if err.exists():
+        return f"rank {rank} failed: {err.read_text().split(chr(10) * 2)[0].strip()}"
+    how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+    tail = (jobdir / f"stderr{rank}.txt").read_text().strip().splitlines()[-3:]
+    return f"rank {rank} died ({how})" + (f": {' | '.join(tail)}" if tail else "") + "; all ranks were stopped"
+
+
+def _kill(ps: list[subprocess.Popen]) -> None:
+    for p in ps:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                p.kill()
+    for p in ps:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _worker(jobdir: Path, rank: int) -> int:
+    with open(jobdir / "job.pkl", "rb") as f:
+        sys.path[:], main = pickle.load(f)
+        if main:  # fn lives in the parent's script: load it the way multiprocessing's spawn does
+            import runpy
+            import types
+
+            mod = types.ModuleType("__mp_main__")
+            mod.__dict__.update(runpy.run_path(main, run_name="__mp_main__"))
+            sys.modules["__main__"] = sys.modules["__mp_main__"] = mod
+        fn, args, kwargs, backend, procs, timeout, with_progress = pickle.load(f)
+    if with_progress:
+        kwargs = {**kwargs, "progress": _FileProgress(jobdir / "progress.txt") if rank == 0 else None}
+    import torch.distributed as dist
+
+    from .dist import TorchComm
+
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(backend, init_method=f"file://{jobdir}/store", rank=rank, world_size=procs,
+                                timeout=timedelta(seconds=timeout))
+        result = fn(TorchComm(), *args, **kwargs)
+        torch.save(result, jobdir / f"result{rank}.pt")
+    except BaseException as e:  # reported to the parent, which names this rank
+        msg = str(e) if isinstance(e, CommError) else f"{type(e).__name__}: {e}"
+        (jobdir / f"error{rank}.txt").write_text(msg + "\n\n" + traceback.format_exc()[-2000:])
+        return 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(Path(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,46 @@
+"""Rank functions for test_dist.py: module level, so that rank processes can import them."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import torch
+
+from lab.codecs import get_codec
+from lab.comm import algorithm_names, allreduce
+
+
+def x_for(rank: int, n: int) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(1000 + rank))
+
+
+def every_algorithm(comm, lengths):
+    """{(algorithm, n): result} for every algorithm and length, plus two compressed runs."""
+    out = {}
+    for n in lengths:
+        for a in algorithm_names():
+            out[(a, n)] = allreduce(comm, x_for(comm.rank, n), algorithm=a)
+    n = max(lengths)
+    out[("ring+dynamic_tree", n)] = allreduce(comm, x_for(comm.rank, n), algorithm="ring", codec="dynamic_tree")
+    out[("tree+topk", n)] = allreduce(comm, x_for(comm.rank, n), algorithm="tree", codec=get_codec("topk", ratio=0.5))
+    return out
+
+
+def dies(comm, victim):
+    """Rank `victim` is killed (SIGKILL) in the middle of a series of allreduces."""
+    for i in range(1000):
+        if i == 3 and comm.rank == victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        allreduce(comm, torch.ones(1000), algorithm="ring", check=False)
+
+
+def hangs(comm, victim):
+    """Rank `victim` stops answering."""
+    if comm.rank == victim:
+        time.sleep(600)
+    allreduce(comm, torch.ones(1000), algorithm="tree", check=False)
+
+
+def mismatched(comm):
+    return allreduce(comm, torch.ones(10 + comm.rank), algorithm="ring")

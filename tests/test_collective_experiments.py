@@ -1,0 +1,54 @@
+"""The collectives experiments behind the dashboard and CLI: error at scale on SimComm, the
+transfer experiment and the measured sweep over real processes."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from lab.cli import app
+from lab.experiments import collective_sweep, error_at_scale, transfer_sweep
+
+
+def test_error_at_scale_grows_with_hops_and_is_seeded() -> None:
+    df = error_at_scale(["dynamic_tree", "topk"], ["ring", "tree"], [2, 16], n=2048, seed=3)
+    assert len(df) == 8 and df["ranks_agree"].all()
+    ring = df[(df.codec.str.startswith("dynamic_tree")) & (df.algorithm == "ring")].set_index("P")
+    assert ring.loc[16, "rel_error"] > ring.loc[2, "rel_error"]
+    assert set(df[df.codec.str.startswith("topk")]["mode"]) == {"gather"}
+    again = error_at_scale(["dynamic_tree", "topk"], ["ring", "tree"], [2, 16], n=2048, seed=3)
+    assert again.equals(df)
+    with pytest.raises(ValueError, match="1..1024"):
+        error_at_scale(["linear"], ["ring"], [2000])
+
+
+def test_transfer_sweep_reports_speedups_against_fp32() -> None:
+    df, cross = transfer_sweep([1024, 65536], ["linear"], target_s=0.02)
+    assert set(df.codec) == {"fp32", "linear[nearest,tensor]"}
+    assert (df[df.codec == "fp32"]["speedup_vs_fp32"] == 1.0).all()
+    assert (df.wire_bytes[df.codec != "fp32"].values < df.wire_bytes[df.codec == "fp32"].values).all()
+    assert set(cross) == {"linear[nearest,tensor]"}
+
+
+def test_collective_sweep_measures_and_models() -> None:
+    df, pred = collective_sweep(3, ["native", "ring", "tree"], [65536, 262144, 1048576], target_s=0.02)
+    assert (df["wrong"] == 0).all()
+    assert {"time_us", "algbw_GBps", "busbw_GBps", "model_us"} <= set(df.columns)
+    assert (df["busbw_GBps"] > 0).all()
+    assert set(pred["P"]) == {8, 64, 1024}
+
+
+def test_cli_bench_collectives_prints_nccl_tests_table() -> None:
+    res = CliRunner().invoke(app, ["bench", "collectives", "--procs", "2", "--min", "64K", "--max", "1M",
+                                   "--algorithms", "native,ring", "--target-s", "0.02"])
+    assert res.exit_code == 0, res.output
+    assert "# algorithm: ring" in res.output and "busbw (GB/s)" in res.output and "#wrong" in res.output
+    assert "# Avg bus bandwidth" in res.output
+    bad = CliRunner().invoke(app, ["bench", "collectives", "--algorithms", "ring,hypercube"])
+    assert bad.exit_code == 2 and "unknown algorithm 'hypercube'" in bad.output
+
+
+def test_cli_scale() -> None:
+    res = CliRunner().invoke(app, ["scale", "--codec", "linear", "--algorithm", "ring", "--ranks", "2,8",
+                                   "--values", "512"])
+    assert res.exit_code == 0, res.output
+    assert "rel_error" in res.output

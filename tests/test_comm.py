@@ -1,0 +1,209 @@
+"""Allreduce algorithms on SimComm: sums, agreement across ranks, codec error bounds, wire
+formats and errors. Real processes are in test_dist.py."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lab.codecs import codec_names, get_codec
+from lab.comm import CommError, algorithm_names, allreduce, simulate
+from lab.comm.algorithms import ALGORITHMS
+from lab.comm.algorithms.common import bounds
+from lab.comm.wire import WireFormat
+
+ALGS = algorithm_names()
+
+
+def _x(rank: int, n: int) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(1000 + rank))
+
+
+def _exact(P: int, n: int) -> torch.Tensor:
+    acc = torch.zeros(n, dtype=torch.float64)
+    for r in range(P):
+        acc += _x(r, n).double()
+    return acc
+
+
+def _rank(comm, n, algorithm, codec=None, mode="auto"):
+    return allreduce(comm, _x(comm.rank, n), algorithm=algorithm, codec=codec, mode=mode)
+
+
+def _fp32_tol(P: int, n: int) -> float:
+    """fp32 summation-order tolerance for sums of P standard normals."""
+    return 4 * P * 2.0**-24 * 6 * math.sqrt(P) + 1e-6
+
+
+@pytest.mark.parametrize("algorithm", ALGS)
+@pytest.mark.parametrize("P", range(1, 9))
+def test_sum_equals_exact_on_every_rank(algorithm: str, P: int) -> None:
+    for n in (0, 1, P - 1, 7, 1001):
+        out = simulate(_rank, P, n, algorithm)
+        exact = _exact(P, n)
+        for r, y in enumerate(out):
+            assert y.shape == (n,) and y.dtype == torch.float32
+            assert torch.allclose(y.double(), exact, rtol=0, atol=_fp32_tol(P, n)), (algorithm, P, n, r)
+            assert torch.equal(y, out[0]), f"{algorithm} P={P} n={n}: rank {r} differs from rank 0"
+
+
+@pytest.mark.parametrize("algorithm", ALGS)
+@pytest.mark.parametrize("P", [16, 31, 64])
+def test_sum_at_scale(algorithm: str, P: int) -> None:
+    n = 999
+    out = simulate(_rank, P, n, algorithm)
+    exact = _exact(P, n)
+    assert all(torch.equal(y, out[0]) for y in out)
+    assert torch.allclose(out[-1].double(), exact, rtol=0, atol=_fp32_tol(P, n))
+
+
+def test_matches_native_sum_order_tolerance_and_shape_dtype() -> None:
+    def body(comm):
+        x = _x(comm.rank, 24).view(4, 6).to(torch.bfloat16)
+        return [allreduce(comm, x, algorithm=a) for a in ALGS]
+
+    out = simulate(body, 5)
+    for y in out[2]:
+        assert y.shape == (4, 6) and y.dtype == torch.bfloat16
+        assert torch.allclose(y.float(), out[2][0].float(), atol=0.07)
+
+
+def test_input_is_not_modified() -> None:
+    def body(comm):
+        x = _x(comm.rank, 100)
+        before = x.clone()
+        for a in ALGS:
+            allreduce(comm, x, algorithm=a)
+        return torch.equal(x, before)
+
+    assert all(simulate(body, 6))
+
+
+# ------------------------------------------------------------------ codecs on the wire
+
+#: encodes an element may go through on its way (requantize mode), P a power of two or not
+def _hops(algorithm: str, P: int) -> int:
+    core = 1 << (P.bit_length() - 1)
+    return {"ring": P - 1 + 1, "tree": math.ceil(math.log2(P)) + 1,
+            "recursive_doubling": int(math.log2(core)) + 2, "rabenseifner": int(math.log2(core)) + 2,
+            "butterfly_sync": 2, "parameter_server": 2}[algorithm]
+
+
+@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("P", [2, 3, 5, 8])
+def test_linear_requantize_error_bound(algorithm: str, P: int) -> None:
+    """Nearest rounding to k/127 of the absmax errs by at most absmax/254 per encode, and every
+    partial sum's absmax is at most S = sum of the ranks' absmax: |error| <= hops * S / 254."""
+    n = 1000
+    out = simulate(_rank, P, n, algorithm, get_codec("linear"))
+    exact = _exact(P, n)
+    S = sum(float(_x(r, n).abs().max()) for r in range(P))
+    err = (out[0].double() - exact).abs().max().item()
+    assert err <= _hops(algorithm, P) * S / 254 * (1 + 1e-5) + 1e-5
+    assert err > 0  # the codec really was on the wire
+    assert all(torch.equal(y, out[0]) for y in out)
+
+
+def test_gather_mode_is_one_rounding_and_the_same_for_every_algorithm() -> None:
+    P, n = 6, 500
+    codec = get_codec("dynamic_tree")
+    exact_rounded = sum(codec.roundtrip(_x(r, n)).double() for r in range(P))
+    results = [simulate(_rank, P, n, a, codec, "gather")[P - 1] for a in ALGORITHMS]
+    for y in results:
+        assert torch.equal(y, results[0])
+        assert torch.allclose(y.double(), exact_rounded, atol=1e-5)
+
+
+@pytest.mark.parametrize("codec", ["topk", "onebit", "randomk"])
+def test_sparse_and_sign_codecs_gather_and_decode(codec: str) -> None:
+    P, n = 4, 400
+    c = get_codec(codec, ratio=0.25) if codec != "onebit" else get_codec(codec)
+    expect = sum(c.decode(c.encode(_x(r, n))).double() for r in range(P)) if codec != "randomk" else None
+    out = simulate(_rank, P, n, "ring", c)
+    assert all(torch.equal(y, out[0]) for y in out)
+    if expect is not None:
+        assert torch.allclose(out[0].double(), expect, atol=1e-5)
+    with pytest.raises(CommError, match="cannot be re-encoded"):
+        simulate(_rank, 2, n, "ring", c, "requantize")
+
+
+def test_requantized_ring_error_compounds_with_P() -> None:
+    """The error-at-scale what-if: re-quantising at every hop of a ring grows the error with P."""
+    def rel(P):
+        y = simulate(_rank, P, 4096, "ring", get_codec("dynamic_tree"))[0].double()
+        e = _exact(P, 4096)
+        return ((y - e).norm() / e.norm()).item()
+
+    small, large = rel(4), rel(64)
+    assert large > 1.5 * small
+
+
+def test_codec_bytes_on_the_wire() -> None:
+    """8-bit payloads put ~1/4 of the fp32 bytes on the wire."""
+    def body(comm, codec):
+        comm.reset_counters()
+        allreduce(comm, _x(comm.rank, 4096), algorithm="ring", codec=codec, check=False)
+        return comm.bytes_sent
+
+    raw = sum(simulate(body, 4, None))
+    q = sum(simulate(body, 4, get_codec("linear")))
+    assert raw == 2 * 3 * 4096 * 4  # 2(P-1) steps of n/P values per rank, 4 ranks
+    assert q == 2 * 3 * (4096 + 4 * 4)  # 1 byte per value + one 4-byte scale per segment message
+
+
+@pytest.mark.parametrize("name", codec_names())
+def test_wire_format_roundtrip(name: str) -> None:
+    opts = {"layout": {"total_bits": 4}, "topk": {"ratio": 0.1}, "randomk": {"ratio": 0.1}}.get(name, {})
+    codec = get_codec(name, **opts)
+    for n in (1, 1001):
+        x = _x(0, n)
+        fmt = WireFormat.of(codec, n)
+        enc = codec.encode(x)
+        buf = fmt.pack(enc)
+        assert buf.dtype == torch.uint8 and buf.numel() == fmt.nbytes
+        assert enc.wire_bytes <= fmt.nbytes <= enc.wire_bytes + 8
+        assert torch.equal(codec.decode(fmt.unpack(buf)), codec.decode(enc))
+
+
+# ------------------------------------------------------------------ errors
+
+def test_lengths_that_differ_fail_before_any_traffic() -> None:
+    def body(comm):
+        try:
+            allreduce(comm, torch.ones(10 + comm.rank), algorithm="ring")
+        except CommError as e:
+            return str(e), comm.bytes_sent
+        return "no error", comm.bytes_sent
+
+    for msg, sent in simulate(body, 3):
+        assert "ranks disagree" in msg and "rank 2: (12" in msg and sent == 0
+
+
+def test_bad_arguments_name_what_is_allowed() -> None:
+    with pytest.raises(CommError, match="unknown algorithm 'hypercube'; known: native, tree"):
+        simulate(_rank, 2, 4, "hypercube")
+    with pytest.raises(CommError, match="native all_reduce carries fp32 only"):
+        simulate(_rank, 2, 4, "native", get_codec("fp16"))
+    with pytest.raises(CommError, match="mode='fast'"):
+        simulate(_rank, 2, 4, "ring", get_codec("fp16"), "fast")
+    with pytest.raises(ValueError, match="1..1024 virtual ranks"):
+        simulate(_rank, 1025, 4, "ring")
+    with pytest.raises(CommError, match="floating-point"):
+        simulate(lambda c: allreduce(c, torch.ones(3, dtype=torch.int64)), 2)
+
+
+def test_deadlock_is_reported() -> None:
+    def body(comm):
+        comm.recv(torch.empty(1), (comm.rank + 1) % comm.size)
+
+    with pytest.raises(CommError, match="deadlock: 3 rank"):
+        simulate(body, 3)
+
+
+def test_bounds_cover_the_vector() -> None:
+    for n in (0, 1, 5, 17):
+        for parts in (1, 2, 3, 8):
+            b = bounds(n, parts)
+            assert b[0] == 0 and b[-1] == n and all(b[i] <= b[i + 1] for i in range(parts))
+            assert max(b[i + 1] - b[i] for i in range(parts)) - min(b[i + 1] - b[i] for i in range(parts)) <= 1
