@@ -19,7 +19,7 @@ import torch
 from lab.codecs.base import get_codec
 
 from . import cost
-from .allreduce import NATIVE, algorithm_names, allreduce, check_algorithm, resolve_codec
+from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec
 from .base import Comm
 from .wire import WireFormat
 
@@ -308,10 +308,6 @@ def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cud
             if progress:
                 progress(done / steps, f"{n} values, {rows[-1]['codec']}")
     return _speedups(rows)
-
-
-def default_algorithms() -> list[str]:
-    return algorithm_names()
 
 
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,

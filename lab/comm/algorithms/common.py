@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import torch
 
+from typing import TYPE_CHECKING
+
 from ..base import Comm
+
+if TYPE_CHECKING:
+    from ..channel import Channel
 
 
 def bounds(n: int, parts: int) -> list[int]:
@@ -37,6 +42,16 @@ class Fold:
             self.partner = r + 1 if r % 2 == 0 else r - 1
         else:
             self.vrank, self.partner = r - self.extra, None
+
+    def hand_in(self, ch: "Channel", buf: torch.Tensor) -> bool:
+        """Before the core: an even rank of a pair sends its data (and returns False: it only
+        waits for the result); the odd one adds it. True for ranks in the core."""
+        if self.vrank is None:
+            ch.isend(ch.encode(buf), self.partner).wait()
+            return False
+        if self.partner is not None:
+            ch.add_into(ch.recv(buf.numel(), self.partner), buf)
+        return True
 
     def real(self, v: int) -> int:
         """The real rank of core index v."""

@@ -30,12 +30,9 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     n, fold = buf.numel(), Fold(comm)
     if comm.size == 1:
         return
-    if fold.vrank is None:
-        ch.isend(ch.encode(buf), fold.partner).wait()
+    if not fold.hand_in(ch, buf):
         _receive_all(ch, buf, fold.partner, fold.core)
         return
-    if fold.partner is not None:
-        ch.add_into(ch.recv(n, fold.partner), buf)
     v, core = fold.vrank, fold.core
     lo, hi = 0, n
     m = core >> 1

@@ -18,12 +18,9 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     n, fold = buf.numel(), Fold(comm)
     if comm.size == 1:
         return
-    if fold.vrank is None:
-        ch.isend(ch.encode(buf), fold.partner).wait()
+    if not fold.hand_in(ch, buf):
         ch.recv_into(buf, fold.partner)
         return
-    if fold.partner is not None:
-        ch.add_into(ch.recv(n, fold.partner), buf)
     mask = 1
     while mask < fold.core:
         peer = fold.real(fold.vrank ^ mask)
