@@ -115,6 +115,32 @@ def test_gather_mode_is_one_rounding_and_the_same_for_every_algorithm() -> None:
         assert torch.allclose(y.double(), exact_rounded, atol=1e-5)
 
 
+def test_gather_with_own_vector_exact_and_with_error_feedback() -> None:
+    """own='exact' (Dettmers 2016 §3.4's scheme) adds a rank's own vector in fp32; an
+    ErrorFeedback codec encodes vector + residual and keeps the new residual per key."""
+    from lab.codecs import ErrorFeedback
+
+    P, n = 3, 300
+    codec = get_codec("linear")
+
+    def rank(comm, own, ef):
+        c = ErrorFeedback(get_codec("onebit")) if ef else codec
+        y = allreduce(comm, _x(comm.rank, n), algorithm="tree", codec=c, mode="gather", own=own, key="w")
+        return y, c
+    out = simulate(rank, P, "exact", False)
+    for r in range(P):
+        expect = _x(r, n) + sum(codec.roundtrip(_x(j, n)) for j in range(P) if j != r)
+        assert torch.allclose(out[r][0], expect, atol=1e-5)
+    out = simulate(rank, P, "compressed", True)
+    total = sum(_x(r, n) for r in range(P))
+    residuals = sum(c._residual["w"] for _, c in out)
+    assert torch.allclose(out[0][0] + residuals, total, atol=1e-4)
+    with pytest.raises(CommError, match="own='exact' .* needs a codec in mode='gather'"):
+        simulate(lambda comm: allreduce(comm, _x(comm.rank, n), codec=codec, own="exact"), 2)
+    with pytest.raises(CommError, match="re-encoded partial sums have none: use mode='gather'"):
+        simulate(lambda comm: allreduce(comm, _x(comm.rank, n), codec=ErrorFeedback(codec), mode="requantize"), 2)
+
+
 @pytest.mark.parametrize("codec", ["topk", "onebit", "randomk"])
 def test_sparse_and_sign_codecs_gather_and_decode(codec: str) -> None:
     P, n = 4, 400

@@ -6,14 +6,19 @@ order. With a codec (Dettmers 2016 §3.3: compress, transfer, decompress) two mo
               codecs, casts, fp8, int8, QSGD, TernGrad); error grows with the hop count.
   gather:     every rank encodes its vector once, the P payloads are all-gathered in the
               algorithm's pattern, and every rank decodes and adds them in rank order (top-k,
-              random-k, 1-bit SGD; also allowed for dense codecs, at P times the bytes).
-Every rank ends with the same result (for stochastic codecs under recursive doubling, see there).
+              random-k, 1-bit SGD; also allowed for dense codecs, at P times the bytes). Gather
+              mode takes an `ErrorFeedback` codec (the rank's residual, under `key`), and
+              `own="exact"`: the paper's scheme, a rank adds its own vector in fp32 and only
+              the incoming ones decoded (Dettmers 2016 §3.4).
+Every rank ends with the same result (for stochastic codecs under recursive doubling, see there;
+with own="exact" each rank's sum differs by its own quantisation error).
 """
 from __future__ import annotations
 
 import torch
 
 from lab.codecs.base import Codec, get_codec
+from lab.codecs.error_feedback import ErrorFeedback
 
 from .algorithms import ALGORITHMS
 from .base import Comm, CommError
@@ -22,6 +27,7 @@ from .wire import WireFormat
 
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
+OWN = ("compressed", "exact")
 _SCRATCH = {"ring": "segment", "butterfly_sync": "segment", "rabenseifner": "half"}
 
 
@@ -46,6 +52,9 @@ def resolve_mode(codec: Codec | None, mode: str) -> str:
         return "raw"
     if mode == "auto":
         return "requantize" if codec.requantize else "gather"
+    if mode == "requantize" and isinstance(codec, ErrorFeedback):
+        raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
+                         "re-encoded partial sums have none: use mode='gather'")
     if mode == "requantize" and not codec.requantize:
         raise ValueError(f"codec {codec.name!r} cannot be re-encoded at every hop (sparse or sign "
                          "payloads); use mode='gather'")
@@ -58,14 +67,21 @@ def check_algorithm(algorithm: str) -> None:
 
 
 def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
-              mode: str = "auto", check: bool = True) -> torch.Tensor:
+              mode: str = "auto", own: str = "compressed", key: str = "default",
+              check: bool = True) -> torch.Tensor:
     """The sum over ranks of x (every rank passes a tensor of the same length), as a new tensor
     of x's shape and dtype on the comm's device. check=True first verifies, with a small control
     exchange, that every rank asked for the same length, algorithm, codec and mode. With one
-    rank nothing crosses a wire and the result is x itself."""
+    rank nothing crosses a wire and the result is x itself. own="exact" (gather mode) adds the
+    rank's own x uncompressed; `key` names the error-feedback residual of an ErrorFeedback codec."""
     check_algorithm(algorithm)
     codec = resolve_codec(codec)
     how = resolve_mode(codec, mode)
+    if own not in OWN:
+        raise ValueError(f"own={own!r}; allowed: {', '.join(OWN)}")
+    if own == "exact" and how != "gather":
+        raise ValueError("own='exact' (the rank's own vector in fp32, the others decoded) needs a codec "
+                         f"in mode='gather'; this call is mode {how!r}")
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError(f"allreduce takes a floating-point torch.Tensor, got {type(x).__name__}"
                          + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else ""))
@@ -81,22 +97,25 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         if algorithm == NATIVE:
             comm.native_allreduce(buf)
         elif how == "gather":
-            buf = _gather_sum(comm, buf, codec, ALGORITHMS[algorithm].gather)
+            buf = _gather_sum(comm, buf, codec, ALGORITHMS[algorithm].gather, own, key)
         else:
             scratch = {"segment": -(-n // P), "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
             ALGORITHMS[algorithm].reduce(comm, buf, Channel(comm, codec, scratch=scratch))
     return buf.view(x.shape).to(x.dtype)
 
 
-def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather) -> torch.Tensor:
+def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, key: str) -> torch.Tensor:
     from .hop import decode_sum
 
-    fmt = WireFormat.of(codec, buf.numel(), torch.float32, comm.device)
+    inner = codec.codec if isinstance(codec, ErrorFeedback) else codec
+    fmt = WireFormat.of(inner, buf.numel(), torch.float32, comm.device)
     rows = torch.empty((comm.size, fmt.nbytes), dtype=torch.uint8, device=comm.device)
-    rows[comm.rank] = fmt.encode(buf)
+    rows[comm.rank] = fmt.pack(codec.encode(buf, key)) if inner is not codec else fmt.encode(buf)
     gather(comm, rows)
-    return decode_sum(codec, [fmt.unpack(rows[p]) for p in range(comm.size)]).reshape(-1).float()
+    ranks = [p for p in range(comm.size) if own == "compressed" or p != comm.rank]
+    total = decode_sum(inner, [fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
+    return total.add_(buf) if own == "exact" else total
 
 
 __all__ = ["allreduce", "algorithm_names", "resolve_codec", "resolve_mode", "check_algorithm",
-           "CommError", "MODES", "NATIVE"]
+           "CommError", "MODES", "OWN", "NATIVE"]

@@ -3,6 +3,15 @@ from .collectives import collective_sweep, error_at_scale, transfer_sweep
 from .distributions import parse as parse_distribution, sample
 from .errors import error_metrics, error_table
 from .table1 import NOTE as TABLE1_NOTE, PAPER_TABLE1, table1
+from .training import codec_curves, consistency_curves, ddp_comparison, reproduction, training_curves
 
 __all__ = ["error_table", "error_metrics", "sample", "parse_distribution", "table1", "PAPER_TABLE1",
-           "TABLE1_NOTE", "collective_sweep", "error_at_scale", "transfer_sweep"]
+           "TABLE1_NOTE", "collective_sweep", "error_at_scale", "transfer_sweep",
+           "training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction"]
+
+# Approximate Random Dropout (Song et al. 2019)
+from .dropout import (PAPER_LSTM_TABLE2, PAPER_MLP_TABLE1, drop_frequency, layer_speedup,  # noqa: E402
+                      lstm_table, mlp_table, pattern_masks, search_trace)
+
+__all__ += ["pattern_masks", "drop_frequency", "search_trace", "layer_speedup", "mlp_table", "lstm_table",
+            "PAPER_MLP_TABLE1", "PAPER_LSTM_TABLE2"]

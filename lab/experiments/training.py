@@ -1,0 +1,108 @@
+"""Training experiments for the UIs: curves of compressed data/model-parallel training, the
+consistency models side by side, DDP with a codec hook, and the §3.4 reproduction."""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any, Callable
+
+import pandas as pd
+
+from lab.train.reproduce import Reproduction, reproduce
+from lab.train.run import TrainConfig, load_data, train
+
+Progress = Callable[[float, str], None]
+OnPoint = Callable[[dict], None]
+CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
+
+
+def config(**kw: Any) -> TrainConfig:
+    """A TrainConfig from keyword arguments, naming any unknown one."""
+    bad = sorted(set(kw) - set(CONFIG_FIELDS))
+    if bad:
+        raise ValueError(f"unknown training setting(s) {bad}; known: {', '.join(CONFIG_FIELDS)}")
+    return TrainConfig(**kw)
+
+
+def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress | None = None,
+                    on_point: OnPoint | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run per variant (settings laid over `base`), on the same data: the curves (a
+    `variant` column; x = step, epoch, bytes or modelled time_s) and one summary row per variant."""
+    if not variants:
+        raise ValueError("training_curves needs at least one variant")
+    cfg0 = config(**base)
+    configs = {name: replace(cfg0, **kw) for name, kw in variants.items()}
+    for name, c in configs.items():
+        try:
+            c.check()
+        except ValueError as e:
+            raise ValueError(f"variant {name!r}: {e}") from None
+    data = load_data(cfg0)
+    curves, summaries = [], []
+    for i, (name, c) in enumerate(configs.items()):
+        def sub(frac: float, msg: str, i=i) -> None:
+            if progress:
+                progress((i + frac) / len(configs), f"{name}: {msg}")
+
+        def point(row: dict, name=name) -> None:
+            if on_point:
+                on_point(dict(row, variant=name))
+
+        res = train(c, progress=sub, on_point=point, data=data)
+        curves.append(res.curve.assign(variant=name))
+        summaries.append(dict(variant=name, **res.summary))
+    return pd.concat(curves, ignore_index=True), pd.DataFrame(summaries)
+
+
+def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
+                 on_point: OnPoint | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Data- or model-parallel training with each codec on the wire (None = 32-bit);
+    'ef:<codec>' adds error feedback."""
+    variants = {}
+    for c in codecs:
+        if c is None or c in ("", "none", "fp32"):
+            variants["32-bit"] = dict(codec=None, error_feedback=False)
+        elif c.startswith("ef:"):
+            variants[f"ef({c[3:]})"] = dict(codec=c[3:], error_feedback=True)
+        else:
+            variants[c] = dict(codec=c, error_feedback=False)
+    return training_curves(variants, progress=progress, on_point=on_point, **base)
+
+
+def consistency_curves(kinds: list[str], *, progress: Progress | None = None, on_point: OnPoint | None = None,
+                       **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The consistency models side by side (curves against steps and modelled time)."""
+    variants = {}
+    for k in kinds:
+        variants[k if k != "ssp" else f"ssp(s={base.get('staleness', 2)})"] = dict(consistency=k)
+    return training_curves(variants, progress=progress, on_point=on_point, **base)
+
+
+def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, backend: str = "gloo",
+                   progress: Progress | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Real DDP processes: the plain fp32 all_reduce against `codec` as the communication hook."""
+    from lab.train.ddp import train_ddp
+
+    cfg = config(**base)
+    runs = {"all_reduce (fp32)": replace(cfg, codec=None, error_feedback=False),
+            f"{'ef(' + codec + ')' if error_feedback else codec} hook": replace(cfg, codec=codec,
+                                                                             error_feedback=error_feedback)}
+    curves, summaries = [], []
+    for i, (name, c) in enumerate(runs.items()):
+        def sub(frac: float, msg: str, i=i) -> None:
+            if progress:
+                progress((i + frac) / len(runs), msg)
+
+        res = train_ddp(c, procs, backend=backend, progress=sub)
+        curves.append(res.curve.assign(variant=name))
+        summaries.append(dict(variant=name, **res.summary))
+    return pd.concat(curves, ignore_index=True), pd.DataFrame(summaries)
+
+
+def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,
+                 progress: Progress | None = None, on_point: OnPoint | None = None, **base: Any) -> Reproduction:
+    """Dettmers 2016 §3.4 (see lab.train.reproduce)."""
+    cfg = config(**{"dataset": "auto", "workers": 1, "epochs": 3.0, **base})
+    return reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=progress, on_point=on_point)
+
+
+__all__ = ["training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction", "config"]
