@@ -170,3 +170,243 @@ def dropout_curve_figure(curves: pd.DataFrame, x: str = "epoch", y: str = "train
         fig.add_trace(go.Scatter(x=part[x], y=part[y], mode="lines+markers", name=str(run)))
     fig.update_layout(xaxis_title=labels.get(x, x), yaxis_title=labels.get(y, y), legend_title="run", margin={"t": 30})
     return fig
+
+
+# --- dashboard ---
+# Figures for the dashboard pages and notebooks (codecs, transfer, collectives); every axis has units.
+
+def error_histogram_figure(hist: pd.DataFrame) -> go.Figure:
+    """Distribution of log10 relative error per codec, from `errors.error_histogram`."""
+    fig = go.Figure()
+    for codec, part in hist.groupby("codec", sort=False):
+        mid = (part["bin_left"] + part["bin_right"]) / 2
+        fig.add_trace(go.Scatter(x=10.0 ** mid, y=100 * part["fraction"], mode="lines", line_shape="hvh",
+                                 name=str(codec)))
+    fig.update_layout(xaxis_title="relative error |y − x| / |x| (lowest bin: exact or below)",
+                      yaxis_title="share of values (%)", xaxis_type="log", legend_title="codec", margin={"t": 30})
+    return fig
+
+
+def codec_speed_figure(speed: pd.DataFrame) -> go.Figure:
+    """Encode and decode ns per value per codec on this device, from `errors.codec_speed`."""
+    fig = go.Figure()
+    for op, part in speed.groupby("op", sort=False):
+        fig.add_trace(go.Bar(x=part["codec"], y=part["ns_per_value"], name=str(op)))
+    fig.update_layout(barmode="group", xaxis_title="codec", yaxis_title="time per value (ns)", yaxis_type="log",
+                      legend_title="operation", margin={"t": 30})
+    return fig
+
+
+def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
+    """Dettmers 2016 Figure 2: one-way time (or speedup over 32-bit) against message size per codec;
+    rows of `transfer_model` (source 'model', dashed) and/or `transfer_sweep` (measured, solid)."""
+    if y not in ("seconds", "speedup_vs_fp32"):
+        raise ValueError(f"y={y!r}; allowed: seconds, speedup_vs_fp32")
+    fig = go.Figure()
+    src = df["source"] if "source" in df else pd.Series("measured", index=df.index)
+    for (s, codec), part in df.assign(source=src).groupby(["source", "codec"], sort=False):
+        fig.add_trace(go.Scatter(x=part["n_values"], y=part[y] * (1e3 if y == "seconds" else 1), mode="lines+markers",
+                                 name=f"{codec} ({s})", line_dash="dash" if s == "model" else "solid"))
+    if y == "speedup_vs_fp32":
+        fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(xaxis_title="message size (float32 values)", xaxis_type="log",
+                      yaxis_title="one-way time (ms)" if y == "seconds" else "speedup over 32-bit (x)",
+                      yaxis_type="log", legend_title="codec", margin={"t": 30})
+    return fig
+
+
+def collective_time_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
+    """Allreduce time against message size per algorithm: the model (dashed), the lower bound
+    (black), and measured times (solid) when given (`collective_model`, `collective_sweep`)."""
+    fig = go.Figure()
+    for a, part in model.groupby("algorithm", sort=False):
+        fig.add_trace(go.Scatter(x=part["nbytes"], y=part["model_s"] * 1e6, mode="lines", line_dash="dash",
+                                 name=f"{a} (model)"))
+    lb = model.drop_duplicates("nbytes")
+    fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["lower_bound_s"] * 1e6, mode="lines", name="lower bound",
+                             line={"color": "black", "width": 3}))
+    if measured is not None and len(measured):
+        ycol = "time_us" if "time_us" in measured else None
+        for a, part in measured.groupby("algorithm", sort=False):
+            y = part[ycol] if ycol else part["seconds"] * 1e6
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=y, mode="lines+markers", name=f"{a} (measured)"))
+    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="allreduce time (µs)",
+                      xaxis_type="log", yaxis_type="log", legend_title="algorithm", margin={"t": 30})
+    return fig
+
+
+def busbw_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
+    """nccl-tests bus bandwidth against message size: model per algorithm and the lower bound's."""
+    fig = go.Figure()
+    for a, part in model.groupby("algorithm", sort=False):
+        fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines", line_dash="dash",
+                                 name=f"{a} (model)"))
+    lb = model.drop_duplicates("nbytes")
+    fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["bound_busbw_GBps"], mode="lines", name="lower bound",
+                             line={"color": "black", "width": 3}))
+    if measured is not None and len(measured) and "busbw_GBps" in measured:
+        for a, part in measured.groupby("algorithm", sort=False):
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines+markers",
+                                     name=f"{a} (measured)"))
+    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="bus bandwidth (GB/s)",
+                      xaxis_type="log", legend_title="algorithm", margin={"t": 30})
+    return fig
+
+
+def allreduce_trace_figure(trace: pd.DataFrame, upto: int | None = None) -> go.Figure:
+    """Space-time diagram of one allreduce (`allreduce_trace`): ranks down, rounds across, one arrow
+    per message; messages after round `upto` are greyed out."""
+    fig = go.Figure()
+    P = int(max(trace["src"].max(), trace["dst"].max())) + 1 if len(trace) else 1
+    for s, part in trace.groupby("step"):
+        active = upto is None or s <= upto
+        xs, ys = [], []
+        for _, r in part.iterrows():
+            xs += [s, s + 1, None]
+            ys += [r["src"], r["dst"], None]
+        kb = part["bytes"].sum() / 1e3
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"round {s}: {len(part)} msgs, {kb:.3g} kB",
+                                 opacity=1.0 if active else 0.15, marker={"symbol": "arrow", "angleref": "previous",
+                                                                          "size": 10}))
+    fig.update_yaxes(autorange="reversed", tickvals=list(range(P)), title_text="rank")
+    fig.update_layout(xaxis_title="round (send → receive)", legend_title="messages", margin={"t": 30})
+    return fig
+
+
+def error_at_scale_figure(df: pd.DataFrame) -> go.Figure:
+    """Relative L2 error of a compressed allreduce against the exact sum as P grows (`error_at_scale`)."""
+    fig = go.Figure()
+    for (codec, a), part in df.groupby(["codec", "algorithm"], sort=False):
+        fig.add_trace(go.Scatter(x=part["P"], y=part["rel_error"], mode="lines+markers", name=f"{codec}, {a}"))
+    fig.update_layout(xaxis_title="ranks P", yaxis_title="relative L2 error of the sum", xaxis_type="log",
+                      yaxis_type="log", legend_title="codec, algorithm", margin={"t": 30})
+    return fig
+
+
+def dropout_pattern_figure(masks: pd.DataFrame) -> go.Figure:
+    """`dropout_mask_figure` laid out for the dashboard: room for the panel titles, axis units."""
+    fig = dropout_mask_figure(masks)
+    rows = -(-masks.groupby(["kind", "sample"]).ngroups // max(1, int(masks.groupby("kind")["sample"].nunique().max())))
+    fig.update_xaxes(showticklabels=False)
+    fig.update_xaxes(title_text="unit (column of the activation)", row=rows)
+    fig.update_yaxes(title_text="sample in batch", col=1)
+    fig.update_layout(height=max(280, 250 * rows), margin={"t": 40, "b": 50})
+    return fig
+
+
+# --- deep image and planner ---
+# Deep Image (Wu et al. 2015) and the parallelism planner: figures from lab.experiments.deep_image / .plan.
+AUGMENT_LABELS = {"crop": "random crop", "color_cast": "color casting", "vignette": "vignetting",
+                  "lens_distortion": "lens distortion", "rotation": "rotation", "flip": "flip",
+                  "all": "all (crop first)"}
+
+
+def augment_preview_figure(preview) -> go.Figure:
+    """The preview grid of `augmentation_preview`: one row per augmentation, one column per draw (§4.1, Fig. 5)."""
+    import torch
+    from plotly.subplots import make_subplots
+
+    names = list(preview.panels)
+    cols = max(int(p.shape[0]) for p in preview.panels.values())
+    titles = [f"{AUGMENT_LABELS.get(n, n)} #{j + 1}" for n in names for j in range(cols)]
+    fig = make_subplots(rows=len(names), cols=cols, subplot_titles=titles, horizontal_spacing=0.01,
+                        vertical_spacing=0.03)
+    for i, n in enumerate(names):
+        for j, img in enumerate(preview.panels[n]):
+            z = img.detach().cpu()
+            if z.dtype.is_floating_point:
+                z = (z.float().clamp(0, 1) * 255).round().to(torch.uint8)
+            fig.add_trace(go.Image(z=z.permute(1, 2, 0).numpy()), row=i + 1, col=j + 1)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(height=180 * len(names), margin={"t": 40, "l": 10, "r": 10, "b": 10})
+    return fig
+
+
+def augment_counts_figure(counts: pd.DataFrame) -> go.Figure:
+    """Table 1's possible changes per augmentation (from the grids) beside the paper's, log scale."""
+    part = counts[counts["augmentation"] != "all (product)"]
+    labels = [AUGMENT_LABELS.get(a, a) for a in part["augmentation"]]
+    fig = go.Figure([go.Bar(x=labels, y=part["possible_changes"], name="from the grids"),
+                     go.Bar(x=labels, y=part["paper"], name="paper (Table 1)")])
+    fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title="possible changes (count, log scale)",
+                      yaxis_type="log", legend_title="", margin={"t": 30})
+    return fig
+
+
+def augment_throughput_figure(df: pd.DataFrame) -> go.Figure:
+    """Images/s per op, batched vs a per-image loop (same run), from `augmentation_throughput`."""
+    labels = [AUGMENT_LABELS.get(o, o) for o in df["op"]]
+    fig = go.Figure([go.Bar(x=labels, y=df["batched_img_s"], name="batched"),
+                     go.Bar(x=labels, y=df["loop_img_s"], name="per-image loop")])
+    fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title="throughput (images/s, log scale)",
+                      yaxis_type="log", legend_title="", margin={"t": 30})
+    return fig
+
+
+def fusion_figure(table: pd.DataFrame) -> go.Figure:
+    """Test error of each single-scale model and of the fusion (§4.2), from `multiscale_fusion(...).table`."""
+    fig = go.Figure(go.Bar(x=table["model"], y=table["test_error"],
+                           marker_color=["#1f77b4"] * (len(table) - 1) + ["#d62728"],
+                           text=[f"{e:.2f}%" for e in table["test_error"]], textposition="outside"))
+    fig.update_layout(xaxis_title="model (input scale)", yaxis_title="test error (%)", margin={"t": 30})
+    return fig
+
+
+def fusion_curve_figure(curves: pd.DataFrame, y: str = "test_error") -> go.Figure:
+    """Test error (or training loss) per epoch of each single-scale model, from `multiscale_fusion(...).curves`."""
+    label = {"test_error": "test error (%)", "train_loss": "training loss (cross-entropy)"}.get(y, y)
+    fig = go.Figure()
+    for name, part in curves.groupby("model", sort=False):
+        fig.add_trace(go.Scatter(x=part["epoch"], y=part[y], mode="lines+markers", name=str(name)))
+    fig.update_layout(xaxis_title="epoch", yaxis_title=label, legend_title="model", margin={"t": 30})
+    return fig
+
+
+def plan_breakdown_figure(sweep: pd.DataFrame) -> go.Figure:
+    """Stacked bars per strategy and P: compute, exposed communication and pipeline bubble (ms per step),
+    from `planner_sweep`."""
+    ok = sweep[sweep["feasible"]]
+    x = [ok["strategy"].tolist(), [f"P={p}" for p in ok["P"]]]
+    fig = go.Figure()
+    for col, name in (("compute_ms", "compute"), ("exposed_comm_ms", "communication (not hidden)"),
+                      ("idle_ms", "pipeline bubble")):
+        fig.add_trace(go.Bar(x=x, y=ok[col], name=name))
+    fig.update_layout(barmode="stack", xaxis_title="strategy, GPUs", yaxis_title="time per step (ms)",
+                      legend_title="", margin={"t": 30})
+    return fig
+
+
+def plan_speedup_figure(sweep: pd.DataFrame, y: str = "speedup") -> go.Figure:
+    """Speedup (or scaling efficiency) against P per strategy, with the ideal line, from `planner_sweep`."""
+    ok = sweep[sweep["feasible"]]
+    fig = go.Figure()
+    for s, part in ok.groupby("strategy", sort=False):
+        fig.add_trace(go.Scatter(x=part["P"], y=part[y], mode="lines+markers", name=str(s)))
+    Ps = sorted(ok["P"].unique())
+    fig.add_trace(go.Scatter(x=Ps, y=Ps if y == "speedup" else [1.0] * len(Ps), mode="lines", name="ideal",
+                             line={"dash": "dot", "color": "gray"}))
+    label = {"speedup": "speedup vs one GPU (x, log scale)", "efficiency": "scaling efficiency (speedup / P)"}
+    fig.update_layout(xaxis_title="GPUs (P, log scale)", yaxis_title=label.get(y, y), xaxis_type="log",
+                      yaxis_type="log" if y == "speedup" else "linear", legend_title="strategy", margin={"t": 30})
+    return fig
+
+
+def plan_layers_figure(layers: pd.DataFrame) -> go.Figure:
+    """Per-layer compute and communication of one step (ms), from `planner_breakdown(...).layers`."""
+    fig = go.Figure([go.Bar(x=layers["layer"], y=layers["compute_ms"], name="compute"),
+                     go.Bar(x=layers["layer"], y=layers["comm_ms"], name="communication")])
+    fig.update_layout(barmode="group", xaxis_title="layer", yaxis_title="time per step (ms)", legend_title="",
+                      margin={"t": 30})
+    return fig
+
+
+def codec_advice_figure(advice: pd.DataFrame) -> go.Figure:
+    """Each candidate codec's predicted time per layer (ms, log scale), from `planner_advice`."""
+    fig = go.Figure()
+    for col in [c for c in advice.columns if c.endswith("_ms") and c != "saving_ms"]:
+        fig.add_trace(go.Bar(x=advice["layer"], y=advice[col], name=col[:-3]))
+    fig.update_layout(barmode="group", xaxis_title="layer", yaxis_title="communication time per step (ms, log scale)",
+                      yaxis_type="log", legend_title="codec", margin={"t": 30})
+    return fig
+# --- end deep image and planner ---

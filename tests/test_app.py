@@ -1,31 +1,237 @@
 """Dashboard pages render without exceptions and react to their controls (streamlit AppTest)."""
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
-PAGES = Path(__file__).resolve().parent.parent / "app" / "pages"
+APP = Path(__file__).resolve().parent.parent / "app"
+PAGES = APP / "pages"
 
 
-def test_overview_shows_device():
-    at = AppTest.from_file(str(PAGES / "overview.py")).run(timeout=60)
+def page(name: str, **query) -> AppTest:
+    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def metric(at: AppTest, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "").split()[0].rstrip("x%"))
+
+
+def test_home_entry_navigates_every_page():
+    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
     assert not at.exception
     assert "CPU" in at.metric[0].value or "NVIDIA" in at.metric[0].value
+    for name in ("transfer", "collectives", "dropout"):
+        at.switch_page(str(PAGES / f"{name}.py")).run()
+        assert not at.exception, name
+        assert at.get("plotly_chart"), name
+
+
+def test_overview_shows_device_and_papers():
+    at = page("overview")
+    assert not at.exception
+    assert "CPU" in at.metric[0].value or "NVIDIA" in at.metric[0].value
+    text = " ".join(m.value for m in at.markdown)
+    assert "arxiv.org/abs/1511.04561" in text and "Collectives" in text
 
 
 def test_codecs_page_updates_error_table():
-    at = AppTest.from_file(str(PAGES / "codecs.py")).run(timeout=120)
+    at = page("codecs")
     assert not at.exception
     df = at.dataframe[0].value
     assert set(df.codec) >= {"dynamic_tree[nearest,tensor]", "linear[nearest,tensor]"}
     before = df.set_index("codec").mean_rel_error["dynamic_tree[nearest,tensor]"]
-    at.radio[0].set_value("paper").run(timeout=120)
+    at.radio(key="w_rounding").set_value("paper").run()
+    assert not at.exception
     after = at.dataframe[0].value.set_index("codec").mean_rel_error["dynamic_tree[paper,tensor]"]
     assert after > 1.3 * before
     assert at.query_params["rounding"] in ("paper", ["paper"])
+    assert len(at.get("plotly_chart")) >= 2
 
 
-def test_codecs_page_bad_distribution_is_a_message():
-    at = AppTest.from_file(str(PAGES / "codecs.py")).run(timeout=120)
-    at.text_input[0].set_value("gauss(0,1)").run(timeout=60)
+def test_codecs_page_url_reproduces_view_and_captured_tensors():
+    at = page("codecs", dist="uniform", p1="0", p2="1", rounding="paper", codecs=["dynamic_tree"])
     assert not at.exception
-    assert "unknown distribution" in at.error[0].value
+    df = at.dataframe[0].value
+    assert list(df.codec) == ["dynamic_tree[paper,tensor]"] and df.data[0] == "uniform(0,1)"
+    assert 0.012 < df.mean_rel_error[0] < 0.016  # the paper's 1.39 % (kernel rounding)
+    at.radio(key="w_source").set_value("captured tensor").run()
+    assert not at.exception
+    assert any(d.startswith("grad") for d in at.dataframe[0].value.data)
+
+
+def test_codecs_page_bad_parameters_are_messages():
+    at = page("codecs")
+    at.number_input(key="w_p2").set_value(-1.0).run()
+    assert not at.exception
+    assert "scale parameter must be > 0" in at.error[0].value
+    at.number_input(key="w_p2").set_value(1.0).run()
+    at.checkbox(key="w_layout_on").check().run()
+    assert not at.exception and not at.error
+    assert len(at.dataframe[0].value) == 5  # the four default codecs and the layout
+    at.checkbox(key="w_lay_dynamic").uncheck().run()
+    at.number_input(key="w_lay_exp").set_value(7).run()  # leaves no bits for a linear mantissa
+    at.selectbox(key="w_lay_mantissa").set_value("linear").run()
+    assert not at.exception
+    assert "Impossible bit layout" in at.error[0].value
+
+
+def test_transfer_page_link_changes_speedup():
+    at = page("transfer")
+    assert not at.exception
+    fast = number(metric(at, "Speedup at"))
+    at.selectbox(key="w_link").set_value("eth1g").run()
+    assert not at.exception
+    slow = number(metric(at, "Speedup at"))
+    assert slow > fast > 1
+    at.selectbox(key="w_link").set_value("custom").run()
+    at.number_input(key="w_bw_gbps").set_value(0.0).run()
+    assert not at.exception
+    assert "bandwidth_GBps" in at.error[0].value
+
+
+def test_collectives_page_model_trace_and_limits():
+    at = page("collectives")
+    assert not at.exception
+    t8 = number(metric(at, "ring time"))
+    at.number_input(key="w_P").set_value(64).run()
+    assert number(metric(at, "ring time")) > t8
+    msgs = number(metric(at, "Messages"))
+    at.slider(key="w_P_step").set_value(4).run()
+    assert number(metric(at, "Messages")) < msgs
+    at.selectbox(key="w_algorithm").set_value("tree").run()
+    assert not at.exception
+    assert number(metric(at, "Rounds")) == 4  # 2 levels up, 2 down
+    at.number_input(key="w_P").set_value(1024).run()
+    at.button(key="run_meas_run").click().run()
+    assert not at.exception
+    assert "more than this machine can host" in at.error[0].value
+
+
+def test_training_page_runs_and_compares_bytes():
+    at = page("training", codecs=["32-bit", "dynamic_tree"], epochs="1", workers="2")
+    assert not at.exception
+    assert not at.metric  # nothing runs before Train
+    at.button(key="run_train_run").click().run()
+    assert not at.exception
+    assert "of 32-bit" in at.metric[-2].delta
+    share = number(at.metric[-2].delta)
+    assert 20 < share < 30  # 8 bits on the wire instead of 32
+    err = number(metric(at, "32-bit: final test error"))
+    assert 0 < err < 60
+    at.multiselect(key="w_codecs").set_value(["32-bit", "onebit"]).run()
+    assert not at.metric  # new runs: press Train again
+    at.button(key="run_train_run").click().run()
+    assert number(at.metric[-2].delta) < 10
+
+
+def test_dropout_page_rate_changes_search():
+    at = page("dropout")
+    assert not at.exception
+    assert abs(number(metric(at, "Searched expected rate")) - 0.5) < 1e-3
+    at.slider(key="w_p").set_value(0.7).run()
+    assert not at.exception
+    assert abs(number(metric(at, "Searched expected rate")) - 0.7) < 1e-3
+    assert len(at.get("plotly_chart")) >= 3
+
+
+@pytest.mark.parametrize("net", ["MLP"])
+def test_dropout_page_training_run(net):
+    at = page("dropout", net=net, net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
+    at.button(key="run_net_run").click().run()
+    assert not at.exception
+    assert "speed" in metric(at, "RDP (row)") or metric(at, "RDP (row)")
+    assert at.dataframe[-1].value.shape[0] == 2
+
+
+def _sweep(at: AppTest):
+    return next(d.value for d in at.dataframe if {"strategy", "P", "speedup"} <= set(d.value.columns))
+
+
+def test_deep_image_page_renders_with_defaults():
+    at = page("deep_image")
+    assert not at.exception and not at.error
+    assert metric(at, "Rows matching the paper") == "6 of 6"  # Table 1, computed beside the paper
+    assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
+    assert len(at.get("plotly_chart")) >= 6
+    assert at.query_params["seed"] in ("0", ["0"])
+    assert not any(m.label.endswith("test error") for m in at.metric)  # fusion waits for its button
+
+
+def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
+    at = page("deep_image")
+    s64 = number(metric(at, "data: speedup on 64 GPUs"))
+    at.multiselect(key="w_gpus").set_value(["1", "2", "4", "8"]).run()
+    assert not at.exception
+    s8 = number(metric(at, "data: speedup on 8 GPUs"))
+    assert 1 < s8 < s64
+    assert sorted(_sweep(at).P.unique()) == [1, 2, 4, 8]
+    at.multiselect(key="w_strategies").set_value(["model"]).run()
+    assert not at.exception and not at.error
+    assert set(_sweep(at).strategy) == {"model"}
+    assert number(metric(at, "model: speedup on 8 GPUs")) > 0
+    at.multiselect(key="w_strategies").set_value(["data"]).run()
+    at.selectbox(key="w_plan_link").set_value("eth1g").run()
+    assert number(metric(at, "data: speedup on 8 GPUs")) < s8  # a slower link scales worse
+    assert at.query_params["plan_link"] in ("eth1g", ["eth1g"])
+
+
+def test_deep_image_presets_reproduce_the_papers():
+    at = page("deep_image")
+    next(b for b in at.button if b.label.startswith("Preset: Dettmers")).click().run()
+    assert not at.exception and not at.error
+    assert metric(at, "data: speedup on 4 GPUs") == "0.59x"  # slower than one GPU, as Dettmers says
+    assert number(metric(at, "Step at P = 4")) == pytest.approx(170.8, abs=0.1)
+    next(b for b in at.button if b.label.startswith("Preset: Deep Image Figure 3")).click().run()
+    assert not at.exception
+    assert number(metric(at, "data: speedup on 64 GPUs")) == pytest.approx(50.05, abs=0.01)  # paper 47x
+    next(b for b in at.button if b.label.startswith("Preset: Deep Image Figure 2")).click().run()
+    assert not at.exception
+    assert metric(at, "Data parallelism faster than hybrid from") == "P = 128"
+    assert set(_sweep(at).strategy) == {"data", "hybrid"}
+
+
+def test_deep_image_bad_values_are_messages():
+    at = page("deep_image", gpus=["1", "4"])
+    at.number_input(key="w_batch_size").set_value(0).run()
+    assert not at.exception
+    assert "batch_per_gpu must be an int >= 1" in at.error[0].value
+    assert at.get("plotly_chart")  # the other sections still render
+    at.number_input(key="w_batch_size").set_value(64).run()
+    at.number_input(key="w_crop").set_value(300).run()
+    assert not at.exception
+    assert "larger than the images" in at.error[0].value
+    at.number_input(key="w_crop").set_value(224).run()
+    at.selectbox(key="w_plan_link").set_value("custom").run()
+    at.number_input(key="w_bw_gbps").set_value(0.0).run()
+    assert not at.exception
+    assert "bandwidth_GBps" in at.error[0].value
+
+
+def test_deep_image_fusion_runs_from_the_button():
+    at = page("deep_image", epochs="2", scales=["8", "16"])
+    at.button(key="run_fusion_run").click().run()
+    assert not at.exception and not at.error
+    err = number(metric(at, "fused (mean of softmax)"))
+    assert 0 <= err < 60
+    assert at.dataframe[-1].value.fraction.sum() == pytest.approx(1.0)
+    at.multiselect(key="w_scales").set_value(["16"]).run()
+    at.button(key="run_fusion_run").click().run()
+    assert not at.exception
+    assert "at least two different sizes" in at.error[0].value
+
+
+def test_home_entry_reaches_deep_image():
+    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
+    at.switch_page(str(PAGES / "deep_image.py")).run()
+    assert not at.exception
+    assert at.get("plotly_chart") and metric(at, "Rows matching the paper") == "6 of 6"

@@ -103,13 +103,14 @@ def _decode_fn(dtype: torch.dtype):
     return torch.compile(fn, dynamic=True)
 
 
-def _try_compiled(fn, *args):
-    """Run a compiled function, or return None (and warn once) when compilation is unavailable."""
+def _try_compiled(make, key, *args):
+    """Run the compiled function make(key), or return None (and warn once) when compilation is
+    unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo."""
     global _compile_failed
     if _compile_failed or not compile_enabled():
         return None
     try:
-        return fn(*args)
+        return make(key)(*args)
     except Exception as e:  # a missing C++ compiler, an unsupported platform
         _compile_failed = True
         warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
@@ -121,7 +122,7 @@ def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bp
                   K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Blockwise absmax + codes for a [blocks, block_size] view; returns (codes 2-D, absmax)."""
     if x2d.numel() >= MIN_COMPILED:
-        out = _try_compiled(_encode_blocks_fn(K), x2d, lut, bpad)
+        out = _try_compiled(_encode_blocks_fn, K, x2d, lut, bpad)
         if out is not None:
             return out
     return encode_blocks_reference(x2d, bounds)
@@ -131,7 +132,7 @@ def encode_scaled(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor, lut:
                   bpad: torch.Tensor, K: int) -> torch.Tensor:
     """Codes of x * inv (inv a 0-d float32 tensor)."""
     if x.numel() >= MIN_COMPILED:
-        out = _try_compiled(_encode_scaled_fn(K), x, inv, lut, bpad)
+        out = _try_compiled(_encode_scaled_fn, K, x, inv, lut, bpad)
         if out is not None:
             return out
     return encode_scaled_reference(x, inv, bounds)
@@ -140,7 +141,7 @@ def encode_scaled(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor, lut:
 def decode(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """values[codes] * scale in `dtype`; `values` padded to 256 entries."""
     if codes.numel() >= MIN_COMPILED:
-        out = _try_compiled(_decode_fn(dtype), codes, values, scale)
+        out = _try_compiled(_decode_fn, dtype, codes, values, scale)
         if out is not None:
             return out
     return decode_reference(codes, values, scale, dtype)

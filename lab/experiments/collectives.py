@@ -87,3 +87,132 @@ def transfer_sweep(sizes: list[int], codecs: list[str], *, target_s: float = 0.1
     rows = run(bench.transfer_rank, 2, sizes, [None, *codecs], target_s=target_s, progress=progress)[0]
     df = pd.DataFrame(rows)
     return df, bench.crossover(df)
+
+
+# --- dashboard: modelled transfer and collectives, and a step-by-step trace of one allreduce ---
+
+# Dettmers 2016 §3.2: the paper's GPU kernels took ~1 ns per number to compress, ~0.5 ns to decompress.
+PAPER_CODEC_NS = (1.0, 0.5)
+
+
+def _wire_bytes(codec, n: int) -> float:
+    """Wire bytes of n values: codes scale linearly, side information (scales) is fixed; fitted
+    from two small encodes so huge n need no encode."""
+    if codec is None:
+        return 4.0 * n
+    a, b = 4096, 8192
+    wa = codec.encode(torch.randn(a, generator=torch.Generator().manual_seed(0))).wire_bytes
+    wb = codec.encode(torch.randn(b, generator=torch.Generator().manual_seed(0))).wire_bytes
+    per = (wb - wa) / (b - a)
+    return max(0.0, wa - per * a) + per * n
+
+
+def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = "pcie3", *,
+                   codec_ns: dict[str, tuple[float, float]] | tuple[float, float] | str = PAPER_CODEC_NS
+                   ) -> pd.DataFrame:
+    """Dettmers 2016 Figure 2 from the cost model: one-way time of encode + transfer + decode of
+    n values over `link`, and the speedup over 32-bit, per size and codec. `codec_ns` is
+    (encode, decode) ns per value for every codec, a dict per codec name, or "measured" (timed
+    here on 2^18 values with `errors.codec_speed`); default: the paper's GPU kernels, 1 and
+    0.5 ns. Columns as `transfer_sweep`'s, plus link and source='model'; `.attrs['crossover']`
+    is each codec's crossover size and `.attrs['codec_ns']` the speeds used."""
+    lk = cost.get_link(link)
+    for n in sizes:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"size {n!r}: sizes are integer value counts >= 1")
+    if isinstance(codec_ns, str):
+        if codec_ns != "measured":
+            raise ValueError(f"codec_ns={codec_ns!r}; allowed: (encode_ns, decode_ns), a dict, or 'measured'")
+        from .errors import codec_speed
+        sp = codec_speed([c for c in codecs], 1 << 18, repeats=3)
+        ns_of = sp.pivot_table(index="codec", columns="op", values="ns_per_value")
+        codec_ns = {name: (float(ns_of.loc[resolve_codec(name).describe(), "encode"]),
+                           float(ns_of.loc[resolve_codec(name).describe(), "decode"])) for name in codecs}
+    rows = []
+    for name in [None, *codecs]:
+        codec = resolve_codec(name)
+        ns = (0.0, 0.0) if codec is None else (codec_ns.get(name, PAPER_CODEC_NS) if isinstance(codec_ns, dict)
+                                               else codec_ns)
+        for n in sizes:
+            wire = _wire_bytes(codec, n)
+            t = cost.compressed_transfer_time(n, lk, wire_bytes_per_value=wire / n, encode_s_per_value=ns[0] * 1e-9,
+                                              decode_s_per_value=ns[1] * 1e-9)
+            rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": wire,
+                         "seconds": t, "link": lk.name, "source": "model"})
+    df = pd.DataFrame(rows)
+    base = df[df.codec == "fp32"].set_index("n_values")["seconds"]
+    df["speedup_vs_fp32"] = [base[n] / s for n, s in zip(df.n_values, df.seconds)]
+    df.attrs["crossover"] = bench.crossover(df)
+    df.attrs["codec_ns"] = codec_ns if isinstance(codec_ns, dict) else {c: tuple(codec_ns) for c in codecs}
+    return df
+
+
+def collective_model(algorithms: list[str], P: int, sizes: list[int], link: str | cost.Link = "ib_fdr") -> pd.DataFrame:
+    """Modelled allreduce time per algorithm and message size (bytes per rank) on P ranks over
+    `link` (paper 001's formulas), with the lower bound, and nccl-tests' algbw and busbw
+    (busbw = algbw · 2(P−1)/P) for the model and for the bound."""
+    lk = cost.get_link(link)
+    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+        raise ValueError(f"P={P!r}: need an integer >= 1")
+    for a in algorithms:
+        if a not in cost.ALGORITHMS:
+            raise ValueError(f"unknown algorithm {a!r}; known: {', '.join(cost.ALGORITHMS)}")
+    rows = []
+    f = cost.busbw_factor(P)
+    for b in sizes:
+        bound = cost.lower_bound(P, b, lk)
+        for a in algorithms:
+            t = cost.allreduce_time(a, P, b, lk)
+            rows.append({"algorithm": a, "P": P, "nbytes": b, "model_s": t, "lower_bound_s": bound,
+                         "busbw_GBps": b / t * f / 1e9 if t > 0 else float("nan"),
+                         "bound_busbw_GBps": b / bound * f / 1e9 if bound > 0 else float("nan"),
+                         "link": lk.name})
+    return pd.DataFrame(rows)
+
+
+def allreduce_trace(algorithm: str = "ring", P: int = 4, n: int = 16, *, codec: str | None = None,
+                    seed: int = 0) -> pd.DataFrame:
+    """Every message of one allreduce of n values on P SimComm ranks, in order: step (a Lamport
+    round: a message sent after receiving one from step s is in step s+1 or later), src, dst,
+    bytes. `.attrs['rel_error']` is the result's relative L2 error against the exact sum."""
+    from collections import defaultdict, deque
+
+    check_algorithm(algorithm)
+    if isinstance(P, bool) or not isinstance(P, int) or not 2 <= P <= 64:
+        raise ValueError(f"P={P!r}: the step-by-step view shows 2..64 ranks")
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n={n!r}: need an integer >= 1")
+    log: list[dict] = []
+    clocks = [0] * P
+    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
+
+    def rank_fn(comm):
+        send0, recv0 = comm._isend, comm._irecv
+
+        def isend(t, dst):
+            stamps[(comm.rank, dst)].append(clocks[comm.rank])
+            log.append({"step": clocks[comm.rank], "src": comm.rank, "dst": dst,
+                        "bytes": t.numel() * t.element_size(), "order": len(log)})
+            return send0(t, dst)
+
+        def irecv(t, src):
+            work = recv0(t, src)
+            wait0 = work.wait
+
+            def wait():
+                done = getattr(work, "done", False)
+                wait0()
+                if not done:
+                    clocks[comm.rank] = max(clocks[comm.rank], stamps[(src, comm.rank)].popleft() + 1)
+            work.wait = wait
+            return work
+
+        comm._isend, comm._irecv = isend, irecv
+        return allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec)
+
+    out = simulate(rank_fn, P)
+    exact = sum(_vector(r, n, seed).double() for r in range(P))
+    df = pd.DataFrame(log, columns=["step", "src", "dst", "bytes", "order"])
+    df.attrs["rel_error"] = float((out[0].double() - exact).norm() / exact.norm())
+    df.attrs["steps"] = int(df.step.max()) + 1 if len(df) else 0
+    return df

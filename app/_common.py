@@ -1,0 +1,208 @@
+"""Shared widget helpers for the pages: widgets whose state lives in `st.query_params` (so a URL
+reproduces a view), a figure with CSV/JSON downloads, error messages instead of tracebacks, and
+Run/Stop buttons for expensive experiments. No experiment logic here (DESIGN.md rule 3)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import contextmanager
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import streamlit as st
+
+from lab import backend
+
+# Errors the library raises for bad input: shown as a message, never a traceback.
+try:
+    from lab.comm.base import CommError
+    from lab.train.data import DataError
+    USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, CommError, DataError)
+except Exception:  # pragma: no cover
+    USER_ERRORS = (ValueError, TypeError)
+
+
+@st.cache_resource
+def device_name() -> str:
+    """The device the lab computes on (GPU name or CPU), probed once per server."""
+    return backend.device_name()
+
+
+def _wkey(key: str) -> str:
+    return f"w_{key}"
+
+
+def _init(key: str, value: Any) -> None:
+    """Seed a widget's state from the URL on the first run of this session."""
+    if _wkey(key) not in st.session_state:
+        st.session_state[_wkey(key)] = value
+
+
+def _sync(key: str, value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        st.query_params[key] = [str(v) for v in value]
+    elif isinstance(value, bool):
+        st.query_params[key] = "1" if value else "0"
+    else:
+        st.query_params[key] = str(value)
+    return value
+
+
+def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return cast(raw)
+    except (TypeError, ValueError):
+        return default
+
+
+def set_state(**values: Any) -> None:
+    """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
+    for k, v in values.items():
+        st.session_state[_wkey(k)] = v
+
+
+def select(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
+    options = list(options)
+    v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
+    _init(key, v if v in options else default)
+    return _sync(key, where.selectbox(label, options, key=_wkey(key), **kw))
+
+
+def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
+    options = list(options)
+    v = _from_url(key, default, str)
+    _init(key, v if v in options else default)
+    return _sync(key, where.radio(label, options, key=_wkey(key), horizontal=True, **kw))
+
+
+def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[str], where=st, **kw: Any) -> list:
+    options = list(options)
+    url = st.query_params.get_all(key)
+    chosen = [c for c in url if c in options] if url else list(default)
+    _init(key, chosen)
+    return _sync(key, list(where.multiselect(label, options, key=_wkey(key), **kw)))
+
+
+def number(label: str, key: str, default: float | int, where=st, **kw: Any) -> float | int:
+    cast = int if isinstance(default, int) else float
+    _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
+    v = where.number_input(label, key=_wkey(key), **kw)
+    return _sync(key, cast(v))
+
+
+def slider(label: str, key: str, default: float | int, lo: float | int, hi: float | int, where=st,
+           **kw: Any) -> float | int:
+    cast = int if isinstance(default, int) else float
+    v = _from_url(key, default, lambda s: cast(float(s)))
+    _init(key, min(max(v, lo), hi))
+    return _sync(key, where.slider(label, lo, hi, key=_wkey(key), **kw))
+
+
+def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
+    url = st.query_params.get_all(key)
+    try:
+        v = (int(url[0]), int(url[1])) if len(url) == 2 else tuple(default)
+    except ValueError:
+        v = tuple(default)
+    _init(key, (max(lo, min(v)), min(hi, max(v))))
+    return tuple(_sync(key, list(where.slider(label, lo, hi, key=_wkey(key), **kw))))
+
+
+def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
+    options = list(options)
+    v = _from_url(key, default, lambda s: type(default)(s))
+    _init(key, v if v in options else default)
+    return _sync(key, where.select_slider(label, options, key=_wkey(key), **kw))
+
+
+def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
+    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
+    return _sync(key, bool(where.checkbox(label, key=_wkey(key), **kw)))
+
+
+def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
+    _init(key, _from_url(key, default, str))
+    return _sync(key, where.text_input(label, key=_wkey(key), **kw))
+
+
+def seed(where=st) -> int:
+    """The page's seed (in the URL as `seed`)."""
+    return number("Seed", "seed", 0, where=where, min_value=0, step=1)
+
+
+def figure(fig, data: pd.DataFrame | None, name: str, key: str | None = None) -> None:
+    """A plotly figure with its data as CSV and the figure (data + layout) as JSON."""
+    st.plotly_chart(fig, key=key or f"fig_{name}")
+    c1, c2, _ = st.columns([1, 1, 2])
+    if data is not None:
+        c1.download_button("⬇ CSV", data.to_csv(index=False), f"{name}.csv", "text/csv",
+                           key=f"csv_{key or name}", on_click="ignore")
+    c2.download_button("⬇ JSON", fig.to_json(), f"{name}.json", "application/json",
+                       key=f"json_{key or name}", on_click="ignore")
+
+
+def table(df: pd.DataFrame, name: str, **kw: Any) -> None:
+    st.dataframe(df, hide_index=True, **kw)
+    st.download_button("⬇ table (CSV)", df.to_csv(index=False), f"{name}.csv", "text/csv", key=f"tcsv_{name}",
+                       on_click="ignore")
+
+
+@contextmanager
+def guard():
+    """Show a library's complaint about bad parameters as a message and stop the page."""
+    try:
+        yield
+    except USER_ERRORS as e:
+        st.error(str(e))
+        st.stop()
+
+
+def _token(params: Any) -> str:
+    return hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def run_button(label: str, key: str, params: Any, help: str | None = None) -> bool:
+    """A Run button and a Stop button for an expensive experiment. Returns True when the result for
+    `params` should be shown: Run was pressed for exactly these parameters (remembered in the URL
+    as `<key>=<hash>`, so a shared URL shows the result). Stop interrupts a run (any click reruns
+    the page, which stops the script) and forgets it."""
+    token = _token(params)
+    c1, c2, c3 = st.columns([1, 1, 5])
+    run = c1.button(label, type="primary", key=f"run_{key}", help=help)
+    stop = c2.button("Stop", key=f"stop_{key}")
+    if run:
+        st.query_params[key] = token
+    if stop and st.query_params.get(key) is not None:
+        del st.query_params[key]
+        c3.caption("stopped")
+    return st.query_params.get(key) == token
+
+
+def progress() -> Callable[[float, str], None]:
+    """A progress bar and its (fraction, message) callback, the shape lab.experiments expects."""
+    bar = st.progress(0.0, text="starting…")
+
+    def update(frac: float, msg: str) -> None:
+        bar.progress(min(max(float(frac), 0.0), 1.0), text=msg)
+    return update
+
+
+@st.cache_resource
+def _results() -> dict:
+    return {}
+
+
+def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int = 32) -> Any:
+    """Result of `fn()` for `params`, cached across reruns and sessions (an `st.cache_resource`
+    store). Unlike `st.cache_data`, `fn` may drive progress bars and live charts created outside it."""
+    store = _results()
+    key = (name, _token(params))
+    if key not in store:
+        value = fn()
+        while len(store) >= max_entries:
+            store.pop(next(iter(store)))
+        store[key] = value
+    return store[key]

@@ -1,0 +1,362 @@
+"""Deep Image page (Wu et al. 2015): the §4.1 augmentations (preview grid, Table 1's counts,
+throughput), the parallelism planner (step-time breakdown, speedup and efficiency against P, codec
+advice per layer; presets for Dettmers 2016 §2.3.2 and Deep Image's Figures 2-3, with the papers'
+numbers beside the computed ones) and §4.2's multi-scale fusion behind a Run button."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import streamlit as st  # noqa: E402
+
+import _common as ui  # noqa: E402
+from lab import plots  # noqa: E402
+from lab.codecs import codec_names  # noqa: E402
+from lab.comm import cost  # noqa: E402
+from lab.experiments import (augmentation_counts, augmentation_preview, augmentation_throughput,  # noqa: E402
+                             multiscale_fusion, paper_checks, planner_advice, planner_breakdown, planner_sweep)
+from lab.experiments.deep_image import Preview, test_card  # noqa: E402
+from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, get_model  # noqa: E402
+from lab.train.data import DATASETS  # noqa: E402
+
+AUGS = list(plots.AUGMENT_LABELS)  # crop, color_cast, vignette, lens_distortion, rotation, flip, all
+GPUS = ["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64", "96", "128", "256", "512", "1024"]
+CODECS = ["none"] + [c for c in codec_names() if c not in ("layout", "fp32")]
+SCALES = ["8", "12", "16", "20", "24", "28", "32", "42", "48", "56", "64"]
+CHECKS = ["Dettmers §2.3.2 (AlexNet, 4 GPUs)", "Deep Image Figure 2 (data vs hybrid)",
+          "Deep Image Figure 3 (speedup per mini-batch)"]
+
+st.title("Deep Image")
+st.caption("Wu et al. 2015 (Baidu's Deep Image): the §4.1 augmentations and their Table 1 counts, §3.3's data vs "
+           "hybrid parallelism on a cluster of K40m GPUs, and §4.2's multi-scale fusion; the planner also answers "
+           "Dettmers 2016 §2.3.2 (why naive data parallelism of AlexNet on 4 GPUs is slower than one GPU) and "
+           "his codec trade-off (§3.3, §5). Planner numbers are predictions of the cost model (docs/deep_image.md), "
+           "not measurements.")
+seed = int(ui.seed(where=st.columns([1, 4])[0]))
+
+
+def shown(section):
+    """Run one section; a library's complaint about bad input becomes a message (other sections still render)."""
+    try:
+        section()
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
+
+
+# -- §4.1 augmentations
+
+@st.cache_resource(max_entries=16)
+def preview_figure(image_size: int, crop: int, samples: int, chosen: tuple, seed: int):
+    pv = augmentation_preview(test_card(image_size), samples=samples, crop_size=crop, seed=seed)
+    return plots.augment_preview_figure(Preview(pv.original, {k: pv.panels[k] for k in chosen}, pv.seed))
+
+
+@st.cache_data(max_entries=16)
+def counts(image_size: int, crop: int):
+    return augmentation_counts(image_size, crop)
+
+
+def preview_tab():
+    st.caption("Each augmentation drawn several times (seeded) on a synthetic test card; the grid lines show "
+               "distortion and rotation, the disc shows flips and crops. Colour casting, vignetting, distortion, "
+               "rotation and flips work on the centre crop; the last row is the whole pipeline (crop first).")
+    a1, a2, a3, a4 = st.columns([3, 1, 1, 1])
+    chosen = ui.multiselect("Augmentations", AUGS, "augs", AUGS, where=a1, format_func=plots.AUGMENT_LABELS.get)
+    samples = ui.slider("Draws each", "draws", 4, 1, 8, where=a2, step=1)
+    image_size = ui.select("Test card (px)", [64, 128, 256, 512], "card", 256, where=a3)
+    crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8,
+                     help="side of the square crop; the paper crops 224 of 512")
+    if not chosen:
+        st.info("Pick at least one augmentation.")
+    else:
+        fig = preview_figure(int(image_size), int(crop), int(samples), tuple(chosen), seed)
+        ui.figure(fig, None, "augment_preview")
+
+
+def counts_tab():
+    st.caption("Possible changes per augmentation counted from the grids the ops draw from, the paper's Table 1 "
+               "beside (cropping's count depends on the sizes; the paper's is 224 of 512).")
+    b1, b2, _ = st.columns([1, 1, 3])
+    cimg = ui.number("Image side (px)", "count_image", 512, where=b1, step=1)
+    ccrop = ui.number("Crop side (px)", "count_crop", 224, where=b2, step=1)
+    cdf = counts(int(cimg), int(ccrop))
+    part = cdf[cdf["paper"].notna()]
+    st.metric("Rows matching the paper", f"{int(part['matches'].sum())} of 6",
+              help="the product of all counts (last row) is not in the paper")
+    ui.figure(plots.augment_counts_figure(cdf), cdf, "augment_counts")
+    ui.table(cdf, "augment_counts_table")
+
+
+def throughput_tab():
+    st.caption("Images/s of each op batched against a per-image loop over the same images and parameters, "
+               "measured now on this machine (same run; medians).")
+    d1, d2, d3, _ = st.columns([1, 1, 1, 2])
+    tb = ui.select_slider("Batch", [1, 2, 4, 8, 16, 32], "tp_batch", 8, where=d1)
+    timg = ui.select("Image (px)", [256, 512], "tp_image", 256, where=d2)
+    tcrop = ui.select("Crop (px)", [128, 224], "tp_crop", 224, where=d3)
+    params = [tb, timg, tcrop, seed]
+    if ui.run_button("Time augmentations", "tp_run", params):
+        cb = ui.progress()
+        df, info = ui.cached_run("augment_throughput", params, lambda: augmentation_throughput(
+            batch=int(tb), image_size=int(timg), crop_size=int(tcrop), repeats=3, seed=seed, progress=cb))
+        cb(1.0, "done")
+        whole = df[df["op"] == "all"].iloc[0]
+        st.metric("Whole pipeline, batched", f"{whole.batched_img_s:,.0f} images/s",
+                  delta=f"{whole.speedup:.2f}x the per-image loop", delta_color="off", help=info["device"])
+        ui.figure(plots.augment_throughput_figure(df), df, "augment_throughput")
+
+
+st.subheader("Augmentations (§4.1, Table 1)")
+tabs = st.tabs(["Preview grid", "Table 1 counts", "Throughput here"])
+for tab, section in zip(tabs, (preview_tab, counts_tab, throughput_tab)):
+    with tab:
+        shown(section)
+
+
+# -- the planner
+
+st.subheader("Parallelism planner (§3.3; Dettmers 2016 §2.3)")
+st.caption("Predicted time of one training step on P GPUs: compute from the device's peak × 0.4, communication from "
+           "the cost model of the chosen link and allreduce algorithm, with a codec's measured wire size. Data: "
+           "allreduce of every layer's gradients; model: every layer split; hybrid: fully connected layers "
+           "model-parallel (Krizhevsky); pipeline: GPipe stages.")
+
+
+def preset_dettmers():
+    # the paper's assumptions: a one-GPU pass of the 128-image mini-batch in 100 ms, 7 GiB/s, 0.5 ms per message
+    ui.set_state(net="alexnet", device="custom", tflops=3 * get_model("alexnet").flops * 128 / 0.1 / 1e12,
+                 plan_link="custom", lat_us=500.0, bw_gbps=7 * 2 ** 30 / 1e9, algorithm="tree", strategies=["data"],
+                 gpus=["1", "2", "4"], batch_mode="global", batch_size=128, grad_codec="none", act_codec="none",
+                 overlap=False, detail_P="4", detail_strategy="data", check=CHECKS[0])
+
+
+def preset_figure2():
+    ui.set_state(net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync",
+                 strategies=["data", "hybrid"], gpus=["1", "2", "4", "8", "16", "32", "64", "128"],
+                 batch_mode="per GPU", batch_size=64, grad_codec="none", act_codec="none", overlap=False,
+                 detail_P="16", detail_strategy="data", check=CHECKS[1])
+
+
+def preset_figure3():
+    ui.set_state(net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync", strategies=["data"],
+                 gpus=["1", "2", "4", "8", "16", "32", "64"], batch_mode="global", batch_size=1024,
+                 grad_codec="none", act_codec="none", overlap=False, detail_P="64", detail_strategy="data",
+                 check=CHECKS[2])
+
+
+b1, b2, b3 = st.columns(3)
+b1.button("Preset: Dettmers §2.3.2, AlexNet on 4 GPUs", on_click=preset_dettmers, use_container_width=True,
+          help="a GPU whose one-GPU pass of 128 images takes 100 ms, 7 GiB/s with 0.5 ms per message, tree "
+               "allreduce, the mini-batch of 128 split over the GPUs, no overlap")
+b2.button("Preset: Deep Image Figure 2", on_click=preset_figure2, use_container_width=True,
+          help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs hybrid, 64 images per GPU")
+b3.button("Preset: Deep Image Figure 3", on_click=preset_figure3, use_container_width=True,
+          help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, the mini-batch of 1024 split over the GPUs")
+
+c1, c2, c3, c4 = st.columns(4)
+net = ui.select("Model", list(MODELS), "net", "alexnet", where=c1)
+device = ui.select("GPU", [*DEVICES, "custom"], "device", "v100", where=c2, help="; ".join(
+    f"{k}: {d.source}" for k, d in DEVICES.items()))
+if device == "custom":
+    tflops = ui.number("Achieved TFLOP/s", "tflops", 10.0, where=c2, format="%.4g",
+                       help="what a training step gets (peak × efficiency)")
+link = ui.select("Link", [*cost.LINKS, "custom"], "plan_link", "pcie3", where=c3,
+                 help="; ".join(f"{k}: {v.source}" for k, v in cost.LINKS.items()))
+if link == "custom":
+    lat = ui.number("Latency per message (µs)", "lat_us", 10.0, where=c3, format="%.4g")
+    bw = ui.number("Bandwidth (GB/s)", "bw_gbps", 10.0, where=c3, format="%.4g")
+algorithm = ui.select("Allreduce", list(cost.ALGORITHMS), "algorithm", "ring", where=c4)
+d1, d2 = st.columns([1, 2])
+strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d1)
+gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d2)
+e1, e2, e3, e4, e5 = st.columns([2, 1, 1, 1, 1])
+batch_mode = ui.radio("Mini-batch", ["per GPU", "global"], "batch_mode", "per GPU", where=e1,
+                      help="per GPU: the mini-batch grows with P (Deep Image, weak scaling); global: a fixed "
+                           "mini-batch split over the GPUs (Dettmers, strong scaling)")
+batch = ui.number("Images" + (" per GPU" if batch_mode == "per GPU" else " per step"), "batch_size", 128, where=e2,
+                  step=1)
+grad_codec = ui.select("Gradient codec", CODECS, "grad_codec", "none", where=e3)
+act_codec = ui.select("Activation codec", CODECS, "act_codec", "none", where=e4,
+                      help="for model-parallel and pipeline activations: 8- or 16-bit codecs only")
+overlap = ui.checkbox("Overlap (lazy update)", "overlap", False, where=e5,
+                      help="Deep Image's lazy update: a layer's allreduce runs during the rest of the backward pass")
+
+Ps = sorted(int(g) for g in gpus)
+try:
+    kw = dict(device=custom_device(tflops) if device == "custom" else device,
+              link=cost.custom_link(lat, bw) if link == "custom" else link, algorithm=algorithm,
+              batch_per_gpu=int(batch) if batch_mode == "per GPU" else None,
+              global_batch=int(batch) if batch_mode == "global" else None)
+except ui.USER_ERRORS as e:
+    st.error(str(e))
+    kw = None
+
+
+def keep_valid(key: str, options: list, default) -> None:
+    """A choice that the other controls removed (a GPU count, a strategy) falls back to its default."""
+    current = st.session_state.get(f"w_{key}", st.query_params.get(key))
+    if current is not None and current not in options:
+        ui.set_state(**{key: default})
+
+
+def planner():
+    if kw is None:
+        return
+    if not strategies or not Ps:
+        st.info("Pick at least one strategy and one GPU count.")
+        return
+    sweep = planner_sweep(net, Ps, strategies=strategies, codec=None if grad_codec == "none" else grad_codec,
+                          activation_codec=None if act_codec == "none" else act_codec, overlap=overlap, **kw)
+    ok = sweep[sweep["feasible"]]
+    top = max(Ps)
+    cols = st.columns(min(len(strategies), 4) + 1)
+    for i, s in enumerate(strategies[:4]):
+        row = ok[(ok["strategy"] == s) & (ok["P"] == top)]
+        if row.empty:
+            cols[i].metric(f"{s}: speedup on {top} GPUs", "infeasible",
+                           help=str(sweep[(sweep["strategy"] == s) & (sweep["P"] == top)]["note"].iloc[0]))
+        else:
+            r = row.iloc[0]
+            cols[i].metric(f"{s}: speedup on {top} GPUs", f"{r.speedup:.2f}x",
+                           delta=f"{r.efficiency:.0%} efficiency, {r.step_ms:,.1f} ms per step", delta_color="off")
+    if {"data", "hybrid"} <= set(strategies) and len(Ps) > 1:
+        cross = crossover(sweep, "data", "hybrid")
+        cols[-1].metric("Data parallelism faster than hybrid from", "never here" if cross is None else f"P = {cross}",
+                        help="the smallest P in the list from which data parallelism stays faster")
+    if (~sweep["feasible"]).any():
+        st.caption("Infeasible: " + "; ".join(f"{r.strategy} P={r.P}: {r.note}"
+                                              for r in sweep[~sweep["feasible"]].itertuples()))
+    left, right = st.columns(2)
+    with left:
+        ui.figure(plots.plan_breakdown_figure(sweep), sweep, "plan_breakdown")
+    with right:
+        y = ui.radio("Show", ["speedup", "efficiency"], "plan_y", "speedup")
+        ui.figure(plots.plan_speedup_figure(sweep, y), sweep, "plan_speedup")
+    with st.expander("Sweep table"):
+        ui.table(sweep, "plan_sweep")
+
+
+shown(planner)
+
+
+def detail():
+    if kw is None or not strategies or not Ps:
+        return
+    st.markdown("**One step, layer by layer; codec advice**")
+    f1, f2, _ = st.columns([1, 1, 3])
+    options, default = [str(p) for p in Ps], str(Ps[len(Ps) // 2])
+    keep_valid("detail_P", options, default)
+    keep_valid("detail_strategy", strategies, strategies[0])
+    P = int(ui.select("At P", options, "detail_P", default, where=f1))
+    strategy = ui.select("Strategy", strategies, "detail_strategy", strategies[0], where=f2)
+    bd = planner_breakdown(net, P, strategy=strategy, codec=None if grad_codec == "none" else grad_codec,
+                           activation_codec=None if act_codec == "none" else act_codec, overlap=overlap, **kw)
+    s = bd.summary.iloc[0]
+    g1, g2, g3, g4 = st.columns(4)
+    g1.metric(f"Step at P = {P} ({strategy})", f"{1e3 * s.step_s:,.1f} ms")
+    g2.metric("Compute", f"{1e3 * s.compute_s:,.1f} ms")
+    g3.metric("Communication not hidden", f"{1e3 * s.exposed_comm_s:,.1f} ms",
+              help=f"all transfers together: {1e3 * s.comm_s:,.1f} ms")
+    g4.metric("Memory per GPU", f"{s.memory_GB:.2f} GB", delta="fits" if s.fits else "does not fit",
+              delta_color="normal" if s.fits else "inverse")
+    st.caption(bd.model)
+    left, right = st.columns(2)
+    with left:
+        ui.figure(plots.plan_layers_figure(bd.layers), bd.layers, "plan_layers")
+    with right:
+        if strategy == "pipeline":
+            st.info("Codec advice covers data, model and hybrid parallelism.")
+            return
+        adv = planner_advice(net, P, strategy=strategy, **kw)
+        saving = adv["saving_ms"].sum()
+        st.metric("Best codec per layer saves", f"{saving:,.2f} ms per step",
+                  help="sum over layers against uncompressed fp32 (the layers' transfers, not the exposed time)")
+        ui.figure(plots.codec_advice_figure(adv), adv, "codec_advice")
+    ui.table(adv, "codec_advice_table")
+
+
+shown(detail)
+
+
+# -- the papers' numbers
+
+@st.cache_data(max_entries=4)
+def checks(overlap: bool):
+    return paper_checks(overlap=overlap)
+
+
+def papers():
+    st.markdown("**The papers' numbers beside the model's**")
+    which = ui.radio("Check", CHECKS, "check", CHECKS[0])
+    pc = checks(bool(overlap))
+    if which == CHECKS[0]:
+        d = pc.dettmers.set_index("quantity")
+        four = d.loc["4 GPUs, naive data parallelism", "model"]
+        h1, h2, h3 = st.columns(3)
+        h1.metric("Full synchronisation (4 GPUs)", f"{d.loc['full synchronisation', 'model']:.1f} ms",
+                  delta=f"paper {d.loc['full synchronisation', 'paper']:.0f} ms", delta_color="off")
+        h2.metric("4 GPUs, one step", f"{four:.1f} ms", delta="vs 100 ms on one GPU", delta_color="off")
+        h3.metric("Through the planner: speedup on 4 GPUs", f"{pc.dettmers_planner['speedup'].iloc[-1]:.2f}x",
+                  help="AlexNet preset, a device whose one-GPU pass is 100 ms, Dettmers' 7 GiB/s link, tree")
+        ui.table(pc.dettmers.assign(**{c: pc.dettmers[c].map(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
+                                       for c in ("paper", "model")}), "dettmers_alexnet")
+        ui.table(pc.dettmers_planner, "dettmers_planner")
+    elif which == CHECKS[1]:
+        st.metric("Figure 2: data parallelism faster than hybrid from", "never here" if pc.crossover is None
+                  else f"P = {pc.crossover}", delta=f"paper: beyond {pc.paper['crossover_gpus']}", delta_color="off",
+                  help="GPU counts 1..128 in powers of two; docs/deep_image.md explains the difference")
+        ui.figure(plots.plan_breakdown_figure(pc.figure2), pc.figure2, "deep_image_figure2")
+    else:
+        f3 = pc.figure3
+        at = f3[(f3["P"] == 64) & (f3["batch"] == 1024)]["speedup"].iloc[0]
+        st.metric("Speedup on 64 GPUs, mini-batch 1024", f"{at:.1f}x",
+                  delta=f"paper {pc.paper['speedup_64_gpus_batch_1024']:g}x", delta_color="off")
+        fig = plots.plan_speedup_figure(f3.assign(strategy=[f"mini-batch {b}" for b in f3["batch"]]))
+        fig.update_layout(legend_title="mini-batch")
+        ui.figure(fig, f3, "deep_image_figure3")
+
+
+shown(papers)
+
+
+# -- §4.2 multi-scale fusion
+
+st.subheader("Multi-scale fusion (§4.2)")
+st.caption("The same small CNN trained at two input scales; the fusion averages their softmax outputs. The defaults "
+           "(scikit-learn's digits at 16 and 32 px) take seconds on a CPU; Fashion-MNIST at 28 and 56 px shows the "
+           "effect more reliably (minutes).")
+k1, k2, k3, k4, k5 = st.columns(5)
+dataset = ui.select("Data set", list(DATASETS), "dataset", "digits", where=k1)
+scales = ui.multiselect("Scales (px)", SCALES, "scales", ["16", "32"], where=k2)
+epochs = ui.number("Epochs", "epochs", 8, where=k3, step=1)
+train_n = ui.number("Training images (0 = all)", "train_n", 0, where=k4, step=500)
+test_n = ui.number("Test images (0 = all)", "test_n", 0, where=k5, step=500)
+fparams = [dataset, scales, epochs, train_n, test_n, seed]
+
+
+def fusion():
+    if not ui.run_button("Train and fuse", "fusion_run", fparams):
+        st.info("Press Train and fuse: one model per scale is trained, then fused.")
+        return
+    cb = ui.progress()
+    res = ui.cached_run("fusion", fparams, lambda: multiscale_fusion(
+        dataset=dataset, scales=[int(s) for s in scales], epochs=int(epochs), train_size=int(train_n) or None,
+        test_size=int(test_n) or None, seed=seed, progress=cb))
+    cb(1.0, "done")
+    t = res.table
+    cols = st.columns(len(t))
+    for i, r in enumerate(t.itertuples()):
+        cols[i].metric(f"{r.model}: test error", f"{r.test_error:.2f} %",
+                       delta=f"{r.vs_best_single:+.2f} points vs best single" if i == len(t) - 1 else None,
+                       delta_color="inverse")
+    st.caption(f"{res.info['dataset']} ({res.info['source']}): {res.info['train']} training and {res.info['test']} "
+               f"test images, native {res.info['native_px'][0]}x{res.info['native_px'][1]} px.")
+    left, right = st.columns(2)
+    with left:
+        ui.figure(plots.fusion_figure(t), t, "fusion")
+    with right:
+        ui.figure(plots.fusion_curve_figure(res.curves), res.curves, "fusion_curves")
+    ui.table(res.agreement, "fusion_agreement")
+
+
+shown(fusion)

@@ -1,0 +1,92 @@
+"""Parallelism-planner experiments for the dashboard and CLI: a sweep over GPU counts and
+strategies, one step's per-layer breakdown, codec advice per layer, and the papers' arithmetic
+(Dettmers 2016 §2.3.2, Wu et al. 2015 Figures 2-3). All predictions of `lab.plan`, no training."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from lab.plan import (codec_advice, deep_image_scaling, deep_image_speedup, dettmers_alexnet, dettmers_planner,
+                      get_model, plan_step, plan_sweep)
+from lab.plan.papers import DEEP_IMAGE_PAPER
+
+Progress = Callable[[float, str], None]
+DEFAULT_GPUS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def planner_sweep(model: str = "alexnet", gpus: Sequence[int] = DEFAULT_GPUS, *,
+                  strategies: Sequence[str] = ("data", "hybrid"), device: str = "v100", link="pcie3",
+                  batch_per_gpu: int | None = 128, global_batch: int | None = None, algorithm: str = "ring",
+                  codec=None, activation_codec: str | None = None, overlap: bool = False,
+                  micro_batches: int | None = None, progress: Progress | None = None) -> pd.DataFrame:
+    """Predicted step breakdown (ms), images/s, speedup and efficiency per strategy and P."""
+    if global_batch is not None:
+        batch_per_gpu = None
+    return plan_sweep(model, list(gpus), strategies=list(strategies), device=device, link=link,
+                      batch_per_gpu=batch_per_gpu, global_batch=global_batch, algorithm=algorithm, codec=codec,
+                      activation_codec=activation_codec, overlap=overlap, micro_batches=micro_batches,
+                      progress=progress)
+
+
+@dataclass
+class Breakdown:
+    """One step: `summary` (one row of totals), `layers` (per layer), and the model's description."""
+
+    summary: pd.DataFrame
+    layers: pd.DataFrame
+    model: str
+
+
+def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
+                      link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
+                      algorithm: str = "ring", codec=None, activation_codec: str | None = None,
+                      overlap: bool = False, micro_batches: int | None = None) -> Breakdown:
+    """Per-layer compute and communication of one predicted step."""
+    if global_batch is not None:
+        batch_per_gpu = None
+    sp = plan_step(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
+                   global_batch=global_batch, algorithm=algorithm, codec=codec, activation_codec=activation_codec,
+                   overlap=overlap, micro_batches=micro_batches)
+    return Breakdown(pd.DataFrame([sp.summary()]), sp.layers, get_model(model).describe())
+
+
+def planner_advice(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
+                   link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
+                   algorithm: str = "ring", candidates: Sequence[str] = ("none", "dynamic_tree", "onebit")
+                   ) -> pd.DataFrame:
+    """Fastest codec per layer at this P and link, with each candidate's time and the saving."""
+    if global_batch is not None:
+        batch_per_gpu = None
+    return codec_advice(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
+                        global_batch=global_batch, algorithm=algorithm, candidates=tuple(candidates))
+
+
+@dataclass
+class PaperChecks:
+    """Dettmers' AlexNet example (step by step and through the planner), Deep Image's Figure 2
+    (data vs hybrid, 64 images per GPU) with the crossover, and Figure 3 (speedup per mini-batch)."""
+
+    dettmers: pd.DataFrame
+    dettmers_planner: pd.DataFrame
+    figure2: pd.DataFrame
+    crossover: int | None
+    figure3: pd.DataFrame
+    paper: dict
+
+
+def paper_checks(*, gpus: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), overlap: bool = False,
+                 progress: Progress | None = None) -> PaperChecks:
+    """The papers' arithmetic as the planner reproduces it (see `lab.plan.papers`)."""
+    fig2, cross = deep_image_scaling(tuple(gpus), overlap=overlap)
+    if progress:
+        progress(0.5, "Figure 2")
+    fig3 = deep_image_speedup(gpus=tuple(g for g in gpus if g <= 64), overlap=overlap)
+    if progress:
+        progress(1.0, "Figure 3")
+    return PaperChecks(dettmers_alexnet(), dettmers_planner(), fig2, cross, fig3, dict(DEEP_IMAGE_PAPER))
+
+
+__all__ = ["DEFAULT_GPUS", "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
+           "paper_checks"]

@@ -1,0 +1,143 @@
+"""What a codec costs on the wire and on the GPU, for the planner: bytes per value measured from
+the real codec (`lab.codecs`, its `Encoded.wire_bytes`), codec work modelled as memory traffic
+plus kernel launches, and communication times from `lab.comm.cost` (no formula is repeated here).
+
+Codec time per encoded value = bytes it reads and writes / the device's memory bandwidth (likewise
+for decoding), plus `launch_us` per kernel for every message on the critical path. Defaults:
+encode reads 4 B and writes w B in 2 kernels (scale, quantise); decode reads w B and writes 4 B
+in 1 kernel. 1-bit SGD (`onebit`) carries Seide et al.'s error feedback: encode also reads and
+writes the 4-byte residual, in 4 kernels (add residual, two means, pack, update residual), and
+it runs as a two-stage (requantize) allreduce. Sparse codecs (top-k, random-k) gather.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from lab.comm import cost
+from lab.comm.cost import Link
+
+from .devices import Device
+
+RAW = ("none", "fp32")
+# 1-bit SGD (Seide et al. 2014) quantises twice, the local gradient and then each reduced part
+# (Dettmers 2016 §5): the requantize pattern of `lab.comm.cost`, not the gather that
+# `lab.comm.allreduce` uses for a stateless sign codec.
+TWO_STAGE = ("onebit",)
+# gradient compressors that model parallelism cannot use on activations (Dettmers 2016 §2.2, §5)
+GRADIENT_ONLY = ("onebit", "topk", "randomk", "terngrad", "qsgd")
+# family overrides: (extra encode bytes per value, encode kernels, decode kernels)
+_WORK = {"onebit": (8.0, 4, 1), "topk": (4.0, 3, 1), "randomk": (4.0, 2, 1), "fp16": (0.0, 1, 1),
+         "bf16": (0.0, 1, 1)}
+
+
+@dataclass(frozen=True)
+class WireCodec:
+    """A codec as the cost model sees it: wire bytes = w·n + side_bytes; collective mode."""
+
+    name: str
+    bytes_per_value: float
+    side_bytes: float
+    mode: str  # raw | requantize | gather
+    enc_traffic: float  # bytes read + written per encoded value
+    dec_traffic: float
+    enc_kernels: int
+    dec_kernels: int
+
+    @property
+    def raw(self) -> bool:
+        return self.mode == "raw"
+
+
+@functools.cache
+def wire_codec(name: str | None) -> WireCodec:
+    """The WireCodec of a codec name from `lab.codecs` (None, 'none' or 'fp32': uncompressed fp32)."""
+    if name is None or name in RAW:
+        return WireCodec("none", 4.0, 0.0, "raw", 0.0, 0.0, 0, 0)
+    from lab.codecs import codec_names, get_codec
+
+    if name not in codec_names():
+        raise ValueError(f"unknown codec {name!r}; allowed: none, {', '.join(codec_names())}")
+    codec = get_codec(name)
+    g = torch.Generator().manual_seed(0)
+    n1, n2 = 1 << 10, 1 << 14  # below lab.codecs.cpu.MIN_COMPILED: eager encode, no torch.compile
+    b1 = codec.encode(torch.randn(n1, generator=g)).wire_bytes
+    b2 = codec.encode(torch.randn(n2, generator=g)).wire_bytes
+    w = (b2 - b1) / (n2 - n1)
+    side = max(0.0, b1 - w * n1)
+    extra, ek, dk = _WORK.get(name, (0.0, 2, 1))
+    mode = "requantize" if (codec.requantize or name in TWO_STAGE) else "gather"
+    return WireCodec(name, w, side, mode, 4.0 + w + extra, w + 4.0, ek, dk)
+
+
+def _per_value(traffic: float, device: Device) -> float:
+    return traffic / (device.memory_GBps * 1e9)
+
+
+def _messages(algorithm: str, P: int, nbytes: float, link: Link, mode: str) -> float:
+    """Messages on the critical path (the latency coefficient of the collective)."""
+    if mode == "gather":
+        return cost._allgather_coefficients(algorithm, P, nbytes)[0]
+    return (cost.shared_coefficients if link.shared else cost.coefficients)(algorithm, P, nbytes)[0]
+
+
+def allreduce_seconds(n: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device) -> float:
+    """Allreduce of n gradient values on P ranks with the codec on the wire (cost.compressed_time)."""
+    if P == 1 or n <= 0:
+        return 0.0
+    if codec.raw:
+        return cost.allreduce_time(algorithm, P, 4.0 * n, link)
+    t = cost.compressed_time(algorithm, P, int(round(n)), link, wire_bytes_per_value=codec.bytes_per_value,
+                             encode_s_per_value=_per_value(codec.enc_traffic, device),
+                             decode_s_per_value=_per_value(codec.dec_traffic, device),
+                             side_bytes=codec.side_bytes, mode=codec.mode)
+    msgs = _messages(algorithm, P, codec.bytes_per_value * n + codec.side_bytes, link, codec.mode)
+    return t + msgs * (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6
+
+
+def allgather_seconds(n_total: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device) -> float:
+    """Allgather of n_total values spread evenly over P ranks (each ends with all of them):
+    `cost.compressed_time` in its gather mode, with fp32 as a codec that costs nothing."""
+    if P == 1 or n_total <= 0:
+        return 0.0
+    part = max(1, int(round(n_total / P)))
+    if codec.raw:
+        return cost.compressed_time(algorithm, P, part, link, wire_bytes_per_value=4.0, encode_s_per_value=0.0,
+                                    decode_s_per_value=0.0, mode="gather")
+    t = cost.compressed_time(algorithm, P, part, link, wire_bytes_per_value=codec.bytes_per_value,
+                             encode_s_per_value=_per_value(codec.enc_traffic, device),
+                             decode_s_per_value=_per_value(codec.dec_traffic, device),
+                             side_bytes=codec.side_bytes, mode="gather")
+    msgs = _messages(algorithm, P, codec.bytes_per_value * part + codec.side_bytes, link, "gather")
+    return t + (codec.enc_kernels + msgs * codec.dec_kernels) * device.launch_us * 1e-6
+
+
+def reduce_scatter_seconds(n_total: float, P: int, link: Link, algorithm: str, codec: WireCodec,
+                           device: Device) -> float:
+    """Reduce-scatter of n_total values (each rank ends with the sum of its 1/P): half an allreduce,
+    exact for ring, butterfly_sync and Rabenseifner (reduce-scatter + allgather), a model for the rest."""
+    return 0.5 * allreduce_seconds(n_total, P, link, algorithm, codec, device)
+
+
+def transfer_seconds(n: float, link: Link, codec: WireCodec, device: Device) -> float:
+    """One point-to-point message of n values (Dettmers 2016 Fig. 2; `cost.compressed_transfer_time`)."""
+    if n <= 0:
+        return 0.0
+    if codec.raw:
+        return cost.transfer_time(4.0 * n, link)
+    return (cost.compressed_transfer_time(int(round(n)), link, wire_bytes_per_value=codec.bytes_per_value,
+                                          encode_s_per_value=_per_value(codec.enc_traffic, device),
+                                          decode_s_per_value=_per_value(codec.dec_traffic, device),
+                                          side_bytes=codec.side_bytes)
+            + (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6)
+
+
+def wire_bytes(n: float, codec: WireCodec) -> float:
+    """Bytes of one payload of n values."""
+    return codec.bytes_per_value * n + (codec.side_bytes if not codec.raw else 0.0)
+
+
+__all__ = ["TWO_STAGE", "GRADIENT_ONLY", "WireCodec", "wire_codec", "allreduce_seconds", "allgather_seconds", "reduce_scatter_seconds",
+           "transfer_seconds", "wire_bytes"]

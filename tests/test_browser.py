@@ -1,0 +1,129 @@
+"""The dashboard in a real browser: `streamlit run app/Home.py` on a loopback port, driven by
+Playwright on Debian's Chromium. Every page renders without an exception box and draws a plot;
+one control changes a number; screenshots go to the test's temporary directory (and to
+$PARALAB_SCREENSHOTS when set). Skipped when /usr/bin/chromium is absent (CI installs it)."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+PAGES = {"": "ParaLab", "codecs": "Codecs", "transfer": "Transfer", "collectives": "Collectives",
+         "training": "Training", "dropout": "Dropout"}
+if (ROOT / "app" / "pages" / "deep_image.py").exists():
+    PAGES["deep_image"] = "Deep Image"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
+                             "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                pytest.fail(f"streamlit did not start: see {log.name}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _settle(page, timeout: float = 90_000) -> None:
+    page.wait_for_selector("[data-testid='stAppViewContainer']", timeout=timeout)
+    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout)
+    page.wait_for_timeout(300)
+    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=timeout)
+    page.wait_for_timeout(500)
+
+
+def _shot(page, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    extra = os.environ.get("PARALAB_SCREENSHOTS")
+    if extra:
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(extra) / path.name)
+
+
+def test_every_page_in_a_browser(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    for path, title in PAGES.items():
+        page.goto(f"{server}/{path}")
+        _settle(page)
+        page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
+        assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path or 'home'}"
+        if path == "training":  # nothing is trained before the Train button: press it
+            page.get_by_role("button", name="Train", exact=True).click()
+            _settle(page)
+        if path:
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+            assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path}"
+        _shot(page, tmp_path, path or "home")
+    assert len(list(tmp_path.glob("*.png"))) == len(PAGES)
+    page.close()
+
+
+def test_a_control_changes_a_number_and_the_url(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page.goto(f"{server}/codecs")
+    _settle(page)
+    value = page.locator("[data-testid='stMetricValue']").first
+    value.wait_for()
+    before = value.inner_text()
+    page.get_by_text("paper", exact=True).first.click()
+    page.wait_for_function("(b) => { const e = document.querySelector(\"[data-testid='stMetricValue']\");"
+                           " return e && e.innerText !== b; }", arg=before, timeout=60_000)
+    _settle(page)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert "rounding=paper" in page.url
+    _shot(page, tmp_path, "codecs-paper")
+    # the URL reproduces the view in a fresh page
+    again = browser.new_page(viewport={"width": 1400, "height": 2400})
+    again.goto(page.url)
+    _settle(again)
+    assert again.locator("[data-testid='stMetricValue']").first.inner_text() == value.inner_text()
+    again.close()
+    page.close()
