@@ -62,7 +62,7 @@ def preview_tab():
                "rotation and flips work on the centre crop; the last row is the whole pipeline (crop first).")
     a1, a2, a3, a4 = st.columns([3, 1, 1, 1])
     chosen = ui.multiselect("Augmentations", AUGS, "augs", AUGS, where=a1, format_func=plots.AUGMENT_LABELS.get)
-    samples = ui.slider("Draws each", "draws", 4, 1, 8, where=a2, step=1)
+    samples = ui.slider("Draws each", "draws", 3, 1, 8, where=a2, step=1)
     image_size = ui.select("Test card (px)", [64, 128, 256, 512], "card", 256, where=a3)
     crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8,
                      help="side of the square crop; the paper crops 224 of 512")
@@ -81,7 +81,7 @@ def counts_tab():
     ccrop = ui.number("Crop side (px)", "count_crop", 224, where=b2, step=1)
     cdf = counts(int(cimg), int(ccrop))
     part = cdf[cdf["paper"].notna()]
-    st.metric("Rows matching the paper", f"{int(part['matches'].sum())} of 6",
+    st.metric("Rows matching the paper", f"{int(part['matches'].sum())} of {len(part)}",
               help="the product of all counts (last row) is not in the paper")
     ui.figure(plots.augment_counts_figure(cdf), cdf, "augment_counts")
     ui.table(cdf, "augment_counts_table")
@@ -145,12 +145,12 @@ def preset_figure3():
 
 
 b1, b2, b3 = st.columns(3)
-b1.button("Preset: Dettmers §2.3.2, AlexNet on 4 GPUs", on_click=preset_dettmers, use_container_width=True,
-          help="a GPU whose one-GPU pass of 128 images takes 100 ms, 7 GiB/s with 0.5 ms per message, tree "
+b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
+          help="AlexNet on 1, 2 and 4 GPUs whose one-GPU pass of 128 images takes 100 ms, 7 GiB/s with 0.5 ms per message, tree "
                "allreduce, the mini-batch of 128 split over the GPUs, no overlap")
-b2.button("Preset: Deep Image Figure 2", on_click=preset_figure2, use_container_width=True,
+b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
           help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs hybrid, 64 images per GPU")
-b3.button("Preset: Deep Image Figure 3", on_click=preset_figure3, use_container_width=True,
+b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
           help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, the mini-batch of 1024 split over the GPUs")
 
 c1, c2, c3, c4 = st.columns(4)
@@ -169,7 +169,7 @@ algorithm = ui.select("Allreduce", list(cost.ALGORITHMS), "algorithm", "ring", w
 d1, d2 = st.columns([1, 2])
 strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d1)
 gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d2)
-e1, e2, e3, e4, e5 = st.columns([2, 1, 1, 1, 1])
+e1, e2, e3, e4, e5 = st.columns([3, 2, 2, 2, 3])
 batch_mode = ui.radio("Mini-batch", ["per GPU", "global"], "batch_mode", "per GPU", where=e1,
                       help="per GPU: the mini-batch grows with P (Deep Image, weak scaling); global: a fixed "
                            "mini-batch split over the GPUs (Dettmers, strong scaling)")
@@ -221,18 +221,19 @@ def planner():
                            delta=f"{r.efficiency:.0%} efficiency, {r.step_ms:,.1f} ms per step", delta_color="off")
     if {"data", "hybrid"} <= set(strategies) and len(Ps) > 1:
         cross = crossover(sweep, "data", "hybrid")
-        cols[-1].metric("Data parallelism faster than hybrid from", "never here" if cross is None else f"P = {cross}",
+        cols[-1].metric("Data beats hybrid from", "never here" if cross is None else f"P = {cross}",
                         help="the smallest P in the list from which data parallelism stays faster")
     if (~sweep["feasible"]).any():
         st.caption("Infeasible: " + "; ".join(f"{r.strategy} P={r.P}: {r.note}"
                                               for r in sweep[~sweep["feasible"]].itertuples()))
-    left, right = st.columns(2)
-    with left:
+    t1, t2, t3, t4 = st.tabs(["Step-time breakdown", "Speedup", "Scaling efficiency", "Table"])
+    with t1:
         ui.figure(plots.plan_breakdown_figure(sweep), sweep, "plan_breakdown")
-    with right:
-        y = ui.radio("Show", ["speedup", "efficiency"], "plan_y", "speedup")
-        ui.figure(plots.plan_speedup_figure(sweep, y), sweep, "plan_speedup")
-    with st.expander("Sweep table"):
+    with t2:
+        ui.figure(plots.plan_speedup_figure(sweep, "speedup"), sweep, "plan_speedup")
+    with t3:
+        ui.figure(plots.plan_speedup_figure(sweep, "efficiency"), sweep, "plan_efficiency")
+    with t4:
         ui.table(sweep, "plan_sweep")
 
 
@@ -255,24 +256,23 @@ def detail():
     g1, g2, g3, g4 = st.columns(4)
     g1.metric(f"Step at P = {P} ({strategy})", f"{1e3 * s.step_s:,.1f} ms")
     g2.metric("Compute", f"{1e3 * s.compute_s:,.1f} ms")
-    g3.metric("Communication not hidden", f"{1e3 * s.exposed_comm_s:,.1f} ms",
+    g3.metric("Exposed communication", f"{1e3 * s.exposed_comm_s:,.1f} ms",
               help=f"all transfers together: {1e3 * s.comm_s:,.1f} ms")
     g4.metric("Memory per GPU", f"{s.memory_GB:.2f} GB", delta="fits" if s.fits else "does not fit",
               delta_color="normal" if s.fits else "inverse")
     st.caption(bd.model)
-    left, right = st.columns(2)
-    with left:
+    t1, t2 = st.tabs(["Per layer", "Codec advice"])
+    with t1:
         ui.figure(plots.plan_layers_figure(bd.layers), bd.layers, "plan_layers")
-    with right:
+    with t2:
         if strategy == "pipeline":
             st.info("Codec advice covers data, model and hybrid parallelism.")
             return
         adv = planner_advice(net, P, strategy=strategy, **kw)
-        saving = adv["saving_ms"].sum()
-        st.metric("Best codec per layer saves", f"{saving:,.2f} ms per step",
+        st.metric("Best codec per layer saves", f"{adv['saving_ms'].sum():,.2f} ms per step",
                   help="sum over layers against uncompressed fp32 (the layers' transfers, not the exposed time)")
         ui.figure(plots.codec_advice_figure(adv), adv, "codec_advice")
-    ui.table(adv, "codec_advice_table")
+        ui.table(adv, "codec_advice_table")
 
 
 shown(detail)
@@ -286,7 +286,7 @@ def checks(overlap: bool):
 
 
 def papers():
-    st.markdown("**The papers' numbers beside the model's**")
+    st.subheader("The papers' numbers beside the model's")
     which = ui.radio("Check", CHECKS, "check", CHECKS[0])
     pc = checks(bool(overlap))
     if which == CHECKS[0]:
@@ -298,11 +298,12 @@ def papers():
         h2.metric("4 GPUs, one step", f"{four:.1f} ms", delta="vs 100 ms on one GPU", delta_color="off")
         h3.metric("Through the planner: speedup on 4 GPUs", f"{pc.dettmers_planner['speedup'].iloc[-1]:.2f}x",
                   help="AlexNet preset, a device whose one-GPU pass is 100 ms, Dettmers' 7 GiB/s link, tree")
-        ui.table(pc.dettmers.assign(**{c: pc.dettmers[c].map(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
+        ui.table(pc.dettmers.assign(**{c: pc.dettmers[c].map(
+            lambda v: "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v))
                                        for c in ("paper", "model")}), "dettmers_alexnet")
         ui.table(pc.dettmers_planner, "dettmers_planner")
     elif which == CHECKS[1]:
-        st.metric("Figure 2: data parallelism faster than hybrid from", "never here" if pc.crossover is None
+        st.metric("Figure 2: data beats hybrid from", "never here" if pc.crossover is None
                   else f"P = {pc.crossover}", delta=f"paper: beyond {pc.paper['crossover_gpus']}", delta_color="off",
                   help="GPU counts 1..128 in powers of two; docs/deep_image.md explains the difference")
         ui.figure(plots.plan_breakdown_figure(pc.figure2), pc.figure2, "deep_image_figure2")
