@@ -112,7 +112,7 @@ def test_ring_and_rabenseifner_meet_bandwidth_bound_for_powers(P, nbytes):
 
 @pytest.mark.parametrize("P", [0, -1, 2.5, 4.0, True, "4", None])
 def test_bad_P(P):
-    with pytest.raises(ValueError, match="P must be an int >= 1"):
+    with pytest.raises(ValueError, match="must be an int >= 1"):
         allreduce_time("ring", P, 1e6, LINK)
 
 
@@ -176,7 +176,7 @@ def test_busbw_factor():
     assert busbw_factor(2) == 1.0
     assert busbw_factor(4) == 1.5
     assert busbw_factor(8) == 1.75
-    with pytest.raises(ValueError, match="P must be"):
+    with pytest.raises(ValueError, match="must be an int >= 1"):
         busbw_factor(0)
 
 

@@ -173,7 +173,7 @@ def test_calibrated_link_from_bench_json(tmp_path):
     (dict(link="carrier_pigeon"), "presets pcie3"),
     (dict(strategy="zero"), "allowed: data, model, hybrid, pipeline"),
     (dict(algorithm="gossip"), "known are tree"),
-    (dict(P=0), "P \\(GPU count\\) must be an int >= 1"),
+    (dict(P=0), "P \\(ranks or GPUs\\) must be an int >= 1"),
     (dict(batch_per_gpu=0), "batch_per_gpu must be an int >= 1"),
     (dict(batch_per_gpu=8, global_batch=64), "not both"),
     (dict(codec="gzip"), "unknown codec 'gzip'"),

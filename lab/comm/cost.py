@@ -140,9 +140,9 @@ def custom_link(latency_us: float, bandwidth_GBps: float, name: str = "custom") 
 
 # -- input checks
 
-def _check_P(P: int) -> int:
+def check_P(P: int) -> int:
     if isinstance(P, bool) or not isinstance(P, Integral) or P < 1:
-        raise ValueError(f"P must be an int >= 1, got {P!r}")
+        raise ValueError(f"P (ranks or GPUs) must be an int >= 1, got {P!r}")
     return int(P)
 
 
@@ -152,7 +152,7 @@ def _check_nonneg(what: str, x: float) -> float:
     return float(x)
 
 
-def _check_algorithm(algorithm: str) -> str:
+def check_algorithm(algorithm: str) -> str:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
     return algorithm
@@ -173,8 +173,8 @@ def _levels(P: int) -> int:
 
 def coefficients(algorithm: str, P: int, nbytes: float) -> tuple[float, float]:
     """(a, b) with allreduce time = a·L + b·G (b in bytes); see the module docstring (paper 001)."""
-    _check_algorithm(algorithm)
-    P = _check_P(P)
+    check_algorithm(algorithm)
+    P = check_P(P)
     m = _check_nonneg("nbytes", nbytes)
     if P == 1:
         return 0.0, 0.0
@@ -193,8 +193,8 @@ def coefficients(algorithm: str, P: int, nbytes: float) -> tuple[float, float]:
 
 def total_bytes(algorithm: str, P: int, nbytes: float) -> float:
     """Bytes all ranks together send in one allreduce of `nbytes` per rank."""
-    _check_algorithm(algorithm)
-    P = _check_P(P)
+    check_algorithm(algorithm)
+    P = check_P(P)
     m = _check_nonneg("nbytes", nbytes)
     core, k, fold = _core(P)
     if algorithm == "recursive_doubling":
@@ -224,7 +224,7 @@ def predict(algorithm: str, P: int, nbytes: float, link: Link | str) -> float:
 
 def lower_bound(P: int, nbytes: float, link: Link | str) -> float:
     """L·log2P + 2mG(P−1)/P, paper 001's lower bound for any allreduce (real log2 for any P)."""
-    P = _check_P(P)
+    P = check_P(P)
     m = _check_nonneg("nbytes", nbytes)
     lk = get_link(link)
     return math.log2(P) * lk.L + 2.0 * m * (P - 1) / P * lk.G
@@ -232,7 +232,7 @@ def lower_bound(P: int, nbytes: float, link: Link | str) -> float:
 
 def busbw_factor(P: int) -> float:
     """nccl-tests allreduce bus-bandwidth factor 2(P−1)/P; 1.0 for P = 1 (busbw = algbw, not 0)."""
-    P = _check_P(P)
+    P = check_P(P)
     return 1.0 if P == 1 else 2.0 * (P - 1) / P
 
 
@@ -268,8 +268,8 @@ def codec_counts(algorithm: str, P: int, n_values: int, mode: str = "requantize"
 
     See `compressed_time` for the table. Returns (0, 0) for P = 1.
     """
-    _check_algorithm(algorithm)
-    P = _check_P(P)
+    check_algorithm(algorithm)
+    P = check_P(P)
     n = float(_check_codec(n_values, 0, 0, 0, 0)[0])
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: known are {', '.join(MODES)}")
@@ -290,7 +290,7 @@ def codec_counts(algorithm: str, P: int, n_values: int, mode: str = "requantize"
     return 2 * n, (P + 1) * n  # parameter_server
 
 
-def _allgather_coefficients(algorithm: str, P: int, payload: float) -> tuple[float, float]:
+def allgather_coefficients(algorithm: str, P: int, payload: float) -> tuple[float, float]:
     """(a, b) of an allgather of one `payload`-byte row per rank, in each algorithm's own form."""
     if P == 1:
         return 0.0, 0.0
@@ -343,7 +343,7 @@ def compressed_time(algorithm: str, P: int, n_values: int, link: Link | str, *,
         return 0.0
     lk = get_link(link)
     if mode == "gather":
-        a, b = _allgather_coefficients(algorithm, P, w * n + side)
+        a, b = allgather_coefficients(algorithm, P, w * n + side)
         comm = a * lk.L + b * lk.G
     else:
         comm = allreduce_time(algorithm, P, w * n + side, lk)

@@ -41,7 +41,7 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from lab.comm import cost
-from lab.comm.cost import Link
+from lab.comm.cost import Link, check_P
 
 from .devices import Device, get_device
 from .links import resolve_link
@@ -92,12 +92,6 @@ class StepPlan:
 
 
 # -- input checks
-
-def check_P(P) -> int:
-    if isinstance(P, bool) or not isinstance(P, Integral) or P < 1:
-        raise ValueError(f"P (GPU count) must be an int >= 1, got {P!r}")
-    return int(P)
-
 
 def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
@@ -208,7 +202,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     dev = get_device(device)
     lk = resolve_link(link)
     check_strategy(strategy)
-    cost._check_algorithm(algorithm)
+    cost.check_algorithm(algorithm)
     b, B = _check_batches(batch_per_gpu, global_batch)
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")

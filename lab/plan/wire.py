@@ -79,7 +79,7 @@ def _per_value(traffic: float, device: Device) -> float:
 def _messages(algorithm: str, P: int, nbytes: float, link: Link, mode: str) -> float:
     """Messages on the critical path (the latency coefficient of the collective)."""
     if mode == "gather":
-        return cost._allgather_coefficients(algorithm, P, nbytes)[0]
+        return cost.allgather_coefficients(algorithm, P, nbytes)[0]
     return (cost.shared_coefficients if link.shared else cost.coefficients)(algorithm, P, nbytes)[0]
 
 
