@@ -126,6 +126,7 @@ def search_distribution_figure(distribution: pd.DataFrame, step: int | None = No
     fig = go.Figure(go.Bar(x=part["dp"], y=part["prob"], name="d"))
     fig.update_layout(xaxis_title="dp (pattern keeps 1/dp)", yaxis_title="probability",
                       title=None if step is None else f"step {step}", margin={"t": 40})
+    fig.update_xaxes(tickmode="linear", dtick=1)
     return fig
 
 
