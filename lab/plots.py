@@ -339,20 +339,22 @@ def augment_preview_figure(preview) -> go.Figure:
 def augment_counts_figure(counts: pd.DataFrame) -> go.Figure:
     """Table 1's possible changes per augmentation (from the grids) beside the paper's, log scale."""
     part = counts[counts["augmentation"] != "all (product)"]
-    labels = [AUGMENT_LABELS.get(a, a) for a in part["augmentation"]]
-    fig = go.Figure([go.Bar(x=labels, y=part["possible_changes"], name="from the grids"),
-                     go.Bar(x=labels, y=part["paper"], name="paper (Table 1)")])
-    fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title="possible changes (count, log scale)",
-                      yaxis_type="log", legend_title="", margin={"t": 30})
-    return fig
+    return _augment_bars(part["augmentation"], {"from the grids": part["possible_changes"],
+                                                "paper (Table 1)": part["paper"]},
+                         "possible changes (count, log scale)")
 
 
 def augment_throughput_figure(df: pd.DataFrame) -> go.Figure:
     """Images/s per op, batched vs a per-image loop (same run), from `augmentation_throughput`."""
-    labels = [AUGMENT_LABELS.get(o, o) for o in df["op"]]
-    fig = go.Figure([go.Bar(x=labels, y=df["batched_img_s"], name="batched"),
-                     go.Bar(x=labels, y=df["loop_img_s"], name="per-image loop")])
-    fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title="throughput (images/s, log scale)",
+    return _augment_bars(df["op"], {"batched": df["batched_img_s"], "per-image loop": df["loop_img_s"]},
+                         "throughput (images/s, log scale)")
+
+
+def _augment_bars(names, series: dict, y_title: str) -> go.Figure:
+    """Grouped bars per augmentation on a log axis, one bar series per entry of `series`."""
+    labels = [AUGMENT_LABELS.get(n, n) for n in names]
+    fig = go.Figure([go.Bar(x=labels, y=y, name=name) for name, y in series.items()])
+    fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title=y_title,
                       yaxis_type="log", legend_title="", margin={"t": 30})
     return fig
 
