@@ -119,7 +119,7 @@ def scale(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp16"], he
     from lab.experiments import error_at_scale
 
     try:
-        Ps = [int(p) for p in ranks.split(",") if p.strip()]
+        Ps = _numbers(ranks, "--ranks", int)
         with progress_bar() as cb:
             df = error_at_scale(codec, algorithm, Ps, n=values, mode=mode, seed=seed, progress=cb)
     except ValueError as e:
@@ -130,12 +130,16 @@ def scale(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp16"], he
     print_frame(df, f"Compressed allreduce error at scale (SimComm, {values} values per rank, seed {seed})")
 
 
-def _floats(text: str, what: str) -> tuple[float, ...]:
+def _numbers(text: str, what: str, cast: type = float, allow_empty: bool = False) -> list:
+    """'1, 2,4' -> [1, 2, 4] as `cast`; a bad or (unless allowed) empty list is a one-line error."""
+    kind = "integers" if cast is int else "numbers"
     try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
+        vals = [cast(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        fail(f"{what} must be comma-separated numbers, got {text!r}")
-        raise
+        vals = None
+    if vals is None or not (vals or allow_empty):
+        fail(f"{what} must be comma-separated {kind}, got {text!r}")
+    return vals
 
 
 def _write_result(path: Path, payload: dict) -> None:
@@ -204,8 +208,8 @@ def train(
     dataset = dataset or ("auto" if rep else "digits")
     workers = workers or (1 if rep else 4)
     epochs = epochs or (3.0 if rep else 1.0)
-    widths = tuple(int(h) for h in _floats(hidden, "--hidden"))
-    rates = _floats(dropout, "--dropout") if dropout else (0.2,) + (0.3,) * len(widths)
+    widths = tuple(int(h) for h in _numbers(hidden, "--hidden", allow_empty=True))
+    rates = tuple(_numbers(dropout, "--dropout", allow_empty=True)) if dropout else (0.2,) + (0.3,) * len(widths)
     try:
         cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,
                           model=model, hidden=widths, dropout=rates, activation=activation, parallel=parallel,
@@ -516,23 +520,13 @@ dropout_app = typer.Typer(no_args_is_help=True,
 app.add_typer(dropout_app, name="dropout")
 
 
-def _dropout_numbers(text: str, what: str, cast=float) -> list:
-    try:
-        vals = [cast(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        fail(f"{what} {text!r}: expected comma-separated numbers")
-    if not vals:
-        fail(f"{what} is empty")
-    return vals
-
-
 def _dropout_rate_sets(text: str, layers: int) -> list[tuple[float, ...]]:
     """'0.3;0.5,0.6' -> [(0.3,)*layers, (0.5, 0.6)]: groups split by ';', one value = every layer."""
     from lab.dropout import check_rate
 
     out = []
     for group in (g for g in text.split(";") if g.strip()):
-        vals = _dropout_numbers(group, "--rates")
+        vals = _numbers(group, "--rates")
         if len(vals) == 1:
             vals = vals * layers
         if len(vals) != layers:
@@ -616,7 +610,7 @@ def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rat
     sampled patterns against p (the paper's Eq. 2)."""
     from lab.experiments.dropout import drop_frequency, pattern_masks
 
-    tl = tuple(_dropout_numbers(tile, "--tile", int))
+    tl = tuple(_numbers(tile, "--tile", int))
     if len(tl) != 2:
         fail(f"--tile {tile!r}: give rows,cols")
     ks = [k.strip() for k in kinds.split(",") if k.strip()]
@@ -668,7 +662,7 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
         dataset, hidden, epochs, batch = "digits", "64,64", 2, 32
         threads = threads or 1
     hs = [tuple(TABLE1_HIDDEN[i]) for i in range(len(TABLE1_HIDDEN))] if table1 else \
-        [tuple(_dropout_numbers(hidden, "--hidden", int))]
+        [tuple(_numbers(hidden, "--hidden", int))]
     rs = [(0.7,) * len(hs[0])] if table1 else _dropout_rate_sets(rates, len(hs[0]))
     ks = _dropout_kinds(kinds)
     if threads is not None and threads < 1:
@@ -763,9 +757,9 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
     from lab.dropout import check_rate
     from lab.experiments.dropout import layer_speedup
 
-    ws = _dropout_numbers(widths, "--widths", int)
-    ps = _dropout_numbers(rates, "--rates")
-    tl = tuple(_dropout_numbers(tile, "--tile", int))
+    ws = _numbers(widths, "--widths", int)
+    ps = _numbers(rates, "--rates")
+    tl = tuple(_numbers(tile, "--tile", int))
     if len(tl) != 2 or min(tl) < 1:
         fail(f"--tile {tile!r}: give two positive integers rows,cols")
     if min(ws) < 1 or batch < 1 or steps < 1 or repeats < 1:
@@ -797,16 +791,6 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
 
 
 # --- deep image and planner (Wu et al. 2015; Dettmers 2016 §2; Hoefler's slides) ---
-def _ints(text: str, what: str) -> list[int]:
-    try:
-        out = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        out = []
-    if not out:
-        fail(f"{what} must be comma-separated integers, got {text!r}")
-    return out
-
-
 @app.command()
 def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16 | resnet50 | gpt2_small"),
          gpus: str = typer.Option("1,2,4,8,16,32,64", help="GPU counts P, comma-separated"),
@@ -835,7 +819,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     from lab.experiments.plan import planner_advice, planner_breakdown, planner_sweep
     from lab.plan import get_model, resolve_link
 
-    Ps = _ints(gpus, "--gpus")
+    Ps = _numbers(gpus, "--gpus", int)
     strategies = [s.strip() for s in strategy.split(",") if s.strip()]
     if batch is not None and global_batch is not None:
         fail("give --batch or --global-batch, not both")
@@ -915,7 +899,7 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
 
     try:
         with progress_bar(not as_json) as cb:
-            r = multiscale_fusion(dataset=dataset, scales=_ints(scales, "--scales"), epochs=epochs,
+            r = multiscale_fusion(dataset=dataset, scales=_numbers(scales, "--scales", int), epochs=epochs,
                                   train_size=train_size or None, test_size=test_size or None, lr=lr, seed=seed,
                                   smoke=smoke, data_path=data_path, progress=cb)
     except (ValueError, DataError) as e:
