@@ -152,11 +152,9 @@ def collective_model(algorithms: list[str], P: int, sizes: list[int], link: str 
     `link` (paper 001's formulas), with the lower bound, and nccl-tests' algbw and busbw
     (busbw = algbw · 2(P−1)/P) for the model and for the bound."""
     lk = cost.get_link(link)
-    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
-        raise ValueError(f"P={P!r}: need an integer >= 1")
+    P = cost.check_P(P)
     for a in algorithms:
-        if a not in cost.ALGORITHMS:
-            raise ValueError(f"unknown algorithm {a!r}; known: {', '.join(cost.ALGORITHMS)}")
+        cost.check_algorithm(a)
     rows = []
     f = cost.busbw_factor(P)
     for b in sizes:
