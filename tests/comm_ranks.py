@@ -27,6 +27,13 @@ def every_algorithm(comm, lengths):
     return out
 
 
+def chunked_ring(comm, n):
+    """The ring with segments longer than one chunk, raw and 8-bit, next to the native sum."""
+    x = x_for(comm.rank, n)
+    return {"native": allreduce(comm, x, algorithm="native"), "ring": allreduce(comm, x, algorithm="ring"),
+            "ring+linear": allreduce(comm, x, algorithm="ring", codec="linear")}
+
+
 def dies(comm, victim):
     """Rank `victim` is killed (SIGKILL) in the middle of a series of allreduces."""
     for i in range(1000):

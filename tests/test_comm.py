@@ -105,6 +105,35 @@ def test_linear_requantize_error_bound(algorithm: str, P: int) -> None:
     assert all(torch.equal(y, out[0]) for y in out)
 
 
+@pytest.mark.parametrize("P", [2, 3, 5])
+def test_ring_pipelines_long_segments_as_chunks(P: int, monkeypatch) -> None:
+    """Segments longer than the channel's chunk travel as several messages that move on one by
+    one; sums, agreement across ranks and the linear codec's error bound are unchanged."""
+    from lab.comm import channel
+
+    monkeypatch.setattr(channel, "CHUNK", 16)
+    for n in (0, 1, 15, 16 * P, 1001):
+        out = simulate(_rank, P, n, "ring")
+        assert all(torch.equal(y, out[0]) for y in out)
+        assert torch.allclose(out[0].double(), _exact(P, n), rtol=0, atol=_fp32_tol(P, n)), (P, n)
+
+    n = 1001
+    q = simulate(_rank, P, n, "ring", get_codec("linear"))
+    S = sum(float(_x(r, n).abs().max()) for r in range(P))
+    assert all(torch.equal(y, q[0]) for y in q)
+    assert 0 < (q[0].double() - _exact(P, n)).abs().max().item() <= P * S / 254 * (1 + 1e-5) + 1e-5
+
+    def messages(comm):
+        comm.reset_counters()
+        allreduce(comm, _x(comm.rank, n), algorithm="ring", codec="linear", check=False)
+        return comm.messages_sent, comm.bytes_sent
+    seg = -(-n // P)
+    chunks = -(-seg // 16)
+    msgs, nbytes = simulate(messages, P)[0]
+    assert msgs >= 2 * (P - 1) * (chunks - 1)  # one message per chunk, not one per segment
+    assert nbytes <= 2 * (P - 1) * (seg + 4 * chunks)  # codes + one scale per chunk
+
+
 def test_gather_mode_is_one_rounding_and_the_same_for_every_algorithm() -> None:
     P, n = 6, 500
     codec = get_codec("dynamic_tree")

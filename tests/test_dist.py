@@ -41,6 +41,20 @@ def test_every_algorithm_on_real_ranks(P: int) -> None:
     assert (rel < 0.03) if P > 1 else rel < 1e-6
 
 
+def test_ring_in_chunks_on_real_ranks() -> None:
+    """Segments of 1.5 M values cross Gloo as two pipelined chunks each (channel.CHUNK = 2^20)."""
+    from lab.comm.channel import CHUNK
+
+    P, n = 2, 3 * CHUNK
+    out = run(R.chunked_ring, P, n, timeout=120)
+    exact = sum(R.x_for(r, n).double() for r in range(P))
+    for r in range(P):
+        assert torch.equal(out[r]["ring"], out[0]["ring"]) and torch.equal(out[r]["ring+linear"], out[0]["ring+linear"])
+        assert torch.allclose(out[r]["ring"], out[r]["native"], rtol=0, atol=1e-5)
+    S = sum(float(R.x_for(r, n).abs().max()) for r in range(P))
+    assert 0 < (out[0]["ring+linear"].double() - exact).abs().max().item() <= P * S / 254 * (1 + 1e-5)
+
+
 def _no_rank_processes() -> bool:
     ps = subprocess.run(["pgrep", "-f", "lab.comm.launch"], capture_output=True, text=True)
     return ps.stdout.strip() == ""

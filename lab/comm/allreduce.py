@@ -28,7 +28,7 @@ from .wire import WireFormat
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
 OWN = ("compressed", "exact")
-_SCRATCH = {"ring": "segment", "butterfly_sync": "segment", "rabenseifner": "half"}
+_SCRATCH = {"ring": "two segments", "butterfly_sync": "segment", "rabenseifner": "half"}
 
 
 def algorithm_names() -> list[str]:
@@ -99,7 +99,7 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         elif how == "gather":
             buf = _gather_sum(comm, buf, codec, ALGORITHMS[algorithm].gather, own, key)
         else:
-            scratch = {"segment": -(-n // P), "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
+            scratch = {"segment": -(-n // P), "two segments": 2 * -(-n // P), "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
             ALGORITHMS[algorithm].reduce(comm, buf, Channel(comm, codec, scratch=scratch))
     return buf.view(x.shape).to(x.dtype)
 
