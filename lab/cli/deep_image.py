@@ -1,0 +1,171 @@
+"""`paralab plan | augment | fusion | bench augment`: Deep Image (Wu et al. 2015) and the parallelism planner."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import torch
+import typer
+
+from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, write_bench, write_result
+
+
+@app.command()
+def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16 | resnet50 | gpt2_small"),
+         gpus: str = typer.Option("1,2,4,8,16,32,64", help="GPU counts P, comma-separated"),
+         link: str = typer.Option("pcie3", help="link preset (pcie3, nvlink4, ib_fdr, eth10g, ...) or a "
+                                                "bench/results/collectives-*.json with a fitted link"),
+         strategy: str = typer.Option("data", help="data | model | hybrid | pipeline, or several comma-separated"),
+         device: str = typer.Option("v100", help="gtx_titan | k40m | v100 | a100 | h100"),
+         batch: Optional[int] = typer.Option(None, "--batch", help="samples per GPU (default 128); the step's "
+                                                                   "mini-batch is P x batch"),
+         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="fixed mini-batch split over the "
+                                                                                  "GPUs instead of --batch"),
+         algorithm: str = typer.Option("ring", help="allreduce: ring | tree | recursive_doubling | rabenseifner | "
+                                                    "butterfly_sync | parameter_server"),
+         codec: str = typer.Option("none", help="codec for every gradient allreduce (none, dynamic_tree, onebit, ...)"),
+         activation_codec: str = typer.Option("none", "--activation-codec",
+                                              help="codec for model-parallel / pipeline activations"),
+         overlap: bool = typer.Option(False, "--overlap/--no-overlap", help="Deep Image's lazy update: overlap "
+                                                                            "each allreduce with later compute"),
+         micro_batches: Optional[int] = typer.Option(None, "--micro-batches", help="pipeline micro-batches "
+                                                                                   "(default 4P)"),
+         layers: bool = typer.Option(False, "--layers", help="also print the per-layer breakdown at the largest P"),
+         advice: bool = typer.Option(False, "--advice", help="also print codec advice per layer at the largest P"),
+         as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+    """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
+    breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
+    from lab.experiments.plan import planner_advice, planner_breakdown, planner_sweep
+    from lab.plan import get_model, resolve_link
+
+    Ps = numbers(gpus, "--gpus", int)
+    strategies = [s.strip() for s in strategy.split(",") if s.strip()]
+    if batch is not None and global_batch is not None:
+        fail("give --batch or --global-batch, not both")
+    kw = dict(device=device, batch_per_gpu=None if global_batch is not None else (128 if batch is None else batch),
+              global_batch=global_batch, algorithm=algorithm)
+    try:
+        spec = get_model(model)
+        lk = resolve_link(link)
+        df = planner_sweep(spec, Ps, strategies=strategies, link=lk, codec=codec, activation_codec=activation_codec,
+                           overlap=overlap, micro_batches=micro_batches, **kw)
+        ok = df[df["feasible"]]
+        top = {s: int(ok[ok["strategy"] == s]["P"].max()) for s in strategies if (ok["strategy"] == s).any()}
+        lay = [(s, top[s], planner_breakdown(spec, top[s], strategy=s, link=lk, codec=codec,
+                                             activation_codec=activation_codec, overlap=overlap,
+                                             micro_batches=micro_batches if s == "pipeline" else None, **kw))
+               for s in top] if layers else []
+        adv = [(s, top[s], planner_advice(spec, top[s], strategy=s, link=lk, **kw)) for s in top
+               if s != "pipeline"] if advice else []
+    except ValueError as e:
+        fail(str(e))
+        return
+    if as_json:
+        out = {"model": spec.describe(), "link": lk.name, "device": device, "rows": df.to_dict(orient="records")}
+        if lay:
+            out["layers"] = {s: {"P": P, "rows": b.layers.to_dict(orient="records")} for s, P, b in lay}
+        if adv:
+            out["advice"] = {s: {"P": P, "rows": a.to_dict(orient="records")} for s, P, a in adv}
+        console.print_json(json.dumps(out, default=str))
+        return
+    cols = ["strategy", "P", "global_batch", "compute_ms", "comm_ms", "exposed_comm_ms", "idle_ms", "step_ms",
+            "images_per_s", "speedup", "efficiency", "memory_GB", "fits", "note"]
+    print_frame(df[cols].fillna(""), f"{spec.describe()} on {device} over {lk.name} ({lk.bandwidth_Bps / 1e9:g} GB/s), "
+                                     f"{algorithm} allreduce, overlap {'on' if overlap else 'off'}")
+    for s, P, b in lay:
+        print_frame(b.layers, f"{s} parallelism, P = {P}: per layer")
+    for s, P, a in adv:
+        print_frame(a, f"codec advice, {s} parallelism, P = {P} (fastest end to end, saving vs fp32)")
+
+
+@app.command()
+def augment(image_size: int = typer.Option(512, "--image-size", help="input image side, px"),
+            crop: int = typer.Option(224, help="crop side, px"),
+            channels: int = typer.Option(3, help="colour channels"),
+            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+    """Deep Image Table 1: possible changes per augmentation, computed from the grids the ops draw from."""
+    from lab.experiments.deep_image import augmentation_counts
+
+    try:
+        df = augmentation_counts(image_size, crop, channels)
+    except ValueError as e:
+        fail(str(e))
+        return
+    if as_json:
+        console.print_json(json.dumps({"rows": df.to_dict(orient="records")}, default=str))
+        return
+    shown = df.assign(possible_changes=df["possible_changes"].astype(str),
+                      paper=[("" if p is None or p != p else str(int(p))) for p in df["paper"]])
+    print_frame(shown.fillna(""),
+                f"Wu et al. 2015 Table 1: possible changes ({crop}x{crop} crops of {image_size}x{image_size})")
+
+
+@app.command()
+def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 32 px, seconds on a CPU"),
+           dataset: str = typer.Option("auto", help="auto | mnist | fashion-mnist | digits"),
+           data_path: Optional[Path] = typer.Option(None, "--data-path", help="directory of MNIST-format IDX files"),
+           scales: str = typer.Option("28,56", help="input sizes in px, comma-separated"),
+           epochs: int = typer.Option(8, help="epochs per model"),
+           train_size: int = typer.Option(10000, "--train-size", help="training images (0 = all)"),
+           test_size: int = typer.Option(2000, "--test-size", help="test images (0 = all)"),
+           lr: float = typer.Option(3e-3, help="Adam peak learning rate (one-cycle schedule)"),
+           seed: int = typer.Option(0, help="random seed"),
+           out: Optional[Path] = typer.Option(None, help="write the result as JSON here"),
+           as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+    """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
+    from lab.experiments.deep_image import multiscale_fusion
+    from lab.train.data import DataError
+
+    try:
+        with progress_bar(not as_json) as cb:
+            r = multiscale_fusion(dataset=dataset, scales=numbers(scales, "--scales", int), epochs=epochs,
+                                  train_size=train_size or None, test_size=test_size or None, lr=lr, seed=seed,
+                                  smoke=smoke, data_path=data_path, progress=cb)
+    except (ValueError, DataError) as e:
+        fail(str(e))
+        return
+    payload = {"info": r.info, "table": r.table.to_dict(orient="records"),
+               "agreement": r.agreement.to_dict(orient="records"), "curves": r.curves.to_dict(orient="records")}
+    if out:
+        write_result(out, payload)
+    if as_json:
+        console.print_json(json.dumps(payload, default=str))
+        return
+    print_frame(r.table.fillna(""), f"Multi-scale fusion on {r.info['dataset']} ({r.info['train']} train, "
+                                    f"{r.info['test']} test, {r.info['epochs']} epochs, seed {seed})")
+    print_frame(r.agreement, "Where the two scales agree")
+    verdict = "better" if r.info["fused_better_than_each"] else "not better"
+    console.print(f"fused model {verdict} than each single-scale model (Wu et al. 2015 §4.2: 6.97% vs 7.96% and "
+                  "7.42% top-5)", highlight=False)
+    if out:
+        console.print(f"wrote {out}")
+
+
+@bench_app.command("augment")
+def bench_augment(batch: int = typer.Option(32, help="images per batch"),
+                  image_size: int = typer.Option(512, "--image-size", help="input side, px (uint8 RGB)"),
+                  crop: int = typer.Option(224, help="crop side, px"),
+                  repeats: int = typer.Option(7, help="timed calls per contestant (median reported)"),
+                  device: Optional[str] = typer.Option(None, help="cpu or cuda"),
+                  seed: int = typer.Option(0, help="random seed"),
+                  out: Optional[Path] = typer.Option(None, help="JSON path (default "
+                                                                "bench/results/augment-<device>.json)")) -> None:
+    """Deep Image augmentations: images/s batched vs a per-image loop, same run, same parameters."""
+    from lab import backend
+    from lab.experiments.deep_image import augmentation_throughput
+
+    dev = torch.device(device) if device else backend.default_device()
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda needs a CUDA GPU")
+    try:
+        with progress_bar() as cb:
+            df, info = augmentation_throughput(batch=batch, image_size=image_size, crop_size=crop, device=dev,
+                                               repeats=repeats, seed=seed, progress=cb)
+    except ValueError as e:
+        fail(str(e))
+        return
+    path = write_bench(f"augment-{backend.device_slug(dev)}", info, df.to_dict(orient="records"), out)
+    print_frame(df, f"Augmentation throughput on {info['device']}, batch {batch}, {crop} of {image_size} px "
+                    "(speedup: per-image loop time / batched time)")
+    console.print(f"wrote {path}")

@@ -1,0 +1,287 @@
+"""`paralab dropout ... | bench dropout`: approximate random dropout (Song et al. 2019)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import torch
+import typer
+
+from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, write_bench, write_result
+
+
+dropout_app = typer.Typer(no_args_is_help=True,
+                          help="Approximate Random Dropout (Song et al. 2019): patterns, the pattern-distribution "
+                               "search, the MLP and LSTM experiments.")
+app.add_typer(dropout_app, name="dropout")
+
+
+def _dropout_rate_sets(text: str, layers: int) -> list[tuple[float, ...]]:
+    """'0.3;0.5,0.6' -> [(0.3,)*layers, (0.5, 0.6)]: groups split by ';', one value = every layer."""
+    from lab.dropout import check_rate
+
+    out = []
+    for group in (g for g in text.split(";") if g.strip()):
+        vals = numbers(group, "--rates")
+        if len(vals) == 1:
+            vals = vals * layers
+        if len(vals) != layers:
+            fail(f"--rates group {group!r} has {len(vals)} rates for {layers} layers (give one or {layers})")
+        try:
+            out.append(tuple(check_rate(p) for p in vals))
+        except ValueError as e:
+            fail(f"--rates: {e}")
+    if not out:
+        fail("--rates is empty")
+    return out
+
+
+def _dropout_kinds(text: str) -> list[str]:
+    from lab.experiments.dropout import TRAIN_KINDS
+
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    for k in kinds:
+        if k not in TRAIN_KINDS:
+            fail(f"--kinds {k!r}; allowed: {', '.join(TRAIN_KINDS)}")
+    if not kinds:
+        fail("--kinds is empty")
+    return kinds
+
+
+def _dropout_output(tables, title: str, out: Optional[Path], as_json: bool, info: dict, cols: list[str]) -> None:
+    payload = {**info, "table": tables.table.to_dict(orient="records"),
+               "curves": tables.curves.to_dict(orient="records")}
+    if out:
+        write_result(out, payload)
+    if as_json:
+        console.print_json(json.dumps(payload, default=str))
+        return
+    print_frame(tables.table[[c for c in cols if c in tables.table]], title)
+    if out:
+        console.print(f"wrote {out}")
+
+
+@dropout_app.command("search")
+def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global dropout rate, 0 <= p < 1"),
+                   max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n",
+                                                        help="N, the largest dp (default ceil(1/(1-p)) + 1)"),
+                   lambda1: float = typer.Option(0.9999, help="weight of the rate term (lambda2 = 1 - lambda1)"),
+                   lr: float = typer.Option(1.0, help="SGD learning rate on v"),
+                   threshold: float = typer.Option(1e-10, help="stop when |loss change| < threshold"),
+                   max_steps: int = typer.Option(100_000, help="give up after this many steps"),
+                   trace: bool = typer.Option(False, "--trace", help="also print the loss trace"),
+                   seed: int = typer.Option(0, help="random seed of v's initialisation"),
+                   as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+    """Algorithm 1: the distribution d over dp = 1..N whose expected dropout rate is p."""
+    from lab.experiments.dropout import search_trace
+
+    try:
+        t = search_trace(p, max_dp, lambda1=lambda1, lr=lr, threshold=threshold, max_steps=max_steps,
+                         trace_every=max(1, max_steps // 2000), seed=seed)
+    except ValueError as e:
+        fail(str(e))
+        return
+    if as_json:
+        console.print_json(json.dumps({"p": p, "rate": t.rate, "steps": t.steps, "converged": t.converged,
+                                       "distribution": t.final.to_dict(orient="records"),
+                                       "trace": t.trace.to_dict(orient="records") if trace else None}))
+        return
+    print_frame(t.final, f"Algorithm 1: d over dp = 1..{len(t.final)} for p = {p}")
+    console.print(f"expected rate d.p_u = {t.rate:.6f} (target {p}, |error| {abs(t.rate - p):.1e}); "
+                  f"{t.steps} steps, {'converged' if t.converged else 'step limit reached'}")
+    if trace:
+        print_frame(t.trace, "loss trace")
+
+
+@dropout_app.command("patterns")
+def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rate"),
+                     kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli, row, tile"),
+                     batch: int = typer.Option(16, help="rows (samples) shown"),
+                     units: int = typer.Option(64, help="units shown"),
+                     tile: str = typer.Option("4,8", help="tile rows,cols for the tile pattern"),
+                     iterations: int = typer.Option(2000, help="patterns drawn for the drop-frequency check"),
+                     max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                     seed: int = typer.Option(0, help="random seed")) -> None:
+    """One sampled mask per kind ('#' kept, '.' dropped) and every unit's drop frequency over many
+    sampled patterns against p (the paper's Eq. 2)."""
+    from lab.experiments.dropout import drop_frequency, pattern_masks
+
+    tl = tuple(numbers(tile, "--tile", int))
+    if len(tl) != 2:
+        fail(f"--tile {tile!r}: give rows,cols")
+    ks = [k.strip() for k in kinds.split(",") if k.strip()]
+    try:
+        masks = pattern_masks(p, ks, samples=1, batch=batch, units=units, tile=tl, max_dp=max_dp, seed=seed)
+        freq = drop_frequency(p, ks, iterations=iterations, batch=batch, units=units, tile=tl, max_dp=max_dp,
+                              seed=seed)
+    except ValueError as e:
+        fail(str(e))
+        return
+    for k, m in masks.groupby("kind", sort=False):
+        grid = m.pivot(index="row", columns="unit", values="kept").to_numpy()
+        dp = m["dp"].iloc[0]
+        head = f"{k}" + (f" (dp={int(dp)}, b={int(m['bias'].iloc[0])})" if pd.notna(dp) else "")
+        console.print(head, highlight=False)
+        for r in grid:
+            console.print("".join("#" if v else "." for v in r), highlight=False)
+    summary = freq.assign(abs_z=freq["z"].abs()).groupby("kind", sort=False).agg(
+        mean_drop=("drop_freq", "mean"), min_drop=("drop_freq", "min"), max_drop=("drop_freq", "max"),
+        max_abs_z=("abs_z", "max"))
+    print_frame(summary.reset_index(), f"drop frequency per unit over {iterations} patterns (target p = {p})")
+
+
+@dropout_app.command("mlp")
+def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion-mnist | digits"),
+                data_path: Optional[Path] = typer.Option(None, help="directory of MNIST-format IDX files"),
+                hidden: str = typer.Option("2048,2048", help="hidden widths (the paper's 784-2048-2048-10)"),
+                table1: bool = typer.Option(False, "--table1", help="Table I: hidden 1024x64, 1024x1024, 2048x2048, "
+                                                                    "4096x4096 at rates (0.7, 0.7)"),
+                rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';', one rate per hidden layer "
+                                                              "or one for all, e.g. '0.3;0.5,0.7'"),
+                kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli (conventional), row, tile, none"),
+                epochs: int = typer.Option(1, help="epochs per run"),
+                batch: int = typer.Option(128, help="mini-batch"),
+                lr: float = typer.Option(0.01, help="learning rate"),
+                momentum: float = typer.Option(0.9, help="SGD momentum"),
+                train_samples: Optional[int] = typer.Option(None, help="seeded subset of the training set"),
+                test_samples: Optional[int] = typer.Option(None, help="seeded subset of the test set"),
+                max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                smoke: bool = typer.Option(False, help="seconds: digits, hidden 64x64, one epoch"),
+                threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
+                seed: int = typer.Option(0, help="random seed"),
+                out: Optional[Path] = typer.Option(None, help="write table and curves as JSON here"),
+                as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table")) -> None:
+    """§IV-A/B: MLP test accuracy and time per epoch with conventional dropout, RDP and TDP."""
+    from lab.experiments.dropout import TABLE1_HIDDEN, mlp_table
+
+    if smoke:
+        dataset, hidden, epochs, batch = "digits", "64,64", 2, 32
+        threads = threads or 1
+    hs = [tuple(TABLE1_HIDDEN[i]) for i in range(len(TABLE1_HIDDEN))] if table1 else \
+        [tuple(numbers(hidden, "--hidden", int))]
+    rs = [(0.7,) * len(hs[0])] if table1 else _dropout_rate_sets(rates, len(hs[0]))
+    ks = _dropout_kinds(kinds)
+    if threads is not None and threads < 1:
+        fail(f"--threads {threads}; need >= 1")
+    try:
+        with progress_bar(not as_json) as cb:
+            t = mlp_table(dataset, str(data_path) if data_path else None, hidden=hs, rates=rs, kinds=ks, epochs=epochs,
+                          batch=batch, lr=lr, momentum=momentum, train_samples=train_samples,
+                          test_samples=test_samples, max_dp=max_dp, threads=threads, seed=seed, progress=cb)
+    except (ValueError, FileNotFoundError) as e:
+        fail(str(e))
+        return
+    ds = t.table["dataset"].iloc[0]
+    n_tr, n_te = t.table["train_samples"].iloc[0], t.table["test_samples"].iloc[0]
+    _dropout_output(t, f"MLP on {ds} ({n_tr} train / {n_te} test, {epochs} epochs): test accuracy (%), change vs "
+                       "conventional (points), time per epoch (s), speedup",
+                    out, as_json, {"experiment": "mlp", "dataset": ds, "epochs": epochs, "batch": batch, "lr": lr,
+                                   "momentum": momentum, "seed": seed, "threads": torch.get_num_threads()},
+                    ["hidden", "rates", "pattern", "test_acc", "acc_change", "epoch_s", "speedup", "paper_acc",
+                     "paper_acc_change", "paper_speedup"])
+
+
+@dropout_app.command("lstm")
+def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible"),
+                 path: Optional[Path] = typer.Option(None, help="Penn Treebank directory (ptb.train.txt, ...)"),
+                 hidden: int = typer.Option(256, help="units per LSTM layer (the paper: 1500)"),
+                 layers: int = typer.Option(2, help="LSTM layers"),
+                 rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';' (one rate, or one per layer)"),
+                 kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli (conventional), row, tile, none"),
+                 epochs: int = typer.Option(1, help="epochs per run"),
+                 batch: int = typer.Option(20, help="batch (the paper's 20)"),
+                 bptt: int = typer.Option(35, help="truncated-BPTT length (the paper's 35)"),
+                 lr: float = typer.Option(1.0, help="learning rate (the paper's 1)"),
+                 lr_decay: float = typer.Option(0.8, help="learning-rate factor per epoch after the first"),
+                 vocab: int = typer.Option(10_000, help="vocabulary size (PTB's 10k)"),
+                 max_tokens: Optional[int] = typer.Option(None, help="use only this many training tokens"),
+                 max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                 smoke: bool = typer.Option(False, help="seconds: 3,000 tokens, 32 units, vocab 500"),
+                 threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
+                 seed: int = typer.Option(0, help="random seed"),
+                 out: Optional[Path] = typer.Option(None, help="write table and curves as JSON here"),
+                 as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table")) -> None:
+    """§IV-C: LSTM language model, test perplexity / next-word accuracy and time per epoch with
+    conventional dropout, RDP and TDP on the non-recurrent connections."""
+    from lab.experiments.dropout import lstm_table
+
+    if smoke:
+        max_tokens, hidden, vocab, epochs = 3000, 32, 500, 1
+        threads = threads or 1
+    if layers < 1 or hidden < 1:
+        fail(f"--layers {layers}, --hidden {hidden}: both must be >= 1")
+    if threads is not None and threads < 1:
+        fail(f"--threads {threads}; need >= 1")
+    rs = _dropout_rate_sets(rates, layers)
+    ks = _dropout_kinds(kinds)
+    try:
+        with progress_bar(not as_json) as cb:
+            t = lstm_table(corpus, str(path) if path else None, hidden=hidden, layers=layers, rates=rs, kinds=ks,
+                           epochs=epochs, batch=batch, bptt=bptt, lr=lr, lr_decay=lr_decay, vocab_size=vocab,
+                           max_train_tokens=max_tokens, max_dp=max_dp, threads=threads, seed=seed, progress=cb)
+    except (ValueError, FileNotFoundError) as e:
+        fail(str(e))
+        return
+    c = t.table["corpus"].iloc[0]
+    n_tok = t.table["train_tokens"].iloc[0]
+    _dropout_output(t, f"LSTM LM on {c} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): test "
+                       "perplexity, next-word accuracy (%), time per epoch (s), speedup",
+                    out, as_json, {"experiment": "lstm", "corpus": c, "hidden": hidden, "layers": layers,
+                                   "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr, "seed": seed,
+                                   "threads": torch.get_num_threads()},
+                    ["rates", "pattern", "test_ppl", "ppl_change", "test_acc", "acc_change", "epoch_s", "speedup",
+                     "paper_acc", "paper_speedup"])
+
+
+@bench_app.command("dropout")
+def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer widths w of the pair"),
+                  rates: str = typer.Option("0.3,0.5,0.7", help="dropout rates p"),
+                  batch: int = typer.Option(128, help="batch (rows of the activation)"),
+                  steps: int = typer.Option(16, help="training steps per timed sample"),
+                  repeats: int = typer.Option(5, help="timed samples per contestant (median reported)"),
+                  max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                  tile: str = typer.Option("32,32", help="TDP tile rows,cols"),
+                  threads: Optional[int] = typer.Option(None, help="torch threads for every contestant"),
+                  device: Optional[str] = typer.Option(None, help="cpu or cuda"),
+                  seed: int = typer.Option(0, help="random seed"),
+                  out: Optional[Path] = typer.Option(None, help="JSON path (default "
+                                                                "bench/results/dropout-<device>.json)")
+                  ) -> None:
+    """Forward+backward of a hidden-layer pair: conventional dropout + full GEMMs vs RDP vs TDP,
+    same run; speedup and its ratio to the ceiling 1/(1-p)."""
+    from lab import backend
+    from lab.dropout import check_rate
+    from lab.experiments.dropout import layer_speedup
+
+    ws = numbers(widths, "--widths", int)
+    ps = numbers(rates, "--rates")
+    tl = tuple(numbers(tile, "--tile", int))
+    if len(tl) != 2 or min(tl) < 1:
+        fail(f"--tile {tile!r}: give two positive integers rows,cols")
+    if min(ws) < 1 or batch < 1 or steps < 1 or repeats < 1:
+        fail("--widths, --batch, --steps and --repeats must be >= 1")
+    if threads is not None and threads < 1:
+        fail(f"--threads {threads}; need >= 1")
+    try:
+        for p in ps:
+            check_rate(p)
+    except ValueError as e:
+        fail(f"--rates: {e}")
+    dev = torch.device(device) if device else backend.default_device()
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda needs a CUDA GPU")
+    try:
+        with progress_bar() as cb:
+            df = layer_speedup(ws, ps, batch=batch, steps=steps, repeats=repeats, max_dp=max_dp, tile=tl, device=dev,
+                               threads=threads, seed=seed, progress=cb)
+    except ValueError as e:
+        fail(str(e))
+        return
+    info = df.attrs["info"]
+    path = write_bench(f"dropout-{backend.device_slug(dev)}", info, df.to_dict(orient="records"), out)
+    cols = ["width", "p", "contestant", "ms", "speedup", "ceiling", "of_ceiling", "kept_fraction"]
+    print_frame(df[cols], f"Layer pair fwd+bwd on {info['device']}, batch {batch} "
+                          "(speedup: conventional dropout + full GEMMs time / this time)")
+    console.print(f"wrote {path}")

@@ -1,0 +1,147 @@
+"""`paralab train`: simulated and DDP training with codecs on the wire, and the §3.4 reproduction."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+
+from .base import app, console, fail, numbers, print_frame, progress_bar, write_result
+
+
+@app.command()
+def train(
+    mode: str = typer.Option("sim", help="sim: K virtual workers in this process; ddp: real processes, "
+                                         "PyTorch DDP with the codec as its communication hook"),
+    reproduce: Optional[str] = typer.Option(None, help="Dettmers 2016 §3.4: mnist-dp or mnist-mp "
+                                                       "(every type, --seeds seeds, CIs, ANOVA)"),
+    seeds: int = typer.Option(3, help="seeds for --reproduce"),
+    smoke: bool = typer.Option(False, help="--reproduce on scikit-learn digits with a small MLP, in seconds"),
+    dataset: Optional[str] = typer.Option(None, help="auto | mnist | fashion-mnist | digits "
+                                                     "(default digits; --reproduce: auto)"),
+    data_path: Optional[Path] = typer.Option(None, help="directory of MNIST-format IDX files"),
+    train_limit: Optional[int] = typer.Option(None, help="use a seeded subset of this many training samples"),
+    model: str = typer.Option("mlp", help="mlp (the paper's 784-1024-1024-10) | cnn"),
+    hidden: str = typer.Option("1024,1024", help="hidden layer widths"),
+    dropout: Optional[str] = typer.Option(None, help="dropout rates: input, then each hidden layer "
+                                                     "(default the paper's 0.2, then 0.3 per hidden layer)"),
+    activation: str = typer.Option("relu", help="relu | logistic"),
+    parallel: str = typer.Option("data", help="data | model (sim mode)"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-k",
+                                          help="virtual workers K (default 4; --reproduce: 1, the paper's "
+                                               "single-GPU simulation)"),
+    procs: int = typer.Option(2, "--procs", "-p", help="processes (ddp mode)"),
+    codec: Optional[str] = typer.Option(None, help="codec on the wire (none = 32-bit), e.g. dynamic_tree"),
+    error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
+    scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
+    algorithm: str = typer.Option("ring", help="allreduce algorithm of the simulated workers"),
+    consistency: str = typer.Option("sync", help="sync | ssp | async | easgd"),
+    staleness: int = typer.Option(2, help="ssp: staleness bound s (clocks)"),
+    delay_ms: float = typer.Option(0.0, help="async: mean random network delay per push, ms"),
+    straggler: float = typer.Option(0.2, help="sigma of the log-normal compute-time jitter per worker step"),
+    alpha: Optional[float] = typer.Option(None, help="easgd: elastic alpha (default beta/K)"),
+    beta: float = typer.Option(0.9, help="easgd: centre moving rate beta"),
+    period: int = typer.Option(1, help="easgd: steps between elastic exchanges"),
+    optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
+    lr: float = typer.Option(0.003, help="learning rate"),
+    momentum: float = typer.Option(0.9, help="sgd momentum"),
+    batch: int = typer.Option(128, help="global mini-batch"),
+    epochs: Optional[float] = typer.Option(None, help="epochs, fractions allowed (default 1; --reproduce: 3)"),
+    evals: int = typer.Option(4, help="test evaluations per epoch"),
+    link: str = typer.Option("eth10g", help="link preset for the modelled clock: pcie3, nvlink4, ib_hdr, "
+                                            "eth1g, eth10g, ..."),
+    compute_ms: Optional[float] = typer.Option(None, help="modelled compute per worker step (default: measured)"),
+    backend_name: str = typer.Option("gloo", "--backend", help="ddp: gloo | nccl"),
+    timeout: float = typer.Option(600.0, help="ddp: seconds a rank may wait on a peer"),
+    seed: int = typer.Option(0, help="random seed"),
+    out: Optional[Path] = typer.Option(None, help="write the result as JSON here (all or nothing)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+) -> None:
+    """Train with compressed gradients/activations: simulated K workers (data or model parallel,
+    consistency models) or real DDP processes; --reproduce runs Dettmers 2016 §3.4."""
+    from dataclasses import asdict
+
+    from lab.train.run import TrainConfig
+
+    rep = reproduce is not None
+    dataset = dataset or ("auto" if rep else "digits")
+    workers = workers or (1 if rep else 4)
+    epochs = epochs or (3.0 if rep else 1.0)
+    widths = tuple(int(h) for h in numbers(hidden, "--hidden", allow_empty=True))
+    rates = tuple(numbers(dropout, "--dropout", allow_empty=True)) if dropout else (0.2,) + (0.3,) * len(widths)
+    try:
+        cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,
+                          model=model, hidden=widths, dropout=rates, activation=activation, parallel=parallel,
+                          workers=procs if mode == "ddp" else workers, codec=codec, algorithm=algorithm,
+                          scheme=scheme, error_feedback=error_feedback, consistency=consistency,
+                          staleness=staleness, delay_s=delay_ms / 1e3, straggler=straggler, alpha=alpha, beta=beta,
+                          period=period, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
+                          evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms else None,
+                          seed=seed)
+        if mode not in ("sim", "ddp"):
+            raise ValueError(f"--mode {mode!r}; allowed: sim, ddp")
+        if reproduce is not None:
+            if mode != "sim":
+                raise ValueError("--reproduce runs the simulated workers; drop --mode ddp")
+            return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
+        if mode == "ddp":
+            result = _train_ddp(cfg, procs, backend_name, timeout)
+            if result is None:
+                return
+        else:
+            from lab.train.run import train as run_train
+
+            with progress_bar() as cb:
+                result = run_train(cfg, progress=cb)
+    except ValueError as e:
+        fail(str(e))
+        return
+    payload = {"config": asdict(cfg), "summary": result.summary, "curve": result.curve.to_dict(orient="records")}
+    if out:
+        write_result(out, payload)
+    if as_json:
+        console.print_json(json.dumps(payload, default=str))
+        return
+    print_frame(result.curve, f"{result.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
+    print_frame(pd.DataFrame({"": list(result.summary), "value": list(result.summary.values())}), "summary")
+    if out:
+        console.print(f"wrote {out}")
+
+
+def _train_ddp(cfg, procs: int, backend_name: str, timeout: float):
+    from dataclasses import asdict
+
+    from lab.comm.dist import TorchComm, in_torchrun
+    from lab.train.ddp import assemble, ddp_rank, train_ddp
+
+    if in_torchrun():
+        comm = TorchComm.from_env(backend_name, timeout)
+        mine = ddp_rank(comm, asdict(cfg))
+        every = comm.allgather_object(mine)
+        return assemble(cfg, every, backend_name) if comm.rank == 0 else None
+    with progress_bar() as cb:
+        return train_ddp(cfg, procs, backend=backend_name, timeout=timeout, progress=cb)
+
+
+def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as_json: bool) -> None:
+    from lab.train.reproduce import reproduce as run_reproduce
+
+    with progress_bar() as cb:
+        rep = run_reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=cb)
+    payload = {"reproduce": which, "seeds": seeds, "smoke": smoke, "anova": rep.anova,
+               "summary": rep.summary.to_dict(orient="records"), "runs": rep.runs.to_dict(orient="records")}
+    if out:
+        write_result(out, payload)
+    if as_json:
+        console.print_json(json.dumps(payload, default=str))
+        return
+    print_frame(rep.runs, f"Dettmers 2016 §3.4 {which}: every run")
+    print_frame(rep.summary, f"{which}: final test error (%) by type, mean and 99% CI over {seeds} seeds")
+    a, p = rep.anova, rep.anova["paper"]
+    console.print(f"one-way ANOVA across 32-bit and the four 8-bit types: F({a['df_between']}, {a['df_within']}) = "
+                  f"{a['F']:.2f}, p = {a['p']:.2f} {a['note']}   (paper, MNIST: F({p['df_between']}, {p['df_within']})"
+                  f" = {p['F']}, p = {p['p']})", highlight=False)
+    if out:
+        console.print(f"wrote {out}")
