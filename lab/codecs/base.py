@@ -6,6 +6,7 @@ tensor of the input's dtype and shape. Codecs are stateless; error feedback wrap
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -133,10 +134,16 @@ def saturate_nonfinite(flat: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(flat, nan=0.0, posinf=big, neginf=-big)
 
 
+def _all_finite(flat: torch.Tensor) -> bool:
+    """No NaN or Inf: one reduction pass (min and max propagate NaN), no Boolean temporary."""
+    lo, hi = torch.aminmax(flat)
+    return bool(torch.isfinite(lo) & torch.isfinite(hi))
+
+
 def prepare(x: torch.Tensor, nonfinite: str) -> torch.Tensor:
     """check_input + the NaN/Inf policy, for codecs that do not fuse the check into their kernel."""
     flat = check_input(x, nonfinite=nonfinite)
-    if flat.numel() and not bool(torch.isfinite(flat).all()):
+    if flat.numel() and not _all_finite(flat):
         if nonfinite == "raise":
             raise nonfinite_error(flat)
         flat = saturate_nonfinite(flat)
@@ -144,28 +151,52 @@ def prepare(x: torch.Tensor, nonfinite: str) -> torch.Tensor:
 
 
 def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
-    """Pack unsigned codes (< 2**bits) into bytes as `bits` bit planes of ceil(n/8) bytes each."""
+    """Pack unsigned codes (< 2**bits) into bytes as `bits` bit planes of ceil(n/8) bytes each
+    (value i of a plane at bit i % 8 of byte i // 8)."""
     if not 1 <= bits <= 8:
         raise ValueError(f"bits={bits}; allowed 1..8")
     n = codes.numel()
     pad = (-n) % 8
-    c = codes.reshape(-1).to(torch.uint8)
+    c = codes.reshape(-1)
+    zero_one = c.dtype == torch.bool
+    c = c.view(torch.uint8) if zero_one else c.to(torch.uint8)
     if pad:
         c = torch.cat([c, c.new_zeros(pad)])
-    weights = (1 << torch.arange(8, device=c.device, dtype=torch.uint8))
-    planes = [(((c >> b) & 1).view(-1, 8) * weights).sum(1, dtype=torch.uint8) for b in range(bits)]
-    return torch.cat(planes) if planes else c.new_zeros(0)
+    if bits == 1:
+        planes = [_bits_of_bytes(c if zero_one else c & 1)]
+    else:
+        planes = [_bits_of_bytes((c >> b) & 1) for b in range(bits)]
+    return torch.cat(planes) if len(planes) > 1 else planes[0]
+
+
+def _bits_of_bytes(p: torch.Tensor) -> torch.Tensor:
+    """uint8 values 0/1 (a multiple of 8 of them) -> one byte per 8, value j at bit j.
+
+    Eight 0/1 bytes read as one little-endian int64 hold value j at bit 8j; or-ing the word with
+    itself shifted right by 7, 14 and 28 gathers bits 0, 8, ..., 56 into the low byte (one
+    pass over n/8 words instead of a sum over a trailing dimension of 8)."""
+    p = p.contiguous()
+    if sys.byteorder != "little" or p.data_ptr() % 8:
+        weights = 1 << torch.arange(8, device=p.device, dtype=torch.uint8)
+        return (p.view(-1, 8) * weights).sum(1, dtype=torch.uint8)
+    v = p.view(torch.int64)  # non-negative: every byte is 0 or 1
+    v = v | (v >> 7)
+    v = v | (v >> 14)
+    v = v | (v >> 28)
+    return (v & 0xFF).to(torch.uint8)
 
 
 def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     """Inverse of `pack_bits`: uint8 codes of length n."""
     nbytes = (n + 7) // 8
-    weights = (1 << torch.arange(8, device=packed.device, dtype=torch.uint8))
-    out = torch.zeros(nbytes * 8, dtype=torch.uint8, device=packed.device)
+    shifts = torch.arange(8, device=packed.device, dtype=torch.uint8)
+    out = None
     for b in range(bits):
-        plane = packed[b * nbytes:(b + 1) * nbytes]
-        out |= (((plane[:, None] & weights) != 0).to(torch.uint8) << b).view(-1)
-    return out[:n]
+        plane = (packed[b * nbytes:(b + 1) * nbytes, None] >> shifts) & 1
+        out = plane if out is None else out.bitwise_or_(plane << b)
+    if out is None:
+        return torch.zeros(n, dtype=torch.uint8, device=packed.device)
+    return out.view(-1)[:n]
 
 
 def packed_bytes(n: int, bits: float) -> int:

@@ -39,10 +39,10 @@ class OneBit(Codec):
         flat = prepare(x, self.nonfinite).float()
         n = flat.numel()
         nonneg = flat >= 0
-        n_pos = int(nonneg.sum())
+        n_pos = int(torch.count_nonzero(nonneg))
         n_neg = n - n_pos
-        sum_pos = torch.where(nonneg, flat, 0.0).sum()
-        sum_neg = torch.where(nonneg, 0.0, flat).sum()
+        sum_pos = flat.clamp(min=0).sum()  # the same values, in the same order, as a masked sum
+        sum_neg = flat.clamp(max=0).sum()
         pos_mean = sum_pos / n_pos if n_pos else sum_pos.new_zeros(())
         neg_mean = sum_neg / n_neg if n_neg else sum_neg.new_zeros(())
         means = torch.stack([neg_mean, pos_mean]).to(torch.float32)
@@ -58,7 +58,7 @@ class OneBit(Codec):
         """Tensor of enc.dtype and enc.shape on the payload's device."""
         if enc.codec != self.name:
             raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
-        bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).bool()
+        bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).view(torch.bool)
         neg_mean, pos_mean = enc.tensors["means"]
         out = torch.where(bits, pos_mean, neg_mean)
         return out.to(enc.dtype).view(enc.shape)

@@ -45,7 +45,7 @@ def decode_sum_reference(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
     """float32: acc = 0; acc += decode(p).float() for p in order."""
     acc = torch.zeros(payloads[0].shape, dtype=torch.float32, device=payloads[0].device)
     for p in payloads:
-        acc = acc + codec.decode(p).float()
+        acc.add_(codec.decode(p))  # in place: one fresh tensor per payload, not two
     return acc
 
 
