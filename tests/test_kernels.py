@@ -213,6 +213,9 @@ def _check_roundtrip(x: torch.Tensor, p: dict, search: str, block_size: int | No
         want = (p["values256"][want_codes.long()] * per).to(dtype)
         assert out.dtype == dtype and out.shape == (x.numel(),)
         assert torch.equal(_bits(out.cpu()), _bits(want)), f"decode into {dtype} differs"
+        given = torch.full((x.numel(),), float("nan"), dtype=dtype, device=dev)
+        assert C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype, out=given) is given
+        assert torch.equal(_bits(given.cpu()), _bits(want)), f"decode into a given {dtype} buffer differs"
 
 
 @pytest.mark.gpu

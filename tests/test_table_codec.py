@@ -100,6 +100,28 @@ def test_fast_path_equals_reference_bit_for_bit(name, rounding, block, dtype):
     s = enc.tensors["scales"] if block is None else enc.tensors["scales"].repeat_interleave(block)[:n]
     assert y.dtype == dtype
     assert torch.equal(y, (codec.values[ref.long()] * s).to(dtype))
+    out = torch.full((n,), float("nan"), dtype=dtype)
+    assert codec.decode_into(enc, out) is out and torch.equal(out, y)  # the compiled in-place path
+
+
+def test_decode_into_an_existing_tensor():
+    """decode_into writes decode(enc) into the caller's buffer (any shape, strided or not) and
+    refuses a buffer of the wrong length, dtype or device."""
+    x = torch.randn(3, 5000, generator=torch.Generator().manual_seed(0))
+    for codec in (get_codec("dynamic_tree", block_size=64), get_codec("linear"), get_codec("onebit"),
+                  get_codec("fp16")):
+        enc = codec.encode(x)
+        want = codec.decode(enc)
+        flat = torch.zeros(15000)
+        assert torch.equal(codec.decode_into(enc, flat).view(3, 5000), want)
+        strided = torch.zeros(5000, 3).t()
+        assert torch.equal(codec.decode_into(enc, strided), want)
+        with pytest.raises(ValueError, match="out holds 14999 values, the payload 15000"):
+            codec.decode_into(enc, torch.zeros(14999))
+        with pytest.raises(ValueError, match="out is torch.float16, the payload decodes to torch.float32"):
+            codec.decode_into(enc, torch.zeros(15000, dtype=torch.float16))
+    empty = get_codec("dynamic_tree").encode(torch.zeros(0))
+    assert get_codec("dynamic_tree").decode_into(empty, torch.zeros(0)).numel() == 0
 
 
 def test_layout_codec_any_bits_wire_size():

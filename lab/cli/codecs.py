@@ -90,7 +90,7 @@ def bench_codecs(min_exp: int = typer.Option(16, "--min-exp", help="smallest siz
         df, info = bench.run(sizes, dev, repeats=repeats, progress=cb)
     path = out or REPO / "bench" / "results" / f"codecs-{backend.device_slug(dev)}.json"
     bench.write_json(df, info, path)
-    cols = ["contestant", "op", "n", "ns_per_value", "gb_per_s", "speed_vs_fp8_cast", "speed_vs_bnb"]
+    cols = ["contestant", "op", "n", "ns_per_value", "gb_per_s", "speed_vs_fp8_cast", "speed_vs_bnb", "speed_vs_bnb_op"]
     if "frac_of_copy_bw" in df:
         cols.append("frac_of_copy_bw")
     print_frame(df[cols], f"Codec speed on {info['device']} (ratios: baseline time / this time)")

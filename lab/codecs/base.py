@@ -64,6 +64,15 @@ class Codec:
     def decode(self, enc: Encoded) -> torch.Tensor:
         raise NotImplementedError
 
+    def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        """decode(enc) written into an existing tensor `out` (as many values as the payload, of
+        its dtype, on its device; any shape and strides) and returned: for buffers that already
+        exist, such as a gradient or an allreduce segment. Codecs with a fused path skip the
+        temporary (and, on a CPU, the page faults of a fresh output)."""
+        check_out(enc, out)
+        out.copy_(self.decode(enc).view(out.shape))
+        return out
+
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x))."""
         return self.decode(self.encode(x))
@@ -74,6 +83,18 @@ class Codec:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.describe()}>"
+
+
+def check_out(enc: Encoded, out: torch.Tensor) -> None:
+    """`out` can hold decode(enc): a tensor of the payload's length, dtype and device."""
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.numel() != enc.numel:
+        raise ValueError(f"out holds {out.numel()} values, the payload {enc.numel} (shape {tuple(enc.shape)})")
+    if out.dtype != enc.dtype:
+        raise ValueError(f"out is {out.dtype}, the payload decodes to {enc.dtype}")
+    if enc.numel and out.device != enc.device:
+        raise ValueError(f"out is on {out.device}, the payload on {enc.device}")
 
 
 def check_seed(seed: int) -> int:

@@ -25,6 +25,7 @@ class Contestant:
     encode: Callable[[torch.Tensor], object]
     decode: Callable[[object], torch.Tensor]
     out_bytes: float  # encoded bytes per value (codes + side information)
+    decode_into: Callable[[object, torch.Tensor], object] | None = None  # into an existing buffer
 
 
 def _bnb() -> Contestant | None:
@@ -34,7 +35,8 @@ def _bnb() -> Contestant | None:
         return None
     return Contestant("bitsandbytes blockwise4096",
                       lambda x: F.quantize_blockwise(x, blocksize=4096),
-                      lambda e: F.dequantize_blockwise(e[0], e[1]), 1 + 4 / 4096)
+                      lambda e: F.dequantize_blockwise(e[0], e[1]), 1 + 4 / 4096,
+                      lambda e, out: F.dequantize_blockwise(e[0], e[1], out=out))
 
 
 def contestants(device: torch.device) -> list[Contestant]:
@@ -46,9 +48,9 @@ def contestants(device: torch.device) -> list[Contestant]:
         for label, kw in (("dynamic_tree block4096", {"block_size": 4096}), ("dynamic_tree tensor", {})):
             c = get_codec("dynamic_tree", search=search, **kw)
             side = 4 / 4096 if kw else 0.0
-            out.append(Contestant(label + suffix, c.encode, c.decode, 1 + side))
+            out.append(Contestant(label + suffix, c.encode, c.decode, 1 + side, c.decode_into))
     out.append(Contestant("torch fp8_e4m3 cast", lambda x: x.to(torch.float8_e4m3fn),
-                          lambda y: y.to(torch.float32), 1.0))
+                          lambda y: y.to(torch.float32), 1.0, lambda y, out: out.copy_(y)))
     bnb = _bnb()
     if bnb is not None:
         out.append(bnb)
@@ -84,7 +86,11 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
             enc = c.encode(x)
             te = backend.time_fn(lambda: c.encode(x), dev, repeats=repeats).median
             td = backend.time_fn(lambda: c.decode(enc), dev, repeats=repeats).median
-            for op, t, nbytes in (("encode", te, 4 + c.out_bytes), ("decode", td, c.out_bytes + 4)):
+            timed = [("encode", te, 4 + c.out_bytes), ("decode", td, c.out_bytes + 4)]
+            tdi = _time_decode_into(c, enc, x, dev, repeats)
+            if tdi is not None:
+                timed.append(("decode_into", tdi, c.out_bytes + 4))
+            for op, t, nbytes in timed:
                 rows.append({"contestant": c.name, "op": op, "n": n, "seconds": t,
                              "ns_per_value": t / n * 1e9, "gb_per_s": nbytes * n / t / 1e9})
     if progress:
@@ -92,14 +98,30 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
     df = pd.DataFrame(rows)
     for base, col in (("torch fp8_e4m3 cast", "speed_vs_fp8_cast"), ("bitsandbytes blockwise4096", "speed_vs_bnb")):
         ref = df[df.contestant == base].set_index(["op", "n"])["seconds"]
-        df[col] = [ref.get((o, n), math.nan) / s for o, n, s in zip(df.op, df.n, df.seconds)]
+        used = [o if (o, n) in ref.index else "decode" for o, n in zip(df.op, df.n)]
+        df[col] = [ref.get((u, n), math.nan) / s for u, n, s in zip(used, df.n, df.seconds)]
+        df[col + "_op"] = used  # a baseline without an in-place decode is compared by its decode
     if copy_bw:
         df["frac_of_copy_bw"] = df.gb_per_s / copy_bw
     info = {"device": backend.device_name(dev), "device_type": dev.type, "versions": backend.versions(),
             "copy_bandwidth_gb_per_s": copy_bw, "repeats": repeats, "sizes": sizes,
             "bytes_model": "encode: 4 B in + codes + scales out; decode: codes + scales in + 4 B out",
+            "ops": "encode; decode (a new output tensor); decode_into (an existing output tensor)",
             "speed_ratio": "baseline seconds / contestant seconds (> 1: faster than the baseline)"}
     return df, info
+
+
+def _time_decode_into(c: Contestant, enc: object, x: torch.Tensor, dev: torch.device, repeats: int) -> float | None:
+    """Median seconds of decoding into one preallocated fp32 buffer, or None when the contestant
+    has no such call on this device (bitsandbytes' CPU backend has no `out=` variant)."""
+    if c.decode_into is None:
+        return None
+    out = torch.empty_like(x)
+    try:
+        c.decode_into(enc, out)
+    except (NotImplementedError, RuntimeError, TypeError):
+        return None
+    return backend.time_fn(lambda: c.decode_into(enc, out), dev, repeats=repeats).median
 
 
 def write_json(df: pd.DataFrame, info: dict, path: str | Path) -> Path:

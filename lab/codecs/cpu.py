@@ -97,9 +97,9 @@ def _encode_scaled_fn(K: int):
 
 
 @functools.cache
-def _decode_fn(dtype: torch.dtype):
-    def fn(codes, values, scale):
-        return (values[codes.int()] * scale).to(dtype)
+def _decode_into_fn(dtype: torch.dtype):
+    def fn(codes, values, scale, out):
+        return out.copy_((values[codes.int()] * scale).to(dtype))
     return torch.compile(fn, dynamic=True)
 
 
@@ -138,10 +138,8 @@ def encode_scaled(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor, lut:
     return encode_scaled_reference(x, inv, bounds)
 
 
-def decode(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """values[codes] * scale in `dtype`; `values` padded to 256 entries."""
-    if codes.numel() >= MIN_COMPILED:
-        out = _try_compiled(_decode_fn, dtype, codes, values, scale)
-        if out is not None:
-            return out
-    return decode_reference(codes, values, scale, dtype)
+def decode_into(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, out: torch.Tensor) -> None:
+    """out[...] = values[codes] * scale in out's dtype, in one pass (no temporary)."""
+    if codes.numel() >= MIN_COMPILED and _try_compiled(_decode_into_fn, out.dtype, codes, values, scale, out) is not None:
+        return
+    out.copy_(decode_reference(codes, values, scale, out.dtype))

@@ -198,11 +198,12 @@ def encode_cuda(x: torch.Tensor, bpad: torch.Tensor, lut: torch.Tensor | None, K
 
 
 def decode_cuda(codes: torch.Tensor, values256: torch.Tensor, scales: torch.Tensor, *,
-                block_size: int | None, dtype: torch.dtype) -> torch.Tensor:
+                block_size: int | None, dtype: torch.dtype, out: torch.Tensor | None = None) -> torch.Tensor:
     """values256[codes] * scale of each code's block (or the one scale), as `dtype`, shape [n].
 
     values256: float32 [256] (the table padded to 256 entries); scales: float32
-    [ceil(n / block_size)] with block_size, else one value.
+    [ceil(n / block_size)] with block_size, else one value. out: a contiguous `dtype` tensor of
+    n values on the codes' device to write into (else a new one).
     """
     if dtype not in _NAME:
         raise ValueError(f"dtype {dtype}; allowed: {', '.join(map(str, _NAME))}")
@@ -221,7 +222,11 @@ def decode_cuda(codes: torch.Tensor, values256: torch.Tensor, scales: torch.Tens
         if scales.numel() != -(-n // block_size):
             raise ValueError(f"scales has {scales.numel()} values; {n} codes in blocks of {block_size} "
                              f"need {-(-n // block_size)}")
-    out = torch.empty(n, dtype=dtype, device=device)
+    if out is None:
+        out = torch.empty(n, dtype=dtype, device=device)
+    elif (out.dtype != dtype or out.device != device or out.numel() != n or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous {dtype} tensor of {n} values on {device}, got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
     if n == 0:
         return out
     plan = decode_plan(n, dtype, block_size=block_size, codes_aligned=codes.data_ptr() % 8 == 0)

@@ -67,8 +67,14 @@ class Channel:
         return self._fmt(n).decode(payload).float()
 
     def decode_into(self, payload: torch.Tensor, seg: torch.Tensor) -> None:
-        if payload is not seg and seg.numel():
-            seg.copy_(self.decoded(payload, seg.numel()))
+        """seg = decode(payload), written in place (no temporary for codecs with a fused path)."""
+        if payload is seg or not seg.numel():
+            return
+        if self.codec is None:
+            seg.copy_(payload)
+        else:
+            fmt = self._fmt(seg.numel())
+            self.codec.decode_into(fmt.unpack(payload), seg)
 
     def add_into(self, payload: torch.Tensor, acc: torch.Tensor) -> None:
         """acc += decode(payload)."""

@@ -29,7 +29,7 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         if ch.codec is None:
             buf.add_(theirs)
         else:
-            buf.copy_(ch.decoded(mine, n))
+            ch.decode_into(mine, buf)
             ch.add_into(theirs, buf)
         mask <<= 1
     if fold.extra:
