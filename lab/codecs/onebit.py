@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, check_out, pack_bits, packed_bytes, prepare, register, unpack_bits
 
 NONFINITE_POLICIES = ("raise", "saturate")
 
@@ -59,9 +59,20 @@ class OneBit(Codec):
         if enc.codec != self.name:
             raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
         bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).view(torch.bool)
-        neg_mean, pos_mean = enc.tensors["means"]
-        out = torch.where(bits, pos_mean, neg_mean)
-        return out.to(enc.dtype).view(enc.shape)
+        neg_mean, pos_mean = enc.tensors["means"].to(enc.dtype)
+        return torch.where(bits, pos_mean, neg_mean).view(enc.shape)
+
+    def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        """decode(enc) written into `out` (see `Codec.decode_into`)."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        check_out(enc, out)
+        if not out.is_contiguous():
+            return super().decode_into(enc, out)
+        bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).view(torch.bool)
+        neg_mean, pos_mean = enc.tensors["means"].to(enc.dtype)
+        torch.where(bits, pos_mean, neg_mean, out=out.view(-1))
+        return out
 
     def describe(self) -> str:
         return "onebit"

@@ -44,8 +44,9 @@ def hop_mixed_reference(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
 def decode_sum_reference(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
     """float32: acc = 0; acc += decode(p).float() for p in order."""
     acc = torch.zeros(payloads[0].shape, dtype=torch.float32, device=payloads[0].device)
+    part = torch.empty(payloads[0].shape, dtype=payloads[0].dtype, device=payloads[0].device)
     for p in payloads:
-        acc.add_(codec.decode(p))  # in place: one fresh tensor per payload, not two
+        acc.add_(codec.decode_into(p, part))  # in place: no fresh tensor per payload
     return acc
 
 
