@@ -315,24 +315,32 @@ def _png_uri(hwc) -> str:
 
 
 def augment_preview_figure(preview) -> go.Figure:
-    """The preview grid of `augmentation_preview`: one row per augmentation, one column per draw (§4.1, Fig. 5)."""
+    """The preview grid of `augmentation_preview`: one row per augmentation, one column per draw (§4.1,
+    Fig. 5); with one image per augmentation (`augmentation_settings`) a grid of up to 4 per row."""
     import torch
     from plotly.subplots import make_subplots
 
     names = list(preview.panels)
-    cols = max(int(p.shape[0]) for p in preview.panels.values())
-    titles = [f"{AUGMENT_LABELS.get(n, n)} #{j + 1}" for n in names for j in range(cols)]
-    fig = make_subplots(rows=len(names), cols=cols, subplot_titles=titles, horizontal_spacing=0.01,
+    draws = max(int(p.shape[0]) for p in preview.panels.values())
+    if draws == 1:  # one image per augmentation (`augmentation_settings`): a grid of 4 per row
+        cols = min(4, len(names))
+        cells = [(n, preview.panels[n][0], k // cols, k % cols) for k, n in enumerate(names)]
+        titles = [AUGMENT_LABELS.get(n, n) for n in names]
+    else:
+        cols = draws
+        cells = [(n, img, i, j) for i, n in enumerate(names) for j, img in enumerate(preview.panels[n])]
+        titles = [f"{AUGMENT_LABELS.get(n, n)} #{j + 1}" for n in names for j in range(cols)]
+    rows = 1 + max(r for _, _, r, _ in cells)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.01,
                         vertical_spacing=0.03)
-    for i, n in enumerate(names):
-        for j, img in enumerate(preview.panels[n]):
-            z = img.detach().cpu()
-            if z.dtype.is_floating_point:
-                z = (z.float().clamp(0, 1) * 255).round().to(torch.uint8)
-            fig.add_trace(go.Image(source=_png_uri(z.permute(1, 2, 0).numpy())), row=i + 1, col=j + 1)
+    for _, img, r, c in cells:
+        z = img.detach().cpu()
+        if z.dtype.is_floating_point:
+            z = (z.float().clamp(0, 1) * 255).round().to(torch.uint8)
+        fig.add_trace(go.Image(source=_png_uri(z.permute(1, 2, 0).numpy())), row=r + 1, col=c + 1)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    fig.update_layout(height=180 * len(names), margin={"t": 40, "l": 10, "r": 10, "b": 10})
+    fig.update_layout(height=(180 if draws > 1 else 230) * rows, margin={"t": 40, "l": 10, "r": 10, "b": 10})
     return fig
 
 

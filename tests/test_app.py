@@ -217,6 +217,18 @@ def test_deep_image_bad_values_are_messages():
     assert "bandwidth_GBps" in at.error[0].value
 
 
+def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
+    at = page("deep_image", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
+              set_r="12", set_flip="1")
+    assert not at.exception and not at.error
+    assert at.slider(key="w_set_strength").value == pytest.approx(0.6)
+    assert at.slider(key="w_set_r").value == 12 and at.checkbox(key="w_set_flip").value
+    at.number_input(key="w_set_top").set_value(100).run()
+    assert not at.exception
+    assert "crop top offset must be an integer in 0..32" in at.error[0].value
+    assert at.query_params["set_top"] in ("100", ["100"])
+
+
 def test_deep_image_fusion_runs_from_the_button():
     at = page("deep_image", epochs="2", scales=["8", "16"])
     at.button(key="run_fusion_run").click().run()

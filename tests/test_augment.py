@@ -148,6 +148,31 @@ def test_pipeline_batched_equals_per_image_and_is_seeded():
     assert torch.equal(deep_image_augment(x, 32, ops=[], seed=0), x)
 
 
+def test_settings_preview_applies_the_chosen_parameters_in_pipeline_order():
+    from lab.experiments import augmentation_settings
+    from lab.experiments.deep_image import test_card
+
+    img = test_card(64)
+    same = augmentation_settings(img, crop_size=48)
+    assert all(torch.equal(p, same.panels["crop"]) for p in same.panels.values())  # zeros: identity
+    kw = dict(shifts=(10, -5, 0), area=0.5, strength=0.6, kind="pincushion", degree=0.2, angle=15.0, flipped=True)
+    pv = augmentation_settings(img, crop_size=48, top=3, left=5, **kw)
+    crop = img[:, :, 3:51, 5:53]
+    assert torch.equal(pv.panels["crop"], crop)
+    assert torch.equal(pv.panels["color_cast"], color_cast(crop, shifts=torch.tensor([10, -5, 0])))
+    assert torch.equal(pv.panels["rotation"], rotate(crop, degrees=[15.0]))
+    want = flip(rotate(lens_distortion(vignette(color_cast(crop, shifts=torch.tensor([10, -5, 0])), area=[0.5],
+                                                strength=[0.6]), kind="pincushion", degree=[0.2]), degrees=[15.0]),
+                flips=torch.tensor([True]))
+    assert torch.equal(pv.panels["all"], want)
+    for bad, msg in ((dict(crop_size=65), "crop size must be an int in 1..64"),
+                     (dict(shifts=(0, 0)), "one colour-cast offset per channel"),
+                     (dict(area=2.0, strength=0.1), "vignette area must lie in"),
+                     (dict(angle=181.0), "rotation angle")):
+        with pytest.raises(ValueError, match=msg):
+            augmentation_settings(img, **bad)
+
+
 def test_throughput_bench_small(monkeypatch):
     from lab import backend
     from lab.augment.bench import throughput

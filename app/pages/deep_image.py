@@ -13,8 +13,10 @@ import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.codecs import codec_names  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import (augmentation_counts, augmentation_preview, augmentation_throughput,  # noqa: E402
-                             multiscale_fusion, paper_checks, planner_advice, planner_breakdown, planner_sweep)
+from lab.experiments import (augmentation_counts, augmentation_preview, augmentation_settings,  # noqa: E402
+                             augmentation_throughput, multiscale_fusion, paper_checks, planner_advice,
+                             planner_breakdown, planner_sweep)
+from lab.augment import color_casting, distortion, rotating  # noqa: E402
 from lab.experiments.deep_image import Preview, test_card  # noqa: E402
 from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, get_model  # noqa: E402
 from lab.train.data import DATASETS  # noqa: E402
@@ -73,6 +75,41 @@ def preview_tab():
         ui.figure(fig, None, "augment_preview")
 
 
+@st.cache_resource(max_entries=16)
+def settings_figure(image_size: int, crop: int, top: int, left: int, shifts: tuple, area: float, strength: float,
+                    kind: str, degree: float, angle: float, flipped: bool):
+    pv = augmentation_settings(test_card(image_size), crop_size=crop, top=top, left=left, shifts=shifts, area=area,
+                               strength=strength, kind=kind, degree=degree, angle=angle, flipped=flipped)
+    return plots.augment_preview_figure(pv)
+
+
+def settings_tab():
+    st.caption("Every augmentation at the parameters you set, then all of them in the pipeline's order (crop "
+               "first). Zero is the identity. The paper's grids: shifts -20..20 per channel, rotations of "
+               f"±{max(rotating.ANGLES)} degrees, distortion degrees up to {max(distortion.DEGREES)}; the sliders "
+               "go further so the effects are easy to see.")
+    c1, c2, c3, c4 = st.columns(4)
+    image_size = ui.select("Test card (px)", [64, 128, 256, 512], "set_card", 256, where=c1)
+    crop = ui.number("Crop (px)", "set_crop", 224, where=c1, step=8, help="side of the square crop")
+    top = ui.number("Crop top", "set_top", 16, where=c1, step=1, min_value=0)
+    left = ui.number("Crop left", "set_left", 16, where=c1, step=1, min_value=0)
+    lo, hi = min(color_casting.SHIFTS), max(color_casting.SHIFTS)
+    shifts = tuple(int(ui.slider(f"Colour cast: {ch}", f"set_{ch[0].lower()}", 0, lo, hi, where=c2, step=1))
+                   for ch in ("Red", "Green", "Blue"))
+    area = ui.slider("Vignette area", "set_area", 0.5, 0.0, 1.0, where=c3, step=0.025,
+                     help="outer ring darkened, as a fraction of the half-diagonal")
+    strength = ui.slider("Vignette strength", "set_strength", 0.0, 0.0, 1.0, where=c3, step=0.02,
+                         help="brightness removed at the corners")
+    kind = ui.select("Lens distortion", list(distortion.KINDS), "set_kind", "barrel", where=c4)
+    degree = ui.slider("Distortion degree", "set_degree", 0.0, 0.0, float(distortion.MAX_DEGREE), where=c4,
+                       step=0.01)
+    angle = ui.slider("Rotation (degrees)", "set_angle", 0, -45, 45, where=c4, step=1)
+    flipped = ui.checkbox("Horizontal flip", "set_flip", False, where=c4)
+    fig = settings_figure(int(image_size), int(crop), int(top), int(left), shifts, float(area), float(strength),
+                          kind, float(degree), float(angle), bool(flipped))
+    ui.figure(fig, None, "augment_settings")
+
+
 def counts_tab():
     st.caption("Possible changes per augmentation counted from the grids the ops draw from, the paper's Table 1 "
                "beside (cropping's count depends on the sizes; the paper's is 224 of 512).")
@@ -107,8 +144,8 @@ def throughput_tab():
 
 
 st.subheader("Augmentations (§4.1, Table 1)")
-tabs = st.tabs(["Preview grid", "Table 1 counts", "Throughput here"])
-for tab, section in zip(tabs, (preview_tab, counts_tab, throughput_tab)):
+tabs = st.tabs(["Preview grid", "Set the parameters", "Table 1 counts", "Throughput here"])
+for tab, section in zip(tabs, (preview_tab, settings_tab, counts_tab, throughput_tab)):
     with tab:
         shown(section)
 

@@ -1,6 +1,7 @@
 """One function per experiment the UIs offer; each returns tidy pandas tables (DESIGN.md rule 4)."""
 from .collectives import collective_sweep, error_at_scale, transfer_sweep
-from .deep_image import augmentation_counts, augmentation_preview, augmentation_throughput, multiscale_fusion
+from .deep_image import (augmentation_counts, augmentation_preview, augmentation_settings, augmentation_throughput,
+                         multiscale_fusion)
 from .distributions import parse as parse_distribution, sample
 from .dropout import (PAPER_LSTM_TABLE2, PAPER_MLP_TABLE1, drop_frequency, layer_speedup, lstm_table, mlp_table,
                       pattern_masks, search_trace)
@@ -14,5 +15,5 @@ __all__ = ["error_table", "error_metrics", "sample", "parse_distribution", "tabl
            "training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction",
            "pattern_masks", "drop_frequency", "search_trace", "layer_speedup", "mlp_table", "lstm_table",
            "PAPER_MLP_TABLE1", "PAPER_LSTM_TABLE2",
-           "augmentation_preview", "augmentation_counts", "augmentation_throughput", "multiscale_fusion",
+           "augmentation_preview", "augmentation_settings", "augmentation_counts", "augmentation_throughput", "multiscale_fusion",
            "planner_sweep", "planner_breakdown", "planner_advice", "paper_checks"]

@@ -73,6 +73,46 @@ def augmentation_preview(image: torch.Tensor | None = None, *, samples: int = 4,
     return Preview(img, panels, seed)
 
 
+def augmentation_settings(image: torch.Tensor | None = None, *, crop_size: int | None = None,
+                          top: int | None = None, left: int | None = None, shifts: Sequence[int] = (0, 0, 0),
+                          area: float = 0.0, strength: float = 0.0, kind: str = "barrel", degree: float = 0.0,
+                          angle: float = 0.0, flipped: bool = False) -> Preview:
+    """Each §4.1 augmentation at parameters the caller picks, on one image, and all of them in the
+    pipeline's order (crop first, the rest on the crop). One image per panel; zeros are the identity.
+
+    crop_size: side of the square crop (default 7/8 of the image), top/left its offset (default:
+    centred); shifts: per-channel colour-cast offsets in 8-bit steps; area/strength: vignette;
+    kind ('barrel' | 'pincushion') and degree: lens distortion; angle: rotation in degrees."""
+    img = test_card(256) if image is None else image
+    check_images(img)
+    if img.shape[0] != 1:
+        raise ValueError(f"settings preview takes one image (1, C, H, W), got a batch of {img.shape[0]}")
+    H, W = img.shape[2:]
+    crop = crop_size if crop_size is not None else min(H, W) * 7 // 8
+    if isinstance(crop, bool) or not isinstance(crop, int) or not 1 <= crop <= min(H, W):
+        raise ValueError(f"crop size must be an int in 1..{min(H, W)} (the image is {H}x{W}), got {crop!r}")
+    top = (H - crop) // 2 if top is None else top
+    left = (W - crop) // 2 if left is None else left
+    cropped = random_crop(img, crop, top=[top], left=[left])
+    shifts = list(shifts)
+    if len(shifts) != img.shape[1]:
+        raise ValueError(f"shifts: one colour-cast offset per channel ({img.shape[1]}), got {len(shifts)}")
+    ops = {
+        "color_cast": lambda x: color_cast(x, shifts=torch.tensor(shifts)),
+        "vignette": lambda x: vignette(x, area=[area], strength=[strength]),
+        "lens_distortion": lambda x: lens_distortion(x, kind=kind, degree=[degree]),
+        "rotation": lambda x: rotate(x, degrees=[angle]),
+        "flip": lambda x: flip(x, flips=torch.tensor([bool(flipped)])),
+    }
+    panels = {"crop": cropped}
+    out = cropped
+    for name, op in ops.items():
+        panels[name] = op(cropped)
+        out = op(out)
+    panels["all"] = out
+    return Preview(img, panels, 0)
+
+
 def augmentation_counts(image_size: int = 512, crop_size: int = 224, channels: int = 3) -> pd.DataFrame:
     """Table 1: possible changes per augmentation from the grids the ops draw from, paper beside."""
     return table1_counts(image_size, crop_size, channels)
