@@ -183,6 +183,39 @@ def test_sparse_and_sign_codecs_gather_and_decode(codec: str) -> None:
         simulate(_rank, 2, n, "ring", c, "requantize")
 
 
+@pytest.mark.parametrize("algorithm", ["butterfly_sync", "parameter_server"])
+def test_one_bit_two_stage_encodes_each_value_twice(algorithm: str) -> None:
+    """Seide et al.'s 1-bit SGD exchange: every rank's part encoded once, the owner's sum (own part
+    exact) encoded again and sent back; 2(P-1)/P of the packed bits per rank on butterfly_sync."""
+    P, n = 4, 1000
+    c = get_codec("onebit")
+    out = simulate(_rank, P, n, algorithm, c, "requantize")
+    assert all(torch.equal(y, out[0]) for y in out)
+    if algorithm == "butterfly_sync":
+        parts = [bounds(n, P)[k:k + 2] for k in range(P)]
+        owners = range(P)
+    else:
+        parts, owners = [[0, n]], [0]
+    expect = torch.empty(n)
+    for (a, b), k in zip(parts, owners):
+        acc = torch.zeros(b - a)
+        for r in range(P):
+            piece = _x(r, n)[a:b]
+            acc += piece if r == k else c.decode(c.encode(piece))
+        expect[a:b] = c.decode(c.encode(acc))
+    assert torch.allclose(out[0], expect, atol=1e-5)
+
+    def sent(comm, mode):
+        comm.reset_counters()
+        allreduce(comm, _x(comm.rank, 8000), algorithm="butterfly_sync", codec=c, mode=mode, check=False)
+        return comm.bytes_sent
+    two, gather = simulate(sent, P, "requantize")[1], simulate(sent, P, "gather")[1]
+    assert two == 2 * (P - 1) * (8000 // P // 8 + 8)  # packed bits + two means, to and from each owner
+    assert two < gather / 1.4
+    with pytest.raises(CommError, match="use mode='gather', or algorithm butterfly_sync or parameter_server"):
+        simulate(_rank, P, n, "tree", c, "requantize")
+
+
 def test_requantized_ring_error_compounds_with_P() -> None:
     """The error-at-scale what-if: re-quantising at every hop of a ring grows the error with P."""
     def rel(P):

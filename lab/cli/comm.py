@@ -184,6 +184,8 @@ def bench_compressed(
     values: str = typer.Option("16M", "--values", help="gradient length in values (K/M suffixes)"),
     algorithm: str = typer.Option("ring", "--algorithm"),
     codecs: str = typer.Option("dynamic_tree,linear,fp16,onebit", "--codecs"),
+    mode: str = typer.Option("auto", "--mode", help="auto | requantize | gather; requantize on butterfly_sync or "
+                             "parameter_server runs 1-bit SGD two-stage (Seide et al.)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
     target_s: float = typer.Option(1.0, "--target-s"),
     as_json: bool = typer.Option(False, "--json", help="write bench/results/compressed-<device>-P<P>[-shaped-R].json"),
@@ -192,7 +194,7 @@ def bench_compressed(
     """One allreduce with each codec on the wire vs fp32, same run: time, bytes, error, speedup."""
     from lab import backend
     from lab.comm import bench
-    from lab.comm.allreduce import check_algorithm, resolve_codec
+    from lab.comm.allreduce import check_algorithm, resolve_codec, resolve_mode
     from lab.comm.launch import run
 
     try:
@@ -200,7 +202,7 @@ def bench_compressed(
         check_algorithm(algorithm)
         names: list = [None] + [c.strip() for c in codecs.split(",") if c.strip()]
         for c in names:
-            resolve_codec(c)
+            resolve_mode(resolve_codec(c), mode, algorithm)
     except ValueError as e:
         fail(str(e))
     from contextlib import nullcontext
@@ -212,13 +214,15 @@ def bench_compressed(
     try:
         with net_ctx as net, progress_bar() as cb:
             rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=cb,
-                       target_s=target_s, timeout=600)[0]
+                       target_s=target_s, mode=mode, timeout=600)[0]
     except ValueError as e:
         fail(str(e))
     df = pd.DataFrame(rows)
     print_frame(df, f"{algorithm} allreduce of {n} values on {procs} ranks" + (f" over {rate} links" if rate else ""))
     if as_json or out:
-        info = {"device": backend.device_name("cpu"), "procs": procs, "link_rate": rate, "versions": backend.versions(),
+        info = {"device": backend.device_name("cpu"), "procs": procs, "link_rate": rate, "mode": mode,
+                "versions": backend.versions(),
                 "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
-        tag = f"-shaped-{rate}" if rate else ""
+        tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
+            f"-shaped-{rate}" if rate else "")
         console.print(f"wrote {write_bench(f'compressed-cpu-P{procs}{tag}', info, rows, out)}")

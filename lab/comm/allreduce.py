@@ -28,7 +28,10 @@ from .wire import WireFormat
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
 OWN = ("compressed", "exact")
-_SCRATCH = {"ring": "two segments", "butterfly_sync": "segment", "rabenseifner": "half"}
+#: algorithms whose requantize mode encodes every value exactly twice: each rank's contribution, then
+#: the sum at its owner (butterfly synchronisation's part owner, the parameter server)
+TWO_ENCODINGS = ("butterfly_sync", "parameter_server")
+_SCRATCH = {"ring": "two segments", "butterfly_sync": "peer segments", "rabenseifner": "half"}
 
 
 def algorithm_names() -> list[str]:
@@ -44,8 +47,10 @@ def resolve_codec(codec: Codec | str | None) -> Codec | None:
     raise ValueError(f"codec={codec!r}; allowed: None, a codec name or a Codec")
 
 
-def resolve_mode(codec: Codec | None, mode: str) -> str:
-    """'raw' without a codec, else 'requantize' or 'gather' ('auto' follows the codec)."""
+def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -> str:
+    """'raw' without a codec, else 'requantize' or 'gather' ('auto' follows the codec). A codec that
+    cannot be re-encoded at every hop (sign, sparse) may still requantize on an algorithm that encodes
+    each value twice, its part and then the owner's sum (`TWO_ENCODINGS`: Seide et al.'s 1-bit SGD)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; allowed: {', '.join(MODES)}")
     if codec is None:
@@ -55,9 +60,10 @@ def resolve_mode(codec: Codec | None, mode: str) -> str:
     if mode == "requantize" and isinstance(codec, ErrorFeedback):
         raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
                          "re-encoded partial sums have none: use mode='gather'")
-    if mode == "requantize" and not codec.requantize:
+    if mode == "requantize" and not codec.requantize and algorithm not in TWO_ENCODINGS:
         raise ValueError(f"codec {codec.name!r} cannot be re-encoded at every hop (sparse or sign "
-                         "payloads); use mode='gather'")
+                         f"payloads); use mode='gather', or algorithm {' or '.join(TWO_ENCODINGS)}, which "
+                         "encode each value twice (its part, then the owner's sum)")
     return mode
 
 
@@ -76,7 +82,7 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
     rank's own x uncompressed; `key` names the error-feedback residual of an ErrorFeedback codec."""
     check_algorithm(algorithm)
     codec = resolve_codec(codec)
-    how = resolve_mode(codec, mode)
+    how = resolve_mode(codec, mode, algorithm)
     if own not in OWN:
         raise ValueError(f"own={own!r}; allowed: {', '.join(OWN)}")
     if own == "exact" and how != "gather":
@@ -99,7 +105,8 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         elif how == "gather":
             buf = _gather_sum(comm, buf, codec, ALGORITHMS[algorithm].gather, own, key)
         else:
-            scratch = {"segment": -(-n // P), "two segments": 2 * -(-n // P), "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
+            scratch = {"two segments": 2 * -(-n // P), "peer segments": (P - 1) * -(-n // P),
+                       "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
             ALGORITHMS[algorithm].reduce(comm, buf, Channel(comm, codec, scratch=scratch))
     return buf.view(x.shape).to(x.dtype)
 
@@ -118,4 +125,4 @@ def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, k
 
 
 __all__ = ["allreduce", "algorithm_names", "resolve_codec", "resolve_mode", "check_algorithm",
-           "CommError", "MODES", "OWN", "NATIVE"]
+           "CommError", "MODES", "OWN", "NATIVE", "TWO_ENCODINGS"]

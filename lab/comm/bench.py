@@ -19,7 +19,7 @@ import torch
 from lab.codecs.base import get_codec
 
 from . import cost
-from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec
+from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec, resolve_mode
 from .base import Comm
 from .wire import WireFormat
 
@@ -311,9 +311,10 @@ def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cud
 
 
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
-                       max_iters: int = 20, progress: Progress | None = None) -> list[dict] | None:
+                       max_iters: int = 20, progress: Progress | None = None, mode: str = "auto") -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
-    seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns)."""
+    seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
+    mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form)."""
     check_algorithm(algorithm)
     x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
     exact = allreduce(comm, x, algorithm=algorithm)
@@ -321,11 +322,12 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     for i, name in enumerate(codecs):
         codec = resolve_codec(name)
         comm.reset_counters()
-        y = allreduce(comm, x, algorithm=algorithm, codec=codec)
+        how = resolve_mode(codec, mode, algorithm)
+        y = allreduce(comm, x, algorithm=algorithm, codec=codec, mode=how if codec else "auto")
         sent = comm.bytes_sent
-        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, check=False),
-                       target_s, max_iters)
-        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32", "P": comm.size,
+        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, mode=how if codec else "auto",
+                                               check=False), target_s, max_iters)
+        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32", "mode": how, "P": comm.size,
                      "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
                      "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0})
         if progress:

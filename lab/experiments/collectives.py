@@ -51,11 +51,12 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
             raise ValueError(f"P={P!r}; SimComm runs 1..{MAX_RANKS} ranks")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r}; allowed: an integer >= 1 values per rank")
+    modes = {(name, a): resolve_mode(resolve_codec(name), mode, a) for name in codecs for a in algorithms}
     rows, steps, done = [], len(codecs) * len(algorithms) * len(ranks), 0
     for name in codecs:
         codec = resolve_codec(name)
-        how = resolve_mode(codec, mode)
         for a in algorithms:
+            how = modes[(name, a)]
             for P in ranks:
                 out = simulate(_error_rank, P, n, a, name, mode, seed)
                 exact = sum(_vector(r, n, seed).double() for r in range(P))

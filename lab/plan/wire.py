@@ -23,8 +23,8 @@ from .devices import Device
 
 RAW = ("none", "fp32")
 # 1-bit SGD (Seide et al. 2014) quantises twice, the local gradient and then each reduced part
-# (Dettmers 2016 §5): the requantize pattern of `lab.comm.cost`, not the gather that
-# `lab.comm.allreduce` uses for a stateless sign codec.
+# (Dettmers 2016 §5): the requantize pattern of `lab.comm.cost`, as `lab.comm.allreduce` runs it
+# with mode='requantize' on butterfly_sync or parameter_server (its default for a sign codec is gather).
 TWO_STAGE = ("onebit",)
 # gradient compressors that model parallelism cannot use on activations (Dettmers 2016 §2.2, §5)
 GRADIENT_ONLY = ("onebit", "topk", "randomk", "terngrad", "qsgd")

@@ -62,7 +62,7 @@ class GradientExchange:
                              "worker's own gradient is exact, so its residual would be added twice: use scheme='all'")
         if self.algorithm == "native":
             raise ValueError("the native all_reduce carries fp32 only; pick an algorithm such as ring")
-        resolve_mode(codec, self.effective_mode)
+        resolve_mode(codec, self.effective_mode, self.algorithm)
 
     @property
     def compressed(self) -> bool:

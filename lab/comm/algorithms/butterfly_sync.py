@@ -17,20 +17,27 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         return
     parts = pieces(buf, P)
     mine = parts[r]
-    sends = [ch.isend(ch.encode(parts[k]), k) for k in _others(P, r)]
+    # receives are posted before the sends (Gloo moves an expected message at line rate, see ring.py);
+    # raw contributions land in one scratch slot per peer
+    got = {i: ch.irecv(mine.numel(), i, slot * mine.numel()) for slot, i in enumerate(_others(P, r))}
+    sends = [(p, ch.isend(p, k)) for k in _others(P, r) for p in [ch.encode(parts[k])]]
     own = mine.clone()
     mine.zero_()
-    for i in range(P):
+    for i in range(P):  # in rank order, on every owner
         if i == r:
             mine.add_(own)
         else:
-            ch.add_into(ch.recv(mine.numel(), i), mine)
-    for w in sends:
-        w.wait()
+            payload, w = got[i]
+            w.wait()
+            ch.add_into(payload, mine)
+    for _, w in sends:
+        w.wait()  # raw parts are views of buf, which the receives below overwrite
     payload = ch.finalize(mine)
+    back = {i: ch.irecv_final(parts[i], i) for i in _others(P, r)}
     sends = [ch.isend(payload, k) for k in _others(P, r)]
-    for i in _others(P, r):
-        ch.recv_into(parts[i], i)
+    for i, (part, w) in back.items():
+        w.wait()
+        ch.decode_into(part, parts[i])
     for w in sends:
         w.wait()
 
