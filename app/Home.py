@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 st.set_page_config(page_title="ParaLab", layout="wide")
-here = Path(__file__).parent / "pages"
+here = Path(__file__).parent / "views"  # not "pages": Streamlit would also auto-list that folder
 pages = [st.Page(str(here / "overview.py"), title="Home", default=True),
          st.Page(str(here / "codecs.py"), title="Codecs"),
          st.Page(str(here / "transfer.py"), title="Transfer"),

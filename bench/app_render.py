@@ -45,7 +45,7 @@ def main() -> None:
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     rows = []
     for name in args.pages.split(","):
-        path = ROOT / "app" / "pages" / f"{name}.py"
+        path = ROOT / "app" / "views" / f"{name}.py"
         if not path.exists():
             continue
         p = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=ROOT, env=env, capture_output=True,

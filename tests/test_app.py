@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parent.parent / "app"
-PAGES = APP / "pages"
+PAGES = APP / "views"
 
 
 def page(name: str, **query) -> AppTest:

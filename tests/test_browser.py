@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 PAGES = {"": "ParaLab", "codecs": "Codecs", "transfer": "Transfer", "collectives": "Collectives",
          "training": "Training", "dropout": "Dropout"}
-if (ROOT / "app" / "pages" / "deep_image.py").exists():
+if (ROOT / "app" / "views" / "deep_image.py").exists():
     PAGES["deep_image"] = "Deep Image"
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
@@ -31,8 +32,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextmanager
+def _serve():
+    """`streamlit run app/Home.py` on a free loopback port; yields its URL, stops it after."""
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
@@ -60,6 +62,12 @@ def server():
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with _serve() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +135,18 @@ def test_a_control_changes_a_number_and_the_url(server, browser, tmp_path):
     assert again.locator("[data-testid='stMetricValue']").first.inner_text() == value.inner_text()
     again.close()
     page.close()
+
+
+def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path):
+    """A page URL opened first (before anyone loaded the home page) gets the app's own navigation and
+    wide layout, not Streamlit's folder listing of the page files."""
+    with _serve() as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(f"{url}/dropout?p=0.5")
+        _settle(page)
+        page.wait_for_selector("h1:has-text('Dropout')", timeout=60_000)
+        nav = page.locator("[data-testid='stSidebarNav'] a").all_inner_texts()
+        assert {"Home", "Codecs", "Dropout"} <= {t.strip() for t in nav}, nav
+        assert page.locator("[data-testid='stException']").count() == 0
+        _shot(page, tmp_path, "deep-link-dropout")
+        page.close()
