@@ -201,6 +201,23 @@ def test_collective_hops_reject_mismatches() -> None:
         hop.hop_codes(tree, a, torch.randn(100))
 
 
+@pytest.mark.parametrize("n", [1 << 16, 3 << 15, (1 << 16) + 5])
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_cpu_fused_hop_equals_the_composition(name: str, n: int) -> None:
+    """Lengths past cpu.MIN_COMPILED take the compiled one-pass hop (cpu.hop_blocks) for absmax-scaled
+    tables: bit for bit the composition (a ragged tail or an overflowing 1/absmax takes the composition)."""
+    from lab.codecs import cpu
+
+    assert n >= cpu.MIN_COMPILED
+    codec = _codec(name)
+    (a,) = _payloads(codec, n, 1, seed=n)
+    x = _data(n, seed=7) * 3  # heavy tails, zeros, an all-zero block, a block whose 1/absmax overflows
+    _assert_same(hop.hop_mixed(codec, a, x), codec.encode(codec.decode(a).float() + x))
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 3  # every block takes the fused pass
+    x[::97] = 0.0
+    _assert_same(hop.hop_mixed(codec, a, x), codec.encode(codec.decode(a).float() + x))
+
+
 def test_collective_hop_keeps_the_codec_nonfinite_policy() -> None:
     """A sum that overflows float32 is the codec's error ('raise') or saturates ('saturate')."""
     big = torch.full((100,), 3e38)

@@ -97,6 +97,16 @@ def _encode_scaled_fn(K: int):
 
 
 @functools.cache
+def _hop_blocks_fn(K: int):
+    def fn(codes, scale, values, x, lut, bpad):
+        acc = values[codes.int()] * scale + x
+        absmax = acc.abs().amax(1, keepdim=True)
+        inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+        return _search(acc * inv, lut, bpad, K), absmax.view(-1)
+    return torch.compile(fn, dynamic=True)
+
+
+@functools.cache
 def _decode_into_fn(dtype: torch.dtype):
     def fn(codes, values, scale, out):
         return out.copy_((values[codes.int()] * scale).to(dtype))
@@ -143,3 +153,13 @@ def decode_into(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, 
     if codes.numel() >= MIN_COMPILED and _try_compiled(_decode_into_fn, out.dtype, codes, values, scale, out) is not None:
         return
     out.copy_(decode_reference(codes, values, scale, out.dtype))
+
+
+def hop_blocks(codes: torch.Tensor, scale: torch.Tensor, values: torch.Tensor, x: torch.Tensor, lut: torch.Tensor,
+               bpad: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """One reduction hop in one pass per row of [rows, cols] views: codes and absmax of
+    values[codes] * scale + x (float32), each row scaled by its own absmax. None when the compiled
+    path is unavailable or the input is too small for it (the caller composes the reference)."""
+    if codes.numel() < MIN_COMPILED:
+        return None
+    return _try_compiled(_hop_blocks_fn, K, codes, scale, values, x, lut, bpad)

@@ -169,6 +169,9 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
         raise ValueError(f"x has shape {tuple(x.shape)}, the payload a {tuple(a.shape)}")
     if x.device != a.device:
         raise ValueError(f"x is on {x.device}, the payload a on {a.device}")
+    if x.dtype == torch.float32 and x.device.type == "cpu":
+        fast = _hop_mixed_cpu(codec, a, x)
+        return fast if fast is not None else hop_mixed_reference(codec, a, x)
     if x.dtype != torch.float32 or not _fused(codec, a):
         return hop_mixed_reference(codec, a, x)
     from .cuda_hop import hop_mixed_cuda
@@ -180,6 +183,34 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
     if not bool(torch.isfinite(absmax).all()):
         return hop_mixed_reference(codec, a, x)
     return _encoded(codec, a.shape, codes, scales)
+
+
+def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
+    """The CPU hop of an absmax-scaled table codec as one compiled pass per block (`cpu.hop_blocks`),
+    bit for bit the composition; None where it does not apply (then the caller composes)."""
+    if not isinstance(codec, TableCodec) or codec.scale != "absmax" or a.dtype != torch.float32 or not a.numel:
+        return None
+    from ..codecs import cpu
+
+    p = _tables(codec, x.device)
+    codes, scales = _flat(a.tensors["codes"]), _flat(a.tensors["scales"])
+    n, B = codes.numel(), codec.block_size
+    if B is None or n % B:  # one row: the tensor's scale (a ragged last block takes the composition)
+        if B is not None:
+            return None
+        out = cpu.hop_blocks(codes.view(1, n), scales.view(1, 1), p["values256"], _flat(x).view(1, n), p["lut"],
+                             p["bpad"], p["K"])
+    else:
+        out = cpu.hop_blocks(codes.view(-1, B), scales.view(-1, 1), p["values256"], _flat(x).view(-1, B), p["lut"],
+                             p["bpad"], p["K"])
+    if out is None:
+        return None
+    new_codes, absmax = out
+    # non-finite sums take the composition (the codec's nonfinite policy), as do subnormal absmax
+    # values whose inverse overflows (the prefix-table search is exact only for finite scaled values)
+    if not bool(torch.isfinite(absmax).all()) or bool(torch.isinf(cpu.inverse_scale(absmax)).any()):
+        return None
+    return _encoded(codec, a.shape, new_codes.view(-1), absmax)
 
 
 def decode_sum(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
