@@ -64,6 +64,16 @@ def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False)
     return vals
 
 
+def save_or_print(payload: dict, out: Path | None, as_json: bool) -> bool:
+    """Write `payload` to `out` (all or nothing) when given, and print it as JSON when asked; True
+    when printed (the command then skips its tables)."""
+    if out:
+        write_result(out, payload)
+    if as_json:
+        console.print_json(json.dumps(payload, default=str))
+    return as_json
+
+
 def write_result(path: Path, payload: dict) -> None:
     """All or nothing: a run stopped half-way leaves no file (written to a temp file, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from typing import Optional
 import torch
 import typer
 
-from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, write_bench, write_result
+from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, save_or_print, write_bench
 
 
 @app.command()
@@ -127,10 +127,7 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
         return
     payload = {"info": r.info, "table": r.table.to_dict(orient="records"),
                "agreement": r.agreement.to_dict(orient="records"), "curves": r.curves.to_dict(orient="records")}
-    if out:
-        write_result(out, payload)
-    if as_json:
-        console.print_json(json.dumps(payload, default=str))
+    if save_or_print(payload, out, as_json):
         return
     print_frame(r.table.fillna(""), f"Multi-scale fusion on {r.info['dataset']} ({r.info['train']} train, "
                                     f"{r.info['test']} test, {r.info['epochs']} epochs, seed {seed})")

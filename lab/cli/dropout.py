@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import typer
 
-from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, write_bench, write_result
+from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, save_or_print, write_bench
 
 
 dropout_app = typer.Typer(no_args_is_help=True,
@@ -53,10 +53,7 @@ def _dropout_kinds(text: str) -> list[str]:
 def _dropout_output(tables, title: str, out: Optional[Path], as_json: bool, info: dict, cols: list[str]) -> None:
     payload = {**info, "table": tables.table.to_dict(orient="records"),
                "curves": tables.curves.to_dict(orient="records")}
-    if out:
-        write_result(out, payload)
-    if as_json:
-        console.print_json(json.dumps(payload, default=str))
+    if save_or_print(payload, out, as_json):
         return
     print_frame(tables.table[[c for c in cols if c in tables.table]], title)
     if out:

@@ -1,14 +1,13 @@
 """`paralab train`: simulated and DDP training with codecs on the wire, and the §3.4 reproduction."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 import typer
 
-from .base import app, console, fail, numbers, print_frame, progress_bar, write_result
+from .base import app, console, fail, numbers, print_frame, progress_bar, save_or_print
 
 
 @app.command()
@@ -99,10 +98,7 @@ def train(
         fail(str(e))
         return
     payload = {"config": asdict(cfg), "summary": result.summary, "curve": result.curve.to_dict(orient="records")}
-    if out:
-        write_result(out, payload)
-    if as_json:
-        console.print_json(json.dumps(payload, default=str))
+    if save_or_print(payload, out, as_json):
         return
     print_frame(result.curve, f"{result.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
     print_frame(pd.DataFrame({"": list(result.summary), "value": list(result.summary.values())}), "summary")
@@ -132,10 +128,7 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
         rep = run_reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=cb)
     payload = {"reproduce": which, "seeds": seeds, "smoke": smoke, "anova": rep.anova,
                "summary": rep.summary.to_dict(orient="records"), "runs": rep.runs.to_dict(orient="records")}
-    if out:
-        write_result(out, payload)
-    if as_json:
-        console.print_json(json.dumps(payload, default=str))
+    if save_or_print(payload, out, as_json):
         return
     print_frame(rep.runs, f"Dettmers 2016 §3.4 {which}: every run")
     print_frame(rep.summary, f"{which}: final test error (%) by type, mean and 99% CI over {seeds} seeds")
