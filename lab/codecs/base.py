@@ -62,16 +62,27 @@ class Codec:
         raise NotImplementedError
 
     def decode(self, enc: Encoded) -> torch.Tensor:
-        raise NotImplementedError
+        """A new tensor of enc.dtype and enc.shape (codecs that implement `_decode_flat` need
+        nothing more; the others override this)."""
+        out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+        if not self._decode_flat(enc, out.view(-1)):
+            raise NotImplementedError(f"{type(self).__name__} implements neither decode nor _decode_flat")
+        return out
 
     def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
         """decode(enc) written into an existing tensor `out` (as many values as the payload, of
         its dtype, on its device; any shape and strides) and returned: for buffers that already
-        exist, such as a gradient or an allreduce segment. Codecs with a fused path skip the
-        temporary (and, on a CPU, the page faults of a fresh output)."""
+        exist, such as a gradient or an allreduce segment. Codecs with a fused path (`_decode_flat`)
+        write a contiguous `out` directly: no temporary, and on a CPU no page faults of a fresh output."""
         check_out(enc, out)
-        out.copy_(self.decode(enc).view(out.shape))
+        if not (out.is_contiguous() and self._decode_flat(enc, out.view(-1))):
+            out.copy_(self.decode(enc).view(out.shape))
         return out
+
+    def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        """Decode into the contiguous 1-D `flat` (enc's dtype, device and length); False when the
+        codec has no such path (the default)."""
+        return False
 
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x))."""

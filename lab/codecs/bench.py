@@ -119,7 +119,7 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
 
 def _time_decode_into(c: Contestant, enc: object, x: torch.Tensor, dev: torch.device, repeats: int) -> float | None:
     """Median seconds of decoding into one preallocated fp32 buffer, or None when the contestant
-    has no such call on this device (bitsandbytes' CPU backend has no `out=` variant)."""
+    has no such call or it fails on this device."""
     if c.decode_into is None:
         return None
     out = torch.empty_like(x)

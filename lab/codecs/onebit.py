@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, check_out, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
 
 NONFINITE_POLICIES = ("raise", "saturate")
 
@@ -54,25 +54,15 @@ class OneBit(Codec):
             wire_bytes=packed_bytes(n, 1) + 8,
         )
 
-    def decode(self, enc: Encoded) -> torch.Tensor:
-        """Tensor of enc.dtype and enc.shape on the payload's device."""
+    def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        """The non-negative mean where the bit is 1, the negative mean where it is 0, into `flat`
+        (decode gives a tensor of enc.dtype and enc.shape on the payload's device)."""
         if enc.codec != self.name:
             raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
         bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).view(torch.bool)
         neg_mean, pos_mean = enc.tensors["means"].to(enc.dtype)
-        return torch.where(bits, pos_mean, neg_mean).view(enc.shape)
-
-    def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
-        """decode(enc) written into `out` (see `Codec.decode_into`)."""
-        if enc.codec != self.name:
-            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
-        check_out(enc, out)
-        if not out.is_contiguous():
-            return super().decode_into(enc, out)
-        bits = unpack_bits(enc.tensors["signs"], 1, enc.numel).view(torch.bool)
-        neg_mean, pos_mean = enc.tensors["means"].to(enc.dtype)
-        torch.where(bits, pos_mean, neg_mean, out=out.view(-1))
-        return out
+        torch.where(bits, pos_mean, neg_mean, out=flat)
+        return True
 
     def describe(self) -> str:
         return "onebit"

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from . import cpu
-from .base import Codec, Encoded, check_input, check_out, nonfinite_error, packed_bytes, saturate_nonfinite
+from .base import Codec, Encoded, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
 from .rounding import ROUNDINGS, bounds as make_bounds
 from .tables import ValueTable
 
@@ -149,28 +149,14 @@ class TableCodec(Codec):
 
     # ------------------------------------------------------------------ decode
 
-    def decode(self, enc: Encoded) -> torch.Tensor:
-        codes = enc.tensors["codes"]
-        out = torch.empty(enc.shape, dtype=enc.dtype, device=codes.device)
-        return self._decode(enc, out) if out.numel() else out.zero_()
-
-    def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
-        """decode(enc) into `out` in one pass, no temporary (see `Codec.decode_into`)."""
-        check_out(enc, out)
-        if not out.numel():
-            return out
-        if out.is_contiguous():
-            return self._decode(enc, out)
-        out.copy_(self._decode(enc, torch.empty(enc.shape, dtype=enc.dtype, device=out.device)).view(out.shape))
-        return out
-
-    def _decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
-        """values[code] * scale of its block into the contiguous, non-empty `out`."""
+    def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        """values[code] * scale of its block into `flat`, in one pass (decode and decode_into)."""
         codes, scales = enc.tensors["codes"], enc.tensors["scales"]
         n = codes.numel()
+        if n == 0:
+            return True
         p = _on_device(self.table, self.rounding, self.scale, codes.device)
         B = enc.meta.get("block_size")
-        flat = out.view(-1)
         if codes.is_cuda:
             from .cuda import decode_cuda
             decode_cuda(codes.reshape(-1), p["values256"], scales, block_size=B, dtype=enc.dtype, out=flat)
@@ -183,7 +169,7 @@ class TableCodec(Codec):
                                 flat[:full].view(-1, B))
             if full < n:
                 cpu.decode_into(codes[full:], p["values256"], scales[-1], flat[full:])
-        return out
+        return True
 
 
 def _inverse_overflows(absmax: torch.Tensor) -> bool:

@@ -322,12 +322,12 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     for i, name in enumerate(codecs):
         codec = resolve_codec(name)
         comm.reset_counters()
-        how = resolve_mode(codec, mode, algorithm)
-        y = allreduce(comm, x, algorithm=algorithm, codec=codec, mode=how if codec else "auto")
+        y = allreduce(comm, x, algorithm=algorithm, codec=codec, mode=mode)
         sent = comm.bytes_sent
-        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, mode=how if codec else "auto",
-                                               check=False), target_s, max_iters)
-        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32", "mode": how, "P": comm.size,
+        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, mode=mode, check=False),
+                       target_s, max_iters)
+        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32",
+                     "mode": resolve_mode(codec, mode, algorithm), "P": comm.size,
                      "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
                      "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0})
         if progress:

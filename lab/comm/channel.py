@@ -28,9 +28,8 @@ CHUNK = 1 << 20
 class Channel:
     """Send/receive/reduce of fp32 segments over `comm`, through `codec` when one is given."""
 
-    def __init__(self, comm: Comm, codec: Codec | None = None, *, scratch: int = 0, chunk: int | None = None) -> None:
+    def __init__(self, comm: Comm, codec: Codec | None = None, *, scratch: int = 0) -> None:
         self.comm, self.codec = comm, codec
-        self.chunk = CHUNK if chunk is None else chunk
         self._scratch = None
         if codec is None and scratch:
             # kept on the comm: fresh multi-MB buffers per call would cost page faults every time
@@ -40,11 +39,11 @@ class Channel:
             self._scratch = held
 
     def chunks(self, seg: torch.Tensor) -> list[torch.Tensor]:
-        """`seg` cut into near-equal pieces of at most `chunk` values (one piece when shorter);
+        """`seg` cut into near-equal pieces of at most `CHUNK` values (one piece when shorter);
         every rank cuts a segment of the same length the same way."""
         from .algorithms.common import pieces
 
-        return pieces(seg, max(1, -(-seg.numel() // self.chunk)))
+        return pieces(seg, max(1, -(-seg.numel() // CHUNK)))
 
     # -- payloads
     def nbytes(self, n: int) -> int:

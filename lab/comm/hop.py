@@ -17,7 +17,7 @@ import torch
 
 from .. import backend
 from ..codecs.base import Codec, Encoded, packed_bytes
-from ..codecs.table_codec import TableCodec, _on_device
+from ..codecs.table_codec import TableCodec, _inverse_overflows, _on_device
 
 __all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
            "hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"]
@@ -195,20 +195,17 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     p = _tables(codec, x.device)
     codes, scales = _flat(a.tensors["codes"]), _flat(a.tensors["scales"])
     n, B = codes.numel(), codec.block_size
-    if B is None or n % B:  # one row: the tensor's scale (a ragged last block takes the composition)
-        if B is not None:
-            return None
-        out = cpu.hop_blocks(codes.view(1, n), scales.view(1, 1), p["values256"], _flat(x).view(1, n), p["lut"],
-                             p["bpad"], p["K"])
-    else:
-        out = cpu.hop_blocks(codes.view(-1, B), scales.view(-1, 1), p["values256"], _flat(x).view(-1, B), p["lut"],
-                             p["bpad"], p["K"])
+    if B is not None and n % B:
+        return None  # a ragged last block takes the composition
+    rows = (1, n) if B is None else (-1, B)  # one row per block, or the tensor as one row
+    out = cpu.hop_blocks(codes.view(rows), scales.view(-1, 1), p["values256"], _flat(x).view(rows), p["lut"],
+                         p["bpad"], p["K"])
     if out is None:
         return None
     new_codes, absmax = out
     # non-finite sums take the composition (the codec's nonfinite policy), as do subnormal absmax
-    # values whose inverse overflows (the prefix-table search is exact only for finite scaled values)
-    if not bool(torch.isfinite(absmax).all()) or bool(torch.isinf(cpu.inverse_scale(absmax)).any()):
+    # values whose inverse overflows, as in the codec's own encode
+    if not bool(torch.isfinite(absmax).all()) or _inverse_overflows(absmax):
         return None
     return _encoded(codec, a.shape, new_codes.view(-1), absmax)
 

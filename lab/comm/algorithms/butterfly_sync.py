@@ -20,7 +20,10 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     # receives are posted before the sends (Gloo moves an expected message at line rate, see ring.py);
     # raw contributions land in one scratch slot per peer
     got = {i: ch.irecv(mine.numel(), i, slot * mine.numel()) for slot, i in enumerate(_others(P, r))}
-    sends = [(p, ch.isend(p, k)) for k in _others(P, r) for p in [ch.encode(parts[k])]]
+    sends = []
+    for k in _others(P, r):
+        payload = ch.encode(parts[k])
+        sends.append((payload, ch.isend(payload, k)))  # the payload stays alive until its send completes
     own = mine.clone()
     mine.zero_()
     for i in range(P):  # in rank order, on every owner
