@@ -128,6 +128,48 @@ def load_kernels(name: str, options: tuple[str, ...] = ("--std=c++17",)) -> Any:
     return cupy.RawModule(code=kernel_source(name), options=options)
 
 
+# Where kernels/*.cu run: "cuda". The tests' CUDA emulator (tests/cuda_emu) sets "cpu" and swaps
+# `launch_kernel` for its own launcher, so the real launchers drive it on CPU tensors.
+KERNEL_DEVICE_TYPE = "cuda"
+
+
+def kernels_available() -> bool:
+    """The kernels can run: a GPU with CuPy, or the tests' emulator."""
+    return KERNEL_DEVICE_TYPE != "cuda" or gpu_available()
+
+
+def launch_kernel(module: str, kernel: str, grid: int, threads: int, args: tuple,
+                  device: torch.device) -> None:
+    """Launch `kernel` of kernels/<module>.cu on torch's current stream of `device` (CuPy).
+
+    args: tensors (passed as their device pointers), None (a null pointer) and numpy scalars
+    (passed at their own size, as CuPy's RawKernel does).
+    """
+    import cupy
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    fn = _kernel_function(module, kernel, index)
+    packed = tuple(np_pointer(a) if a is None or isinstance(a, torch.Tensor) else a for a in args)
+    with torch.cuda.device(index), cupy.cuda.Device(index):
+        with launch_stream():
+            fn((grid,), (threads,), packed)
+
+
+@functools.cache
+def _kernel_function(module: str, kernel: str, device_index: int) -> Any:
+    import cupy
+
+    with cupy.cuda.Device(device_index):
+        return load_kernels(module).get_function(kernel)
+
+
+def np_pointer(t: torch.Tensor | None) -> Any:
+    """A tensor's device address as the uint64 a kernel's pointer parameter takes (0 for None)."""
+    import numpy as np
+
+    return np.uint64(0 if t is None else t.data_ptr())
+
+
 def cupy_view(t: torch.Tensor) -> Any:
     """Zero-copy CuPy view of a CUDA tensor (DLPack)."""
     import cupy

@@ -1,6 +1,7 @@
 """Compressed-collective hops (lab.comm.hop, kernels/collective.cu): on the CPU the entry points
-equal the codec compositions and the kernels' arithmetic (emulated) equals them too; launch
-plans and kernel names; on a GPU (`gpu` marked) the kernels == the CPU reference bit for bit.
+equal the codec compositions and the kernels' arithmetic (in torch) equals them too; launch
+plans and kernel names; the kernels == the CPU reference bit for bit through hop's dispatch and
+the real launchers, on a GPU (`gpu`) and on the CPU emulation of CUDA (`emu`, tests/cuda_emu).
 kernels/collective.cu is compile-checked with nvcc by tests/test_kernels.py (every *.cu)."""
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ VARIANTS = {
 }
 LENGTHS = (0, 1, 3, 63, 65, 4097, 3 * 4096 + 5)  # empty, one, odd remainders of every block size
 GPU_LENGTHS = LENGTHS + (200_003, (1 << 20) + 3)
+# emulated: also multiples of 4 (decode_sum's and the hops' vector paths) and every remainder mod 4
+EMU_LENGTHS = LENGTHS + (2, 4, 64, 4096, 4100, 3 * 4096 + 6, 3 * 4096 + 8)
 
 
 def _codec(name: str):
@@ -355,117 +358,152 @@ def test_collective_launchers_reject_bad_arguments() -> None:
 
 # ------------------------------------------------------------------ GPU: kernels == reference
 
-def _no_fallback(monkeypatch) -> None:
-    """Make the composition fail on non-empty CUDA payloads, so a test sees only the fused kernels."""
+def _no_fallback(monkeypatch) -> dict:
+    """Make the composition fail on non-empty kernel-device payloads, so a test sees only the
+    fused kernels; returns the real reference functions for the test's own expectations."""
+    from lab import backend
+
+    refs = {}
     for fn in ("hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"):
-        real = getattr(hop, fn)
+        real = refs[fn] = getattr(hop, fn)
 
         def guard(codec, first, *rest, _real=real, _fn=fn):
             enc = first[0] if isinstance(first, list) else first
-            assert enc.device.type != "cuda" or enc.numel == 0, \
-                f"{_fn} ran on CUDA payloads: the fused kernel was not used"
+            assert enc.device.type != backend.KERNEL_DEVICE_TYPE or enc.numel == 0, \
+                f"{_fn} ran on kernel-device payloads: the fused kernel was not used"
             return _real(codec, first, *rest)
         monkeypatch.setattr(hop, fn, guard)
+    return refs
 
 
-def _check_gpu(codec, n: int, seed: int = 0) -> None:
+def _check_kernels(codec, n: int, dev: str, refs: dict, seed: int = 0) -> None:
     a, b = _payloads(codec, n, 2, seed=seed)
     x = _data(n, seed=seed + 50) * 2
-    ga, gb, gx = _to(a, "cuda"), _to(b, "cuda"), x.cuda()
-    _assert_same(hop.hop_codes(codec, ga, gb), hop.hop_codes_reference(codec, a, b))
-    _assert_same(hop.hop_mixed(codec, ga, gx), hop.hop_mixed_reference(codec, a, x))
+    ga, gb, gx = _to(a, dev), _to(b, dev), x.to(dev)
+    _assert_same(hop.hop_codes(codec, ga, gb), refs["hop_codes_reference"](codec, a, b))
+    _assert_same(hop.hop_mixed(codec, ga, gx), refs["hop_mixed_reference"](codec, a, x))
     ps = _payloads(codec, n, 5, seed=seed + 9)
-    got = hop.decode_sum(codec, [_to(p, "cuda") for p in ps])
-    want = hop.decode_sum_reference(codec, ps)
+    got = hop.decode_sum(codec, [_to(p, dev) for p in ps])
+    want = refs["decode_sum_reference"](codec, ps)
     assert got.dtype == torch.float32 and torch.equal(_bits(got.cpu()), _bits(want))
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(CODECS) + sorted(VARIANTS))
-def test_cuda_collective_matches_reference(name: str, monkeypatch) -> None:
-    _no_fallback(monkeypatch)
+def test_cuda_collective_matches_reference(name: str, monkeypatch, target) -> None:
+    refs = _no_fallback(monkeypatch)
     codec = _codec(name)
-    for i, n in enumerate(GPU_LENGTHS):
-        _check_gpu(codec, n, seed=i)
+    for i, n in enumerate(EMU_LENGTHS if target.emulated else GPU_LENGTHS):
+        _check_kernels(codec, n, target.device, refs, seed=i)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["dynamic_tree", "dynamic_tree-b64", "linear-b4096", "mantissa", "layout4-b100"])
-def test_cuda_collective_unaligned(name: str, monkeypatch) -> None:
+def test_cuda_collective_unaligned(name: str, monkeypatch, target) -> None:
     """Codes and x one byte/element off alignment take the kernels' scalar path."""
-    _no_fallback(monkeypatch)
+    refs = _no_fallback(monkeypatch)
     codec = _codec(name)
-    for n in (4097, 200_003):
+    dev = target.device
+    for n in (4097, 4100, 20_004 if target.emulated else 200_003):
         a, b = _payloads(codec, n, 2, seed=n)
         x = _data(n, seed=1)
 
         def shifted(enc: Encoded) -> Encoded:
-            c = enc.tensors["codes"].cuda()
+            c = enc.tensors["codes"].to(dev)
             c = torch.cat([c.new_zeros(1), c])[1:]  # codes at an odd address
-            return Encoded(enc.codec, enc.shape, enc.dtype, {"codes": c, "scales": enc.tensors["scales"].cuda()},
+            return Encoded(enc.codec, enc.shape, enc.dtype, {"codes": c, "scales": enc.tensors["scales"].to(dev)},
                            enc.wire_bytes, dict(enc.meta))
 
-        gx = torch.cat([x.new_zeros(1), x]).cuda()[1:]
-        _assert_same(hop.hop_codes(codec, shifted(a), _to(b, "cuda")), hop.hop_codes_reference(codec, a, b))
-        _assert_same(hop.hop_codes(codec, _to(a, "cuda"), shifted(b)), hop.hop_codes_reference(codec, a, b))
-        _assert_same(hop.hop_mixed(codec, _to(a, "cuda"), gx), hop.hop_mixed_reference(codec, a, x))
-        _assert_same(hop.hop_mixed(codec, shifted(a), x.cuda()), hop.hop_mixed_reference(codec, a, x))
+        gx = torch.cat([x.new_zeros(1), x]).to(dev)[1:]
+        _assert_same(hop.hop_codes(codec, shifted(a), _to(b, dev)), refs["hop_codes_reference"](codec, a, b))
+        _assert_same(hop.hop_codes(codec, _to(a, dev), shifted(b)), refs["hop_codes_reference"](codec, a, b))
+        _assert_same(hop.hop_mixed(codec, _to(a, dev), gx), refs["hop_mixed_reference"](codec, a, x))
+        _assert_same(hop.hop_mixed(codec, shifted(a), x.to(dev)), refs["hop_mixed_reference"](codec, a, x))
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["dynamic_tree", "dynamic_tree-b64", "bnb_dynamic-b4096", "mantissa"])
-@pytest.mark.parametrize("n", (1, 4097, 4099, 200_003))
-def test_cuda_decode_sum_gather_buffer(name: str, n: int, monkeypatch) -> None:
+@pytest.mark.parametrize("n", (1, 4096, 4097, 4099, 20_004))
+def test_cuda_decode_sum_gather_buffer(name: str, n: int, monkeypatch, target) -> None:
     """Payloads that are rows of one buffer (as an allgather leaves them) are read in place,
     with any row stride: a multiple of 4 (vector path) or not (scalar path)."""
-    _no_fallback(monkeypatch)
+    refs = _no_fallback(monkeypatch)
     codec = _codec(name)
+    dev = target.device
     ps = _payloads(codec, n, 6, seed=n)
-    want = hop.decode_sum_reference(codec, ps)
-    for pad in (0, 1, 3):
+    want = refs["decode_sum_reference"](codec, ps)
+    for pad in (0, 1, 3, 4):
         stride = n + pad
-        codes = torch.zeros(6 * stride, dtype=torch.uint8, device="cuda")
+        codes = torch.zeros(6 * stride, dtype=torch.uint8, device=dev)
         gathered = []
         for i, p in enumerate(ps):
-            codes[i * stride: i * stride + n] = p.tensors["codes"].cuda()
+            codes[i * stride: i * stride + n] = p.tensors["codes"].to(dev)
             gathered.append(Encoded(p.codec, p.shape, p.dtype, {"codes": codes[i * stride: i * stride + n],
-                                                               "scales": p.tensors["scales"].cuda()},
+                                                               "scales": p.tensors["scales"].to(dev)},
                                     p.wire_bytes, dict(p.meta)))
         assert hop._rows([g.tensors["codes"] for g in gathered]).data_ptr() == codes.data_ptr()
         got = hop.decode_sum(codec, gathered)
         assert torch.equal(_bits(got.cpu()), _bits(want))
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("kw", ({}, {"block_size": 64}, {"block_size": 4096}))
-def test_cuda_collective_nonfinite(kw: dict) -> None:
+def test_cuda_collective_nonfinite(kw: dict, target) -> None:
     """An overflowing sum or a NaN/Inf in x: the codec's error, or its saturation, as on the CPU."""
     n = 5000
+    dev = target.device
     codec = get_codec("linear", **kw)
     big = codec.encode(torch.full((n,), 3e38))
     with pytest.raises(ValueError, match="non-finite"):
-        hop.hop_codes(codec, _to(big, "cuda"), _to(big, "cuda"))
+        hop.hop_codes(codec, _to(big, dev), _to(big, dev))
     x = torch.randn(n)
     x[1234] = float("inf")
     a = codec.encode(torch.randn(n))
     with pytest.raises(ValueError, match="non-finite"):
-        hop.hop_mixed(codec, _to(a, "cuda"), x.cuda())
+        hop.hop_mixed(codec, _to(a, dev), x.to(dev))
     sat = get_codec("linear", nonfinite="saturate", **kw)
-    _assert_same(hop.hop_mixed(sat, _to(a, "cuda"), x.cuda()), hop.hop_mixed_reference(sat, a, x))
-    _assert_same(hop.hop_codes(sat, _to(big, "cuda"), _to(big, "cuda")), hop.hop_codes_reference(sat, big, big))
+    _assert_same(hop.hop_mixed(sat, _to(a, dev), x.to(dev)), hop.hop_mixed_reference(sat, a, x))
+    _assert_same(hop.hop_codes(sat, _to(big, dev), _to(big, dev)), hop.hop_codes_reference(sat, big, big))
     none = get_codec("mantissa")
     m = none.encode(torch.randn(n))
     with pytest.raises(ValueError, match="non-finite"):
-        hop.hop_mixed(none, _to(m, "cuda"), x.cuda())
+        hop.hop_mixed(none, _to(m, dev), x.to(dev))
 
 
-@pytest.mark.gpu
-def test_cuda_collective_tiny_and_zero(monkeypatch) -> None:
+def test_cuda_collective_runs_every_launch(target) -> None:
+    """The same buffers hop after hop (torch's caching allocator hands the same blocks back every
+    step): each call runs its kernels on the data as it is now, never a remembered launch."""
+    dev = target.device
+    for kw in ({}, {"block_size": 64}):
+        codec = get_codec("dynamic_tree", **kw)
+        p = hop._tables(codec, torch.device(dev))
+        tables = (p["values256"], p["bpad"], p["lut"], p["K"])
+        steps = [(codec.encode(torch.randn(4096) * (i + 1)), torch.randn(4096) * (i + 2)) for i in range(4)]
+        want = [hop.hop_mixed_reference(codec, a, x) for a, x in steps]
+        want_sum = [hop.decode_sum_reference(codec, [a, a]) for a, _ in steps]
+        ac = torch.empty(4096, dtype=torch.uint8, device=dev)
+        asc = torch.empty(steps[0][0].tensors["scales"].shape, device=dev)
+        x = torch.empty(4096, device=dev)
+        got, got_sum = [], []
+        for a, xs in steps:  # a training loop: inputs refilled in place, outputs freed each step
+            ac.copy_(a.tensors["codes"])
+            asc.copy_(a.tensors["scales"])
+            x.copy_(xs)
+            codes, scales, _ = H.hop_mixed_cuda(ac, asc, x, *tables, block_size=codec.block_size)
+            got.append((codes.cpu().clone(), scales.cpu().clone()))
+            del codes, scales
+            s = H.decode_sum_cuda(ac.expand(2, -1), asc.expand(2, -1), p["values256"], block_size=codec.block_size)
+            got_sum.append(s.cpu().clone())
+            del s
+        for i, ((codes, scales), w, ws, gs) in enumerate(zip(got, want, want_sum, got_sum)):
+            assert torch.equal(codes, w.tensors["codes"]), f"step {i}: stale codes"
+            assert torch.equal(_bits(scales), _bits(w.tensors["scales"])), f"step {i}: stale scales"
+            assert torch.equal(_bits(gs), _bits(ws)), f"step {i}: stale decode_sum"
+
+
+def test_cuda_collective_tiny_and_zero(monkeypatch, target) -> None:
     """All-zero sums (scale 0) and sums whose 1/absmax overflows (absmax below 2**-128)."""
-    _no_fallback(monkeypatch)
+    refs = _no_fallback(monkeypatch)
+    dev = target.device
     for kw in ({}, {"block_size": 64}, {"block_size": 4096}):
         codec = get_codec("dynamic_tree", **kw)
         for x in (torch.zeros(5000), -torch.zeros(5000), _data(5000, 3) * 1e-40):
             a = codec.encode(x)
-            _assert_same(hop.hop_codes(codec, _to(a, "cuda"), _to(a, "cuda")), hop.hop_codes_reference(codec, a, a))
-            _assert_same(hop.hop_mixed(codec, _to(a, "cuda"), x.cuda()), hop.hop_mixed_reference(codec, a, x))
+            _assert_same(hop.hop_codes(codec, _to(a, dev), _to(a, dev)), refs["hop_codes_reference"](codec, a, a))
+            _assert_same(hop.hop_mixed(codec, _to(a, dev), x.to(dev)), refs["hop_mixed_reference"](codec, a, x))

@@ -1,5 +1,6 @@
-"""CUDA kernels: nvcc compile checks (no GPU needed), the search algorithms and launch plans of
-kernels/codec.cu emulated on the CPU, and kernel == CPU reference bit for bit (`gpu` marked)."""
+"""kernels/codec.cu: nvcc compile checks (no GPU needed), the search algorithms and launch plans,
+and kernel == CPU reference bit for bit through the real launchers, on a GPU (`gpu`) and on the
+CPU emulation of CUDA (`emu`, tests/cuda_emu) at sizes that cross every block, group and tail."""
 from __future__ import annotations
 
 import shutil
@@ -18,6 +19,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 SEARCHES = ("lut", "binary")
 MODES = ("block64", "block256", "block1000", "block4096", "block65536", "scale_absmax", "scale_one")
 LENGTHS = (0, 1, 4095, 4097, (1 << 20) + 3)
+EMU_LENGTHS = (0, 1, 2, 3, 4095, 4097, 3 * 4096 + 6)  # every remainder mod 4 and 8, tails of each block
 
 
 # ------------------------------------------------------------------ compile checks
@@ -147,7 +149,10 @@ def test_launch_plans(dtype: torch.dtype) -> None:
         for block_size in (1, 3, 64, 100, 256, 1000, 4096, 65536, 10**6, None):
             for aligned in (True, False):
                 for plan in (C.encode_plan(n, dtype, block_size=block_size, search="lut", x_aligned=aligned),
-                             C.decode_plan(n, dtype, block_size=block_size, codes_aligned=aligned)):
+                             C.decode_plan(n, dtype, block_size=block_size, codes_aligned=aligned,
+                                           out_aligned=True),
+                             C.decode_plan(n, dtype, block_size=block_size, codes_aligned=True,
+                                           out_aligned=aligned)):
                     group = vec if plan.kernel.startswith("encode") else C.DECODE_GROUP
                     assert plan.threads % 32 == 0 and plan.threads <= C.MAX_CTA
                     assert plan.team == plan.threads or (plan.team <= 32 and plan.team & (plan.team - 1) == 0)
@@ -218,58 +223,104 @@ def _check_roundtrip(x: torch.Tensor, p: dict, search: str, block_size: int | No
         assert torch.equal(_bits(given.cpu()), _bits(want)), f"decode into a given {dtype} buffer differs"
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("table", sorted(TABLES))
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_matches_reference(dtype: torch.dtype, search: str, table: str, mode: str) -> None:
+def test_cuda_matches_reference(dtype: torch.dtype, search: str, table: str, mode: str, target) -> None:
     p = _prepared(table)
-    for i, n in enumerate(LENGTHS):
+    for i, n in enumerate(EMU_LENGTHS if target.emulated else LENGTHS):
         x = _data(n, dtype, seed=i)
         block_size, scale = _mode(mode, x.float())
-        _check_roundtrip(x.cuda(), p, search, block_size, scale)
+        _check_roundtrip(x.to(target.device), p, search, block_size, scale)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("mode", ("block64", "block100", "block4096", "block65536", "scale_absmax"))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_unaligned_input(dtype: torch.dtype, mode: str) -> None:
+def test_cuda_unaligned_input(dtype: torch.dtype, mode: str, target) -> None:
     """Inputs and codes one element off 16-byte alignment take the kernels' scalar path."""
     p = _prepared("tree256")
-    for n in (4097, 200003):
+    dev = target.device
+    for n in (4097, 20003 if target.emulated else 200003):
         x = _data(n + 1, dtype, seed=n)
         block_size, scale = _mode(mode, x[1:].float())
-        _check_roundtrip(x.cuda()[1:], p, "lut", block_size, scale)
-        d = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
-        codes, scales = C.encode_cuda(x.cuda()[1:], d["bpad"], d["lut"], d["K"], block_size=block_size,
-                                      scale=None if scale is None else scale.cuda())
+        _check_roundtrip(x.to(dev)[1:], p, "lut", block_size, scale)
+        d = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+        codes, scales = C.encode_cuda(x.to(dev)[1:], d["bpad"], d["lut"], d["K"], block_size=block_size,
+                                      scale=None if scale is None else scale.to(dev))
         shifted = torch.cat([codes.new_zeros(1), codes])[1:]  # codes at an odd address
         out = C.decode_cuda(shifted, d["values256"], scales, block_size=block_size, dtype=dtype)
         want = C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype)
         assert torch.equal(_bits(out), _bits(want))
 
 
-@pytest.mark.gpu
+@pytest.mark.parametrize("offset", (1, 2, 3, 4))
+@pytest.mark.parametrize("mode", ("block64", "block4096", "scale_absmax"))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_decode_into_unaligned_out(dtype: torch.dtype, mode: str, offset: int, target) -> None:
+    """decode_into an allreduce segment (buf[offset:], its start not a multiple of 16 bytes) with
+    aligned codes: the vector path's 16-byte stores would fault, so the plan must take the scalar
+    path (a 'misaligned address' is sticky on a GPU and ends the CUDA context)."""
+    p = _prepared("tree256")
+    dev = target.device
+    d = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+    for n in (4096, 4097, 3 * 4096 + 6):
+        x = _data(n, dtype, seed=n)
+        block_size, scale = _mode(mode, x.float())
+        codes, scales = C.encode_cuda(x.to(dev), d["bpad"], d["lut"], d["K"], block_size=block_size,
+                                      scale=None if scale is None else scale.to(dev))
+        assert codes.data_ptr() % 8 == 0
+        buf = torch.full((n + offset,), float("nan"), dtype=dtype, device=dev)
+        out = buf[offset:]
+        assert C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype, out=out) is out
+        want = C.decode_cuda(codes, d["values256"], scales, block_size=block_size, dtype=dtype)
+        assert torch.equal(_bits(out.cpu()), _bits(want.cpu()))
+        assert torch.isnan(buf[:offset].float()).all(), "decode wrote before its output"
+
+
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_cuda_all_zero_input(dtype: torch.dtype, search: str) -> None:
+def test_cuda_all_zero_input(dtype: torch.dtype, search: str, target) -> None:
     p = _prepared("tree255")
-    x = torch.zeros(10000, dtype=dtype, device="cuda")
+    x = torch.zeros(10000, dtype=dtype, device=target.device)
     for block_size, scale in ((64, None), (4096, None), (None, torch.zeros(1)), (None, torch.ones(1))):
         _check_roundtrip(x, p, search, block_size, scale)
         _check_roundtrip(-x, p, search, block_size, scale)
 
 
-@pytest.mark.gpu
-def test_cuda_scale_overflow_and_bounds() -> None:
+def test_cuda_scale_overflow_and_bounds(target) -> None:
     """Values on the bounds exactly (scale 1), and x / scale overflowing to +-inf (a tiny scale)."""
     for table in sorted(TABLES):
         p = _prepared(table)
         a = _probe_values(p["bounds"])
         for search in SEARCHES:
-            _check_roundtrip(a.cuda(), p, search, None, torch.ones(1))
-            _check_roundtrip(a.cuda(), p, search, None, torch.tensor([1e-38]))
+            _check_roundtrip(a.to(target.device), p, search, None, torch.ones(1))
+            _check_roundtrip(a.to(target.device), p, search, None, torch.tensor([1e-38]))
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("block_size", (64, 4096))
+def test_cuda_block_inverse_is_exact(block_size: int, search: str, target) -> None:
+    """Blocks whose values sit on the bounds to the last ulp after scaling by 1/absmax: a code
+    flips if the kernel's 1/absmax or x * inv is one ulp off the reference's."""
+    p = _prepared("tree256")
+    g = torch.Generator().manual_seed(3)
+    bounds = p["bounds"]
+    nb = 24
+    absmax = (torch.rand(nb, generator=g) * 10 + 0.1).float()
+    inv = 1.0 / absmax
+    blocks = []
+    for k in range(nb):
+        j = torch.randint(0, bounds.numel(), (block_size,), generator=g)
+        x = bounds[j] / inv[k]  # x * inv lands on or beside bound j
+        for step in range(torch.randint(-2, 3, (1,), generator=g).item(), 0):
+            x = torch.nextafter(x, torch.tensor(-1e30))
+        x = torch.where(x.abs() < absmax[k], x, torch.zeros_like(x))
+        x[0] = absmax[k]
+        blocks.append(x)
+    x = torch.cat(blocks)
+    _check_roundtrip(x.to(target.device), p, search, block_size, None)
+    _check_roundtrip(x[: 3 * block_size].to(target.device), p, search, None, absmax[:1].clone())
 
 
 @pytest.mark.gpu

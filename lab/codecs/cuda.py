@@ -17,7 +17,6 @@ worth of groups. Pointers go to CuPy as integers: CuPy has no bfloat16 dtype to 
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,36 +81,21 @@ def encode_plan(n: int, dtype: torch.dtype, *, block_size: int | None, search: s
     return _plan(f"encode_{mode}_{_NAME[dtype]}_{search}", n, block_size, v, vec, ENCODE_ITEMS)
 
 
-def decode_plan(n: int, dtype: torch.dtype, *, block_size: int | None, codes_aligned: bool) -> Launch:
-    """Launch of the decoder into `dtype`; codes_aligned: the codes' address is a multiple of 8."""
-    vec = codes_aligned and (block_size is None or block_size % DECODE_GROUP == 0)
+def decode_plan(n: int, dtype: torch.dtype, *, block_size: int | None, codes_aligned: bool,
+                out_aligned: bool) -> Launch:
+    """Launch of the decoder into `dtype`. The vector path loads 8 codes at a time and stores
+    16 bytes at a time, so it needs both: codes_aligned, the codes' address a multiple of 8, and
+    out_aligned, the output's a multiple of 16 (a segment of an allreduce buffer often is not)."""
+    vec = codes_aligned and out_aligned and (block_size is None or block_size % DECODE_GROUP == 0)
     mode = "scale" if block_size is None else "block"
     return _plan(f"decode_{mode}_{_NAME[dtype]}", n, block_size, DECODE_GROUP, vec, DECODE_ITEMS)
 
 
 # ------------------------------------------------------------------ launching
 
-@functools.cache
-def _kernel(name: str, device_index: int, module: str = "codec"):
-    import cupy
-
-    with cupy.cuda.Device(device_index):
-        return backend.load_kernels(module).get_function(name)
-
-
-def _ptr(t: torch.Tensor | None) -> np.uint64:
-    return np.uint64(0 if t is None else t.data_ptr())
-
-
 def _launch(plan: Launch, device: torch.device, args: tuple, module: str = "codec") -> None:
-    """Launch plan.kernel of kernels/<module>.cu on torch's current stream of `device`."""
-    import cupy
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    fn = _kernel(plan.kernel, index, module)
-    with torch.cuda.device(index), cupy.cuda.Device(index):
-        with backend.launch_stream():
-            fn((plan.grid,), (plan.threads,), args)
+    """Launch plan.kernel of kernels/<module>.cu (`backend.launch_kernel`: CuPy, or the tests' emulator)."""
+    backend.launch_kernel(module, plan.kernel, plan.grid, plan.threads, args, device)
 
 
 # ------------------------------------------------------------------ validation
@@ -120,7 +104,7 @@ def _check_cuda(name: str, t: torch.Tensor, dtype: torch.dtype | tuple[torch.dty
                 device: torch.device | None = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cuda":
+    if t.device.type != backend.KERNEL_DEVICE_TYPE:
         raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
     if device is not None and t.device != device:
         raise ValueError(f"{name} is on {t.device}, the input on {device}")
@@ -192,8 +176,8 @@ def encode_cuda(x: torch.Tensor, bpad: torch.Tensor, lut: torch.Tensor | None, K
         return codes, side
     plan = encode_plan(n, x.dtype, block_size=block_size, search=search, x_aligned=x.data_ptr() % 16 == 0)
     _launch(plan, device, (
-        _ptr(x), _ptr(codes), _ptr(side), np.int64(n), np.int32(plan.block), np.int32(plan.team),
-        np.int32(plan.vec), _ptr(bpad), np.int32(bpad.numel()), _ptr(lut), np.int32(K)))
+        x, codes, side, np.int64(n), np.int32(plan.block), np.int32(plan.team),
+        np.int32(plan.vec), bpad, np.int32(bpad.numel()), lut, np.int32(K)))
     return codes, side
 
 
@@ -229,8 +213,9 @@ def decode_cuda(codes: torch.Tensor, values256: torch.Tensor, scales: torch.Tens
                          f"{out.dtype} {tuple(out.shape)} on {out.device}")
     if n == 0:
         return out
-    plan = decode_plan(n, dtype, block_size=block_size, codes_aligned=codes.data_ptr() % 8 == 0)
+    plan = decode_plan(n, dtype, block_size=block_size, codes_aligned=codes.data_ptr() % 8 == 0,
+                       out_aligned=out.data_ptr() % 16 == 0)
     _launch(plan, device, (
-        _ptr(codes), _ptr(values256), _ptr(scales), _ptr(out), np.int64(n), np.int32(plan.block),
+        codes, values256, scales, out, np.int64(n), np.int32(plan.block),
         np.int32(plan.team), np.int32(plan.vec)))
     return out

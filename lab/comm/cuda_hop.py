@@ -24,14 +24,12 @@ the absmax of the sum, so the caller can tell a non-finite sum (the codec's erro
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
 
-from ..codecs.cuda import (CTA, MAX_GRID, SEARCHES, Launch, _check_block_size, _check_cuda,
-                           _ptr, _team, check_search_tables)
-from ..codecs.cuda import _launch as _codec_launch
+from .. import backend
+from ..codecs.cuda import (CTA, MAX_GRID, SEARCHES, Launch, _check_block_size, _check_cuda, _team,
+                           check_search_tables)
 
 HOP_ITEMS = 4  # = HOP_ITEMS in kernels/collective.cu
 GROUP = 4  # = GROUP: elements per vector group
@@ -88,9 +86,10 @@ def decode_sum_plan(n: int, *, block_size: int | None, aligned: bool) -> Launch:
 
 # ------------------------------------------------------------------ launching
 
-@functools.cache
 def _launch(plan: Launch, device: torch.device, args: tuple) -> None:
-    _codec_launch(plan, device, args, "collective")
+    """Launch plan.kernel of kernels/collective.cu. Never cached: a later hop may reuse the same
+    pointers (torch's caching allocator hands the same blocks back every step) and must run."""
+    backend.launch_kernel("collective", plan.kernel, plan.grid, plan.threads, args, device)
 
 
 # ------------------------------------------------------------------ validation
@@ -137,17 +136,16 @@ def _hop(kind: str, src: tuple, aligned: bool, n: int, device: torch.device, val
         absmax = torch.zeros(1, dtype=torch.float32, device=device)
     if n == 0:
         return codes, scales.new_zeros(0), absmax.new_zeros(0)
-    tables = (_ptr(values256), _ptr(bpad), np.int32(bpad.numel()), _ptr(lut if lut is not None else bpad),
-              np.int32(K))
+    tables = (values256, bpad, np.int32(bpad.numel()), lut if lut is not None else bpad, np.int32(K))
     for plan in hop_plan(kind, n, block_size=block_size, scale=scale, search=search, aligned=aligned):
         shape = (np.int64(n), np.int32(plan.block), np.int32(plan.team), np.int32(plan.vec))
         if "_block_" in plan.kernel:
-            args = src + (_ptr(codes), _ptr(scales)) + shape + tables
+            args = src + (codes, scales) + shape + tables
         elif plan.kernel.endswith("_absmax"):
-            args = src + (_ptr(absmax),) + shape + (_ptr(values256),)
+            args = src + (absmax,) + shape + (values256,)
         else:
             word = None if scale == "absmax" else absmax
-            args = src + (_ptr(codes), _ptr(scales), _ptr(word)) + shape + tables
+            args = src + (codes, scales, word) + shape + tables
         _launch(plan, device, args)
     return codes, scales, absmax
 
@@ -174,7 +172,7 @@ def hop_codes_cuda(a_codes: torch.Tensor, a_scales: torch.Tensor, b_codes: torch
     _check_payload("b", b_codes, b_scales, n, nb, device)
     _check_tables(values256, bpad, lut, K, search, device)
     aligned = a_codes.data_ptr() % 4 == 0 and b_codes.data_ptr() % 4 == 0
-    src = (_ptr(a_codes), _ptr(a_scales), _ptr(b_codes), _ptr(b_scales))
+    src = (a_codes, a_scales, b_codes, b_scales)
     return _hop("codes", src, aligned, n, device, values256, bpad, lut, K, block_size, scale, search)
 
 
@@ -194,7 +192,7 @@ def hop_mixed_cuda(a_codes: torch.Tensor, a_scales: torch.Tensor, x: torch.Tenso
         raise ValueError(f"x has {x.numel()} values, the payload {n}")
     _check_tables(values256, bpad, lut, K, search, device)
     aligned = a_codes.data_ptr() % 4 == 0 and x.data_ptr() % 16 == 0
-    src = (_ptr(a_codes), _ptr(a_scales), _ptr(x))
+    src = (a_codes, a_scales, x)
     return _hop("mixed", src, aligned, n, device, values256, bpad, lut, K, block_size, scale, search)
 
 
@@ -210,7 +208,7 @@ def decode_sum_cuda(codes: torch.Tensor, scales: torch.Tensor, values256: torch.
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise ValueError(f"{name} must be a 2-D tensor [P, ...], got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
-        if t.device.type != "cuda":
+        if t.device.type != backend.KERNEL_DEVICE_TYPE:
             raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
         if t.dtype != dtype:
             raise ValueError(f"{name} dtype {t.dtype}; allowed: {dtype}")
@@ -237,6 +235,6 @@ def decode_sum_cuda(codes: torch.Tensor, scales: torch.Tensor, values256: torch.
     aligned = codes.data_ptr() % 4 == 0 and (P == 1 or codes.stride(0) % 4 == 0)
     plan = decode_sum_plan(n, block_size=block_size, aligned=aligned)
     _launch(plan, device, (
-        _ptr(codes), np.int64(codes.stride(0)), _ptr(scales), np.int64(scales.stride(0)), np.int32(P), _ptr(out),
-        np.int64(n), np.int64(plan.block), np.int32(plan.vec), _ptr(values256)))
+        codes, np.int64(codes.stride(0)), scales, np.int64(scales.stride(0)), np.int32(P), out,
+        np.int64(n), np.int64(plan.block), np.int32(plan.vec), values256))
     return out

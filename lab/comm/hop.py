@@ -102,11 +102,11 @@ def _fused(codec: Codec, *payloads: Encoded) -> bool:
     """Take the CUDA kernels: a table codec, fp32 payloads on CUDA, CuPy present, values to sum."""
     if not isinstance(codec, TableCodec) or not payloads[0].numel:
         return False
-    if any(p.dtype != torch.float32 or p.device.type != "cuda" for p in payloads):
+    if any(p.dtype != torch.float32 or p.device.type != backend.KERNEL_DEVICE_TYPE for p in payloads):
         return False
     if codec.search == "lut" and _tables(codec, payloads[0].device)["K"] > _max_k():
         return False  # the codec's own CUDA encoder rejects such a table too: let it say so
-    return backend.gpu_available()
+    return backend.kernels_available()
 
 
 def _max_k() -> int:
@@ -169,11 +169,9 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
         raise ValueError(f"x has shape {tuple(x.shape)}, the payload a {tuple(a.shape)}")
     if x.device != a.device:
         raise ValueError(f"x is on {x.device}, the payload a on {a.device}")
-    if x.dtype == torch.float32 and x.device.type == "cpu":
-        fast = _hop_mixed_cpu(codec, a, x)
-        return fast if fast is not None else hop_mixed_reference(codec, a, x)
     if x.dtype != torch.float32 or not _fused(codec, a):
-        return hop_mixed_reference(codec, a, x)
+        fast = _hop_mixed_cpu(codec, a, x) if x.dtype == torch.float32 and x.device.type == "cpu" else None
+        return fast if fast is not None else hop_mixed_reference(codec, a, x)
     from .cuda_hop import hop_mixed_cuda
 
     p = _tables(codec, a.device)
