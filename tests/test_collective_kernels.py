@@ -386,6 +386,18 @@ def _check_kernels(codec, n: int, dev: str, refs: dict, seed: int = 0) -> None:
     got = hop.decode_sum(codec, [_to(p, dev) for p in ps])
     want = refs["decode_sum_reference"](codec, ps)
     assert got.dtype == torch.float32 and torch.equal(_bits(got.cpu()), _bits(want))
+    # the same payloads as rows of one gather buffer whose row stride is a multiple of 4: the
+    # vector path, with a scalar tail when n is not a multiple of 4
+    stride = -(-n // 4) * 4
+    buf = torch.zeros(len(ps) * stride, dtype=torch.uint8, device=dev)
+    rows = []
+    for i, p in enumerate(ps):
+        buf[i * stride: i * stride + n] = p.tensors["codes"].to(dev)
+        rows.append(Encoded(p.codec, p.shape, p.dtype, {"codes": buf[i * stride: i * stride + n],
+                                                        "scales": p.tensors["scales"].to(dev)},
+                            p.wire_bytes, dict(p.meta)))
+    got = hop.decode_sum(codec, rows)
+    assert torch.equal(_bits(got.cpu()), _bits(want)), "decode_sum of a gather buffer differs"
 
 
 @pytest.mark.parametrize("name", sorted(CODECS) + sorted(VARIANTS))
@@ -495,6 +507,23 @@ def test_cuda_collective_runs_every_launch(target) -> None:
             assert torch.equal(codes, w.tensors["codes"]), f"step {i}: stale codes"
             assert torch.equal(_bits(scales), _bits(w.tensors["scales"])), f"step {i}: stale scales"
             assert torch.equal(_bits(gs), _bits(ws)), f"step {i}: stale decode_sum"
+
+
+@pytest.mark.parametrize("name", ["dynamic_tree-b64", "dynamic_tree-b4096", "dynamic_tree"])
+def test_cuda_collective_block_inverse_is_exact(name: str, monkeypatch, target) -> None:
+    """A hop of an all-zero payload and bound-sitting x (its sum is x exactly): the hop's 1/absmax
+    and s * inv are the reference's to the last ulp."""
+    from test_kernels import bound_sitting
+
+    refs = _no_fallback(monkeypatch)
+    codec = _codec(name)
+    B = codec.block_size or 4096
+    x = bound_sitting(codec.bounds, B, 4 if B > 64 else 24, seed=B)
+    zero = codec.encode(torch.zeros_like(x))
+    _assert_same(hop.hop_mixed(codec, _to(zero, target.device), x.to(target.device)),
+                 refs["hop_mixed_reference"](codec, zero, x))
+    _assert_same(hop.hop_codes(codec, _to(zero, target.device), _to(codec.encode(x), target.device)),
+                 refs["hop_codes_reference"](codec, zero, codec.encode(x)))
 
 
 def test_cuda_collective_tiny_and_zero(monkeypatch, target) -> None:

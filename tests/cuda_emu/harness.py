@@ -150,6 +150,7 @@ class Module:
 
 
 _MODULES: dict[tuple[str, str | None], Module] = {}
+LAUNCHED: set[str] = set()  # kernels of the unchanged sources launched in this process
 
 
 def module(name: str, source: str | None = None, *, label: str | None = None) -> Module:
@@ -262,6 +263,8 @@ class Launcher:
         err = ctypes.create_string_buffer(1024)
         rc = mod.lib.emu_launch(k.index, grid, threads, argv, self.flags, SHARED_POISON, err, len(err))
         self.launches.append((module_name, kernel, grid, threads))
+        if src is None:
+            LAUNCHED.add(kernel)
         what = dict(names)
         for base, g in guarded.items():
             g.check_and_copy_back(f"the buffer of {what[base]}")

@@ -1,0 +1,161 @@
+"""The CUDA emulator itself (tests/cuda_emu): it finds and runs every kernel of kernels/*.cu, any
+thread order gives the same answer, misuse is a clear error, planted bugs are caught (NVRTC's check is in test_kernels.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cuda_emu import harness, nvrtc
+from lab.backend import KERNEL_DIR
+from lab.codecs import cuda as C
+from lab.comm import cuda_hop as H
+from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
+from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting)
+
+pytestmark = [pytest.mark.emu,
+              pytest.mark.skipif(harness.compiler() is None, reason="the CUDA emulator needs g++ on the PATH")]
+
+SOURCES = {p.stem: p.read_text() for p in sorted(KERNEL_DIR.glob("*.cu"))}
+
+
+def _reachable_kernels() -> set[str]:
+    """Every kernel the launchers can choose, over the options the emulated tests use."""
+    names = set()
+    for dtype in DTYPES:
+        for search in SEARCHES:
+            for bs in (64, None):
+                names.add(C.encode_plan(100, dtype, block_size=bs, search=search, x_aligned=True).kernel)
+        for bs in (64, None):
+            names.add(C.decode_plan(100, dtype, block_size=bs, codes_aligned=True, out_aligned=True).kernel)
+    for kind in H.KINDS:
+        for search in SEARCHES:
+            for bs, scale in ((64, "absmax"), (None, "absmax"), (None, "none")):
+                names |= {p.kernel for p in H.hop_plan(kind, 100, block_size=bs, scale=scale, search=search,
+                                                       aligned=True)}
+    names.add(H.decode_sum_plan(100, block_size=None, aligned=True).kernel)
+    return names
+
+
+def test_emulator_builds_every_kernel() -> None:
+    found = {k for name in SOURCES for k in harness.module(name).kernels}
+    assert len(found) == 29, sorted(found)
+    assert found == _reachable_kernels(), "a kernel in kernels/*.cu that no launcher reaches, or the reverse"
+
+
+def test_preprocess_keeps_line_numbers() -> None:
+    for name, text in SOURCES.items():
+        out = harness.preprocess(text)
+        assert out.count("\n") == text.count("\n")
+        assert "asm(" not in out and "__shared__" not in out
+    with pytest.raises(harness.EmuError, match="does not map"):
+        harness.preprocess('asm("mov.u32 %0, %%laneid;" : "=r"(x));')
+
+
+def test_launch_arguments_follow_cupy(cuda_emu) -> None:
+    """A Python int travels as int64: passing one for an `int` parameter is the launcher's bug."""
+    p = _prepared("17")
+    x, codes, absmax = torch.randn(100), torch.empty(100, dtype=torch.uint8), torch.empty(2)
+    good = (x, codes, absmax, np.int64(100), np.int32(64), np.int32(32), np.int32(0), p["bpad"],
+            np.int32(p["bpad"].numel()), p["lut"], np.int32(p["K"]))
+    cuda_emu("codec", "encode_block_f32_lut", 1, 256, good)
+    with pytest.raises(TypeError, match="parameter 4 has 4 bytes.*int64"):
+        cuda_emu("codec", "encode_block_f32_lut", 1, 256, good[:4] + (64,) + good[5:])
+    with pytest.raises(TypeError, match="is a pointer"):
+        cuda_emu("codec", "encode_block_f32_lut", 1, 256, (np.uint64(x.data_ptr()),) + good[1:])
+    with pytest.raises(TypeError, match="takes 11 arguments"):
+        cuda_emu("codec", "encode_block_f32_lut", 1, 256, good[:-1])
+    with pytest.raises(harness.EmuError, match="no kernel"):
+        cuda_emu("codec", "encode_block_f64_lut", 1, 256, good)
+
+
+def _codec_battery() -> None:
+    """kernels/codec.cu through the real launchers: tails, groups, blocks, dtypes, bound-sitting data."""
+    for table in ("tree256", "17"):
+        p = _prepared(table)
+        for dtype in DTYPES:
+            for mode in ("block64", "block4096", "scale_absmax"):
+                for n in (1, 3, 4097, 3 * 4096 + 6):
+                    x = _data(n, dtype, seed=n)
+                    block_size, scale = _mode(mode, x.float())
+                    _check_roundtrip(x, p, "lut" if table == "17" else "binary", block_size, scale)
+    p = _prepared("tree256")
+    for bs in (64, 4096):
+        _check_roundtrip(bound_sitting(p["bounds"], bs, 8 if bs == 64 else 2, seed=bs), p, "lut", bs, None)
+
+
+def _collective_battery(monkeypatch) -> None:
+    refs = _no_fallback(monkeypatch)
+    for name in ("dynamic_tree", "dynamic_tree-b64", "dynamic_tree-b4096", "mantissa"):
+        codec = _codec(name)
+        for i, n in enumerate((3, 65, 4100, 3 * 4096 + 6)):
+            _check_kernels(codec, n, "cpu", refs, seed=i)
+        B = codec.block_size or 4096
+        x = bound_sitting(codec.bounds, B, 2 if B > 64 else 8, seed=B)
+        zero = codec.encode(torch.zeros_like(x))
+        from lab.comm import hop
+        from test_collective_kernels import _assert_same
+        _assert_same(hop.hop_mixed(codec, zero, x), refs["hop_mixed_reference"](codec, zero, x))
+
+
+@pytest.mark.parametrize("flags", (1, 2, 3), ids=("threads-reversed", "blocks-reversed", "both-reversed"))
+def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatch) -> None:
+    """Threads and blocks run in reverse order: a result that depends on the order is a race."""
+    cuda_emu.flags = flags
+    _codec_battery()
+    _collective_battery(monkeypatch)
+
+
+# ------------------------------------------------------------------ planted bugs
+
+def _sub(text: str, old: str, new: str) -> str:
+    assert old in text, f"the mutation's anchor is gone from the source: {old!r}"
+    return text.replace(old, new)
+
+
+MASK = "((1u << size) - 1) << (threadIdx.x & 31 & ~(size - 1))"
+MUTATIONS = {
+    # (module, description) -> source transform
+    "codec-missing-syncthreads": ("codec", lambda s: _sub(
+        s, "sb[i] = i < nbpad ? bpad[i] : INF;\n    __syncthreads();", "sb[i] = i < nbpad ? bpad[i] : INF;\n")),
+    "codec-wrong-shuffle-mask": ("codec", lambda s: _sub(s, MASK, "((1u << size) - 1)")),
+    "codec-tail-off-by-one": ("codec", lambda s: _sub(
+        s, "for (int i = rest + t.lane; i < len; i += t.size)\n            cb[i]",
+        "for (int i = rest + t.lane; i < len - 1; i += t.size)\n            cb[i]")),
+    "codec-inverse-one-ulp": ("codec", lambda s: _sub(
+        s, "inv = am > 0.f ? __frcp_rn(am) : 0.f;",
+        "inv = am > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(am)) + 1u) : 0.f;")),
+    "codec-flush-to-zero": ("codec", lambda s: "#define ftz_(f) (fabsf(f) < 1.17549435e-38f ? 0.0f * (f) : (f))\n" + _sub(
+        _sub(s, "store_float<D>(ob + g, __fmul_rn(sv[c[j]], s));", "store_float<D>(ob + g, ftz_(__fmul_rn(sv[c[j]], s)));"),
+        "bits[i] = D::from_float(__fmul_rn(sv[code], s));", "bits[i] = D::from_float(ftz_(__fmul_rn(sv[code], s)));")),
+    "codec-out-of-bounds-write": ("codec", lambda s: _sub(
+        s, "for (int i = ngroups * G + t.lane; i < len; i += t.size)",
+        "for (int i = ngroups * G + t.lane; i <= len; i += t.size)")),
+    "collective-missing-syncthreads": ("collective", lambda s: _sub(
+        s, "sb[i] = i < nbpad ? bpad[i] : INF;\n    __syncthreads();", "sb[i] = i < nbpad ? bpad[i] : INF;\n")),
+    "collective-wrong-shuffle-mask": ("collective", lambda s: _sub(s, MASK, "((1u << size) - 1)")),
+    "collective-fma-contraction": ("collective", lambda s: _sub(
+        _sub(s, "s[0] = __fadd_rn(__fmul_rn(sv[a[i]], da), x[i]);", "s[0] = fmaf(sv[a[i]], da, x[i]);"),
+        "s[j] = __fadd_rn(__fmul_rn(sv[(ca >> (8 * j)) & 0xffu], da), xs[j]);",
+        "s[j] = fmaf(sv[(ca >> (8 * j)) & 0xffu], da, xs[j]);")),
+    "collective-inverse-one-ulp": ("collective", lambda s: _sub(
+        s, "inv = am > 0.f ? __frcp_rn(am) : 0.f;",
+        "inv = am > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(am)) + 1u) : 0.f;")),
+    "collective-tail-off-by-one": ("collective", lambda s: _sub(
+        s, "const i64 i = ngroups * N + tid;\n        if (i < n) {", "const i64 i = ngroups * N + tid;\n        if (i < n - 1) {")),
+    "collective-out-of-bounds-write": ("collective", lambda s: _sub(
+        s, "if constexpr (N == 1) out[i] = acc[0];", "if constexpr (N == 1) out[i + (i == n - 1)] = acc[0];")),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_planted_bug_is_caught(mutation: str, cuda_emu, monkeypatch) -> None:
+    """A copy of a kernel source with one known bug: the emulated tests must fail on it."""
+    module, mutate = MUTATIONS[mutation]
+    cuda_emu.sources[module] = mutate(SOURCES[module])
+    assert cuda_emu.sources[module] != SOURCES[module]
+    battery = _codec_battery if module == "codec" else (lambda: _collective_battery(monkeypatch))
+    with pytest.raises((AssertionError, harness.EmuError)) as caught:
+        battery()
+    print(f"{mutation}: {type(caught.value).__name__}: {str(caught.value).splitlines()[0][:160]}")
