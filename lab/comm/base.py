@@ -31,7 +31,7 @@ class CommError(RuntimeError):
 
 
 class Work:
-    """A pending send or receive; `wait()` blocks until it completes."""
+    """A pending send or receive; `wait()` blocks until it completes (again: returns at once)."""
 
     def wait(self) -> None:
         raise NotImplementedError

@@ -28,12 +28,17 @@ def check_backend(backend: str) -> None:
 
 
 class _Work(Work):
+    """Waits once: a second wait() on Gloo's receive would wait for a second message."""
+
     def __init__(self, work: Any, comm: "TorchComm", what: str, peer: int | str) -> None:
-        self.work, self.comm, self.what, self.peer = work, comm, what, peer
+        self.work, self.comm, self.what, self.peer, self.done = work, comm, what, peer, False
 
     def wait(self) -> None:
+        if self.done:
+            return
         try:
             self.work.wait()
+            self.done = True
         except Exception as e:  # Gloo raises RuntimeError / DistBackendError on a dead or silent peer
             raise CommError(f"rank {self.comm.rank}: {self.what} rank {self.peer} failed; rank {self.peer} "
                             f"may have died or hung ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
