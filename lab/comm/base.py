@@ -16,7 +16,8 @@ whole group), so the algorithms keep one rule: an operation in a rank's k-th bat
 in its peer's batch of the same step. `receive_ahead` says where a receive may break that rule
 and be posted a batch early (Gloo: an expected message moves at line rate, an unexpected one at
 about half of it, docs/shaped_link.md); on NCCL it would block its batch until the peer's next
-batch, which waits for this one. `SimComm(strict=True)` enforces these NCCL rules.
+batch, which waits for this one. `SimComm(strict=True)` enforces these NCCL rules. The lone
+isend/irecv/send/recv suit one-way traffic (a ping-pong, a benchmark), not exchanges.
 """
 from __future__ import annotations
 

@@ -58,6 +58,9 @@ class TorchComm(Comm):
             # batches of a rank run in order on one stream: a receive posted a batch early would
             # hold its batch until the peer's next one, which waits for this one (base.py)
             self.receive_ahead = False
+            # batch_isend_irecv as the group's first collective needs every rank in it (torch
+            # docs); a barrier first makes the group's communicator with all ranks
+            dist.barrier()
         else:
             self.device = torch.device("cpu")
 
