@@ -22,7 +22,8 @@ def every_algorithm(comm, lengths):
         for a in algorithm_names():
             out[(a, n)] = allreduce(comm, x_for(comm.rank, n), algorithm=a)
     n = max(lengths)
-    out[("ring+dynamic_tree", n)] = allreduce(comm, x_for(comm.rank, n), algorithm="ring", codec="dynamic_tree")
+    for a in algorithm_names()[1:]:
+        out[(a + "+dynamic_tree", n)] = allreduce(comm, x_for(comm.rank, n), algorithm=a, codec="dynamic_tree")
     out[("tree+topk", n)] = allreduce(comm, x_for(comm.rank, n), algorithm="tree", codec=get_codec("topk", ratio=0.5))
     return out
 
@@ -32,6 +33,16 @@ def chunked_ring(comm, n):
     x = x_for(comm.rank, n)
     return {"native": allreduce(comm, x, algorithm="native"), "ring": allreduce(comm, x, algorithm="ring"),
             "ring+linear": allreduce(comm, x, algorithm="ring", codec="linear")}
+
+
+def big_exchange(comm, n):
+    """Ranks 0 and 1 swap n fp32 values in one exchange (both send and receive at once)."""
+    if comm.rank > 1:
+        return None
+    peer = 1 - comm.rank
+    mine, theirs = torch.full((n,), float(comm.rank + 1)), torch.empty(n)
+    comm.exchange([(mine, peer)], [(theirs, peer)]).wait()
+    return bool(theirs.eq(float(peer + 1)).all())
 
 
 def dies(comm, victim):

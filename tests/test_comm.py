@@ -295,3 +295,84 @@ def test_bounds_cover_the_vector() -> None:
             b = bounds(n, parts)
             assert b[0] == 0 and b[-1] == n and all(b[i] <= b[i + 1] for i in range(parts))
             assert max(b[i + 1] - b[i] for i in range(parts)) - min(b[i + 1] - b[i] for i in range(parts)) <= 1
+
+
+# -- NCCL's point-to-point rules (SimComm strict=True, base.py): every exchange is deadlock-free
+
+
+@pytest.mark.parametrize("P", [2, 3, 4, 5, 6, 7, 8, 16, 33, 64])
+def test_every_algorithm_keeps_nccl_rules(P: int) -> None:
+    """Rendezvous sends and batches run in order per rank, as on NCCL: every algorithm completes,
+    raw, requantized and gathered (raw only beyond 16 ranks: codec work is slow there), with the
+    same numbers as with buffered sends."""
+    n = 3 * P + 2
+    dt = get_codec("dynamic_tree")
+    for codec, mode in ((None, "auto"),) + (((dt, "requantize"), (dt, "gather")) if P <= 16 else ()):
+        for a in ALGS[1:]:
+            strict = simulate(_rank, P, n, a, codec, mode, strict=True)
+            loose = simulate(_rank, P, n, a, codec, mode)
+            assert all(torch.equal(s, b) for s, b in zip(strict, loose)), (a, P, mode)
+    assert torch.allclose(strict[0].double(), _exact(P, n), rtol=0, atol=0.03 * float(_exact(P, n).abs().max()))
+
+
+@pytest.mark.parametrize("P", [2, 3, 5])
+def test_ring_chunks_keep_nccl_rules(P: int, monkeypatch) -> None:
+    """Chunked ring steps (segments of different chunk counts too) under NCCL's rules: one batch
+    per chunk of a step, no receive posted ahead."""
+    from lab.comm import channel
+
+    monkeypatch.setattr(channel, "CHUNK", 16)
+    for n in (1, 16 * P + P - 1, 1001):
+        for codec in (None, get_codec("linear")):
+            strict = simulate(_rank, P, n, "ring", codec, strict=True)
+            assert all(torch.equal(s, b) for s, b in zip(strict, simulate(_rank, P, n, "ring", codec))), (P, n)
+
+
+def test_strict_sim_catches_what_hangs_on_nccl() -> None:
+    """Both ranks send first, or both post a receive first, to each other: NCCL hangs (one stream
+    per pair, messages beyond its buffer), and so does the strict simulator; one batch does not."""
+    def send_first(comm):
+        peer = 1 - comm.rank
+        w = comm.isend(torch.ones(4), peer)
+        comm.recv(torch.empty(4), peer)
+        w.wait()
+
+    def recv_first(comm):
+        peer, got = 1 - comm.rank, torch.empty(4)
+        w = comm.irecv(got, peer)
+        comm.send(torch.full((4,), float(comm.rank)), peer)
+        w.wait()
+        return got
+
+    def batch(comm):
+        peer, got = 1 - comm.rank, torch.empty(4)
+        comm.exchange([(torch.full((4,), float(comm.rank)), peer)], [(got, peer)]).wait()
+        return got
+
+    for fn in (send_first, recv_first):
+        simulate(fn, 2)  # buffered sends (Gloo-like): fine
+        with pytest.raises(CommError, match="deadlock: 2 rank.*rank 0 waits for (send to|receive from) rank 1"):
+            simulate(fn, 2, strict=True)
+    assert [float(g[0]) for g in simulate(batch, 2, strict=True)] == [1.0, 0.0]
+    with pytest.raises(CommError, match=r"1 operation\(s\) never matched \(rank 0: send to rank 1\)"):
+        simulate(lambda c: c.isend(torch.ones(3), 1) if c.rank == 0 else None, 2, strict=True)
+    with pytest.raises(CommError, match="message from rank 0 is \\(3,\\)"):
+        simulate(lambda c: c.exchange([(torch.ones(3), 1)]) if c.rank == 0
+                 else c.exchange(recvs=[(torch.empty(2), 0)]).wait(), 2, strict=True)
+
+
+def test_exchange_counts_skips_empty_and_checks_peers() -> None:
+    def body(comm):
+        peer = 1 - comm.rank
+        got, none = torch.empty(5), torch.empty(0)
+        b = comm.exchange([(torch.arange(5.0) + comm.rank, peer), (torch.empty(0), peer)], [(none, peer), (got, peer)])
+        b.wait()
+        b.wait()  # again: returns at once
+        return got, comm.messages_sent, comm.bytes_sent, comm.receive_ahead
+
+    for strict in (False, True):
+        (g0, m, nb, ahead), (g1, *_) = simulate(body, 2, strict=strict)
+        assert torch.equal(g0, torch.arange(5.0) + 1) and torch.equal(g1, torch.arange(5.0))
+        assert (m, nb, ahead) == (1, 20, not strict)
+    with pytest.raises(CommError, match="peer 2 is not another rank of 0..1"):
+        simulate(lambda c: c.exchange(recvs=[(torch.empty(1), 2)]), 2)

@@ -4,11 +4,25 @@ A Comm is one rank's view of a group of `size` ranks: blocking and async send/re
 tensors between pairs, in FIFO order per pair, a barrier, and a small all-gather of Python
 objects for control (length checks). Implementations: `TorchComm` (torch.distributed: Gloo on
 CPU, NCCL on GPU, real processes) and `SimComm` (P virtual ranks in one process).
+
+Paired exchanges go through `exchange(sends, recvs)`, one *batch* of operations posted together.
+Why: torch's NCCL backend runs a lone isend/irecv on one CUDA stream per peer pair, in the order
+posted, and an NCCL transfer moves only while both of its ends run. Two ranks that each post a
+receive before their send to the other (or a send before their receive, for a message beyond
+NCCL's buffer) wait for each other forever. `torch.distributed.batch_isend_irecv` wraps a batch
+in ncclGroupStart/End, so every operation of it progresses at once and the order inside it does
+not matter. The batches of a rank still run one after the other (on NCCL, on the stream of the
+whole group), so the algorithms keep one rule: an operation in a rank's k-th batch matches one
+in its peer's batch of the same step. `receive_ahead` says where a receive may break that rule
+and be posted a batch early (Gloo: an expected message moves at line rate, an unexpected one at
+about half of it, docs/shaped_link.md); on NCCL it would block its batch until the peer's next
+batch, which waits for this one. `SimComm(strict=True)` enforces these NCCL rules. The lone
+isend/irecv/send/recv suit one-way traffic (a ping-pong, a benchmark), not exchanges.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -18,7 +32,7 @@ class CommError(RuntimeError):
 
 
 class Work:
-    """A pending send or receive; `wait()` blocks until it completes."""
+    """A pending send or receive; `wait()` blocks until it completes (again: returns at once)."""
 
     def wait(self) -> None:
         raise NotImplementedError
@@ -31,6 +45,25 @@ class Done(Work):
         return None
 
 
+DONE = Done()
+
+
+class Batch(Work):
+    """The operations of one `exchange`: `sends[i]` / `recvs[i]` is the Work of the i-th send /
+    receive (on NCCL all of them are the batch's one Work); `wait()` waits for every one."""
+
+    __slots__ = ("sends", "recvs")
+
+    def __init__(self, sends: list[Work], recvs: list[Work]) -> None:
+        self.sends, self.recvs = sends, recvs
+
+    def wait(self) -> None:
+        for w in self.recvs:
+            w.wait()
+        for w in self.sends:
+            w.wait()
+
+
 class Comm(ABC):
     """One rank of a group. Counters `bytes_sent` and `messages_sent` cover this rank's sends."""
 
@@ -38,6 +71,8 @@ class Comm(ABC):
     size: int
     backend: str
     device: torch.device
+    #: may a receive be posted in a batch before the one that carries its matching send (see above)
+    receive_ahead: bool = True
 
     def __init__(self) -> None:
         self.bytes_sent = 0
@@ -67,6 +102,37 @@ class Comm(ABC):
 
     def recv(self, t: torch.Tensor, src: int) -> None:
         self.irecv(t, src).wait()
+
+    def exchange(self, sends: Sequence[tuple[torch.Tensor, int]] = (),
+                 recvs: Sequence[tuple[torch.Tensor, int]] = ()) -> Batch:
+        """Post one batch: send each (tensor, dst) and receive into each (tensor, src), all at once,
+        so that no order of posting can deadlock (module docstring). Several operations with the
+        same peer and direction match the peer's in list order. Zero-element tensors are not sent
+        (both ends know the lengths; Gloo rejects zero-size traffic): their Work is done at once.
+        Do not touch a sent tensor before its Work completes."""
+        for _, peer in (*sends, *recvs):
+            self._check_peer(peer)
+        live_s = [i for i, (t, _) in enumerate(sends) if t.numel()]
+        live_r = [i for i, (t, _) in enumerate(recvs) if t.numel()]
+        for i in live_s:
+            t = sends[i][0]
+            self.bytes_sent += t.numel() * t.element_size()
+        self.messages_sent += len(live_s)
+        ws, wr = self._exchange([sends[i] for i in live_s], [recvs[i] for i in live_r])
+        out_s: list[Work] = [DONE] * len(sends)
+        out_r: list[Work] = [DONE] * len(recvs)
+        for i, w in zip(live_s, ws):
+            out_s[i] = w
+        for i, w in zip(live_r, wr):
+            out_r[i] = w
+        return Batch(out_s, out_r)
+
+    def _exchange(self, sends: list[tuple[torch.Tensor, int]],
+                  recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
+        """Post the non-empty operations of a batch; the Works of its sends and of its receives.
+        Default: receives first (an expected message moves fastest), then sends, one at a time."""
+        wr = [self._irecv(t, src) for t, src in recvs]
+        return [self._isend(t, dst) for t, dst in sends], wr
 
     # -- control
     @abstractmethod

@@ -13,11 +13,13 @@ decode/add/encode one chunk while the next is on the wire (the ring does).
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from lab.codecs.base import Codec
 
-from .base import Comm, Done, Work
+from .base import Batch, Comm
 from .wire import WireFormat
 
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
@@ -96,49 +98,44 @@ class Channel:
         self.decode_into(payload, acc)
         return payload
 
-    # -- transfers
-    def isend(self, payload: torch.Tensor, dst: int) -> Work:
-        return self.comm.isend(payload, dst) if payload.numel() else Done()
-
-    def irecv(self, n: int, src: int, offset: int = 0) -> tuple[torch.Tensor, Work]:
-        """Start receiving the payload of n values from `src`: raw payloads land in the scratch
-        buffer at `offset` (or a fresh buffer), codec payloads in a fresh byte buffer."""
+    # -- buffers and transfers (every transfer is a batch of `Comm.exchange`: NCCL-safe, base.py)
+    def buffer(self, n: int, offset: int = 0) -> torch.Tensor:
+        """A buffer for the payload of n values: raw payloads in the scratch buffer at `offset` (or
+        a fresh buffer), codec payloads in a fresh byte buffer."""
         if self.codec is None:
             if self._scratch is not None and self._scratch.numel() >= offset + n:
-                buf = self._scratch[offset:offset + n]
-            else:
-                buf = torch.empty(n, dtype=torch.float32, device=self.comm.device)
-        else:
-            buf = torch.empty(self.nbytes(n), dtype=torch.uint8, device=self.comm.device)
-        return buf, (self.comm.irecv(buf, src) if buf.numel() else Done())
+                return self._scratch[offset:offset + n]
+            return torch.empty(n, dtype=torch.float32, device=self.comm.device)
+        return torch.empty(self.nbytes(n), dtype=torch.uint8, device=self.comm.device)
+
+    def final_buffer(self, seg: torch.Tensor) -> torch.Tensor:
+        """Where a final payload for `seg` lands (raw: `seg` itself); `decode_into(payload, seg)`
+        completes it once received."""
+        return seg if self.codec is None else self.buffer(seg.numel())
+
+    def post(self, sends: Sequence[tuple[torch.Tensor, int]] = (),
+             recvs: Sequence[tuple[torch.Tensor, int]] = ()) -> Batch:
+        """One batch of sends (payload, dst) and receives (buffer, src); empty payloads are skipped."""
+        return self.comm.exchange(sends, recvs)
+
+    def send(self, payload: torch.Tensor, dst: int) -> None:
+        self.comm.exchange([(payload, dst)]).wait()
 
     def recv(self, n: int, src: int) -> torch.Tensor:
         """Receive the payload of n values from `src` into a scratch or fresh buffer."""
-        buf, w = self.irecv(n, src)
-        w.wait()
+        buf = self.buffer(n)
+        self.comm.exchange(recvs=[(buf, src)]).wait()
         return buf
-
-    def irecv_final(self, seg: torch.Tensor, src: int) -> tuple[torch.Tensor, Work]:
-        """Start receiving a final payload for `seg` (raw: straight into `seg`); after `wait()`,
-        `decode_into(payload, seg)` completes it."""
-        if self.codec is None:
-            return seg, (self.comm.irecv(seg, src) if seg.numel() else Done())
-        return self.irecv(seg.numel(), src)
 
     def recv_into(self, seg: torch.Tensor, src: int) -> torch.Tensor:
         """Receive a final payload from `src`, decode it into `seg`, return the payload."""
-        payload, w = self.irecv_final(seg, src)
-        w.wait()
+        payload = self.final_buffer(seg)
+        self.comm.exchange(recvs=[(payload, src)]).wait()
         self.decode_into(payload, seg)
         return payload
 
-    def exchange_to(self, payload: torch.Tensor, dst: int, src: int, n: int) -> torch.Tensor:
-        """Send `payload` to `dst` while receiving a payload of n values from `src`."""
-        w = self.isend(payload, dst)
-        got = self.recv(n, src)
-        w.wait()
-        return got
-
     def exchange(self, payload: torch.Tensor, peer: int, n: int) -> torch.Tensor:
-        """Swap payloads with `peer`."""
-        return self.exchange_to(payload, peer, peer, n)
+        """Swap payloads with `peer` in one batch; the received payload of n values."""
+        got = self.buffer(n)
+        self.comm.exchange([(payload, peer)], [(got, peer)]).wait()
+        return got

@@ -4,7 +4,8 @@ Made by the local launcher (`launch.run`) or, across machines, under `torchrun`:
     torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
         -m lab bench collectives
 `from_env()` joins the group torchrun describes (env:// rendezvous). A failed or timed-out
-transfer raises CommError naming the peer rank it was exchanging with.
+transfer raises CommError naming the peer rank it was exchanging with. Every batch of `exchange`
+is one `torch.distributed.batch_isend_irecv` (ncclGroupStart/End on NCCL), see base.py.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .base import Comm, CommError, Work
+from .base import Comm, CommError, Done, Work
 
 BACKENDS = ("gloo", "nccl")
 
@@ -27,12 +28,17 @@ def check_backend(backend: str) -> None:
 
 
 class _Work(Work):
-    def __init__(self, work: Any, comm: "TorchComm", what: str, peer: int) -> None:
-        self.work, self.comm, self.what, self.peer = work, comm, what, peer
+    """Waits once: a second wait() on Gloo's receive would wait for a second message."""
+
+    def __init__(self, work: Any, comm: "TorchComm", what: str, peer: int | str) -> None:
+        self.work, self.comm, self.what, self.peer, self.done = work, comm, what, peer, False
 
     def wait(self) -> None:
+        if self.done:
+            return
         try:
             self.work.wait()
+            self.done = True
         except Exception as e:  # Gloo raises RuntimeError / DistBackendError on a dead or silent peer
             raise CommError(f"rank {self.comm.rank}: {self.what} rank {self.peer} failed; rank {self.peer} "
                             f"may have died or hung ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
@@ -49,6 +55,12 @@ class TorchComm(Comm):
         self.backend = str(dist.get_backend())
         if self.backend == "nccl":
             self.device = torch.device("cuda", torch.cuda.current_device())
+            # batches of a rank run in order on one stream: a receive posted a batch early would
+            # hold its batch until the peer's next one, which waits for this one (base.py)
+            self.receive_ahead = False
+            # batch_isend_irecv as the group's first collective needs every rank in it (torch
+            # docs); a barrier first makes the group's communicator with all ranks
+            dist.barrier()
         else:
             self.device = torch.device("cpu")
 
@@ -68,6 +80,27 @@ class TorchComm(Comm):
 
     def _irecv(self, t: torch.Tensor, src: int) -> Work:
         return _Work(dist.irecv(t, src), self, "receive from", src)
+
+    def _exchange(self, sends: list[tuple[torch.Tensor, int]],
+                  recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
+        """One batch_isend_irecv: receives first (Gloo posts them in list order, and an expected
+        message moves at line rate), then sends. NCCL returns one Work for the whole batch."""
+        ops = [dist.P2POp(dist.irecv, t, src) for t, src in recvs] + [dist.P2POp(dist.isend, t, dst) for t, dst in sends]
+        if not ops:
+            return [], []
+        try:
+            works = dist.batch_isend_irecv(ops)
+        except Exception as e:
+            peers = sorted({p for _, p in (*recvs, *sends)})
+            raise CommError(f"rank {self.rank}: posting a batch with ranks {peers} failed ({e})") from e
+        peers = [("receive from", src) for _, src in recvs] + [("send to", dst) for _, dst in sends]
+        if len(works) == len(ops):
+            wrapped = [_Work(w, self, what, p) for w, (what, p) in zip(works, peers)]
+        else:  # one Work for the batch (NCCL's coalesced group)
+            names = ", ".join(str(p) for p in sorted({p for _, p in peers}))
+            one = _Work(works[0], self, "exchange with", names) if works else None
+            wrapped = [one or Done() for _ in ops]
+        return wrapped[len(recvs):], wrapped[:len(recvs)]
 
     def barrier(self) -> None:
         try:

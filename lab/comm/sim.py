@@ -5,6 +5,13 @@ to the next runnable rank. Runs are deterministic (ranks start in order 0..P-1 a
 FIFO per pair), so a simulated experiment with a seed repeats exactly. A step in which every
 unfinished rank waits is a deadlock and raises CommError naming the ranks and their peers.
 Sends are buffered (a copy is queued), like an eager protocol; sizes must match on receive.
+
+`strict=True` follows NCCL's rules instead (base.py): a transfer moves only while both of its
+ends are posted and at the head of their rank's stream, where each batch of `exchange` (and each
+lone isend/irecv) waits until the rank's earlier ones are complete, and a send is not buffered
+(its tensor is read when the transfer happens). An exchange pattern that could hang on NCCL,
+with messages beyond its buffer, deadlocks here and is reported. One stream per rank is what
+torch gives batched operations; for lone ones (one stream per peer pair there) it is stricter.
 """
 from __future__ import annotations
 
@@ -20,8 +27,12 @@ MAX_RANKS = 1024
 
 
 class _World:
-    def __init__(self, size: int, device: torch.device) -> None:
-        self.size, self.device = size, device
+    def __init__(self, size: int, device: torch.device, strict: bool = False) -> None:
+        self.size, self.device, self.strict = size, device, strict
+        # strict mode: each rank's batches in posting order; unmatched sends / receives per (src, dst)
+        self.streams: list[deque[_Batch]] = [deque() for _ in range(size)]
+        self.sends: dict[tuple[int, int], deque[_Op]] = defaultdict(deque)
+        self.recvs: dict[tuple[int, int], deque[_Op]] = defaultdict(deque)
         self.queues: dict[tuple[int, int], deque[torch.Tensor]] = defaultdict(deque)
         self.waiting: dict[int, tuple[str, Any, greenlet]] = {}  # rank -> (kind, key, greenlet)
         self.ready: deque[greenlet] = deque()
@@ -39,6 +50,52 @@ class _World:
             del self.waiting[rank]
             self.ready.append(w[2])
 
+    # -- strict (NCCL) mode
+    def post(self, rank: int, sends: list[tuple[torch.Tensor, int]],
+             recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
+        batch = _Batch()
+        ws = [_Op(self, batch, rank, t, dst, True) for t, dst in sends]
+        wr = [_Op(self, batch, rank, t, src, False) for t, src in recvs]
+        batch.pending = len(ws) + len(wr)
+        if batch.pending:
+            for op in (*wr, *ws):
+                (self.sends if op.is_send else self.recvs)[op.pair].append(op)
+            self.streams[rank].append(batch)
+            self.settle(rank)
+        return ws, wr
+
+    def settle(self, first: int) -> None:
+        """Start the batches that reached the head of their stream and move every transfer whose
+        two ends are started; ranks whose batches complete are revisited."""
+        todo = deque([first])
+        while todo:
+            stream = self.streams[todo.popleft()]
+            while stream:
+                b = stream[0]
+                if not b.active:
+                    b.active = True
+                    for op in b.ops:
+                        todo.extend(self.match(op.pair))
+                if b.pending:
+                    break
+                stream.popleft()
+
+    def match(self, pair: tuple[int, int]) -> list[int]:
+        """Move the transfers of `pair` whose send and receive both run; the ranks touched."""
+        sq, rq, touched = self.sends[pair], self.recvs[pair], []
+        while sq and rq and sq[0].batch.active and rq[0].batch.active:
+            s, r = sq.popleft(), rq.popleft()
+            if s.t.shape != r.t.shape or s.t.dtype != r.t.dtype:
+                raise CommError(f"rank {r.rank}: message from rank {s.rank} is {tuple(s.t.shape)} "
+                                f"{s.t.dtype}, the receive buffer is {tuple(r.t.shape)} {r.t.dtype}")
+            r.t.copy_(s.t)
+            for op in (s, r):
+                op.done = True
+                op.batch.pending -= 1
+                self.wake(op.rank, "op", op)
+            touched += [s.rank, r.rank]
+        return touched
+
 
 class SimComm(Comm):
     """Rank `rank` of a simulated group; made by `simulate`, not directly."""
@@ -48,15 +105,26 @@ class SimComm(Comm):
     def __init__(self, world: _World, rank: int) -> None:
         super().__init__()
         self._w, self.rank, self.size, self.device = world, rank, world.size, world.device
+        self.receive_ahead = not world.strict
         self._calls = 0
 
     def _isend(self, t: torch.Tensor, dst: int) -> Work:
+        if self._w.strict:
+            return self._w.post(self.rank, [(t, dst)], [])[0][0]
         self._w.queues[(self.rank, dst)].append(t.detach().clone())
         self._w.wake(dst, "recv", self.rank)
         return Done()
 
     def _irecv(self, t: torch.Tensor, src: int) -> Work:
+        if self._w.strict:
+            return self._w.post(self.rank, [], [(t, src)])[1][0]
         return _Recv(self, t, src)
+
+    def _exchange(self, sends: list[tuple[torch.Tensor, int]],
+                  recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
+        if self._w.strict:
+            return self._w.post(self.rank, sends, recvs)
+        return super()._exchange(sends, recvs)
 
     def allgather_object(self, obj: Any) -> list[Any]:
         w, call = self._w, self._calls
@@ -103,15 +171,43 @@ class _Recv(Work):
         self.done = True
 
 
+class _Batch:
+    __slots__ = ("ops", "pending", "active")
+
+    def __init__(self) -> None:
+        self.ops: list[_Op] = []
+        self.pending, self.active = 0, False
+
+
+class _Op(Work):
+    """One send or receive of a strict-mode batch."""
+
+    __slots__ = ("w", "batch", "rank", "t", "peer", "is_send", "pair", "done")
+
+    def __init__(self, w: _World, batch: _Batch, rank: int, t: torch.Tensor, peer: int, is_send: bool) -> None:
+        self.w, self.batch, self.rank, self.t, self.peer, self.is_send = w, batch, rank, t, peer, is_send
+        self.pair = (rank, peer) if is_send else (peer, rank)
+        self.done = False
+        batch.ops.append(self)
+
+    def wait(self) -> None:
+        while not self.done:
+            self.w.block(self.rank, "op", self)
+
+    def __repr__(self) -> str:
+        return f"{'send to' if self.is_send else 'receive from'} rank {self.peer}"
+
+
 def simulate(fn: Callable[..., Any], procs: int, *args: Any, device: str | torch.device = "cpu",
-             **kwargs: Any) -> list[Any]:
+             strict: bool = False, **kwargs: Any) -> list[Any]:
     """Run fn(comm, *args, **kwargs) on `procs` virtual ranks; return the results in rank order.
 
-    An exception on any rank stops the run and is re-raised as CommError naming the rank.
+    strict=True: NCCL's point-to-point rules (module docstring). An exception on any rank stops
+    the run and is re-raised as CommError naming the rank.
     """
     if isinstance(procs, bool) or not isinstance(procs, int) or not 1 <= procs <= MAX_RANKS:
         raise ValueError(f"procs={procs!r}; SimComm runs 1..{MAX_RANKS} virtual ranks")
-    world = _World(procs, torch.device(device))
+    world = _World(procs, torch.device(device), strict)
     comms = [SimComm(world, r) for r in range(procs)]
     results: list[Any] = [None] * procs
     world.scheduler = getcurrent()
@@ -131,7 +227,12 @@ def simulate(fn: Callable[..., Any], procs: int, *args: Any, device: str | torch
             raise CommError(f"rank {lets.index(g)} raised {type(e).__name__}: {e}") from e
     stuck = [r for r, g in enumerate(lets) if not g.dead]
     if stuck:
-        what = ", ".join(f"rank {r} waits for {world.waiting[r][0]} {world.waiting[r][1]}"
+        what = ", ".join(f"rank {r} waits for " + (repr(world.waiting[r][1]) if world.waiting[r][0] == "op"
+                                                   else f"{world.waiting[r][0]} {world.waiting[r][1]}")
                          for r in stuck[:8] if r in world.waiting)
         raise CommError(f"deadlock: {len(stuck)} rank(s) blocked forever ({what})")
+    left = [(r, op) for r, stream in enumerate(world.streams) for b in stream for op in b.ops if not op.done]
+    if left:
+        what = ", ".join(f"rank {r}: {op!r}" for r, op in left[:8])
+        raise CommError(f"deadlock: {len(left)} operation(s) never matched ({what})")
     return results

@@ -1,6 +1,8 @@
 """Deep Image's butterfly synchronisation (Wu et al. 2015 §3.1): the gradient is cut into P parts
 and GPU k owns part k; every rank sends part k to rank k, which adds the P contributions (in rank
-order) and sends the sum back to everyone. Direct sends: 2L(P-1) + 2γmG(P-1)/P.
+order) and sends the sum back to everyone. Direct sends: 2L(P-1) + 2γmG(P-1)/P. Each of the two
+all-to-all rounds is one batch of `Comm.exchange` (every rank sends to and receives from every
+other: the NCCL-safe all-to-all), receives first.
 """
 from __future__ import annotations
 
@@ -15,44 +17,35 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     P, r = comm.size, comm.rank
     if P == 1:
         return
-    parts = pieces(buf, P)
+    parts, others = pieces(buf, P), _others(P, r)
     mine = parts[r]
-    # receives are posted before the sends (Gloo moves an expected message at line rate, see ring.py);
-    # raw contributions land in one scratch slot per peer
-    got = {i: ch.irecv(mine.numel(), i, slot * mine.numel()) for slot, i in enumerate(_others(P, r))}
-    sends = []
-    for k in _others(P, r):
-        payload = ch.encode(parts[k])
-        sends.append((payload, ch.isend(payload, k)))  # the payload stays alive until its send completes
+    # raw contributions land in one scratch slot per peer; the payloads stay alive until the batch completes
+    got = [ch.buffer(mine.numel(), slot * mine.numel()) for slot in range(P - 1)]
+    sends = [(ch.encode(parts[k]), k) for k in others]
+    batch = ch.post(sends, list(zip(got, others)))
     own = mine.clone()
     mine.zero_()
     for i in range(P):  # in rank order, on every owner
         if i == r:
             mine.add_(own)
         else:
-            payload, w = got[i]
-            w.wait()
-            ch.add_into(payload, mine)
-    for _, w in sends:
-        w.wait()  # raw parts are views of buf, which the receives below overwrite
+            j = others.index(i)
+            batch.recvs[j].wait()
+            ch.add_into(got[j], mine)
+    batch.wait()  # raw parts are views of buf, which the receives below overwrite
     payload = ch.finalize(mine)
-    back = {i: ch.irecv_final(parts[i], i) for i in _others(P, r)}
-    sends = [ch.isend(payload, k) for k in _others(P, r)]
-    for i, (part, w) in back.items():
-        w.wait()
-        ch.decode_into(part, parts[i])
-    for w in sends:
-        w.wait()
+    back = [ch.final_buffer(parts[i]) for i in others]
+    batch = ch.post([(payload, k) for k in others], list(zip(back, others)))
+    for j, i in enumerate(others):
+        batch.recvs[j].wait()
+        ch.decode_into(back[j], parts[i])
+    batch.wait()
 
 
 def gather(comm: Comm, rows: torch.Tensor) -> None:
     """Direct allgather: every rank sends its payload row to every other rank."""
     P, r = comm.size, comm.rank
-    sends = [comm.isend(rows[r], k) for k in _others(P, r)]
-    for i in _others(P, r):
-        comm.recv(rows[i], i)
-    for w in sends:
-        w.wait()
+    comm.exchange([(rows[r], k) for k in _others(P, r)], [(rows[i], i) for i in _others(P, r)]).wait()
 
 
 def _others(P: int, r: int) -> list[int]:

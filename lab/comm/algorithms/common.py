@@ -47,7 +47,7 @@ class Fold:
         """Before the core: an even rank of a pair sends its data (and returns False: it only
         waits for the result); the odd one adds it. True for ranks in the core."""
         if self.vrank is None:
-            ch.isend(ch.encode(buf), self.partner).wait()
+            ch.send(ch.encode(buf), self.partner)
             return False
         if self.partner is not None:
             ch.add_into(ch.recv(buf.numel(), self.partner), buf)

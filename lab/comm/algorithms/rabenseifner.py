@@ -5,6 +5,7 @@ Recursive halving: at distance P'/2, P'/4, ..., 1 a rank keeps one half of its c
 partner sends for the kept half. Core rank v ends owning piece v of P' near-equal pieces, encodes
 it once and the recursive-doubling allgather forwards the owners' payloads unchanged. Ranks
 beyond a power of two are folded in first (`Fold`) and get every payload back at the end.
+Each exchange is one batch of `Comm.exchange` (a send and a receive with the same peer: NCCL-safe).
 """
 from __future__ import annotations
 
@@ -54,16 +55,12 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         olo, ohi = _range(other, m, core, n)[0], _range(other + m - 1, m, core, n)[1]
         mine = _cat(ch, [payloads[u] for u in range(group, group + m)], buf[glo:ghi])
         n_other = sum(_piece_bytes(ch, other + i, core, n) for i in range(m))
-        w = ch.comm.isend(mine, peer) if mine.numel() else None
-        got = _recv_bytes(ch, n_other, peer, buf[olo:ohi])
-        if w is not None:
-            w.wait()
+        got = _recv_buffer(ch, n_other, buf[olo:ohi])
+        ch.post([(mine, peer)], [(got, peer)]).wait()
         payloads.update(_split(ch, got, other, m, core, n, buf))
         m <<= 1
     if fold.partner is not None:
-        full = _cat(ch, [payloads[u] for u in range(core)], buf)
-        if full.numel():
-            ch.comm.send(full, fold.partner)
+        ch.send(_cat(ch, [payloads[u] for u in range(core)], buf), fold.partner)
 
 
 def _piece_bytes(ch: Channel, v: int, core: int, n: int) -> int:
@@ -79,15 +76,9 @@ def _cat(ch: Channel, payloads: list[torch.Tensor], raw: torch.Tensor) -> torch.
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.uint8, device=raw.device)
 
 
-def _recv_bytes(ch: Channel, nbytes: int, src: int, raw: torch.Tensor) -> torch.Tensor:
-    if ch.codec is None:
-        if raw.numel():
-            ch.comm.recv(raw, src)
-        return raw
-    buf = torch.empty(nbytes, dtype=torch.uint8, device=raw.device)
-    if nbytes:
-        ch.comm.recv(buf, src)
-    return buf
+def _recv_buffer(ch: Channel, nbytes: int, raw: torch.Tensor) -> torch.Tensor:
+    """Where a message of consecutive pieces lands (raw: straight into their fp32 range)."""
+    return raw if ch.codec is None else torch.empty(nbytes, dtype=torch.uint8, device=raw.device)
 
 
 def _split(ch: Channel, got: torch.Tensor, first: int, count: int, core: int, n: int,
@@ -109,7 +100,8 @@ def _split(ch: Channel, got: torch.Tensor, first: int, count: int, core: int, n:
 def _receive_all(ch: Channel, buf: torch.Tensor, src: int, core: int) -> None:
     n = buf.numel()
     total = sum(_piece_bytes(ch, u, core, n) for u in range(core))
-    got = _recv_bytes(ch, total, src, buf)
+    got = _recv_buffer(ch, total, buf)
+    ch.post(recvs=[(got, src)]).wait()
     _split(ch, got, 0, core, core, n, buf)
 
 

@@ -3,7 +3,8 @@
 
 With a codec both partners end a step with decode(mine) + decode(theirs), the same numbers on
 both sides; for deterministic codecs every rank ends identical. When P is not a power of two
-the core ranks encode the result once more to hand it to their folded partners.
+the core ranks encode the result once more to hand it to their folded partners. Each exchange
+is one batch of `Comm.exchange` (a send and a receive with the same peer: NCCL-safe).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     if fold.extra:
         payload = ch.finalize(buf)
         if fold.partner is not None:
-            ch.isend(payload, fold.partner).wait()
+            ch.send(payload, fold.partner)
 
 
 def gather(comm: Comm, rows: torch.Tensor) -> None:
@@ -44,25 +45,23 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
     if comm.size == 1:
         return
     if fold.vrank is None:
-        comm.send(rows[comm.rank], fold.partner)
-        comm.recv(rows, fold.partner)
+        comm.exchange([(rows[comm.rank], fold.partner)]).wait()
+        comm.exchange(recvs=[(rows, fold.partner)]).wait()
         return
     if fold.partner is not None:
-        comm.recv(rows[fold.partner], fold.partner)
+        comm.exchange(recvs=[(rows[fold.partner], fold.partner)]).wait()
     mask = 1
     while mask < fold.core:
         v = fold.vrank
         peer = fold.real(v ^ mask)
         mine = _owned(fold, v, mask)
         theirs = _owned(fold, v ^ mask, mask)
-        w = comm.isend(rows[mine].contiguous(), peer)
         got = torch.empty((len(theirs), rows.shape[1]), dtype=rows.dtype, device=rows.device)
-        comm.recv(got, peer)
-        w.wait()
+        comm.exchange([(rows[mine].contiguous(), peer)], [(got, peer)]).wait()
         rows[theirs] = got
         mask <<= 1
     if fold.partner is not None:
-        comm.send(rows, fold.partner)
+        comm.exchange([(rows, fold.partner)]).wait()
 
 
 def _owned(fold: Fold, v: int, mask: int) -> list[int]:

@@ -6,6 +6,13 @@ segment r+1. Allgather: the P-1 sums travel once more around the ring, forwarded
 Segments longer than the channel's chunk travel as several messages, and each chunk moves on
 as soon as it is reduced (or received), so one chunk's decode-add-encode overlaps the next
 chunk's transfer, as NCCL's ring does with its slices.
+
+Every transfer is in one batch of `Comm.exchange` per chunk of a step: the chunk sent right and
+the chunk received from the left (with P = 2 the same peer: NCCL-safe). Where the comm allows
+it (`receive_ahead`: Gloo, SimComm) a step's receives are instead posted together at its start,
+before the rank waits for the previous step's chunks, so they are posted before their messages
+arrive: Gloo moves an expected message at line rate, an unexpected one at about half of it
+(measured on a shaped 1 Gbit/s link).
 """
 from __future__ import annotations
 
@@ -22,50 +29,61 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         return
     segs = [ch.chunks(seg) for seg in pieces(buf, P)]
     right, left = (r + 1) % P, (r - 1) % P
-    sent: list[tuple[torch.Tensor, Work]] = []  # payloads stay alive until their send completes
     width = sum(c.numel() for c in segs[0])  # the longest segment: one scratch bank
+    steps = 2 * (P - 1)  # P - 1 reduce-scatter steps, then P - 1 allgather steps
 
-    def send(payload: torch.Tensor) -> None:
-        sent.append((payload, ch.isend(payload, right)))
+    def chunks_in(k: int) -> list[torch.Tensor]:
+        """The chunks received from the left in step k (the ones sent right in step k + 1)."""
+        return segs[(r - k - 1) % P] if k < P - 1 else segs[(r - k + P - 1) % P]
 
-    # Receives are posted one step ahead: Gloo moves a message posted before it arrives at line
-    # rate, an unexpected one at about half of it (measured on a shaped 1 Gbit/s link).
-    def post_reduce(s: int) -> list[tuple[torch.Tensor, Work]]:
-        """Receives of reduce-scatter step s, raw payloads into scratch bank s % 2."""
-        off, out = (s % 2) * width, []
-        for c in segs[(r - s - 1) % P]:
-            out.append(ch.irecv(c.numel(), left, off))
-            off += c.numel()
+    def buffer(k: int, c: int) -> torch.Tensor:
+        """Where chunk c of step k lands: raw reduce-scatter payloads in scratch bank k % 2, final
+        payloads (allgather) in the segment itself when raw."""
+        chunk = chunks_in(k)[c]
+        if k >= P - 1:
+            return ch.final_buffer(chunk)
+        return ch.buffer(chunk.numel(), (k % 2) * width + sum(x.numel() for x in chunks_in(k)[:c]))
+
+    got: dict[tuple[int, int], tuple[torch.Tensor, Work]] = {}  # (step, chunk) -> (payload, work)
+    sent: list[list[tuple[torch.Tensor, Work]]] = []  # per step; payloads stay alive until sent
+    for k in range(steps):
+        if len(sent) >= 2:  # the sends of step k - 2 are long received: free their payloads
+            _wait(sent.pop(0))
+        incoming = [buffer(k, c) for c in range(len(chunks_in(k)))]
+        if comm.receive_ahead:  # the whole step's receives first, before this rank waits for any chunk
+            batch = ch.post(recvs=[(b, left) for b in incoming])
+            got.update({(k, c): (b, w) for c, (b, w) in enumerate(zip(incoming, batch.recvs))})
+        out, mine = [], segs[r] if k == 0 else chunks_in(k - 1)
+        for c in range(max(len(mine), len(incoming))):
+            sends = []
+            if c < len(mine):
+                payload = ch.encode(mine[c]) if k == 0 else _arrived(ch, got.pop((k - 1, c)), mine[c], k - 1, P)
+                sends = [(payload, right)]
+            recvs = [] if comm.receive_ahead or c >= len(incoming) else [(incoming[c], left)]
+            batch = ch.post(sends, recvs)  # chunk c of step k both ways: one batch
+            out += [(p, w) for (p, _), w in zip(sends, batch.sends)]
+            if recvs:
+                got[(k, c)] = (incoming[c], batch.recvs[0])
+        sent.append(out)
+    for c, chunk in enumerate(chunks_in(steps - 1)):
+        _arrived(ch, got.pop((steps - 1, c)), chunk, steps - 1, P)
+    for s in sent:
+        _wait(s)
+
+
+def _arrived(ch: Channel, received: tuple[torch.Tensor, Work], chunk: torch.Tensor, k: int, P: int) -> torch.Tensor:
+    """Complete chunk `chunk` received in step k; the payload to send on. Reduce-scatter adds it
+    (the last step keeps the decoded sum, like its receivers); allgather decodes it in place."""
+    payload, w = received
+    w.wait()
+    if k < P - 2:
+        return ch.reduce(payload, chunk)
+    if k == P - 2:
+        out = ch.reduce(payload, chunk)
+        ch.decode_into(out, chunk)
         return out
-
-    def post_gather(s: int) -> list[tuple[torch.Tensor, Work]]:
-        return [ch.irecv_final(c, left) for c in segs[(r - s) % P]]
-
-    ahead = post_reduce(0)
-    for c in segs[r]:
-        send(ch.encode(c))
-    finals = []
-    for s in range(P - 1):
-        recvs, ahead = ahead, (post_reduce(s + 1) if s < P - 2 else post_gather(0))
-        for c, (got, w) in zip(segs[(r - s - 1) % P], recvs):
-            w.wait()
-            out = ch.reduce(got, c)
-            if s < P - 2:
-                send(out)
-            else:  # the fully reduced segment r+1: keep the decoded value, forward the payload
-                ch.decode_into(out, c)
-                finals.append(out)
-    _wait(sent)
-    for p in finals:
-        send(p)
-    for s in range(P - 1):
-        recvs, ahead = ahead, (post_gather(s + 1) if s < P - 2 else [])
-        for c, (payload, w) in zip(segs[(r - s) % P], recvs):
-            w.wait()
-            ch.decode_into(payload, c)
-            if s < P - 2:
-                send(payload)
-    _wait(sent)
+    ch.decode_into(payload, chunk)
+    return payload
 
 
 def _wait(sent: list[tuple[torch.Tensor, Work]]) -> None:
@@ -79,6 +97,4 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
     P, r = comm.size, comm.rank
     right, left = (r + 1) % P, (r - 1) % P
     for s in range(P - 1):
-        w = comm.isend(rows[(r - s) % P], right)
-        comm.recv(rows[(r - s - 1) % P], left)
-        w.wait()
+        comm.exchange([(rows[(r - s) % P], right)], [(rows[(r - s - 1) % P], left)]).wait()

@@ -3,6 +3,7 @@
 
 Rank r sends its partial sum to r - lowbit(r) after adding its children r + 2^k (2^k < lowbit(r),
 in increasing k). The root encodes the sum once; the broadcast forwards that payload unchanged.
+Every transfer is one batch of `Comm.exchange`; a parent's sends to its children are one batch.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     mask = 1
     while mask < P:
         if r & mask:
-            ch.isend(ch.encode(buf), r - mask).wait()
+            ch.send(ch.encode(buf), r - mask)
             break
         if r + mask < P:
             ch.add_into(ch.recv(n, r + mask), buf)
@@ -36,14 +37,18 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     _fan_out(comm, ch, payload, mask)
 
 
-def _fan_out(comm: Comm, ch: Channel, payload: torch.Tensor, mask: int) -> None:
-    works = []
+def _children(comm: Comm, mask: int) -> list[int]:
+    """The broadcast children of this rank, farthest first."""
+    out = []
     while mask >= 1:
         if comm.rank + mask < comm.size:
-            works.append(ch.isend(payload, comm.rank + mask))
+            out.append(comm.rank + mask)
         mask >>= 1
-    for w in works:
-        w.wait()
+    return out
+
+
+def _fan_out(comm: Comm, ch: Channel, payload: torch.Tensor, mask: int) -> None:
+    ch.post([(payload, k) for k in _children(comm, mask)]).wait()
 
 
 def gather(comm: Comm, rows: torch.Tensor) -> None:
@@ -52,21 +57,15 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
     mask = 1
     while mask < P:
         if r & mask:
-            comm.send(rows[r:min(r + mask, P)], r - mask)
+            comm.exchange([(rows[r:min(r + mask, P)], r - mask)]).wait()
             break
         if r + mask < P:
-            comm.recv(rows[r + mask:min(r + 2 * mask, P)], r + mask)
+            comm.exchange(recvs=[(rows[r + mask:min(r + 2 * mask, P)], r + mask)]).wait()
         mask <<= 1
     if r == 0:
         mask = _top(P)
     else:
         low = r & -r
-        comm.recv(rows, r - low)
+        comm.exchange(recvs=[(rows, r - low)]).wait()
         mask = low >> 1
-    works = []
-    while mask >= 1:
-        if r + mask < P:
-            works.append(comm.isend(rows, r + mask))
-        mask >>= 1
-    for w in works:
-        w.wait()
+    comm.exchange([(rows, k) for k in _children(comm, mask)]).wait()
