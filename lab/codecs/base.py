@@ -2,6 +2,10 @@
 
 A codec turns a tensor into an `Encoded` payload that knows its wire size, and back into a
 tensor of the input's dtype and shape. Codecs are stateless; error feedback wraps them.
+Rules every codec keeps at the edges (docs/codecs.md, tests/test_codec_edges.py): NaN/Inf is a
+ValueError unless nonfinite='saturate'; all-zero in, all-zero out; an empty tensor costs 0 wire
+bytes; meta tensors are a ValueError; never NaN/Inf from finite input (unscaled formats saturate
+and count it in meta['saturated']).
 """
 from __future__ import annotations
 
