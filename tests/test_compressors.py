@@ -332,12 +332,40 @@ def test_empty_input(make: Callable[[], Codec], shape: tuple[int, ...]) -> None:
 
 
 def test_empty_wire_bytes() -> None:
+    """An empty tensor sends nothing: no values and no side information (tests/test_codec_edges.py
+    checks the rule for every registered codec)."""
     empty = torch.empty(0)
-    assert OneBit().encode(empty).wire_bytes == 8
-    assert TernGrad().encode(empty).wire_bytes == 4
-    assert QSGD().encode(empty).wire_bytes == 4
-    assert TopK().encode(empty).wire_bytes == 0
-    assert RandomK().encode(empty).wire_bytes == 8
+    for c in (OneBit(), TernGrad(), QSGD(), TopK(), RandomK(), ErrorFeedback(OneBit())):
+        assert c.encode(empty).wire_bytes == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("levels", [1, 16, 127])
+def test_qsgd_near_the_dtype_maximum_stays_finite(dtype: torch.dtype, levels: int) -> None:
+    """||g||_2 of values near the dtype's maximum overflowed float32 (all NaN), and decoded values
+    above max|g| overflowed fp16/bf16 (inf): the scale is now capped at the dtype's maximum."""
+    big = torch.finfo(dtype).max
+    for x in (torch.full((5,), big), torch.tensor([big, -big, 1.0, 0.0, big * 0.75])):
+        x = x.to(dtype)
+        c = QSGD(levels=levels, seed=3)
+        for _ in range(20):
+            y = c.roundtrip(x)
+            assert bool(torch.isfinite(y).all()), y
+            assert (y.float().abs() <= big).all() and (torch.sign(y) * torch.sign(x) >= 0).all()
+
+
+def test_qsgd_capped_scale_stays_unbiased() -> None:
+    """With the scale capped at the dtype maximum (below ||g||_2), decode is still unbiased."""
+    x = torch.tensor([60000.0, -30000.0, 1000.0, 0.0, 65504.0]).half()
+    mean, var = mean_of_decodes(QSGD(levels=4, seed=0), x)
+    assert_unbiased(mean, x.float(), var, TRIALS)
+
+
+def test_onebit_means_near_the_float32_maximum() -> None:
+    """The sums behind 1-bit's means overflowed float32 (inf) for values near its maximum."""
+    big = torch.finfo(torch.float32).max
+    y = OneBit().roundtrip(torch.tensor([big, big, -big, -big * 0.5]))
+    assert torch.equal(y, torch.tensor([big, big, -big * 0.75, -big * 0.75]))
 
 
 @ALL

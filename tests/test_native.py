@@ -12,6 +12,7 @@ def test_casts_are_summable_and_saturate():
     y = c.roundtrip(x)
     assert torch.equal(y, torch.tensor([1.0, 65504.0, -65504.0, 3.140625]))
     assert c.encode(x).wire_bytes == 8
+    assert c.encode(x).meta["saturated"] == 2
     assert get_codec("bf16").roundtrip(x)[3].item() == pytest.approx(3.140625)
     assert torch.equal(get_codec("fp32").roundtrip(x), x)
 
@@ -48,3 +49,30 @@ def test_native_bad_and_edge_input(name):
         c.encode(torch.tensor([1.0, float("nan")]))
     base = torch.randn(30, 20)
     assert torch.equal(c.roundtrip(base.t()), c.roundtrip(base.t().contiguous()))
+
+
+@pytest.mark.parametrize("name, x, out, count", [
+    ("fp16", torch.tensor([1e30, -1e30, 2.0]), [65504.0, -65504.0, 2.0], 2),
+    ("bf16", torch.tensor([3.4e38, 1.0]), [torch.finfo(torch.bfloat16).max, 1.0], 1),
+    ("fp32", torch.tensor([3.4e38, 1.0]), [3.4e38, 1.0], 0),
+    ("mantissa", torch.tensor([1e30, -200.0, 150.0, 0.0]), [150.0, -150.0, 150.0, 0.0], 2),
+    ("static_tree", torch.tensor([1e30, 5.0]), [9.65625, 4.84375], 1),
+])
+def test_out_of_range_saturates_and_is_counted(name, x, out, count):
+    """One rule for the unscaled codecs: a finite value beyond the format's largest finite value
+    saturates to it, and meta['saturated'] counts them (they saturated without a word)."""
+    c = get_codec(name)
+    enc = c.encode(x)
+    assert enc.meta["saturated"] == count
+    assert torch.equal(c.decode(enc), torch.tensor(out))
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp32"])
+def test_wider_wire_decodes_into_fp16_without_inf(name):
+    """bf16 rounds fp16's 65504 up to 65536, which decoded to inf in fp16: decode saturates to the
+    output dtype's range, as encode does to the wire format's."""
+    x = torch.tensor([65504.0, -65504.0, 65000.0, 1.0], dtype=torch.float16)
+    enc = get_codec(name).encode(x)
+    y = get_codec(name).decode(enc)
+    assert torch.equal(y[:2], x[:2]) and bool(torch.isfinite(y).all())
+    assert enc.meta["saturated"] == 0

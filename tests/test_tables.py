@@ -32,7 +32,9 @@ def test_mantissa_and_static_tree_layouts():
     m = tables.mantissa(1).magnitudes
     assert m.max() == pytest.approx(150.0) and 1.0 in m and 15.0 in m and 0.0 in m
     s = tables.static_tree(1)
-    assert len(s.values) == 256 and 0.0 not in s.values
+    # 256 patterns, the lowest (smallest leaf of the smallest exponent, either sign) stands for 0
+    assert len(s.values) == 255 and 0.0 in s.values
+    assert s.magnitudes[1] == pytest.approx(1.65625e-7)  # the second leaf of (1e-7, 4.5e-7)
     leaves = s.magnitudes[(s.magnitudes > 1) & (s.magnitudes < 10)]
     assert len(leaves) == 16 and leaves[0] == pytest.approx(1.21875)  # first leaf of (1, 4.5)
 

@@ -31,14 +31,15 @@ def _linear(**kw: Any) -> Codec:
 
 
 @register("mantissa", "8-bit mantissa (Dettmers 2016 §3.1): 3-bit exponent + 4-bit integer mantissa; "
-                      "option offset (default 1: 10^1)")
+                      "option offset (default 1: 10^1); unscaled: beyond 15·10^offset saturates (counted)")
 def _mantissa(offset: int = 1, **kw: Any) -> Codec:
     kw.setdefault("scale", "none")
     return TableCodec(tables.mantissa(offset), name="mantissa", **_table_options(kw))
 
 
 @register("static_tree", "8-bit static tree (Dettmers 2016 §3.1): 3-bit exponent + 4-bit bisection tree; "
-                         "option offset (default 1: 10^1)")
+                         "option offset (default 1: 10^1); the lowest pattern codes 0 (docs/codecs.md); "
+                         "unscaled: beyond the top leaf saturates (counted)")
 def _static_tree(offset: int = 1, **kw: Any) -> Codec:
     kw.setdefault("scale", "none")
     return TableCodec(tables.static_tree(offset), name="static_tree", **_table_options(kw))
@@ -57,7 +58,8 @@ def _layout(total_bits: int = 8, signed: bool = True, exponent_bits: int = 0, ba
 
 
 for _fmt in CastCodec.FORMATS:
-    register(_fmt, f"{_fmt} cast (summable)")(lambda _f=_fmt, **kw: CastCodec(_f, **kw))
+    register(_fmt, f"{_fmt} cast (summable); beyond the format's range saturates (counted)")(
+        lambda _f=_fmt, **kw: CastCodec(_f, **kw))
 for _fmt in FP8:
     register(_fmt, f"{_fmt} with a per-tensor scale to the format's maximum")(
         lambda _f=_fmt, **kw: Fp8Codec(_f, **kw))

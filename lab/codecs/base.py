@@ -2,6 +2,10 @@
 
 A codec turns a tensor into an `Encoded` payload that knows its wire size, and back into a
 tensor of the input's dtype and shape. Codecs are stateless; error feedback wraps them.
+Rules every codec keeps at the edges (docs/codecs.md, tests/test_codec_edges.py): NaN/Inf is a
+ValueError unless nonfinite='saturate'; all-zero in, all-zero out; an empty tensor costs 0 wire
+bytes; meta tensors are a ValueError; never NaN/Inf from finite input (unscaled formats saturate
+and count it in meta['saturated']).
 """
 from __future__ import annotations
 
@@ -144,6 +148,9 @@ def check_input(x: torch.Tensor, *, nonfinite: str = "raise") -> torch.Tensor:
         raise TypeError(f"codec input dtype {x.dtype} is not supported; allowed: float32, float16, bfloat16")
     if nonfinite not in ("raise", "saturate"):
         raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+    if x.is_meta:
+        raise ValueError("meta tensors are not supported: a codec reads the values; "
+                         "pass a CPU or CUDA tensor")
     return x.contiguous().view(-1)
 
 
@@ -180,6 +187,32 @@ def prepare(x: torch.Tensor, nonfinite: str) -> torch.Tensor:
             raise nonfinite_error(flat)
         flat = saturate_nonfinite(flat)
     return flat
+
+
+def finite_or_saturated(flat: torch.Tensor, nonfinite: str) -> tuple[torch.Tensor, float]:
+    """The NaN/Inf policy on a flat input, and its absmax, from one min/max pass (one sync)."""
+    if not flat.numel():
+        return flat, 0.0
+    lo, hi = (float(v) for v in torch.aminmax(flat))
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        if nonfinite == "raise":
+            raise nonfinite_error(flat)
+        flat = saturate_nonfinite(flat)
+        lo, hi = (float(v) for v in torch.aminmax(flat))
+    return flat, max(-lo, hi)
+
+
+def saturating_cast(flat: torch.Tensor, dtype: torch.dtype, absmax: float) -> tuple[torch.Tensor, int]:
+    """flat cast to the float `dtype`, values beyond its largest finite value saturated to it
+    (the out-of-range rule of the unscaled codecs); returns (values, how many saturated).
+    absmax: max |flat| (from `finite_or_saturated`), so the count costs a pass only when needed."""
+    if dtype == flat.dtype:
+        return flat.clone(), 0
+    big = torch.finfo(dtype).max
+    if absmax <= big:
+        return flat.to(dtype), 0
+    count = int((flat.abs() > big).sum())
+    return flat.float().clamp(-big, big).to(dtype), count
 
 
 def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:

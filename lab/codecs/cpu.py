@@ -2,6 +2,8 @@
 
 Same semantics as kernels/codec.cu (DESIGN.md rule 2):
   inv = 1/absmax (0 when absmax is 0),  a = float(x) * inv,  code = #{j : bounds[j] <= a};
+  except where inv overflows to +inf (absmax below about 2^-128, a subnormal block):
+  there a = float(x) / absmax (IEEE division), so 0 stays 0 and |a| <= 1 (`scale_to_unit`);
   decode: values[code] * scale, rounded to the output dtype.
 The search is exact: a 65,536-entry table indexed by the top 16 bits of a's float32 pattern
 gives the count of thresholds below the bucket, then K compares finish it (`search_tables`).
@@ -47,6 +49,23 @@ def inverse_scale(absmax: torch.Tensor) -> torch.Tensor:
     return torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
 
 
+def inverse_overflows(absmax: torch.Tensor) -> bool:
+    """Some 1/absmax is +inf: a subnormal absmax below about 2^-128 (x·inv would turn 0 into NaN)."""
+    return bool(torch.isinf(inverse_scale(absmax)).any())
+
+
+def scale_to_unit(xf: torch.Tensor, absmax: torch.Tensor) -> torch.Tensor:
+    """The scaled values a of float32 xf for `absmax` (broadcast): xf·(1/absmax), 0 where absmax
+    is 0, and xf / absmax where 1/absmax overflows (there x·inf would give NaN for 0 and ±inf
+    for the rest, coding every value to the ends of the table)."""
+    inv = inverse_scale(absmax)
+    a = xf * inv
+    over = torch.isinf(inv)
+    if bool(over.any()):
+        a = torch.where(over, xf / torch.where(over, absmax, torch.ones_like(absmax)), a)
+    return a
+
+
 # ------------------------------------------------------------------ reference (plain torch)
 
 def encode_reference(a: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
@@ -55,13 +74,14 @@ def encode_reference(a: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
 
 
 def encode_blocks_reference(x2d: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Codes of a [blocks, block_size] view, each row scaled by its absmax; returns (codes, absmax)."""
     absmax = x2d.float().abs().amax(1)
-    a = x2d.float() * inverse_scale(absmax)[:, None]
-    return encode_reference(a, bounds), absmax
+    return encode_reference(scale_to_unit(x2d.float(), absmax[:, None]), bounds), absmax
 
 
-def encode_scaled_reference(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
-    return encode_reference(x.float() * inv, bounds)
+def encode_scaled_reference(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
+    """Codes of x scaled by one given `scale` (a 0-d float32 tensor: the absmax, or 1)."""
+    return encode_reference(scale_to_unit(x.float(), scale), bounds)
 
 
 def decode_reference(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor,
@@ -130,22 +150,24 @@ def _try_compiled(make, key, *args):
 
 def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor,
                   K: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Blockwise absmax + codes for a [blocks, block_size] view; returns (codes 2-D, absmax)."""
+    """Blockwise absmax + codes for a [blocks, block_size] view; returns (codes 2-D, absmax).
+    Blocks whose 1/absmax overflows take the reference (`scale_to_unit`): the compiled pass
+    multiplies by the inverse only."""
     if x2d.numel() >= MIN_COMPILED:
         out = _try_compiled(_encode_blocks_fn, K, x2d, lut, bpad)
-        if out is not None:
+        if out is not None and not inverse_overflows(out[1]):
             return out
     return encode_blocks_reference(x2d, bounds)
 
 
-def encode_scaled(x: torch.Tensor, inv: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor,
+def encode_scaled(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor,
                   bpad: torch.Tensor, K: int) -> torch.Tensor:
-    """Codes of x * inv (inv a 0-d float32 tensor)."""
-    if x.numel() >= MIN_COMPILED:
-        out = _try_compiled(_encode_scaled_fn, K, x, inv, lut, bpad)
+    """Codes of x scaled by `scale` (a 0-d float32 tensor: the absmax, or 1), as `scale_to_unit`."""
+    if x.numel() >= MIN_COMPILED and not inverse_overflows(scale):
+        out = _try_compiled(_encode_scaled_fn, K, x, inverse_scale(scale), lut, bpad)
         if out is not None:
             return out
-    return encode_scaled_reference(x, inv, bounds)
+    return encode_scaled_reference(x, scale, bounds)
 
 
 def decode_into(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, out: torch.Tensor) -> None:

@@ -5,7 +5,9 @@ paper 001, "Use lossy compression when sending, accumulate error locally!"; GRAC
 
 Per key (a parameter or bucket name): corrected = residual + x, enc = codec.encode(corrected),
 residual = corrected - codec.decode(enc). So sum_t x_t - sum_t decode_t equals the current
-residual: nothing is lost, only delayed.
+residual: nothing is lost, only delayed. The corrected input is handed to the codec in x's
+dtype, saturated to that dtype's finite range (what does not fit stays in the fp32 residual);
+a corrected value beyond float32's range is a ValueError.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, prepare
+from lab.codecs.base import Codec, Encoded, _all_finite as _finite, prepare
 
 
 class ErrorFeedback(Codec):
@@ -54,7 +56,13 @@ class ErrorFeedback(Codec):
         elif res.device != x.device:
             res = res.to(x.device)
         corrected = res.view(-1) + flat
-        enc = self.codec.encode(corrected.to(x.dtype).view(x.shape))
+        if corrected.numel() and not _finite(corrected):
+            bad = int((~torch.isfinite(corrected)).nonzero()[0, 0])
+            raise ValueError(f"error feedback: input + residual of key {key!r} overflows float32 at flat index "
+                             f"{bad} (input {flat[bad].item()}, residual {res.view(-1)[bad].item()}); "
+                             f"reset({key!r}) or scale the input down")
+        big = torch.finfo(x.dtype).max
+        enc = self.codec.encode(corrected.clamp(-big, big).to(x.dtype).view(x.shape))
         decoded = self.codec.decode(enc).reshape(-1).float()
         self._residual[key] = (corrected - decoded).view(x.shape)
         return enc

@@ -22,7 +22,8 @@ class OneBit(Codec):
 
     Decode gives the non-negative mean where the bit is 1 and the negative mean where it is 0,
     so the sum of the positive part and the sum of the negative part are preserved.
-    Wire: ceil(n/8) bytes of signs + 8 bytes of means.
+    Wire: ceil(n/8) bytes of signs + 8 bytes of means (0 bytes for an empty tensor). The sums
+    behind the means are taken in float64, so values near the float32 maximum do not overflow.
     """
 
     name: ClassVar[str] = "onebit"
@@ -41,8 +42,8 @@ class OneBit(Codec):
         nonneg = flat >= 0
         n_pos = int(torch.count_nonzero(nonneg))
         n_neg = n - n_pos
-        sum_pos = flat.clamp(min=0).sum()  # the same values, in the same order, as a masked sum
-        sum_neg = flat.clamp(max=0).sum()
+        sum_pos = flat.clamp(min=0).sum(dtype=torch.float64)  # the same values as a masked sum
+        sum_neg = flat.clamp(max=0).sum(dtype=torch.float64)
         pos_mean = sum_pos / n_pos if n_pos else sum_pos.new_zeros(())
         neg_mean = sum_neg / n_neg if n_neg else sum_neg.new_zeros(())
         means = torch.stack([neg_mean, pos_mean]).to(torch.float32)
@@ -51,7 +52,7 @@ class OneBit(Codec):
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"signs": pack_bits(nonneg, 1), "means": means},
-            wire_bytes=packed_bytes(n, 1) + 8,
+            wire_bytes=packed_bytes(n, 1) + 8 if n else 0,
         )
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:

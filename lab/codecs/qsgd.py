@@ -5,6 +5,9 @@ paper 001, "Communication optimizations": quantization with stochastic rounding)
 With s levels and norm = ||g||_2 (per tensor, no bucketing): l = floor(|g| / norm * s + u),
 u ~ U(0, 1), so E[l] = |g| / norm * s and decode = norm * sign(g) * l / s is unbiased, with
 E||Q(g) - g||^2 <= min(n / s^2, sqrt(n) / s) * ||g||^2 (the paper's Lemma 3.1).
+The norm is summed in float64 and capped at the input dtype's largest finite value: any scale
+>= max|g| keeps the quantizer unbiased and a smaller one only lowers the variance, and the cap
+keeps every decoded value (at most the scale) finite in that dtype, near its maximum too.
 Codes are sent at a fixed width, 1 sign bit + ceil(log2(s + 1)) level bits per value; the
 paper's Elias integer coding is not implemented.
 """
@@ -26,21 +29,24 @@ def level_bits(levels: int) -> int:
 
 
 def l2_norm(flat: torch.Tensor) -> torch.Tensor:
-    """||flat||_2 in fp32 without overflow for large values (scaled by max|flat|)."""
-    if flat.numel() == 0:
-        return flat.new_zeros((), dtype=torch.float32)
-    big = flat.abs().max()
-    if float(big) == 0:
-        return big
-    return big * torch.linalg.vector_norm(flat / big)
+    """||flat||_2 as a 0-d float64 tensor: squares summed in float64 cannot overflow or underflow
+    for float32 (or narrower) values."""
+    return torch.linalg.vector_norm(flat, dtype=torch.float64)
+
+
+def qsgd_scale(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The QSGD scale of a flat input of `dtype`: min(||flat||_2, largest finite `dtype` value) as a
+    0-d float32 tensor; >= max|flat| (so |g| / scale <= 1) and finite."""
+    return l2_norm(flat).clamp(max=torch.finfo(dtype).max).to(torch.float32)
 
 
 class QSGD(SeededGenerator, Codec):
     """Per-tensor QSGD with `levels` = s in 1..127 (default 16).
 
     Payload: codes (sign << b | level, b = ceil(log2(s + 1)), packed at 1 + b bits) + one fp32
-    norm. Stochastic and unbiased; the codec owns a torch.Generator seeded with `seed` (created
-    on the first input's device). Wire: ceil(n * (1 + b) / 8) + 4 bytes.
+    norm (capped at the input dtype's maximum, see the module docstring). Stochastic and
+    unbiased; the codec owns a torch.Generator seeded with `seed` (created on the first input's
+    device). Wire: ceil(n * (1 + b) / 8) + 4 bytes (0 bytes for an empty tensor).
     """
 
     name: ClassVar[str] = "qsgd"
@@ -70,7 +76,7 @@ class QSGD(SeededGenerator, Codec):
         n = flat.numel()
         s = self.levels
         b = level_bits(s)
-        norm = l2_norm(flat)
+        norm = qsgd_scale(flat, x.dtype)
         if n and float(norm) > 0:
             u = torch.rand(n, generator=self._generator(flat.device), device=flat.device)
             level = torch.floor(flat.abs() / norm * s + u).clamp_(0, s).to(torch.uint8)
@@ -82,7 +88,7 @@ class QSGD(SeededGenerator, Codec):
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"codes": pack_bits(codes, 1 + b), "norm": norm.reshape(1).to(torch.float32)},
-            wire_bytes=packed_bytes(n, 1 + b) + 4,
+            wire_bytes=packed_bytes(n, 1 + b) + 4 if n else 0,
             meta={"levels": s},
         )
 
@@ -95,7 +101,7 @@ class QSGD(SeededGenerator, Codec):
         codes = unpack_bits(enc.tensors["codes"], 1 + b, enc.numel)
         level = (codes & ((1 << b) - 1)).to(torch.float32)
         sign = 1.0 - 2.0 * (codes >> b).to(torch.float32)
-        out = enc.tensors["norm"] * sign * level / s
+        out = enc.tensors["norm"] * (sign * (level / s))  # |l / s| <= 1 first: no overflow
         return out.to(enc.dtype).view(enc.shape)
 
     def describe(self) -> str:

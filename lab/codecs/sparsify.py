@@ -105,7 +105,9 @@ class RandomK(SeededGenerator, Codec):
     Each encode draws a fresh index seed from the codec's generator (seeded with `seed`, created
     on the first input's device); decode regenerates the indices from it with `randperm` on the
     payload's device, so encoder and decoder must use the same device type. `unbiased=True`
-    scales kept values by n / k so that E[decode] = g.
+    scales kept values by n / k so that E[decode] = g; a scaled value beyond the input dtype's
+    largest finite value saturates to it (biased there only) and `meta['saturated']` counts them.
+    Wire: 0 bytes for an empty tensor (no values, no seed).
     Summable: workers that build the codec with the same `seed` and encode the same sequence of
     tensor sizes pick the same indices, so their "values" can be summed (keep one "seed").
     """
@@ -149,15 +151,19 @@ class RandomK(SeededGenerator, Codec):
         dev = flat.device
         seed = torch.randint(0, 2**62, (1,), generator=self._generator(dev), device=dev)
         values = flat[self.indices(n, k, int(seed), dev)].to(torch.float32)
+        meta = {"k": k}
         if self.unbiased and k:
-            values = values * (n / k)
+            scaled = values.double() * (n / k)
+            big = torch.finfo(x.dtype).max
+            meta["saturated"] = int((scaled.abs() > big).sum())
+            values = scaled.clamp(-big, big).to(torch.float32)
         return Encoded(
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"values": values, "seed": seed},
-            wire_bytes=4 * k + 8,
-            meta={"k": k},
+            wire_bytes=4 * k + 8 if n else 0,
+            meta=meta,
         )
 
     def decode(self, enc: Encoded) -> torch.Tensor:

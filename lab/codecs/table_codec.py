@@ -94,47 +94,54 @@ class TableCodec(Codec):
     def encode(self, x: torch.Tensor) -> Encoded:
         flat = check_input(x, nonfinite=self.nonfinite)
         try:
-            codes, scales = self._encode_flat(flat)
+            codes, scales, saturated = self._encode_flat(flat)
         except _NonFinite:
             if self.nonfinite == "raise":
                 raise nonfinite_error(flat) from None
-            codes, scales = self._encode_flat(saturate_nonfinite(flat))
+            codes, scales, saturated = self._encode_flat(saturate_nonfinite(flat))
         side = 0 if self.scale == "none" else 4 * scales.numel()
+        meta: dict[str, Any] = {"block_size": self.block_size}
+        if self.scale == "none":
+            meta["saturated"] = saturated
         return Encoded(self.name, x.shape, x.dtype, {"codes": codes, "scales": scales},
-                       packed_bytes(flat.numel(), self.bits) + side, {"block_size": self.block_size})
+                       packed_bytes(flat.numel(), self.bits) + side, meta)
 
-    def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(codes, scales, values saturated): with scale='none' a value beyond the table's largest
+        magnitude saturates to it (the out-of-range rule of the unscaled codecs) and is counted."""
         p = _on_device(self.table, self.rounding, self.scale, flat.device)
         n = flat.numel()
         if n == 0:
-            return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32)
+            return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32), 0
         if self.block_size is None:
             absmax = torch.linalg.vector_norm(flat, float("inf")).float().reshape(1)
             if not bool(torch.isfinite(absmax).all()):
                 raise _NonFinite
             scales = absmax if self.scale == "absmax" else torch.ones_like(absmax)
-            if flat.is_cuda:
+            saturated = 0
+            if self.scale == "none" and float(absmax) > p["table"].absmax:
+                saturated = int((flat.abs() > p["table"].absmax).sum())
+            if flat.is_cuda and not _inverse_overflows(scales):
                 from .cuda import encode_cuda
                 codes, _ = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=None,
                                        scale=scales, search=self.search)
-            elif _inverse_overflows(scales):
-                codes = cpu.encode_scaled_reference(flat, cpu.inverse_scale(scales[0]), p["bounds"])
-            else:
-                codes = cpu.encode_scaled(flat, cpu.inverse_scale(scales[0]), p["bounds"], p["lut"],
-                                          p["bpad"], p["K"])
-            return codes, scales
+            else:  # the CPU path, and the torch reference on CUDA for a subnormal absmax
+                codes = cpu.encode_scaled(flat, scales[0], p["bounds"], p["lut"], p["bpad"], p["K"])
+            return codes, scales, saturated
         B = self.block_size
         if flat.is_cuda:
             from .cuda import encode_cuda
             codes, scales = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=B, scale=None,
                                         search=self.search)
-        else:
+        if not flat.is_cuda or _inverse_overflows(scales):  # a subnormal block: the torch reference
             full = (n // B) * B
             parts_c, parts_s = [], []
             if full:
-                c2, s = cpu.encode_blocks(flat[:full].view(-1, B), p["bounds"], p["lut"], p["bpad"], p["K"])
-                if _inverse_overflows(s):
-                    c2, s = cpu.encode_blocks_reference(flat[:full].view(-1, B), p["bounds"])
+                x2d = flat[:full].view(-1, B)
+                if flat.is_cuda:
+                    c2, s = cpu.encode_blocks_reference(x2d, p["bounds"])
+                else:
+                    c2, s = cpu.encode_blocks(x2d, p["bounds"], p["lut"], p["bpad"], p["K"])
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             if full < n:
@@ -145,7 +152,7 @@ class TableCodec(Codec):
             scales = parts_s[0] if len(parts_s) == 1 else torch.cat(parts_s)
         if not bool(torch.isfinite(scales).all()):
             raise _NonFinite
-        return codes, scales
+        return codes, scales, 0
 
     # ------------------------------------------------------------------ decode
 
@@ -173,9 +180,9 @@ class TableCodec(Codec):
 
 
 def _inverse_overflows(absmax: torch.Tensor) -> bool:
-    """A subnormal absmax below ~2^-128 makes 1/absmax infinite and a = x·inv non-finite; the
-    prefix-table search is only exact for finite a, so such calls take the reference search."""
-    return bool(torch.isinf(cpu.inverse_scale(absmax)).any())
+    """A subnormal absmax below ~2^-128 makes 1/absmax infinite: such blocks are coded from
+    x / absmax (`cpu.scale_to_unit`), which the compiled passes do not do, so they take the reference."""
+    return cpu.inverse_overflows(absmax)
 
 
 class _NonFinite(Exception):

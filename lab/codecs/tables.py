@@ -15,7 +15,10 @@ Readings chosen where the paper's text is unclear (each checked against Table 1,
   zeros ending in the flag) stand for 0 and base^offset (1.0 for offset 0): 126 + 2 magnitudes
   for 8 bits, Dettmers' exact table.
 * Static tree ("8-bit static tree"): sign, a 3-bit exponent e giving base^(offset-e), and a
-  4-bit tree over (0.1, 1) split as above. With the kernel's rounding this reproduces the
+  4-bit tree over (0.1, 1) split as above. The paper names no pattern for 0; we read it as the
+  dynamic tree does (its all-zero magnitude is 0): the lowest pattern, the smallest exponent's
+  first leaf (1.22e-7 for offset 1), stands for 0, for either sign bit, so 255 values and
+  all-zero input decodes to zeros. With the kernel's rounding this reproduces the
   paper's relative errors (4.82/6.3/6.28/6.58 %) to within 0.05 points.
 * Mantissa ("8-bit mantissa"): sign, 3-bit exponent e, and a 4-bit integer mantissa m:
   value m·base^(offset-e) (§3.1: "the mantissa will hold values between 0 and 15").
@@ -85,7 +88,7 @@ def from_magnitudes(name: str, mags: list[float] | np.ndarray, bits: int, signed
     """Table from magnitudes: ± each magnitude when signed (one shared 0), else as is."""
     m = np.unique(np.asarray(mags, dtype=np.float64).astype(np.float32).astype(np.float64))
     v = np.unique(np.concatenate([-m, m])) if signed else m
-    return ValueTable(name, tuple(v), bits)
+    return ValueTable(name, tuple(v + 0.0), bits)  # + 0.0: the shared zero is +0, not -0
 
 
 def tree_leaves(lower: float, base: int, bits: int) -> np.ndarray:
@@ -119,7 +122,9 @@ class Layout:
     whose value scales by base^(offset - e). base: 2 or 10. offset: exponent of the top decade.
     mantissa: 'linear' (static: integer m, value m·base^(offset-e); dynamic: equal bins) or
     'tree' (bisection tree over the decade). dynamic: leading zeros give the exponent (then
-    exponent_bits must be 0).
+    exponent_bits must be 0). Every layout codes 0 exactly: the linear mantissa has m = 0, the
+    dynamic tree its all-zero pattern, and a static tree gives its lowest pattern (the smallest
+    leaf of the smallest exponent) to 0.
     """
 
     total_bits: int = 8
@@ -188,7 +193,10 @@ class Layout:
                 mags.extend(np.arange(2 ** mb) * scale)
             else:
                 mags.extend(tree_leaves(scale / base, base, mb))
-        return np.asarray(mags)
+        mags = np.asarray(mags)
+        if self.mantissa == "tree":
+            mags[np.argmin(mags)] = 0.0  # the lowest pattern stands for 0 (see the module docstring)
+        return mags
 
     def _offset_range(self) -> tuple[int, int]:
         """Offsets whose values stay finite, normal float32 numbers."""

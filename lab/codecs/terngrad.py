@@ -22,7 +22,7 @@ class TernGrad(SeededGenerator, Codec):
 
     Stochastic and unbiased; the codec owns a torch.Generator seeded with `seed` (created on
     the first input's device), so a sequence of encodes is reproducible.
-    Wire: ceil(2n/8) bytes of codes + 4 bytes of scale.
+    Wire: ceil(2n/8) bytes of codes + 4 bytes of scale (0 bytes for an empty tensor).
     """
 
     name: ClassVar[str] = "terngrad"
@@ -55,7 +55,7 @@ class TernGrad(SeededGenerator, Codec):
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"codes": pack_bits(codes, 2), "scale": scale.reshape(1).to(torch.float32)},
-            wire_bytes=packed_bytes(n, 2) + 4,
+            wire_bytes=packed_bytes(n, 2) + 4 if n else 0,
         )
 
     def decode(self, enc: Encoded) -> torch.Tensor:

@@ -121,8 +121,20 @@ def _tables(codec: TableCodec, device: torch.device) -> dict:
 def _encoded(codec: TableCodec, shape: torch.Size, codes: torch.Tensor, scales: torch.Tensor) -> Encoded:
     """The payload codec.encode would return for float32 data of `shape` with these codes."""
     side = 0 if codec.scale == "none" else 4 * scales.numel()
+    meta = {"block_size": codec.block_size}
+    if codec.scale == "none":
+        meta["saturated"] = 0  # `_take_reference` sends sums beyond the table's range to the composition
     return Encoded(codec.name, torch.Size(shape), torch.float32, {"codes": codes, "scales": scales},
-                   packed_bytes(codes.numel(), codec.bits) + side, {"block_size": codec.block_size})
+                   packed_bytes(codes.numel(), codec.bits) + side, meta)
+
+
+def _take_reference(codec: TableCodec, absmax: torch.Tensor) -> bool:
+    """The fused result is not the codec's: a non-finite sum (its nonfinite policy), a subnormal
+    absmax whose inverse overflows, or (scale='none') a sum beyond the table that saturates and
+    must be counted. One sync, as codec.encode's own checks."""
+    if not bool(torch.isfinite(absmax).all()) or _inverse_overflows(absmax):
+        return True
+    return codec.scale == "none" and absmax.numel() > 0 and float(absmax.max()) > codec.table.absmax
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -149,7 +161,7 @@ def hop_codes(codec: Codec, a: Encoded, b: Encoded) -> Encoded:
         _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(b.tensors["codes"]), _flat(b.tensors["scales"]),
         p["values256"], p["bpad"], p["lut"], p["K"], block_size=codec.block_size, scale=codec.scale,
         search=codec.search)
-    if not bool(torch.isfinite(absmax).all()):  # one sync, as codec.encode's own check
+    if _take_reference(codec, absmax):
         return hop_codes_reference(codec, a, b)
     return _encoded(codec, a.shape, codes, scales)
 
@@ -178,7 +190,7 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
     codes, scales, absmax = hop_mixed_cuda(
         _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(x), p["values256"], p["bpad"], p["lut"],
         p["K"], block_size=codec.block_size, scale=codec.scale, search=codec.search)
-    if not bool(torch.isfinite(absmax).all()):
+    if _take_reference(codec, absmax):
         return hop_mixed_reference(codec, a, x)
     return _encoded(codec, a.shape, codes, scales)
 
