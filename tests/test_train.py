@@ -93,6 +93,25 @@ def test_mismatched_image_and_label_counts(tmp_path):
         load_idx_dir(d)
 
 
+def test_debian_fashion_mnist_is_found_under_the_system_root(tmp_path, monkeypatch):
+    """$PARALAB_SYSTEM_DATA_ROOT moves Debian's dataset-fashion-mnist location: empty root, no
+    Fashion-MNIST ('auto' falls back to digits); a root holding it, found there."""
+    from lab.train.system_data import ENV_ROOT
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user caches either
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "root"
+    monkeypatch.setenv(ENV_ROOT, str(root))
+    with pytest.raises(DataError, match=f"{root}/usr/share/datasets/fashion-mnist.*apt install dataset-fashion-mnist"):
+        load_dataset("fashion-mnist")
+    assert load_dataset("auto").name == "digits"
+    d = root / "usr" / "share" / "datasets" / "fashion-mnist"
+    d.mkdir(parents=True)
+    _mnist_dir(d)
+    ds = load_dataset("auto")
+    assert ds.name == "fashion-mnist" and ds.train_x.shape == (20, 20)
+
+
 def test_digits_is_the_instant_default_and_seeded():
     a, b = load_dataset("digits", seed=1), load_dataset("digits", seed=1)
     assert a.train_x.shape[1] == 64 and len(a.train_y) + len(a.test_y) == 1797
