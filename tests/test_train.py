@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import time
 
@@ -322,7 +323,9 @@ def test_compressed_data_parallel_run_matches_32bit_on_digits():
 # ---------------------------------------------------------------- real DDP
 
 def _no_rank_processes() -> bool:
-    return subprocess.run(["pgrep", "-f", "lab.comm.launch"], capture_output=True, text=True).stdout.strip() == ""
+    """No rank process of ours is left (our children only: other jobs on the machine may be running ranks)."""
+    return subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "lab.comm.launch"], capture_output=True,
+                          text=True).stdout.strip() == ""
 
 
 def test_ddp_hook_averages_like_allreduce_and_keeps_residuals_by_bucket():
