@@ -78,8 +78,11 @@ def test_mlp_and_lstm_smoke(tmp_path):
     assert data["curves"] and all(row["epoch_s"] > 0 for row in data["table"])
     r = runner.invoke(app, ["dropout", "lstm", "--smoke", "--rates", "0.3", "--kinds", "bernoulli,row", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)["table"]
+    out = json.loads(r.stdout)
+    rows = out["table"]
     assert [row["kind"] for row in rows] == ["bernoulli", "row"] and rows[1]["test_ppl"] > 1
+    # a fresh machine (conftest: no Debian corpora): Python's own documentation, and the result says so
+    assert out["corpus"] == "pydoc" and "pydoc_data.topics" in out["corpus_source"]
 
 
 def test_bench_dropout_writes_json(tmp_path):

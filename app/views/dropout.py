@@ -126,7 +126,8 @@ if ui.run_button("Train", "net_run", params):
         if net == "MLP":
             return mlp_table("digits", hidden=((net_hidden, net_hidden),), rates=((p, p),), kinds=run_kinds,
                              epochs=int(net_epochs), batch=64, seed=int(seed), progress=cb, on_point=on_point)
-        return lstm_table(corpus, ptb_path or None, hidden=net_hidden, rates=((p, p),), kinds=run_kinds, epochs=int(net_epochs),
+        return lstm_table(corpus, ptb_path or None, hidden=net_hidden, rates=((p, p),), kinds=run_kinds,
+                          epochs=int(net_epochs),
                           max_train_tokens=20_000, vocab_size=2000, seed=int(seed), progress=cb, on_point=on_point)
 
     with ui.guard():

@@ -183,7 +183,8 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
 
 
 @dropout_app.command("lstm")
-def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible | pydoc (Python's own docs, always there)"),
+def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible | pydoc (Python's own "
+                                                         "documentation, always there)"),
                  path: Optional[Path] = typer.Option(None, help="Penn Treebank directory (ptb.train.txt, ...)"),
                  hidden: int = typer.Option(256, help="units per LSTM layer (the paper: 1500)"),
                  layers: int = typer.Option(2, help="LSTM layers"),
@@ -225,11 +226,11 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
         return
     c, src = t.table["corpus"].iloc[0], t.table["corpus_source"].iloc[0]
     n_tok = t.table["train_tokens"].iloc[0]
-    _dropout_output(t, f"LSTM LM on {c}: {src} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): test "
-                       "perplexity, next-word accuracy (%), time per epoch (s), speedup",
-                    out, as_json, {"experiment": "lstm", "corpus": c, "corpus_source": src, "hidden": hidden, "layers": layers,
-                                   "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr, "seed": seed,
-                                   "threads": torch.get_num_threads()},
+    _dropout_output(t, f"LSTM LM on {c}: {src} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): "
+                       "test perplexity, next-word accuracy (%), time per epoch (s), speedup",
+                    out, as_json, {"experiment": "lstm", "corpus": c, "corpus_source": src, "hidden": hidden,
+                                   "layers": layers, "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr,
+                                   "seed": seed, "threads": torch.get_num_threads()},
                     ["rates", "pattern", "test_ppl", "ppl_change", "test_acc", "acc_change", "epoch_s", "speedup",
                      "paper_acc", "paper_speedup"])
 

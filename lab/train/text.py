@@ -10,8 +10,9 @@ Sources, in the order `name="auto"` tries them:
   the one after it test).
 * The English prose every Python installation ships: the language reference and library topics
   of `pydoc_data.topics` (what `help("topics")` shows, about 450 K characters); paragraphs
-  (grammar rules and >>> sessions left out) are shuffled with the seed and split 90/5/5. Always there, so the experiment runs on a fresh
-  machine; `Corpus.source` and the tables say which corpus was used.
+  (grammar rules and >>> sessions left out) are shuffled with the seed and split 90/5/5. Always
+  there, so the experiment runs on a fresh machine; `Corpus.source` and the tables say which
+  corpus was used.
 
 Debian's data is looked for under $PARALAB_SYSTEM_DATA_ROOT when set (`lab.train.system_data`).
 
