@@ -17,9 +17,10 @@ from lab import backend
 try:
     from lab.comm.base import CommError
     from lab.train.data import DataError
-    USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, CommError, DataError)
+    USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, CommError,
+                                                    DataError)
 except Exception:  # pragma: no cover
-    USER_ERRORS = (ValueError, TypeError)
+    USER_ERRORS = (ValueError, TypeError, FileNotFoundError)
 
 
 @st.cache_resource

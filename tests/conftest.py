@@ -1,6 +1,9 @@
 """Shared test set-up: GPU tests skip without a GPU; the CUDA emulator for `emu` tests; hypothesis
-profile for CI."""
+profile for CI; a fresh machine's system data (none of Debian's fortunes, bible-kjv,
+dataset-fashion-mnist) for every test."""
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -8,6 +11,40 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+_FRESH_ROOT: str | None = None
+
+
+def pytest_configure(config):
+    """Point $PARALAB_SYSTEM_DATA_ROOT at an empty directory for the whole session (rank
+    processes and CLI subprocesses inherit it), so the suite sees what a fresh machine has here
+    too. Set it yourself to run against other data (PARALAB_SYSTEM_DATA_ROOT=/ for this
+    machine's real installs); a test that wants the real root uses the `real_system_data` fixture."""
+    global _FRESH_ROOT
+    from lab.train.system_data import ENV_ROOT
+
+    if os.environ.get(ENV_ROOT):
+        return
+    _FRESH_ROOT = tempfile.mkdtemp(prefix="paralab-fresh-root-")
+    os.environ[ENV_ROOT] = _FRESH_ROOT
+
+
+def pytest_unconfigure(config):
+    from lab.train.system_data import ENV_ROOT
+
+    if _FRESH_ROOT is not None:
+        if os.environ.get(ENV_ROOT) == _FRESH_ROOT:
+            del os.environ[ENV_ROOT]
+        shutil.rmtree(_FRESH_ROOT, ignore_errors=True)
+
+
+@pytest.fixture
+def real_system_data(monkeypatch):
+    """This machine's real Debian data for one test (the session default is a fresh machine's)."""
+    from lab.train.system_data import ENV_ROOT
+
+    monkeypatch.delenv(ENV_ROOT, raising=False)
 
 
 def pytest_collection_modifyitems(config, items):

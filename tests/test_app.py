@@ -144,13 +144,26 @@ def test_dropout_page_rate_changes_search():
     assert len(at.get("plotly_chart")) >= 3
 
 
-@pytest.mark.parametrize("net", ["MLP"])
+@pytest.mark.parametrize("net", ["MLP", "LSTM"])
 def test_dropout_page_training_run(net):
     at = page("dropout", net=net, net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
     at.button(key="run_net_run").click().run()
     assert not at.exception
     assert "speed" in metric(at, "RDP (row)") or metric(at, "RDP (row)")
     assert at.dataframe[-1].value.shape[0] == 2
+    if net == "LSTM":  # a fresh machine (conftest): Python's own documentation, and the page says so
+        assert any(c.value.startswith("Corpus: pydoc") for c in at.caption)
+
+
+def test_dropout_page_missing_corpus_is_a_message():
+    at = page("dropout", net="LSTM", net_hidden="64", net_epochs="1", kinds=["bernoulli"], corpus="ptb",
+              ptb_path="/nonexistent/ptb")
+    assert at.selectbox(key="w_corpus").value == "ptb"
+    offered = " | ".join(at.selectbox(key="w_corpus").options)
+    assert "Python documentation" in offered and "apt install fortunes" not in offered  # fortunes absent here
+    at.button(key="run_net_run").click().run()
+    assert not at.exception
+    assert "no Penn Treebank at '/nonexistent/ptb'" in at.error[0].value
 
 
 def _sweep(at: AppTest):

@@ -27,6 +27,19 @@ def test_search_table_and_json():
     assert abs(out["rate"] - 0.5) < 1e-3 and len(out["distribution"]) == 6 and out["trace"]
 
 
+def test_search_help_states_the_default_n_the_code_uses():
+    import re
+
+    r = runner.invoke(app, ["dropout", "search", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(r.output.replace("│", " ").split())
+    assert "ceil(1/(1-p)) + 1" not in text
+    examples = re.findall(r"(\d+) for (?:p = )?(0\.\d)", text)
+    assert [(n, p) for n, p in examples] == [("3", "0.5"), ("4", "0.7"), ("14", "0.9")]
+    for n, p in examples:
+        r = runner.invoke(app, ["dropout", "search", "-p", p, "--json"])
+        assert len(json.loads(r.stdout)["distribution"]) == int(n), p
+
+
 @pytest.mark.parametrize("args,message", [
     (["dropout", "search", "-p", "0.9", "-n", "8"], "N >= 11"),
     (["dropout", "search", "-p", "1.0"], "[0, 1)"),
@@ -65,8 +78,11 @@ def test_mlp_and_lstm_smoke(tmp_path):
     assert data["curves"] and all(row["epoch_s"] > 0 for row in data["table"])
     r = runner.invoke(app, ["dropout", "lstm", "--smoke", "--rates", "0.3", "--kinds", "bernoulli,row", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)["table"]
+    out = json.loads(r.stdout)
+    rows = out["table"]
     assert [row["kind"] for row in rows] == ["bernoulli", "row"] and rows[1]["test_ppl"] > 1
+    # a fresh machine (conftest: no Debian corpora): Python's own documentation, and the result says so
+    assert out["corpus"] == "pydoc" and "pydoc_data.topics" in out["corpus_source"]
 
 
 def test_bench_dropout_writes_json(tmp_path):

@@ -7,7 +7,8 @@ import torch
 
 from lab.experiments.dropout import (PAPER_MLP_TABLE1, drop_frequency, layer_speedup, lstm_table, mlp_table,
                                      pattern_masks, search_trace)
-from lab.train.text import FORTUNES_DIR, batchify, bptt_batches, load_corpus, tokenize
+from lab.train.system_data import ENV_ROOT
+from lab.train.text import available_corpora, batchify, bptt_batches, fortunes_dir, load_corpus, tokenize
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -87,16 +88,78 @@ def test_tokenize_batchify_and_ptb(tmp_path):
         batchify(torch.arange(3), 4)
 
 
-@pytest.mark.skipif(not FORTUNES_DIR.is_dir(), reason="Debian's fortunes not installed")
-def test_fortunes_corpus_and_lstm_table():
-    c = load_corpus("fortunes", vocab_size=2000, max_train_tokens=5000, seed=0)
-    assert c.name == "fortunes" and c.train.numel() == 5000 and c.vocab_size == 2000
+WORDS = ("the cat sat on a mat while the dog ran to the park and a bird sang in the old tree near "
+         "our house every morning before the sun rose over the quiet hills").split()
+
+
+def _fake_fortunes(root, n=400):
+    """A hand-made Debian `fortunes` install under a system root: two files of '%'-separated fortunes."""
+    d = root / "usr" / "share" / "games" / "fortunes"
+    d.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    for name in ("wisdom", "people"):
+        texts = [" ".join(WORDS[int(i)] for i in torch.randint(len(WORDS), (12,), generator=g)) + "."
+                 for _ in range(n // 2)]
+        (d / name).write_text("\n%\n".join(texts) + "\n%\n")
+        (d / f"{name}.dat").write_bytes(b"\0" * 24)  # strfile's index: not text, skipped
+    return d
+
+
+def _fake_bible(root):
+    """A `bible` command in <root>/usr/bin printing three chapters the way bible-kjv's -l0 does."""
+    b = root / "usr" / "bin"
+    b.mkdir(parents=True)
+    lines = []
+    for ch in range(3):
+        lines.append(f"Genesis {ch + 1}")
+        lines += [f"  {v + 1} In the beginning God created the heaven and the earth {ch} {v}." for v in range(5)]
+    exe = b / "bible"
+    exe.write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n")
+    exe.chmod(0o755)
+
+
+def test_a_fresh_machine_falls_back_to_pythons_own_documentation():
+    """The session's system root is empty (conftest): no fortunes, no bible, so 'auto' reads the
+    documentation every Python ships, and says so."""
+    assert available_corpora() == ["pydoc"]
+    c = load_corpus("auto", vocab_size=2000, max_train_tokens=5000, seed=0)
+    assert c.name == "pydoc" and "pydoc_data.topics" in c.source
+    assert c.train.numel() == 5000 and c.vocab_size == 2000 and (c.train == 0).any()
+    assert load_corpus("pydoc", vocab_size=50, seed=1).train.numel() > 50_000  # the whole text: ~90 K tokens
+    for name, pkg in (("fortunes", "apt install fortunes"), ("bible", "apt install bible-kjv")):
+        with pytest.raises(FileNotFoundError, match=pkg):
+            load_corpus(name)
+    with pytest.raises(FileNotFoundError, match="needs the Penn Treebank directory"):
+        load_corpus("ptb")
+    t = lstm_table("auto", hidden=16, rates=((0.5, 0.5),), kinds=("bernoulli", "row"), epochs=1, vocab_size=300,
+                   max_train_tokens=2000, seed=0)
+    assert set(t.table.corpus) == {"pydoc"} and t.table.corpus_source.str.contains("Python").all()
+    assert (t.table.test_ppl > 1).all()
+
+
+def test_system_root_redirects_debian_data_and_debian_corpora_come_first(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_ROOT, str(tmp_path))
+    _fake_bible(tmp_path)
+    assert available_corpora() == ["bible", "pydoc"]
+    c = load_corpus("auto", vocab_size=100)
+    assert c.name == "bible" and str(tmp_path) in c.source and "3 chapters" in c.source
+    d = _fake_fortunes(tmp_path)
+    assert fortunes_dir() == d and available_corpora() == ["fortunes", "bible", "pydoc"]
+    c = load_corpus("auto", vocab_size=2000, max_train_tokens=2000, seed=0)
+    assert c.name == "fortunes" and "2 files, 400 fortunes" in c.source
     assert int(c.train.max()) < 2000 and (c.train == 0).any()  # <eos> between fortunes
     t = lstm_table("fortunes", hidden=16, rates=((0.5, 0.5),), epochs=1, vocab_size=300, max_train_tokens=2000,
                    seed=0)
-    assert list(t.table.kind) == ["bernoulli", "row", "tile"]
+    assert list(t.table.kind) == ["bernoulli", "row", "tile"] and set(t.table.corpus) == {"fortunes"}
     assert (t.table.test_ppl > 1).all() and (t.table.test_ppl < 300 * 2).all()
     assert {"paper_acc", "paper_speedup", "ppl_change", "speedup"} <= set(t.table.columns)
+
+
+def test_real_fortunes_when_installed(real_system_data):
+    if "fortunes" not in available_corpora():
+        pytest.skip("Debian's fortunes not installed (apt install fortunes)")
+    c = load_corpus("fortunes", vocab_size=2000, max_train_tokens=5000, seed=0)
+    assert c.name == "fortunes" and c.train.numel() == 5000 and c.vocab_size == 2000
 
 
 def test_dropout_figures_build_from_the_tables():

@@ -169,7 +169,7 @@ def test_calibrated_link_from_bench_json(tmp_path):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(model="lenet"), "presets: alexnet, deep_image"),
-    (dict(device="tpu"), "presets: gtx_titan, k40m, v100, a100, h100"),
+    (dict(device="tpu"), "presets: gtx_titan, dettmers2016, k40m, v100, a100, h100"),
     (dict(link="carrier_pigeon"), "presets pcie3"),
     (dict(strategy="zero"), "allowed: data, model, hybrid, pipeline"),
     (dict(algorithm="gossip"), "known are tree"),
@@ -213,6 +213,42 @@ def test_cli_plan_table_and_json():
     out = json.loads(r.stdout)
     assert {row["strategy"] for row in out["rows"]} == {"data", "hybrid", "pipeline"}
     assert out["layers"]["hybrid"]["P"] == 16 and len(out["advice"]["data"]["rows"]) == 16
+
+
+def test_cli_reproduces_dettmers_4_gpus_slower_than_one():
+    """Dettmers 2016 §2.3.2 from the CLI: the paper's device (a 100 ms AlexNet pass of 128 images)
+    and link make naive data parallelism on 4 GPUs slower than one GPU, exactly as
+    `dettmers_planner` computes; the physical GTX Titan preset (309 ms pass) does not."""
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    def speedups(device: str, link: str) -> dict[int, dict]:
+        r = CliRunner().invoke(app, ["plan", "--model", "alexnet", "--gpus", "1,4", "--strategy", "data", "--device",
+                                     device, "--link", link, "--algorithm", "tree", "--global-batch", "128",
+                                     "--json"])
+        assert r.exit_code == 0, r.output
+        return {row["P"]: row for row in json.loads(r.stdout)["rows"]}
+
+    paper = speedups("dettmers2016", "dettmers2016")
+    assert paper[1]["step_ms"] == pytest.approx(100.0) and paper[4]["speedup"] < 1  # slower than one GPU
+    ref = dettmers_planner().set_index("P")
+    assert paper[4]["step_ms"] == pytest.approx(ref.loc[4, "step_ms"])  # the same numbers as the library's example
+    assert speedups("dettmers2016", "pcie3")[4]["speedup"] < 1  # the physical 7 GB/s link: the same verdict
+    titan = speedups("gtx_titan", "pcie3")
+    assert titan[1]["step_ms"] > 300 and titan[4]["speedup"] > 1  # why the paper's preset exists beside it
+    r = CliRunner().invoke(app, ["plan", "--help"], env={"COLUMNS": "200"})
+    assert "dettmers2016" in r.output and "gtx_titan is the physical card" in " ".join(r.output.split())
+
+
+def test_dettmers_presets_are_the_papers_numbers():
+    from lab.plan import DEVICES, link_presets
+
+    lk, ref = link_presets()["dettmers2016"], dettmers_link()
+    assert (lk.L, lk.bandwidth_Bps) == (ref.L, ref.bandwidth_Bps) and "pcie3" in link_presets()
+    sp = plan_step("alexnet", 1, device="dettmers2016", link="dettmers2016", global_batch=128)
+    assert sp.step_s == pytest.approx(0.1)  # the paper's "< 100 ms" pass
+    assert DEVICES["dettmers2016"].flops_per_s > DEVICES["gtx_titan"].peak_tflops * 1e12  # above the card's peak
 
 
 @pytest.mark.parametrize("args, match", [

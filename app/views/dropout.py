@@ -11,7 +11,8 @@ import streamlit as st  # noqa: E402
 
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
-from lab.experiments import drop_frequency, layer_speedup, lstm_table, mlp_table, pattern_masks, search_trace  # noqa: E402
+from lab.experiments import (drop_frequency, layer_speedup, lstm_corpora, lstm_table, mlp_table,  # noqa: E402
+                             pattern_masks, search_trace)
 from lab.experiments.dropout import KIND_LABELS  # noqa: E402
 
 PATTERNS = ["bernoulli", "row", "tile"]
@@ -100,8 +101,18 @@ n1, n2, n3 = st.columns(3)
 net = ui.radio("Network", ["MLP", "LSTM"], "net", "MLP", where=n1)
 net_hidden = ui.select_slider("Hidden units", [64, 128, 256, 512, 1024], "net_hidden", 128, where=n2)
 net_epochs = ui.number("Epochs", "net_epochs", 2, where=n3, min_value=1, max_value=20, step=1)
+corpus, ptb_path = "auto", ""
+if net == "LSTM":
+    corpora = lstm_corpora()
+    usable = corpora[corpora.available | corpora.needs_path]
+    k1, k2 = st.columns(2)
+    corpus = ui.select("Corpus", list(usable.corpus), "corpus", "auto", where=k1,
+                       format_func=dict(zip(usable.corpus, usable.description)).get)
+    if corpus == "ptb":
+        ptb_path = ui.text("Penn Treebank directory (ptb.train.txt, ptb.valid.txt, ptb.test.txt)", "ptb_path", "",
+                           where=k2)
 run_kinds = [k for k in kinds]
-params = [net, net_hidden, net_epochs, p, run_kinds, seed]
+params = [net, net_hidden, net_epochs, p, run_kinds, seed] + ([corpus, ptb_path] if net == "LSTM" else [])
 if ui.run_button("Train", "net_run", params):
     live = st.empty()
     points: list[dict] = []
@@ -115,7 +126,8 @@ if ui.run_button("Train", "net_run", params):
         if net == "MLP":
             return mlp_table("digits", hidden=((net_hidden, net_hidden),), rates=((p, p),), kinds=run_kinds,
                              epochs=int(net_epochs), batch=64, seed=int(seed), progress=cb, on_point=on_point)
-        return lstm_table("auto", hidden=net_hidden, rates=((p, p),), kinds=run_kinds, epochs=int(net_epochs),
+        return lstm_table(corpus, ptb_path or None, hidden=net_hidden, rates=((p, p),), kinds=run_kinds,
+                          epochs=int(net_epochs),
                           max_train_tokens=20_000, vocab_size=2000, seed=int(seed), progress=cb, on_point=on_point)
 
     with ui.guard():
@@ -124,6 +136,9 @@ if ui.run_button("Train", "net_run", params):
         cb(1.0, "done")
     live.empty()
     metric = "test_acc" if net == "MLP" else "test_ppl"
+    if net == "LSTM":
+        st.caption(f"Corpus: {res.table.corpus.iloc[0]} — {res.table.corpus_source.iloc[0]}, "
+                   f"{res.table.train_tokens.iloc[0]:,} training tokens")
     cols = st.columns(len(res.table))
     for i, (_, r) in enumerate(res.table.iterrows()):
         cols[i].metric(f"{r.pattern}: {'test accuracy' if net == 'MLP' else 'test perplexity'}",

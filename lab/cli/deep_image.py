@@ -14,10 +14,14 @@ from .base import app, bench_app, console, fail, numbers, print_frame, progress_
 @app.command()
 def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16 | resnet50 | gpt2_small"),
          gpus: str = typer.Option("1,2,4,8,16,32,64", help="GPU counts P, comma-separated"),
-         link: str = typer.Option("pcie3", help="link preset (pcie3, nvlink4, ib_fdr, eth10g, ...) or a "
+         link: str = typer.Option("pcie3", help="link preset (pcie3, nvlink4, ib_fdr, eth10g, ...; dettmers2016: "
+                                                "7 GiB/s and 0.5 ms per message, as Dettmers 2016 computes) or a "
                                                 "bench/results/collectives-*.json with a fitted link"),
          strategy: str = typer.Option("data", help="data | model | hybrid | pipeline, or several comma-separated"),
-         device: str = typer.Option("v100", help="gtx_titan | k40m | v100 | a100 | h100"),
+         device: str = typer.Option("v100", help="gtx_titan | dettmers2016 | k40m | v100 | a100 | h100. "
+                                                 "dettmers2016 is Dettmers' assumed 100 ms AlexNet pass of 128 "
+                                                 "images (5.56 TFLOP/s achieved, above any 2013 card's peak); "
+                                                 "gtx_titan is the physical card at 40 % of peak (309 ms)"),
          batch: Optional[int] = typer.Option(None, "--batch", help="samples per GPU (default 128); the step's "
                                                                    "mini-batch is P x batch"),
          global_batch: Optional[int] = typer.Option(None, "--global-batch", help="fixed mini-batch split over the "

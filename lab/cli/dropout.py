@@ -63,7 +63,9 @@ def _dropout_output(tables, title: str, out: Optional[Path], as_json: bool, info
 @dropout_app.command("search")
 def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global dropout rate, 0 <= p < 1"),
                    max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n",
-                                                        help="N, the largest dp (default ceil(1/(1-p)) + 1)"),
+                                                        help="N, the largest dp (default: the smallest N >= 2 "
+                                                             "with (N-1)/N >= p + min(0.025, (1-p)/2); 3 for "
+                                                             "p = 0.5, 4 for 0.7, 14 for 0.9)"),
                    lambda1: float = typer.Option(0.9999, help="weight of the rate term (lambda2 = 1 - lambda1)"),
                    lr: float = typer.Option(1.0, help="SGD learning rate on v"),
                    threshold: float = typer.Option(1e-10, help="stop when |loss change| < threshold"),
@@ -181,7 +183,8 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
 
 
 @dropout_app.command("lstm")
-def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible"),
+def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible | pydoc (Python's own "
+                                                         "documentation, always there)"),
                  path: Optional[Path] = typer.Option(None, help="Penn Treebank directory (ptb.train.txt, ...)"),
                  hidden: int = typer.Option(256, help="units per LSTM layer (the paper: 1500)"),
                  layers: int = typer.Option(2, help="LSTM layers"),
@@ -221,13 +224,13 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
         return
-    c = t.table["corpus"].iloc[0]
+    c, src = t.table["corpus"].iloc[0], t.table["corpus_source"].iloc[0]
     n_tok = t.table["train_tokens"].iloc[0]
-    _dropout_output(t, f"LSTM LM on {c} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): test "
-                       "perplexity, next-word accuracy (%), time per epoch (s), speedup",
-                    out, as_json, {"experiment": "lstm", "corpus": c, "hidden": hidden, "layers": layers,
-                                   "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr, "seed": seed,
-                                   "threads": torch.get_num_threads()},
+    _dropout_output(t, f"LSTM LM on {c}: {src} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): "
+                       "test perplexity, next-word accuracy (%), time per epoch (s), speedup",
+                    out, as_json, {"experiment": "lstm", "corpus": c, "corpus_source": src, "hidden": hidden,
+                                   "layers": layers, "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr,
+                                   "seed": seed, "threads": torch.get_num_threads()},
                     ["rates", "pattern", "test_ppl", "ppl_change", "test_acc", "acc_change", "epoch_s", "speedup",
                      "paper_acc", "paper_speedup"])
 

@@ -247,6 +247,20 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     return TrainingTables(table, pd.concat(curves, ignore_index=True))
 
 
+def lstm_corpora() -> pd.DataFrame:
+    """The LSTM experiment's corpora: name, what it is, and whether it can be loaded here without
+    a path (Penn Treebank always needs one; 'auto' names the corpus it would pick)."""
+    from lab.train.text import CORPORA, CORPUS_HELP, available_corpora
+
+    found = available_corpora()
+    rows = []
+    for name in CORPORA:
+        ok = bool(found) if name == "auto" else name in found
+        text = CORPUS_HELP[name] + (f" (here: {found[0]})" if name == "auto" and found else "")
+        rows.append({"corpus": name, "description": text, "available": ok, "needs_path": name == "ptb"})
+    return pd.DataFrame(rows)
+
+
 def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int = 256, layers: int = 2,
                rates: Sequence[Sequence[float]] = DEFAULT_RATES, kinds: Sequence[str] = ("bernoulli", "row", "tile"),
                epochs: int = 1, batch: int = 20, bptt: int = 35, lr: float = 1.0, lr_decay: float = 0.8,
@@ -256,7 +270,10 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                on_point: Optional[OnPoint] = None) -> TrainingTables:
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
-    conventional dropout at the same rates and the speedup."""
+    conventional dropout at the same rates and the speedup. `corpus` is one of
+    `lab.train.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
+    Python documentation that ships with Python); the table's `corpus` and `corpus_source`
+    columns say which one was used. A missing corpus raises FileNotFoundError."""
     from lab.dropout.train import train_lstm
     from lab.train.text import load_corpus
 
@@ -287,7 +304,8 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                               kind=kind, epochs=epochs, batch=batch, bptt=bptt, lr=lr, lr_decay=lr_decay, clip=clip,
                               max_dp=max_dp, tile=tile, seed=seed, progress=sub, on_point=point)
         curves.append(curve.assign(run=label, kind=kind, rates=_rates_label(r)))
-        rows.append({"corpus": c.name, "rates": _rates_label(r), "kind": kind, "pattern": KIND_LABELS[kind],
+        rows.append({"corpus": c.name, "corpus_source": c.source, "rates": _rates_label(r), "kind": kind,
+                     "pattern": KIND_LABELS[kind],
                      "test_ppl": s["test_ppl"], "test_acc": s["test_acc"], "valid_ppl": s["valid_ppl"],
                      "epoch_s": s["epoch_s"], "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
                      "train_tokens": int(c.train.numel())})

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from .system_data import system_path
+
 DATASETS = ("auto", "mnist", "fashion-mnist", "digits")
 ENV_PATH = "PARALAB_DATA"
 FASHION_DEBIAN = Path("/usr/share/datasets/fashion-mnist")
@@ -164,16 +166,17 @@ def load_digits(seed: int = 0, test_fraction: float = 0.25) -> Dataset:
 
 def candidate_dirs(name: str, path: str | Path | None = None) -> list[Path]:
     """Where an IDX data set is looked for, in order: the given path, $PARALAB_DATA (itself and
-    its <name>/ subfolder), ~/.cache/paralab/<name>, torchvision's ./data/<Name>/raw, Debian's."""
+    its <name>/ subfolder), ~/.cache/paralab/<name>, torchvision's ./data/<Name>/raw, Debian's
+    (under $PARALAB_SYSTEM_DATA_ROOT when set, see `lab.train.system_data`)."""
     out: list[Path] = []
     tv = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[name]
     for base in (path, os.environ.get(ENV_PATH)):
         if base:
             out += [Path(base), Path(base) / name, Path(base) / tv / "raw"]
     out += [Path.home() / ".cache" / "paralab" / name, Path("data") / tv / "raw",
-            Path.home() / ".cache" / "torchvision" / tv / "raw", Path("/usr/share/datasets") / name]
+            Path.home() / ".cache" / "torchvision" / tv / "raw", system_path(Path("/usr/share/datasets") / name)]
     if name == "fashion-mnist":
-        out.append(FASHION_DEBIAN)
+        out.append(system_path(FASHION_DEBIAN))
     return out
 
 

@@ -39,7 +39,8 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Callable[[float, str], N
     n_values = sum(p.numel() for p in model.parameters())
     state = None
     if c.codec not in (None, *IDENTITY):
-        state = CodecHookState.of(c.codec, c.error_feedback, start_iter=c.hook_start, min_numel=c.hook_min_numel)
+        state = CodecHookState.of(c.codec, c.error_feedback, model, start_iter=c.hook_start,
+                                  min_numel=c.hook_min_numel)
         ddp.register_comm_hook(state, codec_hook)
     opt = make_optimizer(c.optimizer, ddp.parameters(), c.lr, c.momentum)
     torch.manual_seed(c.seed + 1 + rank)  # dropout masks differ across ranks, as on real GPUs

@@ -3,21 +3,24 @@
 The contract of `torch.nn.parallel.DistributedDataParallel.register_comm_hook`: the hook gets a
 `GradBucket` of un-averaged gradients and returns a Future holding the bucket's averaged
 gradient. Here, per bucket:
-  - the first `start_iter` iterations run a plain fp32 all_reduce (DDP rebuilds its buckets
-    after iteration 1, so residuals keyed by bucket index are only stable from then on);
+  - the first `start_iter` iterations run a plain fp32 all_reduce (a warm-up);
   - gradients with fewer than `min_numel` values (biases) travel uncompressed in one fp32
     all_reduce;
   - the others are encoded tensor by tensor (per-tensor absmax, as Dettmers 2016 does per
-    matrix). Summable payloads (fp16, bf16 casts) are pre-divided by P and all_reduced in their
-    own dtype, like torch's fp16_compress_hook; all other payloads are packed into one uint8
-    row per rank (`lab.comm.wire`) and all_gathered, and every rank decodes the P rows;
-  - with error feedback the residual of each tensor lives in the state, keyed by
-    "<bucket index>:<tensor index>";
+    matrix). Summable codecs (fp16/bf16 casts, random-k with the same seed on every rank) are
+    fed the gradient pre-divided by P; the floating-point fields of their payloads (values) are
+    concatenated and all_reduced in their own dtype, like torch's fp16_compress_hook, and the
+    other fields (random-k's index seed) must agree across ranks (checked with one small
+    all_reduce, MAX of (v, -v)). All other payloads are packed into one uint8 row per rank
+    (`lab.comm.wire`) and all_gathered, and every rank decodes the P rows;
+  - with error feedback the residual of each tensor lives in the state, keyed by its
+    parameter (its name, or "param<n>" in order of first sight), not by bucket: DDP rebuilds its buckets
+    after the first iteration, and a residual must follow its parameter into the new bucket;
   - the result is divided by P inside the hook.
 `state.bytes_sent` counts what this rank put on the wire, with the ring algorithms' volumes
 that Gloo and NCCL use: all_reduce 2(P-1)/P·m, all_gather (P-1)·q.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.distributed as dist
@@ -41,24 +44,40 @@ class CodecHookState:
     bytes_sent: int = 0
     fp32_bytes: int = 0
     compressed_buckets: int = 0
+    _param_keys: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.codec, Codec):
             raise ValueError(f"CodecHookState needs a Codec, got {type(self.codec).__name__}")
         if isinstance(self.start_iter, bool) or not isinstance(self.start_iter, int) or self.start_iter < 0:
-            raise ValueError(f"start_iter={self.start_iter!r}; it must be an int >= 0 (DDP rebuilds "
-                             "buckets after iteration 1, so error feedback wants >= 2)")
+            raise ValueError(f"start_iter={self.start_iter!r}; it must be an int >= 0 (iterations of plain "
+                             "fp32 all_reduce before the codec takes over)")
         if isinstance(self.min_numel, bool) or not isinstance(self.min_numel, int) or self.min_numel < 0:
             raise ValueError(f"min_numel={self.min_numel!r}; it must be >= 0")
 
     @classmethod
-    def of(cls, codec, error_feedback: bool = False, **kw) -> "CodecHookState":
+    def of(cls, codec, error_feedback: bool = False, model: torch.nn.Module | None = None,
+           **kw) -> "CodecHookState":
+        """A state for `codec` (a Codec or a spec string), wrapped in error feedback if asked;
+        with `model`, residuals are keyed by its parameter names ("0.weight")."""
         c = get_codec(codec) if isinstance(codec, str) else codec
-        return cls(ErrorFeedback(c) if error_feedback and not isinstance(c, ErrorFeedback) else c, **kw)
+        state = cls(ErrorFeedback(c) if error_feedback and not isinstance(c, ErrorFeedback) else c, **kw)
+        if model is not None:
+            state._param_keys.update((id(p), name) for name, p in model.named_parameters())
+        return state
 
     @property
     def world_size(self) -> int:
         return dist.get_world_size(self.process_group)
+
+    def key(self, param: torch.Tensor) -> str:
+        """The error-feedback key of a parameter: its name in the model given to `of`, else
+        "param<n>", n in order of first sight (the same on every rank, and the same whichever
+        bucket DDP puts the parameter in)."""
+        k = self._param_keys.get(id(param))
+        if k is None:
+            k = self._param_keys[id(param)] = f"param{len(self._param_keys)}"
+        return k
 
 
 def _ring_allreduce_bytes(nbytes: int, P: int) -> int:
@@ -91,6 +110,7 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
         return _allreduce(state, buf.div_(P)).then(lambda f: f.value()[0])
     state.compressed_buckets += 1
     grads = bucket.gradients()
+    keys = [state.key(p) for p in bucket.parameters()]
     small = [i for i, g in enumerate(grads) if g.numel() < state.min_numel]
     big = [i for i, g in enumerate(grads) if g.numel() >= state.min_numel]
     futures: list[Future] = []
@@ -98,7 +118,7 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
         flat = torch.cat([grads[i].reshape(-1) for i in small]).div_(P)
         futures.append(_allreduce(state, flat).then(lambda f: _split(f.value()[0], [grads[i] for i in small])))
     if big:
-        futures.append(_compressed(state, bucket.index(), [grads[i] for i in big]))
+        futures.append(_compressed(state, [keys[i] for i in big], [grads[i] for i in big]))
 
     def assemble(fut: Future) -> torch.Tensor:
         for part, where in zip(fut.value(), [small, big] if small else [big]):
@@ -118,19 +138,15 @@ def _encode(state: CodecHookState, x: torch.Tensor, key: str):
     return codec.encode(x, key) if isinstance(codec, ErrorFeedback) else codec.encode(x)
 
 
-def _compressed(state: CodecHookState, index: int, grads: list[torch.Tensor]) -> Future:
+def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor]) -> Future:
     """Encode each gradient, then all_reduce (summable payloads) or all_gather (the rest)."""
     codec, P = state.codec, state.world_size
     inner = codec.codec if isinstance(codec, ErrorFeedback) else codec
     state.fp32_bytes += _ring_allreduce_bytes(sum(g.numel() for g in grads) * 4, P)
-    if inner.summable:  # a cast: pre-divide, all_reduce in the narrow dtype, decode once
-        enc = _encode(state, torch.cat([g.reshape(-1) for g in grads]).float().div_(P), f"{index}")
-        (key, payload), = enc.tensors.items()
-        state.bytes_sent += _ring_allreduce_bytes(payload.numel() * payload.element_size(), P)
-        fut = dist.all_reduce(payload, group=state.process_group, async_op=True).get_future()
-        return fut.then(lambda f: _split(inner.decode(enc).reshape(-1).float(), grads))
+    if inner.summable:
+        return _summed(state, inner, keys, grads)
     fmts = [WireFormat.of(inner, g.numel(), torch.float32, g.device) for g in grads]
-    row = torch.cat([f.pack(_encode(state, g.float(), f"{index}:{j}")) for j, (f, g) in enumerate(zip(fmts, grads))])
+    row = torch.cat([f.pack(_encode(state, g.float(), k)) for f, g, k in zip(fmts, grads, keys)])
     rows = [torch.empty_like(row) for _ in range(P)]
     state.bytes_sent += (P - 1) * row.numel()
 
@@ -144,6 +160,45 @@ def _compressed(state: CodecHookState, index: int, grads: list[torch.Tensor]) ->
         return out
 
     return dist.all_gather(rows, row, group=state.process_group, async_op=True).get_future().then(decode)
+
+
+def _summed(state: CodecHookState, inner: Codec, keys: list[str], grads: list[torch.Tensor]) -> Future:
+    """Summable payloads: encode g/P per tensor, all_reduce the floating-point fields of all of
+    them as one tensor per field, check the other fields agree across ranks, decode each sum."""
+    P, group = state.world_size, state.process_group
+    encs = [_encode(state, g.float() / P, k) for g, k in zip(grads, keys)]
+    names = list(encs[0].tensors)
+    summed = [n for n in names if encs[0].tensors[n].is_floating_point()]
+    fixed = [n for n in names if n not in summed]
+    futures = []
+    for n in summed:
+        flat = torch.cat([e.tensors[n].reshape(-1) for e in encs])
+        state.bytes_sent += _ring_allreduce_bytes(flat.numel() * flat.element_size(), P)
+        futures.append(dist.all_reduce(flat, group=group, async_op=True).get_future())
+    if fixed:  # must be equal on every rank: MAX of (v, -v) gives (max, -min)
+        v = torch.cat([e.tensors[n].reshape(-1).to(torch.int64) for e in encs for n in fixed])
+        both = torch.cat([v, -v])
+        state.bytes_sent += _ring_allreduce_bytes(both.numel() * 8, P)
+        futures.append(dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group, async_op=True).get_future())
+
+    def decode(fut: Future) -> list[torch.Tensor]:
+        results = [f.value()[0] for f in fut.value()]
+        if fixed:
+            both = results.pop()
+            if not torch.equal(both[:v.numel()], v) or not torch.equal(-both[v.numel():], v):
+                raise ValueError(f"{inner.describe()}: the payload fields {fixed} differ across ranks, so the "
+                                 "payloads cannot be summed; build the codec with the same options (seed) on "
+                                 "every rank and encode the same tensors in the same order")
+        out = []
+        parts = [flat.split([e.tensors[n].numel() for e in encs]) for n, flat in zip(summed, results)]
+        for j, e in enumerate(encs):
+            tensors = dict(e.tensors)
+            for n, p in zip(summed, parts):
+                tensors[n] = p[j].view_as(e.tensors[n])
+            out.append(inner.decode(replace(e, tensors=tensors)).reshape(-1).float())
+        return out
+
+    return torch.futures.collect_all(futures).then(decode)
 
 
 __all__ = ["CodecHookState", "codec_hook"]
