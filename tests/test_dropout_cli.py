@@ -24,7 +24,7 @@ def test_search_table_and_json():
     r = runner.invoke(app, ["dropout", "search", "-p", "0.5", "-n", "6", "--json", "--trace"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert abs(out["rate"] - 0.5) < 1e-3 and len(out["distribution"]) == 6 and out["trace"]
+    assert abs(out["rate"] - 0.5) < 1e-3 and len(out["rows"]) == 6 and out["trace"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -61,11 +61,11 @@ def test_mlp_and_lstm_smoke(tmp_path):
     r = runner.invoke(app, ["dropout", "mlp", "--smoke", "--rates", "0.5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
-    assert data["dataset"] == "digits" and [row["kind"] for row in data["table"]] == ["bernoulli", "row", "tile"]
-    assert data["curves"] and all(row["epoch_s"] > 0 for row in data["table"])
+    assert data["config"]["dataset"] == "digits" and [row["kind"] for row in data["rows"]] == ["bernoulli", "row", "tile"]
+    assert data["curves"] and all(row["epoch_s"] > 0 for row in data["rows"])
     r = runner.invoke(app, ["dropout", "lstm", "--smoke", "--rates", "0.3", "--kinds", "bernoulli,row", "--json"])
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)["table"]
+    rows = json.loads(r.stdout)["rows"]
     assert [row["kind"] for row in rows] == ["bernoulli", "row"] and rows[1]["test_ppl"] > 1
 
 
