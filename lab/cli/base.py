@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 import typer
@@ -131,8 +131,8 @@ def fail(msg: str) -> None:
 def deprecated(old: str, new: str) -> None:
     """A one-line note on stderr for an option kept as a hidden alias for one release."""
     err_console.print(f"note: {old} is deprecated and will be removed in the next release; use {new} "
-                      "(nccl-tests' name; the old one clashes with torchrun's own options)", highlight=False,
-                      soft_wrap=True)
+                      "(nccl-tests' names; the old --max is ambiguous under torchrun, which takes it for "
+                      "--max-restarts)", highlight=False, soft_wrap=True)
 
 
 def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False) -> list:

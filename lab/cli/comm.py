@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import typer
 
-from .base import (app, bench_app, bench_out, console, deprecated, emit, err_console, fail, json_option, numbers,
+from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, numbers,
                    out_option, print_frame, result, runs_under_torchrun, session)
 
 
