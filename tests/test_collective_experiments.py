@@ -37,12 +37,13 @@ def test_collective_sweep_measures_and_models() -> None:
     assert set(pred["P"]) == {8, 64, 1024}
 
 
-def test_cli_bench_collectives_prints_nccl_tests_table() -> None:
-    res = CliRunner().invoke(app, ["bench", "collectives", "--procs", "2", "--min", "64K", "--max", "1M",
-                                   "--algorithms", "native,ring", "--target-s", "0.02"])
+def test_cli_bench_collectives_prints_nccl_tests_table(tmp_path) -> None:
+    res = CliRunner().invoke(app, ["bench", "collectives", "--procs", "2", "-b", "64K", "-e", "1M",
+                                   "--algorithms", "native,ring", "--target-s", "0.02",
+                                   "--out", str(tmp_path / "c.json")])
     assert res.exit_code == 0, res.output
     assert "# algorithm: ring" in res.output and "busbw (GB/s)" in res.output and "#wrong" in res.output
-    assert "# Avg bus bandwidth" in res.output
+    assert "# Avg bus bandwidth" in res.output and "# nThread 1 nGpus 0 minBytes 65536 maxBytes 1048576" in res.output
     bad = CliRunner().invoke(app, ["bench", "collectives", "--algorithms", "ring,hypercube"])
     assert bad.exit_code == 2 and "unknown algorithm 'hypercube'" in bad.output
 

@@ -24,7 +24,7 @@ def test_search_table_and_json():
     r = runner.invoke(app, ["dropout", "search", "-p", "0.5", "-n", "6", "--json", "--trace"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert abs(out["rate"] - 0.5) < 1e-3 and len(out["distribution"]) == 6 and out["trace"]
+    assert abs(out["rate"] - 0.5) < 1e-3 and len(out["rows"]) == 6 and out["trace"]
 
 
 def test_search_help_states_the_default_n_the_code_uses():
@@ -37,7 +37,7 @@ def test_search_help_states_the_default_n_the_code_uses():
     assert [(n, p) for n, p in examples] == [("3", "0.5"), ("4", "0.7"), ("14", "0.9")]
     for n, p in examples:
         r = runner.invoke(app, ["dropout", "search", "-p", p, "--json"])
-        assert len(json.loads(r.stdout)["distribution"]) == int(n), p
+        assert len(json.loads(r.stdout)["rows"]) == int(n), p
 
 
 @pytest.mark.parametrize("args,message", [
@@ -74,15 +74,15 @@ def test_mlp_and_lstm_smoke(tmp_path):
     r = runner.invoke(app, ["dropout", "mlp", "--smoke", "--rates", "0.5", "--out", str(out)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
-    assert data["dataset"] == "digits" and [row["kind"] for row in data["table"]] == ["bernoulli", "row", "tile"]
-    assert data["curves"] and all(row["epoch_s"] > 0 for row in data["table"])
+    assert data["config"]["dataset"] == "digits" and [row["kind"] for row in data["rows"]] == ["bernoulli", "row", "tile"]
+    assert data["curves"] and all(row["epoch_s"] > 0 for row in data["rows"])
     r = runner.invoke(app, ["dropout", "lstm", "--smoke", "--rates", "0.3", "--kinds", "bernoulli,row", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    rows = out["table"]
+    rows = out["rows"]
     assert [row["kind"] for row in rows] == ["bernoulli", "row"] and rows[1]["test_ppl"] > 1
     # a fresh machine (conftest: no Debian corpora): Python's own documentation, and the result says so
-    assert out["corpus"] == "pydoc" and "pydoc_data.topics" in out["corpus_source"]
+    assert out["config"]["corpus"] == "pydoc" and "pydoc_data.topics" in out["config"]["corpus_source"]
 
 
 def test_bench_dropout_writes_json(tmp_path):

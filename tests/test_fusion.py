@@ -17,7 +17,7 @@ def test_smoke_via_cli_json():
     r = runner.invoke(app, ["fusion", "--smoke", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    info, table = out["info"], out["table"]
+    info, table = out["info"], out["rows"]
     assert info["smoke"] and info["dataset"] == "digits" and info["scales"] == [16, 32]
     assert [row["model"] for row in table] == ["16 px", "32 px", "fused (mean of softmax)"]
     errors = [row["test_error"] for row in table]

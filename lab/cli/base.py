@@ -1,12 +1,17 @@
-"""The CLI's shared pieces: the typer apps, rich output, progress bars, clear errors, result files."""
+"""The CLI's shared pieces: the typer apps, rich output, progress (a bar on a terminal, plain lines
+elsewhere), clear errors, Ctrl-C that keeps what finished, and one JSON shape for every result."""
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
+import tempfile
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 import typer
@@ -14,20 +19,91 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml's when run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("paralab")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+        import re
+
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+        m = re.search(r'^version = "([^"]+)"', text, re.M)
+        return m.group(1) if m else "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"paralab {version()}")
+        raise typer.Exit()
+
+
+app = typer.Typer(add_completion=True, no_args_is_help=True,
                   help="ParaLab: codecs, collectives and approximate dropout for parallel training.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks; each writes bench/results/<name>-<device>.json.")
+
+
+@app.callback()
+def _root(show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                            help="print the version and exit")) -> None:
+    """ParaLab: codecs, collectives and approximate dropout for parallel training."""
+
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks; each writes bench/results/<name>-<device>.json "
+                                                   "unless given --out FILE or --json.")
 app.add_typer(bench_app, name="bench")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 REPO = Path(__file__).resolve().parents[2]
 
+# commands that run on torchrun's ranks (`torchrun --nproc-per-node 2 -m lab <command> ...`): their --help says
+# so, and tests/test_cli.py runs each of them under torchrun
+TORCHRUN_COMMANDS: list[str] = []
+TORCHRUN_HELP = "Runs under torchrun too (one process per rank; rank 0 prints and writes the result): "
+
+
+def json_option() -> Any:
+    """The --json flag every result command has."""
+    return typer.Option(False, "--json", help="print the result as JSON on stdout (nothing else goes there)")
+
+
+def out_option(default: str = "") -> Any:
+    """The --out FILE option every result command has (`default`: where a benchmark writes without it)."""
+    return typer.Option(None, "--out", help="write the result as JSON to this file (atomically)" + default)
+
+
+def runs_under_torchrun(path: str) -> Callable:
+    """Mark the command `path` ('bench collectives') as one that runs on torchrun's ranks."""
+    def mark(fn: Callable) -> Callable:
+        TORCHRUN_COMMANDS.append(path)
+        return fn
+    return mark
+
+
+class _PlainProgress:
+    """Progress as plain lines on stderr (CI logs, pipes): a line when the message changes, at most
+    one a second, and always the last one."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s, self.last_t, self.last_msg = every_s, -math.inf, None
+
+    def __call__(self, frac: float, msg: str) -> None:
+        now = time.monotonic()
+        if msg != self.last_msg and (now - self.last_t >= self.every_s or frac >= 1.0):
+            err_console.print(f"[{frac:4.0%}] {msg}", highlight=False, markup=False, soft_wrap=True)
+            self.last_t, self.last_msg = now, msg
+
 
 @contextmanager
 def progress_bar(enabled: bool = True) -> Iterator:
-    """A rich progress bar on stderr whose update function fits the experiments' callback."""
+    """A progress callback (fraction, message) for the experiments: a rich bar on stderr when it is
+    a terminal, plain lines otherwise, nothing when not `enabled`."""
     if not enabled:
         yield None
+        return
+    if not err_console.is_terminal:
+        yield _PlainProgress()
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=err_console, transient=True) as p:
@@ -52,6 +128,13 @@ def fail(msg: str) -> None:
 
 
 
+def deprecated(old: str, new: str) -> None:
+    """A one-line note on stderr for an option kept as a hidden alias for one release."""
+    err_console.print(f"note: {old} is deprecated and will be removed in the next release; use {new} "
+                      "(nccl-tests' names; the old --max is ambiguous under torchrun, which takes it for "
+                      "--max-restarts)", highlight=False, soft_wrap=True)
+
+
 def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False) -> list:
     """'1, 2,4' -> [1, 2, 4] as `cast`; a bad or (unless allowed) empty list is a one-line error."""
     kind = "integers" if cast is int else "numbers"
@@ -64,28 +147,129 @@ def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False)
     return vals
 
 
-def save_or_print(payload: dict, out: Path | None, as_json: bool) -> bool:
-    """Write `payload` to `out` (all or nothing) when given, and print it as JSON when asked; True
-    when printed (the command then skips its tables)."""
-    if out:
-        write_result(out, payload)
-    if as_json:
-        console.print_json(json.dumps(payload, default=str))
-    return as_json
+def jsonable(obj: Any) -> Any:
+    """Plain JSON values: NaN/inf -> null, numpy scalars -> Python, tuples -> lists, paths -> str."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, pd.DataFrame):
+        return jsonable(obj.to_dict(orient="records"))
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", None) == 0:
+        obj = obj.item()  # numpy / torch scalars
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if obj is pd.NA or obj is pd.NaT:
+        return None
+    return str(obj)
+
+
+def result(command: str, config: dict, *, device: str | None = None, rows: Any = None, summary: Any = None,
+           **extra: Any) -> dict:
+    """Every command's result has one shape: {"command", "version", "device", "config", "rows" | "summary",
+    ...}; rows is a list of records (a DataFrame is converted), summary a dict. docs/schemas/ has each
+    command's JSON schema."""
+    if (rows is None) == (summary is None):
+        raise ValueError("a result has rows or a summary (exactly one)")
+    if device is None:
+        from lab import backend
+
+        device = backend.device_name("cpu")
+    body = {"rows": rows} if rows is not None else {"summary": summary}
+    return jsonable({"command": command, "version": version(), "device": device, "config": config, **body, **extra})
 
 
 def write_result(path: Path, payload: dict) -> None:
-    """All or nothing: a run stopped half-way leaves no file (written to a temp file, then renamed)."""
+    """All or nothing: written to a temp file in the same folder, then os.replace'd over `path`."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(payload, indent=1, default=str))
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(jsonable(payload), indent=1, allow_nan=False))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
+def emit(payload: dict, out: Path | None, as_json: bool) -> bool:
+    """Write `payload` to `out` when given (atomically; 'wrote' goes to stderr) and print it as JSON
+    on stdout when asked (nothing else is printed there then). True when printed: the command skips
+    its tables."""
+    if out:
+        write_result(out, payload)
+        err_console.print(f"wrote {out}", highlight=False, soft_wrap=True)
+    if as_json:
+        sys.stdout.write(json.dumps(jsonable(payload), indent=1, allow_nan=False) + "\n")
+        sys.stdout.flush()
+    return as_json
 
-def write_bench(name: str, info: dict, rows: list[dict], out: Optional[Path]) -> Path:
-    from lab.codecs.bench import write_json
 
-    path = out or REPO / "bench" / "results" / f"{name}.json"
-    return write_json(pd.DataFrame(rows), info, path)
+def bench_out(out: Path | None, as_json: bool, name: str) -> Path | None:
+    """Where a benchmark writes: --out, else bench/results/<name>.json unless only --json was asked."""
+    if out is not None:
+        return out
+    return None if as_json else REPO / "bench" / "results" / f"{name}.json"
 
+
+@dataclass
+class Session:
+    """A long command's state for Ctrl-C: the rows finished so far and where it is."""
+
+    command: str
+    config: dict
+    out: Path | None
+    as_json: bool
+    device: str | None = None
+    rows: list = field(default_factory=list)
+    where: str = "starting"
+    total: int | None = None
+    callback: Callable[[float, str], None] | None = None
+
+    def progress(self, frac: float, msg: str) -> None:
+        self.where = f"{msg} ({frac:.0%})"
+        if self.callback is not None:
+            self.callback(frac, msg)
+
+    def part(self, i: int, n: int) -> Callable[[float, str], None]:
+        """The progress callback of chunk i of n (its fraction mapped into the whole run's)."""
+        return lambda frac, msg: self.progress((i + frac) / n, msg)
+
+    def add(self, rows: list[dict], label: str) -> None:
+        """Keep finished rows (written if the run is stopped) and say so in plain-progress mode."""
+        self.rows.extend(rows)
+        self.where = f"after {label}"
+        if isinstance(self.callback, _PlainProgress):
+            err_console.print(f"done: {label} ({len(self.rows)} rows)", highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def session(command: str, config: dict, out: Path | None, as_json: bool, device: str | None = None,
+            progress: bool = True) -> Iterator[Session]:
+    """Run a long command: a progress bar (or plain lines), and on Ctrl-C a clean stop that writes the
+    finished rows (marked "partial") to --out / stdout, says where it stopped, and exits 130."""
+    s = Session(command, config, out, as_json, device)
+    stopped = False
+    with progress_bar(progress) as cb:
+        s.callback = cb
+        try:
+            yield s
+        except KeyboardInterrupt:
+            stopped = True
+    if not stopped:
+        return
+    msg = f"interrupted {s.where}"
+    if s.rows:
+        payload = result(command, config, device=device, rows=s.rows, partial=True, stopped=s.where)
+        if out:
+            write_result(out, payload)
+            msg += f"; {len(s.rows)} finished rows written to {out} (marked partial)"
+        if as_json:
+            sys.stdout.write(json.dumps(payload, indent=1, allow_nan=False) + "\n")
+    else:
+        msg += "; nothing had finished, no result written"
+    err_console.print(msg, highlight=False, soft_wrap=True)
+    raise typer.Exit(130)

@@ -1,21 +1,21 @@
 """`paralab table1 | errors | codecs | bench codecs`: Dettmers 2016 Table 1, codec error tables, codec speed."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import pandas as pd
 import typer
 
-from .base import REPO, app, bench_app, console, fail, print_frame, progress_bar
+from .base import (app, bench_app, bench_out, console, emit, fail, json_option, out_option, print_frame, result,
+                   session)
 
 
 @app.command()
 def table1(samples: int = typer.Option(1_000_000, help="samples per distribution (the paper used 25 M)"),
            rounding: str = typer.Option("both", help="paper | nearest | both"),
            seed: int = typer.Option(0, help="random seed"),
-           as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+           as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Dettmers 2016 Table 1: the four 8-bit types on U(0,1) and normal distributions, paper vs measured."""
     from lab.experiments import TABLE1_NOTE, table1 as run
 
@@ -24,11 +24,10 @@ def table1(samples: int = typer.Option(1_000_000, help="samples per distribution
         fail(f"--rounding {rounding!r}; allowed: paper, nearest, both")
     if samples < 1:
         fail(f"--samples {samples}; need at least 1")
-    with progress_bar(not as_json) as cb:
-        df = run(samples=samples, roundings=allowed[rounding], seed=seed, progress=cb)
-    if as_json:
-        print(json.dumps({"samples": samples, "seed": seed, "note": TABLE1_NOTE,
-                          "rows": df.to_dict(orient="records")}, indent=1))
+    config = {"samples": samples, "rounding": rounding, "seed": seed}
+    with session("table1", config, out, as_json) as s:
+        df = run(samples=samples, roundings=allowed[rounding], seed=seed, progress=s.progress)
+    if emit(result("table1", config, rows=df, note=TABLE1_NOTE), out, as_json):
         return
     print_frame(df, f"Table 1 — {samples:,} samples per distribution, seed {seed}")
     console.print(f"[dim]{TABLE1_NOTE}[/dim]")
@@ -39,8 +38,9 @@ def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3"
                                            help="codec name (repeatable); see `paralab codecs`"),
            dist: List[str] = typer.Option(["uniform(0,1)", "normal(0,1)"],
                                           help="distribution spec (repeatable), e.g. 'student_t(3)'"),
-           samples: int = typer.Option(1_000_000), seed: int = typer.Option(0),
-           as_json: bool = typer.Option(False, "--json")) -> None:
+           samples: int = typer.Option(1_000_000, help="samples per distribution"),
+           seed: int = typer.Option(0, help="random seed"),
+           as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Error table of any codecs on any distributions."""
     from lab.codecs import get_codec
     from lab.experiments import error_table, parse_distribution
@@ -51,28 +51,33 @@ def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3"
             parse_distribution(d)
     except ValueError as e:
         fail(str(e))
-    with progress_bar(not as_json) as cb:
-        df = error_table(codecs, dist, samples=samples, seed=seed, progress=cb)
-    if as_json:
-        print(df.to_json(orient="records", indent=1))
-    else:
+    config = {"codec": list(codec), "dist": list(dist), "samples": samples, "seed": seed}
+    with session("errors", config, out, as_json) as s:
+        for i, (name, c) in enumerate(zip(codec, codecs)):  # one codec at a time: Ctrl-C keeps the finished ones
+            part = error_table([c], dist, samples=samples, seed=seed, progress=s.part(i, len(codecs)))
+            s.add(part.to_dict(orient="records"), f"codec {name}")
+    df = pd.DataFrame(s.rows)
+    if not emit(result("errors", config, rows=df), out, as_json):
         print_frame(df, f"Approximation error — {samples:,} samples, seed {seed}")
 
 
 @app.command()
-def codecs() -> None:
+def codecs(as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """List every codec name with its description."""
     from lab.codecs import codec_help
 
-    print_frame(pd.DataFrame(list(codec_help().items()), columns=["name", "description"]), "Codecs")
+    df = pd.DataFrame(list(codec_help().items()), columns=["name", "description"])
+    if not emit(result("codecs", {}, rows=df), out, as_json):
+        print_frame(df, "Codecs")
 
 
 @bench_app.command("codecs")
 def bench_codecs(min_exp: int = typer.Option(16, "--min-exp", help="smallest size 2^k"),
                  max_exp: Optional[int] = typer.Option(None, "--max-exp", help="largest size 2^k (26 CPU, 28 GPU)"),
-                 repeats: int = typer.Option(5), device: Optional[str] = typer.Option(None, help="cpu or cuda"),
-                 out: Optional[Path] = typer.Option(None, help="JSON path (default bench/results/codecs-<device>.json)")
-                 ) -> None:
+                 repeats: int = typer.Option(5, help="timed calls per contestant (median reported)"),
+                 device: Optional[str] = typer.Option(None, help="cpu or cuda"),
+                 as_json: bool = json_option(),
+                 out: Optional[Path] = out_option(" (default bench/results/codecs-<device>.json)")) -> None:
     """Encode/decode speed of the 8-bit codecs vs torch's fp8 cast and bitsandbytes, same run."""
     import torch
 
@@ -85,13 +90,22 @@ def bench_codecs(min_exp: int = typer.Option(16, "--min-exp", help="smallest siz
     top = max_exp if max_exp is not None else (28 if dev.type == "cuda" else 26)
     if not 0 <= min_exp <= top <= 31:
         fail(f"sizes 2^{min_exp}..2^{top}: need 0 <= --min-exp <= --max-exp <= 31")
+    if repeats < 1:
+        fail(f"--repeats {repeats}; need >= 1")
     sizes = [1 << k for k in range(min_exp, top + 1, 2)]
-    with progress_bar() as cb:
-        df, info = bench.run(sizes, dev, repeats=repeats, progress=cb)
-    path = out or REPO / "bench" / "results" / f"codecs-{backend.device_slug(dev)}.json"
-    bench.write_json(df, info, path)
+    path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
+    config = {"min_exp": min_exp, "max_exp": top, "repeats": repeats, "device": dev.type}
+    info: dict = {}
+    with session("bench codecs", config, path, as_json, device=backend.device_name(dev)) as s:
+        for i, n in enumerate(sizes):  # one size at a time: Ctrl-C keeps the finished sizes
+            part, info = bench.run([n], dev, repeats=repeats, progress=s.part(i, len(sizes)))
+            s.add(part.to_dict(orient="records"), f"n={n}")
+    df = pd.DataFrame(s.rows)
+    info = {**info, "sizes": sizes}
+    device_name = info.pop("device")
+    if emit(result("bench codecs", config, device=device_name, rows=df, **info), path, as_json):
+        return
     cols = ["contestant", "op", "n", "ns_per_value", "gb_per_s", "speed_vs_fp8_cast", "speed_vs_bnb", "speed_vs_bnb_op"]
     if "frac_of_copy_bw" in df:
         cols.append("frac_of_copy_bw")
-    print_frame(df[cols], f"Codec speed on {info['device']} (ratios: baseline time / this time)")
-    console.print(f"wrote {path}")
+    print_frame(df[cols], f"Codec speed on {device_name} (ratios: baseline time / this time)")

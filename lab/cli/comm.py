@@ -1,4 +1,5 @@
-"""`paralab scale | bench collectives | bench transfer | bench compressed`: the collectives' error at scale and benchmarks."""
+"""`paralab scale | bench collectives | bench transfer | bench compressed`: the collectives' error at scale and benchmarks.
+The size-range benchmarks take nccl-tests' flags (-b -e -f -n -w -c)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,8 @@ import pandas as pd
 import torch
 import typer
 
-from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, write_bench
+from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, numbers,
+                   out_option, print_frame, result, runs_under_torchrun, session)
 
 
 @app.command()
@@ -18,29 +20,77 @@ def scale(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp16"], he
           values: int = typer.Option(4096, help="values per rank"),
           mode: str = typer.Option("auto", help="auto | requantize | gather"),
           seed: int = typer.Option(0, help="random seed"),
-          as_json: bool = typer.Option(False, "--json")) -> None:
+          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Error of compressed allreduce against the exact sum as P grows, on SimComm."""
     from lab.experiments import error_at_scale
 
+    Ps = numbers(ranks, "--ranks", int)
+    config = {"codec": list(codec), "algorithm": list(algorithm), "ranks": Ps, "values": values, "mode": mode,
+              "seed": seed}
     try:
-        Ps = numbers(ranks, "--ranks", int)
-        with progress_bar() as cb:
-            df = error_at_scale(codec, algorithm, Ps, n=values, mode=mode, seed=seed, progress=cb)
+        with session("scale", config, out, as_json) as s:
+            for i, P in enumerate(Ps):  # one P at a time: Ctrl-C keeps the finished ones
+                part = error_at_scale(codec, algorithm, [P], n=values, mode=mode, seed=seed,
+                                      progress=s.part(i, len(Ps)))
+                s.add(part.to_dict(orient="records"), f"P={P}")
     except ValueError as e:
         fail(str(e))
-    if as_json:
-        console.print_json(df.to_json(orient="records"))
-        return
-    print_frame(df, f"Compressed allreduce error at scale (SimComm, {values} values per rank, seed {seed})")
+    df = pd.DataFrame(s.rows)
+    if not emit(result("scale", config, rows=df), out, as_json):
+        print_frame(df, f"Compressed allreduce error at scale (SimComm, {values} values per rank, seed {seed})")
+
+
+def _size_range(minbytes: str, maxbytes: str, old_min: Optional[str], old_max: Optional[str],
+                old_factor: Optional[int], factor: int, values: bool = False) -> tuple[int, int, int]:
+    """nccl-tests' -b/-e/-f with the old --min/--max/--factor as deprecated aliases (values=True: the old
+    ones counted fp32 values, the new ones count bytes)."""
+    from lab.comm import bench
+
+    scale = 4 if values else 1
+    lo, hi = bench.parse_size(minbytes), bench.parse_size(maxbytes)
+    if old_min is not None:
+        deprecated("--min", "-b/--minbytes" + (" (bytes, 4 per value)" if values else ""))
+        lo = scale * bench.parse_size(old_min)
+    if old_max is not None:
+        deprecated("--max", "-e/--maxbytes" + (" (bytes, 4 per value)" if values else ""))
+        hi = scale * bench.parse_size(old_max)
+    if old_factor is not None:
+        deprecated("--factor", "-f/--stepfactor")
+        factor = old_factor
+    return lo, hi, factor
+
+
+def _minbytes(default: str) -> typer.models.OptionInfo:
+    return typer.Option(default, "-b", "--minbytes", help="smallest message, bytes (K/M/G suffixes), nccl-tests' -b")
+
+
+def _maxbytes(default: str) -> typer.models.OptionInfo:
+    return typer.Option(default, "-e", "--maxbytes", help="largest message, bytes (K/M/G suffixes), nccl-tests' -e")
+
+
+def _stepfactor(default: int) -> typer.models.OptionInfo:
+    return typer.Option(default, "-f", "--stepfactor", help="size step factor, nccl-tests' -f")
+
+
+OLD_MIN = typer.Option(None, "--min", hidden=True, help="deprecated: -b/--minbytes")
+OLD_MAX = typer.Option(None, "--max", hidden=True, help="deprecated: -e/--maxbytes")
+OLD_FACTOR = typer.Option(None, "--factor", hidden=True, help="deprecated: -f/--stepfactor")
 
 
 @bench_app.command("collectives")
+@runs_under_torchrun("bench collectives")
 def bench_collectives(
-    procs: int = typer.Option(4, "--procs", "-p", help="ranks (processes) to start on this machine"),
+    procs: int = typer.Option(4, "--procs", "-p", help="ranks (processes) to start on this machine (not under "
+                                                       "torchrun: there torchrun's ranks run it)"),
     backend_name: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (one GPU per rank)"),
-    min_size: str = typer.Option("8", "--min", help="smallest message, bytes (K/M/G suffixes)"),
-    max_size: str = typer.Option("64M", "--max", help="largest message"),
-    factor: int = typer.Option(4, "--factor", "-f", help="size step factor"),
+    minbytes: str = _minbytes("8"),
+    maxbytes: str = _maxbytes("64M"),
+    stepfactor: int = _stepfactor(4),
+    iters: Optional[int] = typer.Option(None, "-n", "--iters", help="timed calls per point, nccl-tests' -n "
+                                                                    "(default: as many as fit --target-s)"),
+    warmup_iters: int = typer.Option(1, "-w", "--warmup_iters", help="untimed calls first, nccl-tests' -w"),
+    check: int = typer.Option(1, "-c", "--check", min=0, max=1, help="1: count values that differ from the exact "
+                                                                      "sum (#wrong), nccl-tests' -c"),
     algorithms: str = typer.Option(",".join(["native", "ring", "rabenseifner", "tree", "recursive_doubling",
                                              "butterfly_sync", "parameter_server"]), "--algorithms",
                                    help="comma-separated; native = the backend's all_reduce"),
@@ -49,13 +99,17 @@ def bench_collectives(
                                        help="run the ranks in network namespaces on links shaped to this "
                                             "rate, e.g. 1gbit (root; see docs/shaped_link.md)"),
     delay_ms: float = typer.Option(0.0, "--link-delay-ms", help="one-way delay of the shaped link"),
-    target_s: float = typer.Option(0.2, "--target-s", help="time budget per point (median of the calls)"),
+    target_s: float = typer.Option(0.2, "--target-s", help="time budget per point when -n is not given"),
     timeout: float = typer.Option(300.0, "--timeout", help="seconds a rank may wait on a peer"),
-    as_json: bool = typer.Option(False, "--json", help="write bench/results/collectives-<device>-P<P>.json"),
-    out: Optional[Path] = typer.Option(None, help="JSON path"),
+    as_json: bool = json_option(),
+    out: Optional[Path] = out_option(" (default bench/results/collectives-<device>-P<P>.json)"),
+    old_min: Optional[str] = OLD_MIN, old_max: Optional[str] = OLD_MAX, old_factor: Optional[int] = OLD_FACTOR,
 ) -> None:
-    """Allreduce sweep in nccl-tests' form (one block per algorithm, native all_reduce included)
-    with the calibrated cost model's time; under torchrun it runs on torchrun's ranks."""
+    """Allreduce sweep in nccl-tests' form (its flags, header and table: one block per algorithm, native
+    all_reduce included) with the calibrated cost model's time.
+
+    Runs under torchrun too (one process per rank; rank 0 prints and writes the result):
+    `torchrun --nproc-per-node 2 -m lab bench collectives -b 1M -e 4M`."""
     from lab import backend
     from lab.comm import bench
     from lab.comm.allreduce import check_algorithm
@@ -67,20 +121,30 @@ def bench_collectives(
         algs = [a.strip() for a in algorithms.split(",") if a.strip()]
         for a in algs:
             check_algorithm(a)
-        sizes = bench.size_sweep(bench.parse_size(min_size), bench.parse_size(max_size), factor)
+        lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)
+        sizes = bench.size_sweep(lo, hi, factor)
+        if iters is not None and iters < 1:
+            raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
+        if warmup_iters < 0:
+            raise ValueError(f"-w/--warmup_iters {warmup_iters}; allowed: >= 0")
         if codec:
             from lab.codecs import get_codec
             get_codec(codec)
     except ValueError as e:
         fail(str(e))
     args = (sizes, algs, codec)
+    kw = dict(target_s=target_s, iters=iters, warmup=warmup_iters, check=bool(check))
     shared = rate is None and not in_torchrun()
+    config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
+              "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
+              "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
     if in_torchrun():
         comm = TorchComm.from_env(backend_name, timeout)
-        result = bench.collectives_rank(comm, *args, target_s=target_s)
+        res = bench.collectives_rank(comm, *args, **kw)
         if comm.rank != 0:
             return
         P, dev = comm.size, comm.device
+        config["procs"] = P
     else:
         from contextlib import nullcontext
 
@@ -95,46 +159,52 @@ def bench_collectives(
             except ValueError as e:
                 fail(str(e))
         try:
-            with net_ctx as net, progress_bar() as cb:
-                result = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout,
-                             net=net, progress=cb, target_s=target_s)[0]
+            with net_ctx as net, session("bench collectives", config, None, as_json) as s:
+                res = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout,
+                          net=net, progress=s.progress, **kw)[0]
         except ValueError as e:
             fail(str(e))
         P = procs
         dev = torch.device("cuda") if backend_name == "nccl" else torch.device("cpu")
-    df, fit = bench.table(result, shared=shared)
-    console.print(bench.format_table(df), highlight=False, soft_wrap=True)
+    df, fit = bench.table(res, shared=shared)
+    r = bench.ratios(df)
+    tag = f"-shaped-{rate}" if rate else ""
+    path = bench_out(out, as_json, f"collectives-{backend.device_slug(dev)}-P{P}{tag}")
+    extra = {"backend": backend_name, "procs": P, "versions": backend.versions(), "sizes": sizes,
+             "ranks": res["ranks"], "pingpong": res["pingpong"], "ratios_vs_native": r,
+             "fit": None if fit is None else {"latency_s": fit.link.latency_s, "bandwidth_Bps": fit.link.bandwidth_Bps,
+                                             "shared": fit.link.shared, "median_rel_error": fit.median_rel_error,
+                                             "max_rel_error": fit.max_rel_error},
+             "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms,
+             "timing": "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"}
+    if emit(result("bench collectives", config, device=backend.device_name(dev), rows=df, **extra), path, as_json):
+        return
+    console.print(bench.header(res["ranks"], lo, hi, factor, warmup_iters, iters, bool(check), target_s,
+                               backend_name), highlight=False, soft_wrap=True, markup=False)
+    console.print(bench.format_table(df), highlight=False, soft_wrap=True, markup=False)
     if fit is not None:
         model = "shared medium (all ranks on one host)" if fit.link.shared else "per-rank links"
         console.print(f"# model: {model}; fitted L = {fit.link.latency_s * 1e6:.1f} us, "
                       f"1/G = {fit.link.bandwidth_Bps / 1e9:.3f} GB/s; median |error| {fit.median_rel_error:.0%} "
                       f"over {len(fit.rows)} rows >= 64 KB", highlight=False)
-    r = bench.ratios(df)
     if len(r):
         print_frame(r, "busbw relative to native all_reduce (sizes >= 16 MB)")
-    if as_json or out:
-        tag = f"-shaped-{rate}" if rate else ""
-        info = {"device": backend.device_name(dev), "backend": backend_name, "procs": P, "versions": backend.versions(),
-                "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms, "sizes": sizes,
-                "fit": None if fit is None else {"latency_s": fit.link.latency_s, "bandwidth_Bps": fit.link.bandwidth_Bps,
-                                                "shared": fit.link.shared, "median_rel_error": fit.median_rel_error,
-                                                "max_rel_error": fit.max_rel_error},
-                "pingpong": result["pingpong"], "ratios_vs_native": r.to_dict(orient="records"),
-                "timing": "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"}
-        path = write_bench(f"collectives-{backend.device_slug(dev)}-P{P}{tag}", info, df.to_dict(orient="records"), out)
-        console.print(f"wrote {path}")
 
 
 @bench_app.command("transfer")
 def bench_transfer(
-    min_size: str = typer.Option("1K", "--min", help="fewest values (K/M suffixes)"),
-    max_size: str = typer.Option("16M", "--max", help="most values"),
-    codecs: str = typer.Option("dynamic_tree,linear,mantissa,static_tree,onebit", "--codecs"),
+    minbytes: str = _minbytes("4K"),
+    maxbytes: str = _maxbytes("64M"),
+    stepfactor: int = _stepfactor(4),
+    codecs: str = typer.Option("dynamic_tree,linear,mantissa,static_tree,onebit", "--codecs",
+                               help="comma-separated codecs (fp32 is always the baseline)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="between two namespaces on a shaped link"),
     pcie: bool = typer.Option(False, "--pcie", help="on a GPU: over the PCIe link (device -> host -> device)"),
-    target_s: float = typer.Option(0.2, "--target-s"),
-    as_json: bool = typer.Option(False, "--json", help="write bench/results/transfer-<device>.json"),
-    out: Optional[Path] = typer.Option(None, help="JSON path"),
+    target_s: float = typer.Option(0.2, "--target-s", help="time budget per point"),
+    as_json: bool = json_option(),
+    out: Optional[Path] = out_option(" (default bench/results/transfer-<device>.json)"),
+    old_min: Optional[str] = typer.Option(None, "--min", hidden=True, help="deprecated: -b/--minbytes"),
+    old_max: Optional[str] = typer.Option(None, "--max", hidden=True, help="deprecated: -e/--maxbytes"),
 ) -> None:
     """Dettmers 2016 Figure 2: compress + transfer + decompress vs 32-bit, between two processes
     (or over a GPU's PCIe link), the speedup per size and the crossover size."""
@@ -143,18 +213,21 @@ def bench_transfer(
     from lab.comm.launch import run
 
     try:
-        sizes = [s // 4 for s in bench.size_sweep(4 * bench.parse_size(min_size), 4 * bench.parse_size(max_size), 4)]
+        lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, None, stepfactor, values=True)
+        sizes = [b // 4 for b in bench.size_sweep(lo, hi, factor)]
         names: list = [None] + [c.strip() for c in codecs.split(",") if c.strip()]
         from lab.comm.allreduce import resolve_codec
         for c in names:
             resolve_codec(c)
     except ValueError as e:
         fail(str(e))
+    config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names[1:], "link_rate": rate,
+              "pcie": pcie, "target_s": target_s}
     if pcie:
         if not backend.gpu_available():
             fail("--pcie needs a CUDA GPU")
-        with progress_bar() as cb:
-            rows = bench.pcie_transfer(sizes, names, progress=cb)
+        with session("bench transfer", config, None, as_json) as s:
+            rows = bench.pcie_transfer(sizes, names, progress=s.progress)
         dev_name, slug = backend.device_name("cuda"), backend.device_slug("cuda") + "-pcie"
     else:
         from contextlib import nullcontext
@@ -163,33 +236,35 @@ def bench_transfer(
         if rate is not None:
             from lab.comm.shaped import ShapedLink
             net_ctx = ShapedLink(2, rate=rate)
-        with net_ctx as net, progress_bar() as cb:
-            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=cb, target_s=target_s)[0]
+        with net_ctx as net, session("bench transfer", config, None, as_json) as s:
+            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=s.progress, target_s=target_s)[0]
         dev_name, slug = backend.device_name("cpu") + ", 2 processes, Gloo", "cpu" + (f"-shaped-{rate}" if rate else "")
     df = pd.DataFrame(rows)
+    cross = bench.crossover(df)
+    info = {"versions": backend.versions(), "link_rate": rate, "crossover": cross,
+            "timing": "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"}
+    if emit(result("bench transfer", config, device=dev_name, rows=df, **info),
+            bench_out(out, as_json, f"transfer-{slug}"), as_json):
+        return
     wide = df.pivot(index="n_values", columns="codec", values="speedup_vs_fp32").drop(columns="fp32")
     print_frame(wide.reset_index(), f"Transfer speedup vs 32-bit (compress + transfer + decompress), {dev_name}")
-    cross = bench.crossover(df)
     console.print("crossover (smallest size from which compression wins at every larger size): "
                   + ", ".join(f"{k}: {v if v is not None else 'never'}" for k, v in cross.items()))
-    if as_json or out:
-        info = {"device": dev_name, "versions": backend.versions(), "link_rate": rate, "crossover": cross,
-                "timing": "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"}
-        console.print(f"wrote {write_bench(f'transfer-{slug}', info, rows, out)}")
 
 
 @bench_app.command("compressed")
 def bench_compressed(
-    procs: int = typer.Option(4, "--procs", "-p"),
+    procs: int = typer.Option(4, "--procs", "-p", help="ranks (processes) to start on this machine"),
     values: str = typer.Option("16M", "--values", help="gradient length in values (K/M suffixes)"),
-    algorithm: str = typer.Option("ring", "--algorithm"),
-    codecs: str = typer.Option("dynamic_tree,linear,fp16,onebit", "--codecs"),
+    algorithm: str = typer.Option("ring", "--algorithm", help="allreduce algorithm"),
+    codecs: str = typer.Option("dynamic_tree,linear,fp16,onebit", "--codecs",
+                               help="comma-separated codecs (fp32 is always the baseline)"),
     mode: str = typer.Option("auto", "--mode", help="auto | requantize | gather; requantize on butterfly_sync or "
                              "parameter_server runs 1-bit SGD two-stage (Seide et al.)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
-    target_s: float = typer.Option(1.0, "--target-s"),
-    as_json: bool = typer.Option(False, "--json", help="write bench/results/compressed-<device>-P<P>[-shaped-R].json"),
-    out: Optional[Path] = typer.Option(None, help="JSON path"),
+    target_s: float = typer.Option(1.0, "--target-s", help="time budget per codec"),
+    as_json: bool = json_option(),
+    out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
     """One allreduce with each codec on the wire vs fp32, same run: time, bytes, error, speedup."""
     from lab import backend
@@ -211,18 +286,20 @@ def bench_compressed(
     if rate is not None:
         from lab.comm.shaped import ShapedLink
         net_ctx = ShapedLink(procs, rate=rate)
+    config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names[1:], "mode": mode,
+              "link_rate": rate, "target_s": target_s}
     try:
-        with net_ctx as net, progress_bar() as cb:
-            rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=cb,
+        with net_ctx as net, session("bench compressed", config, None, as_json) as s:
+            rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=s.progress,
                        target_s=target_s, mode=mode, timeout=600)[0]
     except ValueError as e:
         fail(str(e))
     df = pd.DataFrame(rows)
+    info = {"procs": procs, "link_rate": rate, "mode": mode, "versions": backend.versions(),
+            "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
+    tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
+        f"-shaped-{rate}" if rate else "")
+    if emit(result("bench compressed", config, device=backend.device_name("cpu"), rows=df, **info),
+            bench_out(out, as_json, f"compressed-cpu-P{procs}{tag}"), as_json):
+        return
     print_frame(df, f"{algorithm} allreduce of {n} values on {procs} ranks" + (f" over {rate} links" if rate else ""))
-    if as_json or out:
-        info = {"device": backend.device_name("cpu"), "procs": procs, "link_rate": rate, "mode": mode,
-                "versions": backend.versions(),
-                "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
-        tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
-            f"-shaped-{rate}" if rate else "")
-        console.print(f"wrote {write_bench(f'compressed-cpu-P{procs}{tag}', info, rows, out)}")

@@ -1,14 +1,14 @@
 """`paralab plan | augment | fusion | bench augment`: Deep Image (Wu et al. 2015) and the parallelism planner."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import torch
 import typer
 
-from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, save_or_print, write_bench
+from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+                   session)
 
 
 @app.command()
@@ -37,7 +37,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                                                    "(default 4P)"),
          layers: bool = typer.Option(False, "--layers", help="also print the per-layer breakdown at the largest P"),
          advice: bool = typer.Option(False, "--advice", help="also print codec advice per layer at the largest P"),
-         as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+         as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
     from lab.experiments.plan import planner_advice, planner_breakdown, planner_sweep
@@ -65,13 +65,15 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     except ValueError as e:
         fail(str(e))
         return
-    if as_json:
-        out = {"model": spec.describe(), "link": lk.name, "device": device, "rows": df.to_dict(orient="records")}
-        if lay:
-            out["layers"] = {s: {"P": P, "rows": b.layers.to_dict(orient="records")} for s, P, b in lay}
-        if adv:
-            out["advice"] = {s: {"P": P, "rows": a.to_dict(orient="records")} for s, P, a in adv}
-        console.print_json(json.dumps(out, default=str))
+    config = {"model": model, "gpus": Ps, "link": link, "strategy": strategies, "device": device, "batch": batch,
+              "global_batch": global_batch, "algorithm": algorithm, "codec": codec,
+              "activation_codec": activation_codec, "overlap": overlap, "micro_batches": micro_batches}
+    extra = {"model": spec.describe(), "link": lk.name}
+    if lay:
+        extra["layers"] = {s: {"P": P, "rows": b.layers} for s, P, b in lay}
+    if adv:
+        extra["advice"] = {s: {"P": P, "rows": a} for s, P, a in adv}
+    if emit(result("plan", config, rows=df, **extra), out, as_json):
         return
     cols = ["strategy", "P", "global_batch", "compute_ms", "comm_ms", "exposed_comm_ms", "idle_ms", "step_ms",
             "images_per_s", "speedup", "efficiency", "memory_GB", "fits", "note"]
@@ -87,7 +89,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
 def augment(image_size: int = typer.Option(512, "--image-size", help="input image side, px"),
             crop: int = typer.Option(224, help="crop side, px"),
             channels: int = typer.Option(3, help="colour channels"),
-            as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")) -> None:
+            as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Deep Image Table 1: possible changes per augmentation, computed from the grids the ops draw from."""
     from lab.experiments.deep_image import augmentation_counts
 
@@ -96,8 +98,8 @@ def augment(image_size: int = typer.Option(512, "--image-size", help="input imag
     except ValueError as e:
         fail(str(e))
         return
-    if as_json:
-        console.print_json(json.dumps({"rows": df.to_dict(orient="records")}, default=str))
+    config = {"image_size": image_size, "crop": crop, "channels": channels}
+    if emit(result("augment", config, rows=df), out, as_json):
         return
     shown = df.assign(possible_changes=df["possible_changes"].astype(str),
                       paper=[("" if p is None or p != p else str(int(p))) for p in df["paper"]])
@@ -115,23 +117,24 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
            test_size: int = typer.Option(2000, "--test-size", help="test images (0 = all)"),
            lr: float = typer.Option(3e-3, help="Adam peak learning rate (one-cycle schedule)"),
            seed: int = typer.Option(0, help="random seed"),
-           out: Optional[Path] = typer.Option(None, help="write the result as JSON here"),
-           as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+           out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
     from lab.experiments.deep_image import multiscale_fusion
     from lab.train.data import DataError
 
+    config = {"smoke": smoke, "dataset": dataset, "scales": scales, "epochs": epochs, "train_size": train_size,
+              "test_size": test_size, "lr": lr, "seed": seed}
     try:
-        with progress_bar(not as_json) as cb:
+        with session("fusion", config, out, as_json) as s:
             r = multiscale_fusion(dataset=dataset, scales=numbers(scales, "--scales", int), epochs=epochs,
                                   train_size=train_size or None, test_size=test_size or None, lr=lr, seed=seed,
-                                  smoke=smoke, data_path=data_path, progress=cb)
+                                  smoke=smoke, data_path=data_path, progress=s.progress)
     except (ValueError, DataError) as e:
         fail(str(e))
         return
-    payload = {"info": r.info, "table": r.table.to_dict(orient="records"),
-               "agreement": r.agreement.to_dict(orient="records"), "curves": r.curves.to_dict(orient="records")}
-    if save_or_print(payload, out, as_json):
+    # rows: each model's test error, the fused one last
+    if emit(result("fusion", config, rows=r.table, info=r.info, agreement=r.agreement, curves=r.curves), out,
+            as_json):
         return
     print_frame(r.table.fillna(""), f"Multi-scale fusion on {r.info['dataset']} ({r.info['train']} train, "
                                     f"{r.info['test']} test, {r.info['epochs']} epochs, seed {seed})")
@@ -139,8 +142,6 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
     verdict = "better" if r.info["fused_better_than_each"] else "not better"
     console.print(f"fused model {verdict} than each single-scale model (Wu et al. 2015 §4.2: 6.97% vs 7.96% and "
                   "7.42% top-5)", highlight=False)
-    if out:
-        console.print(f"wrote {out}")
 
 
 @bench_app.command("augment")
@@ -150,8 +151,8 @@ def bench_augment(batch: int = typer.Option(32, help="images per batch"),
                   repeats: int = typer.Option(7, help="timed calls per contestant (median reported)"),
                   device: Optional[str] = typer.Option(None, help="cpu or cuda"),
                   seed: int = typer.Option(0, help="random seed"),
-                  out: Optional[Path] = typer.Option(None, help="JSON path (default "
-                                                                "bench/results/augment-<device>.json)")) -> None:
+                  as_json: bool = json_option(),
+                  out: Optional[Path] = out_option(" (default bench/results/augment-<device>.json)")) -> None:
     """Deep Image augmentations: images/s batched vs a per-image loop, same run, same parameters."""
     from lab import backend
     from lab.experiments.deep_image import augmentation_throughput
@@ -159,14 +160,17 @@ def bench_augment(batch: int = typer.Option(32, help="images per batch"),
     dev = torch.device(device) if device else backend.default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         fail("--device cuda needs a CUDA GPU")
+    config = {"batch": batch, "image_size": image_size, "crop": crop, "repeats": repeats, "device": dev.type,
+              "seed": seed}
     try:
-        with progress_bar() as cb:
+        with session("bench augment", config, out, as_json) as s:
             df, info = augmentation_throughput(batch=batch, image_size=image_size, crop_size=crop, device=dev,
-                                               repeats=repeats, seed=seed, progress=cb)
+                                               repeats=repeats, seed=seed, progress=s.progress)
     except ValueError as e:
         fail(str(e))
         return
-    path = write_bench(f"augment-{backend.device_slug(dev)}", info, df.to_dict(orient="records"), out)
+    path = bench_out(out, as_json, f"augment-{backend.device_slug(dev)}")
+    if emit(result("bench augment", config, rows=df, **info), path, as_json):
+        return
     print_frame(df, f"Augmentation throughput on {info['device']}, batch {batch}, {crop} of {image_size} px "
                     "(speedup: per-image loop time / batched time)")
-    console.print(f"wrote {path}")

@@ -1,7 +1,6 @@
 """`paralab dropout ... | bench dropout`: approximate random dropout (Song et al. 2019)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -9,7 +8,8 @@ import pandas as pd
 import torch
 import typer
 
-from .base import app, bench_app, console, fail, numbers, print_frame, progress_bar, save_or_print, write_bench
+from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+                   session)
 
 
 dropout_app = typer.Typer(no_args_is_help=True,
@@ -50,14 +50,11 @@ def _dropout_kinds(text: str) -> list[str]:
     return kinds
 
 
-def _dropout_output(tables, title: str, out: Optional[Path], as_json: bool, info: dict, cols: list[str]) -> None:
-    payload = {**info, "table": tables.table.to_dict(orient="records"),
-               "curves": tables.curves.to_dict(orient="records")}
-    if save_or_print(payload, out, as_json):
+def _dropout_output(command: str, tables, title: str, out: Optional[Path], as_json: bool, config: dict,
+                    cols: list[str]) -> None:
+    if emit(result(command, config, rows=tables.table, curves=tables.curves), out, as_json):
         return
     print_frame(tables.table[[c for c in cols if c in tables.table]], title)
-    if out:
-        console.print(f"wrote {out}")
 
 
 @dropout_app.command("search")
@@ -72,7 +69,7 @@ def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global
                    max_steps: int = typer.Option(100_000, help="give up after this many steps"),
                    trace: bool = typer.Option(False, "--trace", help="also print the loss trace"),
                    seed: int = typer.Option(0, help="random seed of v's initialisation"),
-                   as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables")) -> None:
+                   as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Algorithm 1: the distribution d over dp = 1..N whose expected dropout rate is p."""
     from lab.experiments.dropout import search_trace
 
@@ -82,10 +79,11 @@ def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global
     except ValueError as e:
         fail(str(e))
         return
-    if as_json:
-        console.print_json(json.dumps({"p": p, "rate": t.rate, "steps": t.steps, "converged": t.converged,
-                                       "distribution": t.final.to_dict(orient="records"),
-                                       "trace": t.trace.to_dict(orient="records") if trace else None}))
+    config = {"p": p, "max_dp": max_dp, "lambda1": lambda1, "lr": lr, "threshold": threshold, "max_steps": max_steps,
+              "seed": seed}
+    # rows: the distribution d over dp = 1..N
+    if emit(result("dropout search", config, rows=t.final, rate=t.rate, steps=t.steps, converged=t.converged,
+                   trace=t.trace if trace else None), out, as_json):
         return
     print_frame(t.final, f"Algorithm 1: d over dp = 1..{len(t.final)} for p = {p}")
     console.print(f"expected rate d.p_u = {t.rate:.6f} (target {p}, |error| {abs(t.rate - p):.1e}); "
@@ -102,7 +100,8 @@ def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rat
                      tile: str = typer.Option("4,8", help="tile rows,cols for the tile pattern"),
                      iterations: int = typer.Option(2000, help="patterns drawn for the drop-frequency check"),
                      max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
-                     seed: int = typer.Option(0, help="random seed")) -> None:
+                     seed: int = typer.Option(0, help="random seed"),
+                     as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """One sampled mask per kind ('#' kept, '.' dropped) and every unit's drop frequency over many
     sampled patterns against p (the paper's Eq. 2)."""
     from lab.experiments.dropout import drop_frequency, pattern_masks
@@ -118,17 +117,25 @@ def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rat
     except ValueError as e:
         fail(str(e))
         return
+    drawn = {}
     for k, m in masks.groupby("kind", sort=False):
         grid = m.pivot(index="row", columns="unit", values="kept").to_numpy()
         dp = m["dp"].iloc[0]
-        head = f"{k}" + (f" (dp={int(dp)}, b={int(m['bias'].iloc[0])})" if pd.notna(dp) else "")
-        console.print(head, highlight=False)
-        for r in grid:
-            console.print("".join("#" if v else "." for v in r), highlight=False)
+        drawn[k] = {"dp": None if pd.isna(dp) else int(dp), "bias": None if pd.isna(dp) else int(m["bias"].iloc[0]),
+                    "mask": ["".join("#" if v else "." for v in r) for r in grid]}
     summary = freq.assign(abs_z=freq["z"].abs()).groupby("kind", sort=False).agg(
         mean_drop=("drop_freq", "mean"), min_drop=("drop_freq", "min"), max_drop=("drop_freq", "max"),
-        max_abs_z=("abs_z", "max"))
-    print_frame(summary.reset_index(), f"drop frequency per unit over {iterations} patterns (target p = {p})")
+        max_abs_z=("abs_z", "max")).reset_index()
+    config = {"p": p, "kinds": ks, "batch": batch, "units": units, "tile": list(tl), "iterations": iterations,
+              "max_dp": max_dp, "seed": seed}
+    # rows: drop frequency per kind; masks: one sampled mask per kind ('#' kept); frequency: every unit's
+    if emit(result("dropout patterns", config, rows=summary, masks=drawn, frequency=freq), out, as_json):
+        return
+    for k, d in drawn.items():
+        console.print(f"{k}" + (f" (dp={d['dp']}, b={d['bias']})" if d["dp"] is not None else ""), highlight=False)
+        for line in d["mask"]:
+            console.print(line, highlight=False)
+    print_frame(summary, f"drop frequency per unit over {iterations} patterns (target p = {p})")
 
 
 @dropout_app.command("mlp")
@@ -150,8 +157,7 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
                 smoke: bool = typer.Option(False, help="seconds: digits, hidden 64x64, one epoch"),
                 threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
                 seed: int = typer.Option(0, help="random seed"),
-                out: Optional[Path] = typer.Option(None, help="write table and curves as JSON here"),
-                as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table")) -> None:
+                out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """§IV-A/B: MLP test accuracy and time per epoch with conventional dropout, RDP and TDP."""
     from lab.experiments.dropout import TABLE1_HIDDEN, mlp_table
 
@@ -164,20 +170,22 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
     ks = _dropout_kinds(kinds)
     if threads is not None and threads < 1:
         fail(f"--threads {threads}; need >= 1")
+    config = {"dataset": dataset, "hidden": hs, "rates": rs, "kinds": ks, "epochs": epochs, "batch": batch, "lr": lr,
+              "momentum": momentum, "train_samples": train_samples, "test_samples": test_samples, "max_dp": max_dp,
+              "smoke": smoke, "threads": threads, "seed": seed}
     try:
-        with progress_bar(not as_json) as cb:
+        with session("dropout mlp", config, out, as_json) as s:
             t = mlp_table(dataset, str(data_path) if data_path else None, hidden=hs, rates=rs, kinds=ks, epochs=epochs,
                           batch=batch, lr=lr, momentum=momentum, train_samples=train_samples,
-                          test_samples=test_samples, max_dp=max_dp, threads=threads, seed=seed, progress=cb)
+                          test_samples=test_samples, max_dp=max_dp, threads=threads, seed=seed, progress=s.progress)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
         return
     ds = t.table["dataset"].iloc[0]
     n_tr, n_te = t.table["train_samples"].iloc[0], t.table["test_samples"].iloc[0]
-    _dropout_output(t, f"MLP on {ds} ({n_tr} train / {n_te} test, {epochs} epochs): test accuracy (%), change vs "
+    _dropout_output("dropout mlp", t, f"MLP on {ds} ({n_tr} train / {n_te} test, {epochs} epochs): test accuracy (%), change vs "
                        "conventional (points), time per epoch (s), speedup",
-                    out, as_json, {"experiment": "mlp", "dataset": ds, "epochs": epochs, "batch": batch, "lr": lr,
-                                   "momentum": momentum, "seed": seed, "threads": torch.get_num_threads()},
+                    out, as_json, {**config, "dataset": ds, "threads": torch.get_num_threads()},
                     ["hidden", "rates", "pattern", "test_acc", "acc_change", "epoch_s", "speedup", "paper_acc",
                      "paper_acc_change", "paper_speedup"])
 
@@ -201,8 +209,7 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
                  smoke: bool = typer.Option(False, help="seconds: 3,000 tokens, 32 units, vocab 500"),
                  threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
                  seed: int = typer.Option(0, help="random seed"),
-                 out: Optional[Path] = typer.Option(None, help="write table and curves as JSON here"),
-                 as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table")) -> None:
+                 out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """§IV-C: LSTM language model, test perplexity / next-word accuracy and time per epoch with
     conventional dropout, RDP and TDP on the non-recurrent connections."""
     from lab.experiments.dropout import lstm_table
@@ -216,21 +223,24 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
         fail(f"--threads {threads}; need >= 1")
     rs = _dropout_rate_sets(rates, layers)
     ks = _dropout_kinds(kinds)
+    config = {"corpus": corpus, "hidden": hidden, "layers": layers, "rates": rs, "kinds": ks, "epochs": epochs,
+              "batch": batch, "bptt": bptt, "lr": lr, "lr_decay": lr_decay, "vocab": vocab, "max_tokens": max_tokens,
+              "max_dp": max_dp, "smoke": smoke, "threads": threads, "seed": seed}
     try:
-        with progress_bar(not as_json) as cb:
+        with session("dropout lstm", config, out, as_json) as s:
             t = lstm_table(corpus, str(path) if path else None, hidden=hidden, layers=layers, rates=rs, kinds=ks,
                            epochs=epochs, batch=batch, bptt=bptt, lr=lr, lr_decay=lr_decay, vocab_size=vocab,
-                           max_train_tokens=max_tokens, max_dp=max_dp, threads=threads, seed=seed, progress=cb)
+                           max_train_tokens=max_tokens, max_dp=max_dp, threads=threads, seed=seed,
+                           progress=s.progress)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
         return
     c, src = t.table["corpus"].iloc[0], t.table["corpus_source"].iloc[0]
     n_tok = t.table["train_tokens"].iloc[0]
-    _dropout_output(t, f"LSTM LM on {c}: {src} ({n_tok} training tokens, {layers}x{hidden} units, {epochs} epochs): "
-                       "test perplexity, next-word accuracy (%), time per epoch (s), speedup",
-                    out, as_json, {"experiment": "lstm", "corpus": c, "corpus_source": src, "hidden": hidden,
-                                   "layers": layers, "epochs": epochs, "batch": batch, "bptt": bptt, "lr": lr,
-                                   "seed": seed, "threads": torch.get_num_threads()},
+    _dropout_output("dropout lstm", t, f"LSTM LM on {c}: {src} ({n_tok} training tokens, {layers}x{hidden} units, "
+                                       f"{epochs} epochs): test perplexity, next-word accuracy (%), time per epoch (s), "
+                                       "speedup",
+                    out, as_json, {**config, "corpus": c, "corpus_source": src, "threads": torch.get_num_threads()},
                     ["rates", "pattern", "test_ppl", "ppl_change", "test_acc", "acc_change", "epoch_s", "speedup",
                      "paper_acc", "paper_speedup"])
 
@@ -246,9 +256,8 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
                   threads: Optional[int] = typer.Option(None, help="torch threads for every contestant"),
                   device: Optional[str] = typer.Option(None, help="cpu or cuda"),
                   seed: int = typer.Option(0, help="random seed"),
-                  out: Optional[Path] = typer.Option(None, help="JSON path (default "
-                                                                "bench/results/dropout-<device>.json)")
-                  ) -> None:
+                  as_json: bool = json_option(),
+                  out: Optional[Path] = out_option(" (default bench/results/dropout-<device>.json)")) -> None:
     """Forward+backward of a hidden-layer pair: conventional dropout + full GEMMs vs RDP vs TDP,
     same run; speedup and its ratio to the ceiling 1/(1-p)."""
     from lab import backend
@@ -272,16 +281,26 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
     dev = torch.device(device) if device else backend.default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         fail("--device cuda needs a CUDA GPU")
+    config = {"widths": ws, "rates": ps, "batch": batch, "steps": steps, "repeats": repeats, "max_dp": max_dp,
+              "tile": list(tl), "threads": threads, "device": dev.type, "seed": seed}
+    path = bench_out(out, as_json, f"dropout-{backend.device_slug(dev)}")
+    info: dict = {}
     try:
-        with progress_bar() as cb:
-            df = layer_speedup(ws, ps, batch=batch, steps=steps, repeats=repeats, max_dp=max_dp, tile=tl, device=dev,
-                               threads=threads, seed=seed, progress=cb)
+        with session("bench dropout", config, path, as_json, device=backend.device_name(dev)) as s:
+            for i, w in enumerate(ws):  # one width at a time: Ctrl-C keeps the finished ones
+                part = layer_speedup([w], ps, batch=batch, steps=steps, repeats=repeats, max_dp=max_dp, tile=tl,
+                                     device=dev, threads=threads, seed=seed, progress=s.part(i, len(ws)))
+                info = part.attrs["info"]
+                s.add(part.to_dict(orient="records"), f"width {w}")
     except ValueError as e:
         fail(str(e))
         return
-    info = df.attrs["info"]
-    path = write_bench(f"dropout-{backend.device_slug(dev)}", info, df.to_dict(orient="records"), out)
+    df = pd.DataFrame(s.rows)
+    info = {**info, "widths": ws}
+    device_name = info.pop("device")
+    if emit(result("bench dropout", config, device=device_name, rows=df, **info), path, as_json):
+        return
+    info["device"] = device_name
     cols = ["width", "p", "contestant", "ms", "speedup", "ceiling", "of_ceiling", "kept_fraction"]
     print_frame(df[cols], f"Layer pair fwd+bwd on {info['device']}, batch {batch} "
                           "(speedup: conventional dropout + full GEMMs time / this time)")
-    console.print(f"wrote {path}")

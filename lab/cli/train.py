@@ -7,10 +7,11 @@ from typing import Optional
 import pandas as pd
 import typer
 
-from .base import app, console, fail, numbers, print_frame, progress_bar, save_or_print
+from .base import app, console, emit, fail, json_option, numbers, out_option, print_frame, result, runs_under_torchrun, session
 
 
 @app.command()
+@runs_under_torchrun("train")
 def train(
     mode: str = typer.Option("sim", help="sim: K virtual workers in this process; ddp: real processes, "
                                          "PyTorch DDP with the codec as its communication hook"),
@@ -55,11 +56,14 @@ def train(
     backend_name: str = typer.Option("gloo", "--backend", help="ddp: gloo | nccl"),
     timeout: float = typer.Option(600.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, help="random seed"),
-    out: Optional[Path] = typer.Option(None, help="write the result as JSON here (all or nothing)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+    out: Optional[Path] = out_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Train with compressed gradients/activations: simulated K workers (data or model parallel,
-    consistency models) or real DDP processes; --reproduce runs Dettmers 2016 §3.4."""
+    consistency models) or real DDP processes; --reproduce runs Dettmers 2016 §3.4.
+
+    Runs under torchrun too with --mode ddp (one process per rank; rank 0 prints and writes the result):
+    `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`."""
     from dataclasses import asdict
 
     from lab.train.run import TrainConfig
@@ -85,50 +89,54 @@ def train(
             if mode != "sim":
                 raise ValueError("--reproduce runs the simulated workers; drop --mode ddp")
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
+        config = {"mode": mode, **asdict(cfg)}
         if mode == "ddp":
-            result = _train_ddp(cfg, procs, backend_name, timeout)
-            if result is None:
+            config.update(procs=procs, backend=backend_name)
+            res = _train_ddp(cfg, procs, backend_name, timeout, config, out, as_json)
+            if res is None:
                 return
         else:
             from lab.train.run import train as run_train
 
-            with progress_bar() as cb:
-                result = run_train(cfg, progress=cb)
+            with session("train", config, out, as_json) as s:
+                res = run_train(cfg, progress=s.progress)
     except ValueError as e:
         fail(str(e))
         return
-    payload = {"config": asdict(cfg), "summary": result.summary, "curve": result.curve.to_dict(orient="records")}
-    if save_or_print(payload, out, as_json):
+    if emit(result("train", config, summary=res.summary, curve=res.curve), out, as_json):
         return
-    print_frame(result.curve, f"{result.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
-    print_frame(pd.DataFrame({"": list(result.summary), "value": list(result.summary.values())}), "summary")
-    if out:
-        console.print(f"wrote {out}")
+    print_frame(res.curve, f"{res.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
+    print_frame(pd.DataFrame({"": list(res.summary), "value": list(res.summary.values())}), "summary")
 
 
-def _train_ddp(cfg, procs: int, backend_name: str, timeout: float):
+def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict, out: Optional[Path],
+               as_json: bool):
     from dataclasses import asdict
 
     from lab.comm.dist import TorchComm, in_torchrun
     from lab.train.ddp import assemble, ddp_rank, train_ddp
 
+    config["torchrun"] = in_torchrun()
     if in_torchrun():
         comm = TorchComm.from_env(backend_name, timeout)
+        config["procs"] = comm.size
         mine = ddp_rank(comm, asdict(cfg))
         every = comm.allgather_object(mine)
         return assemble(cfg, every, backend_name) if comm.rank == 0 else None
-    with progress_bar() as cb:
-        return train_ddp(cfg, procs, backend=backend_name, timeout=timeout, progress=cb)
+    with session("train", config, out, as_json) as s:
+        return train_ddp(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress)
 
 
 def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as_json: bool) -> None:
     from lab.train.reproduce import reproduce as run_reproduce
 
-    with progress_bar() as cb:
-        rep = run_reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=cb)
-    payload = {"reproduce": which, "seeds": seeds, "smoke": smoke, "anova": rep.anova,
-               "summary": rep.summary.to_dict(orient="records"), "runs": rep.runs.to_dict(orient="records")}
-    if save_or_print(payload, out, as_json):
+    from dataclasses import asdict
+
+    config = {"reproduce": which, "seeds": seeds, "smoke": smoke, **asdict(cfg)}
+    with session("train", config, out, as_json) as s:
+        rep = run_reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=s.progress)
+    # rows: one per type (mean and 99% CI over seeds); runs: every run
+    if emit(result("train", config, rows=rep.summary, runs=rep.runs, anova=rep.anova), out, as_json):
         return
     print_frame(rep.runs, f"Dettmers 2016 §3.4 {which}: every run")
     print_frame(rep.summary, f"{which}: final test error (%) by type, mean and 99% CI over {seeds} seeds")
@@ -136,5 +144,3 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
     console.print(f"one-way ANOVA across 32-bit and the four 8-bit types: F({a['df_between']}, {a['df_within']}) = "
                   f"{a['F']:.2f}, p = {a['p']:.2f} {a['note']}   (paper, MNIST: F({p['df_between']}, {p['df_within']})"
                   f" = {p['F']}, p = {p['p']})", highlight=False)
-    if out:
-        console.print(f"wrote {out}")

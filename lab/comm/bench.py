@@ -71,17 +71,21 @@ def _agree(comm: Comm, value: Any) -> Any:
     return comm.allgather_object(value)[0]
 
 
-def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int) -> float:
+def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
+               warmup: int = 1) -> float:
     """Seconds per call: each call starts after a barrier and is timed on every rank; the median
     over calls (robust to the scheduler's outliers on shared cores), averaged over ranks as
-    nccl-tests does (-a 1). One warm-up call first; the call count fits `target_s`."""
-    op()
-    comm.barrier()
-    t0 = time.perf_counter()
-    op()
-    _sync(comm)
-    once = time.perf_counter() - t0
-    iters = _agree(comm, max(3, min(max_iters, int(target_s / max(once, 1e-6)))))
+    nccl-tests does (-a 1). `warmup` untimed calls first (nccl-tests' -w); then `iters` timed calls
+    (its -n), or, when None, as many as fit `target_s` (3..max_iters)."""
+    for _ in range(max(1, warmup)):
+        op()
+    if iters is None:
+        comm.barrier()
+        t0 = time.perf_counter()
+        op()
+        _sync(comm)
+        once = time.perf_counter() - t0
+        iters = _agree(comm, max(3, min(max_iters, int(target_s / max(once, 1e-6)))))
     times = []
     for _ in range(iters):
         comm.barrier()
@@ -96,9 +100,17 @@ def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: in
 
 def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec: str | None = None,
                      codec_options: dict | None = None, target_s: float = 0.2, max_iters: int = 50,
-                     pingpong: bool = True, progress: Progress | None = None) -> dict | None:
+                     pingpong: bool = True, progress: Progress | None = None, iters: int | None = None,
+                     warmup: int = 1, check: bool = True) -> dict | None:
     """Time every algorithm at every size (bytes of fp32 input); rank 0 returns
-    {'rows': [...], 'pingpong': [...]} and the others None."""
+    {'rows': [...], 'pingpong': [...], 'ranks': [...]} and the others None. iters / warmup / check
+    are nccl-tests' -n / -w / -c (iters None: as many calls as fit target_s; check False: no
+    comparison with the exact sum, #wrong is None)."""
+    if iters is not None and iters < 1:
+        raise ValueError(f"iters={iters}; allowed: >= 1")
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup}; allowed: >= 0")
+    ranks = comm.allgather_object(rank_info(comm))
     for a in algorithms:
         check_algorithm(a)
     c = get_codec(codec, **(codec_options or {})) if codec else None
@@ -114,10 +126,13 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
             comm.reset_counters()
             y = allreduce(comm, x, algorithm=a, codec=cc)
             sent = comm.bytes_sent
-            want = expected(P, n, dev)
-            wrong = int((y != want).sum())
-            rel = float((y - want).norm() / want.norm()) if n and float(want.norm()) else 0.0
-            t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False), target_s, max_iters)
+            wrong = rel = None
+            if check:
+                want = expected(P, n, dev)
+                wrong = int((y != want).sum())
+                rel = float((y - want).norm() / want.norm()) if n and float(want.norm()) else 0.0
+            t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False), target_s, max_iters,
+                           iters, warmup)
             rows.append({"algorithm": a, "codec": cc.describe() if cc else "fp32", "P": P, "nbytes": nbytes,
                          "count": n, "type": "float", "redop": "sum", "seconds": t,
                          "wire_bytes_rank0": sent if a != NATIVE else None, "wrong": wrong, "rel_error": rel})
@@ -127,14 +142,43 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
     if pingpong and P > 1:
         for nbytes in sizes:
             pp.append({"kind": "pingpong", "algorithm": "pingpong", "P": 2, "nbytes": nbytes,
-                       "seconds": _pingpong(comm, nbytes // 4, target_s, max_iters)})
+                       "seconds": _pingpong(comm, nbytes // 4, target_s, max_iters, iters, warmup)})
             done += 1
             if progress:
                 progress(done / steps, f"ping-pong {nbytes} B")
-    return {"rows": rows, "pingpong": pp} if comm.rank == 0 else None
+    return {"rows": rows, "pingpong": pp, "ranks": ranks} if comm.rank == 0 else None
 
 
-def _pingpong(comm: Comm, n: int, target_s: float, max_iters: int) -> float:
+def rank_info(comm: Comm) -> dict:
+    """This rank's line of nccl-tests' '# Using devices' block: rank, pid, host, device."""
+    import os
+    import socket
+
+    from lab import backend
+
+    dev = comm.device
+    return {"rank": comm.rank, "pid": os.getpid(), "host": socket.gethostname(),
+            "device_index": dev.index if dev.type == "cuda" and dev.index is not None else 0,
+            "device_type": dev.type, "device": backend.device_name(dev)}
+
+
+def header(ranks: list[dict], min_bytes: int, max_bytes: int, factor: int, warmup: int, iters: int | None,
+           check: bool, target_s: float, backend_name: str) -> str:
+    """nccl-tests' header lines: the run's parameters, then '# Using devices' with one line per rank."""
+    n_gpus = 1 if ranks and ranks[0]["device_type"] == "cuda" else 0
+    it = str(iters) if iters is not None else f"auto({target_s:g} s)"
+    lines = [f"# nThread 1 nGpus {n_gpus} minBytes {min_bytes} maxBytes {max_bytes} step: {factor}(factor) "
+             f"warmup iters: {warmup} iters: {it} agg iters: 1 validation: {int(check)} graph: 0",
+             "#", "# Using devices"]
+    for r in ranks:
+        tag = f"cuda:{r['device_index']}" if r["device_type"] == "cuda" else "cpu"
+        lines.append(f"#  Rank {r['rank']:2d} Group  0 Pid {r['pid']:6d} on {r['host']:>10} device "
+                     f"{r['device_index']:2d} [{tag}] {r['device']} ({backend_name})")
+    return "\n".join(lines + ["#"])
+
+
+def _pingpong(comm: Comm, n: int, target_s: float, max_iters: int, iters: int | None = None,
+              warmup: int = 1) -> float:
     """One-way time of n fp32 values between ranks 0 and 1 (half the round trip)."""
     buf = torch.zeros(n, device=comm.device)
 
@@ -148,7 +192,7 @@ def _pingpong(comm: Comm, n: int, target_s: float, max_iters: int) -> float:
             comm.recv(buf, 0)
             comm.send(buf, 0)
 
-    return _time_loop(comm, op, target_s, max_iters) / 2
+    return _time_loop(comm, op, target_s, max_iters, iters, warmup) / 2
 
 
 def table(result: dict, link: cost.Link | None = None, shared: bool = False) -> tuple[pd.DataFrame, cost.Fit | None]:
@@ -194,7 +238,8 @@ def format_table(df: pd.DataFrame) -> str:
         lines.append(f"# algorithm: {a}   wire: {codec}   ranks: {int(g['P'].iloc[0])}")
         lines.append("#" + "".join(f"{c:>14}" for c in cols))
         for _, r in g.iterrows():
-            wrong = str(int(r["wrong"])) if codec == "fp32" else f"~{r['rel_error']:.1e}"
+            wrong = ("N/A" if pd.isna(r["wrong"]) else str(int(r["wrong"])) if codec == "fp32"
+                     else f"~{r['rel_error']:.1e}")
             vals = [f"{int(r['nbytes'])}", f"{int(r['count'])}", r["type"], r["redop"], f"{r['time_us']:.1f}",
                     f"{r['algbw_GBps']:.3f}", f"{r['busbw_GBps']:.3f}", wrong]
             if has_model:
