@@ -1,6 +1,7 @@
 // 8-bit table codecs (lab/codecs/cuda.py launches these; the CPU reference defines the result).
 //
-// Encode: a = x * inv (inv = 1/absmax, or 0 when absmax is 0), code = #{j : bounds[j] <= a}.
+// Encode: a = x * inv (inv = 1/absmax, or 0 when absmax is 0; x / absmax where 1/absmax overflows,
+//         a subnormal absmax below 2**-128), code = #{j : bounds[j] <= a}.
 // Decode: out = values[code] * scale, rounded to the output dtype.
 //
 // A "team" of threads owns one quantization block at a time: a power of two up to 32 threads
@@ -168,7 +169,7 @@ struct Search {
         } else {
             c = search_binary(sb, a);
         }
-        // a is NaN or +-inf only when 1/scale overflowed or x/scale did; match torch.bucketize:
+        // a is NaN or +-inf only when x/scale overflowed (a tiny given scale); match torch.bucketize:
         // +inf and NaN go after every bound (not after the +inf padding), -inf before.
         if (!(fabsf(a) <= FLT_MAX_)) c = a == -INF ? 0u : nb;
         return c;
@@ -177,12 +178,24 @@ struct Search {
 
 // ------------------------------------------------------------------ encode
 
+// x -> a: x * (1/scale), 0 for scale 0, and x / scale where 1/scale overflows (x * inf would
+// turn 0 into NaN and every other value into +-inf). The choice is uniform over a block.
+struct Scale {
+    float inv, scale;
+    bool divide;
+    __device__ __forceinline__ explicit Scale(float s) : scale(s) {
+        inv = s > 0.f ? __frcp_rn(s) : 0.f;
+        divide = inv == INF;
+    }
+    __device__ __forceinline__ float operator()(float x) const { return divide ? __fdiv_rn(x, scale) : __fmul_rn(x, inv); }
+};
+
 template <class D, bool VEC, bool LUT>
-__device__ __forceinline__ void encode_group(const Group<D, VEC>& g, float inv, const Search<LUT>& search,
+__device__ __forceinline__ void encode_group(const Group<D, VEC>& g, const Scale& sc, const Search<LUT>& search,
                                              u8* out) {
     u32 c[Group<D, VEC>::N];
 #pragma unroll
-    for (int i = 0; i < Group<D, VEC>::N; ++i) c[i] = search(__fmul_rn(g.get(i), inv));
+    for (int i = 0; i < Group<D, VEC>::N; ++i) c[i] = search(sc(g.get(i)));
     store_codes(out, c);
 }
 
@@ -205,8 +218,7 @@ __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict_
                                               i64 n, int block, const Team& t, const Search<LUT>& search,
                                               u32* red) {
     constexpr int G = Group<D, VEC>::N;
-    float inv = 0.f;
-    if constexpr (!BLOCKWISE) inv = *scale > 0.f ? __frcp_rn(*scale) : 0.f;
+    Scale sc(BLOCKWISE ? 0.f : *scale);
     const i64 nblocks = (n + block - 1) / block;
     for (i64 k = t.id; k < nblocks; k += t.count) {
         const i64 start = k * block;
@@ -235,21 +247,21 @@ __device__ __forceinline__ void encode_blocks(const typename D::raw* __restrict_
             for (int i = rest + t.lane; i < len; i += t.size) m = umax(m, abs_bits(load_float<D>(xb + i)));
             const float am = __uint_as_float(t.max(m, red));
             if (t.lane == 0) absmax[k] = am;
-            inv = am > 0.f ? __frcp_rn(am) : 0.f;
+            sc = Scale(am);
         }
 
 #pragma unroll
         for (int j = 0; j < ENCODE_ITEMS; ++j) {
             const int g = t.lane + j * t.size;
-            if (g < ngroups) encode_group(cache[j], inv, search, cb + g * G);
+            if (g < ngroups) encode_group(cache[j], sc, search, cb + g * G);
         }
         for (int g = t.lane + ENCODE_ITEMS * t.size; g < ngroups; g += t.size) {
             Group<D, VEC> v;
             v.load(xb + g * G);
-            encode_group(v, inv, search, cb + g * G);
+            encode_group(v, sc, search, cb + g * G);
         }
         for (int i = rest + t.lane; i < len; i += t.size)
-            cb[i] = (u8)search(__fmul_rn(load_float<D>(xb + i), inv));
+            cb[i] = (u8)search(sc(load_float<D>(xb + i)));
     }
 }
 

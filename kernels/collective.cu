@@ -5,7 +5,8 @@
 //   hop:        s = values[a] * scale_a + values[b] * scale_b   (hop_codes)
 //               s = values[a] * scale_a + x                      (hop_mixed)
 //               then encode s like kernels/codec.cu: absmax (per block, per tensor, or none),
-//               inv = 1/absmax (0 when absmax is 0), code = #{j : bounds[j] <= s * inv}.
+//               inv = 1/absmax (0 when absmax is 0), code = #{j : bounds[j] <= s * inv}
+//               (s / absmax where 1/absmax overflows: a subnormal absmax below 2**-128).
 //   decode_sum: out = (((0 + values[c_0] * s_0) + values[c_1] * s_1) + ...), ranks in order.
 // Every product and sum is __fmul_rn / __fadd_rn: never contracted into an FMA, so each step
 // rounds exactly as torch's separate multiply and add do on the CPU.
@@ -107,18 +108,29 @@ struct Search {
         } else {
             c = search_binary(sb, a);
         }
-        // a is NaN or +-inf only when 1/absmax overflowed (a block below 2**-128); match
-        // torch.bucketize: +inf and NaN go after every bound, -inf before.
+        // a is NaN or +-inf only for a non-finite sum (the launcher's caller then takes the
+        // reference); match torch.bucketize: +inf and NaN go after every bound, -inf before.
         if (!(fabsf(a) <= FLT_MAX_)) c = a == -INF ? 0u : nb;
         return c;
     }
 };
 
+// s -> a: s * (1/scale), 0 for scale 0, and s / scale where 1/scale overflows (as codec.cu).
+struct Scale {
+    float inv, scale;
+    bool divide;
+    __device__ __forceinline__ explicit Scale(float sc) : scale(sc) {
+        inv = sc > 0.f ? __frcp_rn(sc) : 0.f;
+        divide = inv == INF;
+    }
+    __device__ __forceinline__ float operator()(float x) const { return divide ? __fdiv_rn(x, scale) : __fmul_rn(x, inv); }
+};
+
 template <int N, bool LUT>
-__device__ __forceinline__ void encode_group(const float (&s)[N], float inv, const Search<LUT>& search, u8* out) {
+__device__ __forceinline__ void encode_group(const float (&s)[N], const Scale& sc, const Search<LUT>& search, u8* out) {
     u32 c[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) c[i] = search(__fmul_rn(s[i], inv));
+    for (int i = 0; i < N; ++i) c[i] = search(sc(s[i]));
     if constexpr (N == 1) *out = (u8)c[0];
     else *reinterpret_cast<u32*>(out) = c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24;
 }
@@ -189,8 +201,7 @@ template <int MODE, int N, class S, bool LUT>
 __device__ __forceinline__ void hop_blocks(S src, const float* sv, u8* __restrict__ out, float* __restrict__ scales,
                                            u32* __restrict__ word, const float* __restrict__ scale, i64 n,
                                            int block, const Team& t, const Search<LUT>& search, u32* red) {
-    float inv = 0.f;
-    if constexpr (MODE == SCALED) inv = *scale > 0.f ? __frcp_rn(*scale) : 0.f;
+    Scale sc(MODE == SCALED ? *scale : 0.f);
     u32 m = 0;  // ABSMAX, SCALED: over everything this thread saw
     const i64 nblocks = (n + block - 1) / block;
     for (i64 k = t.id; k < nblocks; k += t.count) {
@@ -236,24 +247,24 @@ __device__ __forceinline__ void hop_blocks(S src, const float* sv, u8* __restric
                 }
                 const float am = __uint_as_float(t.max(bm, red));
                 if (t.lane == 0) scales[k] = am;
-                inv = am > 0.f ? __frcp_rn(am) : 0.f;
+                sc = Scale(am);
             }
 #pragma unroll
             for (int j = 0; j < HOP_ITEMS; ++j) {
                 const int g = t.lane + j * t.size;
-                if (g < ngroups) encode_group(cache[j], inv, search, out + start + (i64)g * N);
+                if (g < ngroups) encode_group(cache[j], sc, search, out + start + (i64)g * N);
             }
             for (int g = t.lane + HOP_ITEMS * t.size; g < ngroups; g += t.size) {
                 float s[N];
                 src.get(sv, start + (i64)g * N, s);
                 if constexpr (MODE == SCALED) bm = max_bits(s, bm);
-                encode_group(s, inv, search, out + start + (i64)g * N);
+                encode_group(s, sc, search, out + start + (i64)g * N);
             }
             for (int i = rest + t.lane; i < len; i += t.size) {
                 float s[1];
                 src.get(sv, start + i, s);
                 if constexpr (MODE == SCALED) bm = max_bits(s, bm);
-                encode_group(s, inv, search, out + start + i);
+                encode_group(s, sc, search, out + start + i);
             }
             if constexpr (MODE == SCALED) m = umax(m, bm);
         }

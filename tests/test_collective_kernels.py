@@ -129,8 +129,9 @@ def _emulate_encode(codec, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
         nb = -(-n // B)
         scales = torch.cat([s, s.new_zeros(nb * B - n)]).view(nb, B).abs().amax(1)
         per = scales.repeat_interleave(B)[:n]
-    inv = torch.where(per > 0, 1.0 / per, torch.zeros_like(per))
-    return torch.bucketize(s * inv, codec.bounds, right=True).to(torch.uint8), scales
+    from lab.codecs import cpu
+
+    return torch.bucketize(cpu.scale_to_unit(s, per), codec.bounds, right=True).to(torch.uint8), scales
 
 
 @pytest.mark.parametrize("n", (1, 63, 65, 4097, 3 * 4096 + 5))

@@ -123,8 +123,8 @@ MUTATIONS = {
         s, "for (int i = rest + t.lane; i < len; i += t.size)\n            cb[i]",
         "for (int i = rest + t.lane; i < len - 1; i += t.size)\n            cb[i]")),
     "codec-inverse-one-ulp": ("codec", lambda s: _sub(
-        s, "inv = am > 0.f ? __frcp_rn(am) : 0.f;",
-        "inv = am > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(am)) + 1u) : 0.f;")),
+        s, "inv = s > 0.f ? __frcp_rn(s) : 0.f;", "inv = s > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(s)) + 1u) : 0.f;")),
+    "codec-no-division-for-tiny-blocks": ("codec", lambda s: _sub(s, "divide = inv == INF;", "divide = false;")),
     "codec-flush-to-zero": ("codec", lambda s: "#define ftz_(f) (fabsf(f) < 1.17549435e-38f ? 0.0f * (f) : (f))\n" + _sub(
         _sub(s, "store_float<D>(ob + g, __fmul_rn(sv[c[j]], s));", "store_float<D>(ob + g, ftz_(__fmul_rn(sv[c[j]], s)));"),
         "bits[i] = D::from_float(__fmul_rn(sv[code], s));", "bits[i] = D::from_float(ftz_(__fmul_rn(sv[code], s)));")),
@@ -139,8 +139,8 @@ MUTATIONS = {
         "s[j] = __fadd_rn(__fmul_rn(sv[(ca >> (8 * j)) & 0xffu], da), xs[j]);",
         "s[j] = fmaf(sv[(ca >> (8 * j)) & 0xffu], da, xs[j]);")),
     "collective-inverse-one-ulp": ("collective", lambda s: _sub(
-        s, "inv = am > 0.f ? __frcp_rn(am) : 0.f;",
-        "inv = am > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(am)) + 1u) : 0.f;")),
+        s, "inv = sc > 0.f ? __frcp_rn(sc) : 0.f;", "inv = sc > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(sc)) + 1u) : 0.f;")),
+    "collective-no-division-for-tiny-blocks": ("collective", lambda s: _sub(s, "divide = inv == INF;", "divide = false;")),
     "collective-tail-off-by-one": ("collective", lambda s: _sub(
         s, "const i64 i = ngroups * N + tid;\n        if (i < n) {", "const i64 i = ngroups * N + tid;\n        if (i < n - 1) {")),
     "collective-out-of-bounds-write": ("collective", lambda s: _sub(

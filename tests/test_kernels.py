@@ -87,10 +87,6 @@ def _prepared(name: str) -> dict:
     return {"values256": values256, "bounds": bounds, "lut": lut, "bpad": bpad, "K": K}
 
 
-def _inverse(s: torch.Tensor) -> torch.Tensor:
-    return torch.where(s > 0, torch.ones_like(s) / s, torch.zeros_like(s))
-
-
 def _reference_encode(xf: torch.Tensor, bounds: torch.Tensor, block_size: int | None,
                       scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(codes, scales, per-element scale) of float32 x, per the CPU definition."""
@@ -102,7 +98,7 @@ def _reference_encode(xf: torch.Tensor, bounds: torch.Tensor, block_size: int | 
         padded = torch.cat([xf, xf.new_zeros(nb * block_size - n)]).view(nb, block_size)
         scales = padded.abs().amax(1)
         per = scales.repeat_interleave(block_size)[:n]
-    codes = torch.bucketize(xf * _inverse(per), bounds, right=True).to(torch.uint8)
+    codes = torch.bucketize(cpu.scale_to_unit(xf, per), bounds, right=True).to(torch.uint8)
     return codes, scales, per
 
 

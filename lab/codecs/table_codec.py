@@ -121,11 +121,11 @@ class TableCodec(Codec):
             saturated = 0
             if self.scale == "none" and float(absmax) > p["table"].absmax:
                 saturated = int((flat.abs() > p["table"].absmax).sum())
-            if flat.is_cuda and not _inverse_overflows(scales):
+            if flat.is_cuda:
                 from .cuda import encode_cuda
                 codes, _ = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=None,
                                        scale=scales, search=self.search)
-            else:  # the CPU path, and the torch reference on CUDA for a subnormal absmax
+            else:
                 codes = cpu.encode_scaled(flat, scales[0], p["bounds"], p["lut"], p["bpad"], p["K"])
             return codes, scales, saturated
         B = self.block_size
@@ -133,7 +133,7 @@ class TableCodec(Codec):
             from .cuda import encode_cuda
             codes, scales = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=B, scale=None,
                                         search=self.search)
-        if not flat.is_cuda or _inverse_overflows(scales):  # a subnormal block: the torch reference
+        else:
             full = (n // B) * B
             parts_c, parts_s = [], []
             if full:
@@ -181,7 +181,8 @@ class TableCodec(Codec):
 
 def _inverse_overflows(absmax: torch.Tensor) -> bool:
     """A subnormal absmax below ~2^-128 makes 1/absmax infinite: such blocks are coded from
-    x / absmax (`cpu.scale_to_unit`), which the compiled passes do not do, so they take the reference."""
+    x / absmax (`cpu.scale_to_unit`, and so do the CUDA kernels); the compiled CPU passes multiply
+    by the inverse only, so there they take the reference."""
     return cpu.inverse_overflows(absmax)
 
 

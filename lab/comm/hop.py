@@ -129,10 +129,10 @@ def _encoded(codec: TableCodec, shape: torch.Size, codes: torch.Tensor, scales: 
 
 
 def _take_reference(codec: TableCodec, absmax: torch.Tensor) -> bool:
-    """The fused result is not the codec's: a non-finite sum (its nonfinite policy), a subnormal
-    absmax whose inverse overflows, or (scale='none') a sum beyond the table that saturates and
-    must be counted. One sync, as codec.encode's own checks."""
-    if not bool(torch.isfinite(absmax).all()) or _inverse_overflows(absmax):
+    """The fused result is not the codec's: a non-finite sum (its nonfinite policy), or
+    (scale='none') a sum beyond the table that saturates and must be counted. One sync, as
+    codec.encode's own checks."""
+    if not bool(torch.isfinite(absmax).all()):
         return True
     return codec.scale == "none" and absmax.numel() > 0 and float(absmax.max()) > codec.table.absmax
 

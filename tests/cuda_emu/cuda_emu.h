@@ -329,6 +329,7 @@ inline unsigned __float_as_uint(float f) {
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __frcp_rn(float a) { return 1.0f / a; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T min(T a, T b) { return b < a ? b : a; }
 template <class T> inline T max(T a, T b) { return a < b ? b : a; }
