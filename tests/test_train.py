@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import time
 
 import pytest
@@ -303,7 +302,9 @@ def test_compressed_data_parallel_run_matches_32bit_on_digits():
 # ---------------------------------------------------------------- real DDP
 
 def _no_rank_processes() -> bool:
-    return subprocess.run(["pgrep", "-f", "lab.comm.launch"], capture_output=True, text=True).stdout.strip() == ""
+    import comm_ranks
+
+    return not comm_ranks.live_children()
 
 
 def test_ddp_hook_averages_like_allreduce_and_keeps_residuals_by_bucket():

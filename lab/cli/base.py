@@ -78,8 +78,11 @@ def write_result(path: Path, payload: dict) -> None:
     """All or nothing: a run stopped half-way leaves no file (written to a temp file, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(payload, indent=1, default=str))
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(payload, indent=1, default=str))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 

@@ -188,6 +188,7 @@ def bench_compressed(
                              "parameter_server runs 1-bit SGD two-stage (Seide et al.)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
     target_s: float = typer.Option(1.0, "--target-s"),
+    timeout: float = typer.Option(600.0, "--timeout", help="seconds a rank may wait on a peer"),
     as_json: bool = typer.Option(False, "--json", help="write bench/results/compressed-<device>-P<P>[-shaped-R].json"),
     out: Optional[Path] = typer.Option(None, help="JSON path"),
 ) -> None:
@@ -214,7 +215,7 @@ def bench_compressed(
     try:
         with net_ctx as net, progress_bar() as cb:
             rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=cb,
-                       target_s=target_s, mode=mode, timeout=600)[0]
+                       target_s=target_s, mode=mode, timeout=timeout)[0]
     except ValueError as e:
         fail(str(e))
     df = pd.DataFrame(rows)
