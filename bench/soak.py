@@ -99,8 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--codec", default="dynamic_tree")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "soak-cpu.json")
     a = ap.parse_args(argv)
-    res = soak(a.procs, parse_size(a.values), a.iters, a.warm, a.codec,
-               progress=lambda f, m: print(f"\r{f:4.0%} {m}", end="", file=sys.stderr, flush=True))
+    shown = [""]
+
+    def show(frac: float, msg: str) -> None:  # the launcher relays progress every 20 ms: print changes only
+        if msg != shown[0]:
+            shown[0] = msg
+            print(f"\r{frac:4.0%} {msg}", end="", file=sys.stderr, flush=True)
+
+    res = soak(a.procs, parse_size(a.values), a.iters, a.warm, a.codec, progress=show)
     print(file=sys.stderr)
     info = {"device": backend.device_name("cpu"), "versions": backend.versions(),
             "timing": "perf_counter per allreduce after a barrier; median over iterations 2..N, slowest rank; "
