@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from lab import backend
+from lab.experiments import check_range
 
 # Errors the library raises for bad input: shown as a message, never a traceback.
 try:
@@ -87,11 +88,20 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     return _sync(key, list(where.multiselect(label, options, key=_wkey(key), **kw)))
 
 
-def number(label: str, key: str, default: float | int, where=st, **kw: Any) -> float | int:
+def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
+           max_value: float | None = None, **kw: Any) -> float | int:
+    """A number input whose limits are checked by lab.experiments, not clamped by the widget: a
+    typed (or URL) value beyond them is named on the page with the allowed range, and the page
+    stops there."""
     cast = int if isinstance(default, int) else float
     _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
-    v = where.number_input(label, key=_wkey(key), **kw)
-    return _sync(key, cast(v))
+    v = _sync(key, cast(where.number_input(label, key=_wkey(key), **kw)))
+    try:
+        check_range(label, v, min_value, max_value)
+    except ValueError as e:
+        st.error(str(e))
+        st.stop()
+    return v
 
 
 def slider(label: str, key: str, default: float | int, lo: float | int, hi: float | int, where=st,

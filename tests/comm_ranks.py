@@ -5,6 +5,8 @@ import os
 import signal
 import time
 
+from pathlib import Path
+
 import torch
 
 from lab.codecs import get_codec
@@ -62,3 +64,46 @@ def hangs(comm, victim):
 
 def mismatched(comm):
     return allreduce(comm, torch.ones(10 + comm.rank), algorithm="ring")
+
+
+def dies_mid_compressed_allreduce(comm, victim, n, pid_dir):
+    """A ring allreduce with dynamic_tree on the wire; rank `victim` is killed (SIGKILL) as it
+    starts its third send, so the others are blocked half-way through the reduce-scatter."""
+    (pid_dir / f"rank{comm.rank}.pid").write_text(str(os.getpid()))
+    x = x_for(comm.rank, n)
+    allreduce(comm, x, algorithm="ring", codec="dynamic_tree")  # a whole one first
+    if comm.rank == victim:
+        real, sends = comm._isend, [0]
+
+        def isend(t, dst):
+            sends[0] += 1
+            if sends[0] == 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(t, dst)
+
+        comm._isend = isend
+    return allreduce(comm, x, algorithm="ring", codec="dynamic_tree")
+
+
+def live_children(pid: int | None = None) -> list[int]:
+    """Live (non-zombie) child processes of `pid` (default: this process), from /proc: what a
+    run of ranks may leave behind. Unlike `pgrep -f lab.comm.launch`, blind to other users' runs."""
+    pid = os.getpid() if pid is None else pid
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                state, ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if int(ppid) == pid and state != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """True while process `pid` runs (a zombie counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

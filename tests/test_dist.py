@@ -3,7 +3,6 @@ the exact sum, and fault handling (a killed rank, a hung rank, mismatched length
 from __future__ import annotations
 
 import math
-import subprocess
 import time
 
 import pytest
@@ -71,8 +70,7 @@ def test_ring_in_chunks_on_real_ranks() -> None:
 
 
 def _no_rank_processes() -> bool:
-    ps = subprocess.run(["pgrep", "-f", "lab.comm.launch"], capture_output=True, text=True)
-    return ps.stdout.strip() == ""
+    return not R.live_children()
 
 
 def test_a_killed_rank_is_named_and_nothing_is_left_running() -> None:

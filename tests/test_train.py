@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
 import time
 
 import pytest
@@ -323,9 +321,9 @@ def test_compressed_data_parallel_run_matches_32bit_on_digits():
 # ---------------------------------------------------------------- real DDP
 
 def _no_rank_processes() -> bool:
-    """No rank process of ours is left (our children only: other jobs on the machine may be running ranks)."""
-    return subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "lab.comm.launch"], capture_output=True,
-                          text=True).stdout.strip() == ""
+    import comm_ranks
+
+    return not comm_ranks.live_children()
 
 
 def test_ddp_hook_averages_like_allreduce_and_keeps_residuals_by_bucket():

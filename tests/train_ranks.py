@@ -1,6 +1,7 @@
 """Rank functions for test_train.py: module level, so that rank processes can import them."""
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
@@ -109,4 +110,26 @@ def dying_ddp(comm, cfg, victim):
             return real(*a, **kw)
 
         torch.nn.functional.cross_entropy = loss
+    return ddp_rank(comm, cfg)
+
+
+def dies_in_codec_hook(comm, cfg, victim, pid_dir, how="kill"):
+    """ddp_rank with a codec hook; rank `victim` is killed (SIGKILL) inside the hook on its first
+    compressed bucket (after start_iter fp32 steps), in the middle of a backward pass; with
+    how="raise" it raises a ValueError there instead."""
+    import lab.train.ddp as ddp
+
+    (pid_dir / f"rank{comm.rank}.pid").write_text(str(os.getpid()))
+    if comm.rank == victim:
+        real = ddp.codec_hook
+
+        @functools.wraps(real)  # DDP checks a comm hook's signature and annotations
+        def hook(state, bucket):
+            if state.iteration >= state.start_iter:
+                if how == "raise":
+                    raise ValueError(f"fault injected into rank {comm.rank}'s codec hook")
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(state, bucket)
+
+        ddp.codec_hook = hook
     return ddp_rank(comm, cfg)

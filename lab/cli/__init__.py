@@ -15,4 +15,48 @@ __all__ = ["app", "bench_app", "main", "CAPABILITIES", "TORCHRUN_COMMANDS"]
 
 
 def main() -> None:
-    app(prog_name="paralab")
+    """Run the CLI. A failed run of ranks (a rank died or hung) is a one-line error naming the
+    rank, exit code 1. Under torchrun, end like a launched rank (lab.comm.launch): destroy the
+    process group and skip interpreter teardown, where DDP's reducer threads met std::terminate
+    (SIGABRT) after the work was done and torchrun then reported the run as failed."""
+    import os
+
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        raise SystemExit(_run())
+    code = 1
+    try:
+        code = _run()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        import sys
+
+        import torch.distributed as dist
+
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+
+def _run() -> int:
+    """The typer app; its exit code."""
+    from rich.text import Text
+
+    from lab.comm.base import CommError
+
+    from .base import err_console
+
+    try:
+        app(prog_name="paralab")
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except CommError as e:
+        err_console.print(Text.assemble(("error: ", "red"), str(e)), highlight=False)
+        return 1
+    return 0

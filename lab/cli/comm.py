@@ -263,6 +263,7 @@ def bench_compressed(
                              "parameter_server runs 1-bit SGD two-stage (Seide et al.)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
     target_s: float = typer.Option(1.0, "--target-s", help="time budget per codec"),
+    timeout: float = typer.Option(600.0, "--timeout", help="seconds a rank may wait on a peer"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
@@ -291,7 +292,7 @@ def bench_compressed(
     try:
         with net_ctx as net, session("bench compressed", config, None, as_json) as s:
             rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=s.progress,
-                       target_s=target_s, mode=mode, timeout=600)[0]
+                       target_s=target_s, mode=mode, timeout=timeout)[0]
     except ValueError as e:
         fail(str(e))
     df = pd.DataFrame(rows)

@@ -72,6 +72,13 @@ def train(
     dataset = dataset or ("auto" if rep else "digits")
     workers = workers or (1 if rep else 4)
     epochs = epochs or (3.0 if rep else 1.0)
+    if mode == "ddp":
+        from lab.comm.dist import in_torchrun
+
+        if in_torchrun():  # torchrun decides the world, not --procs
+            import os
+
+            procs = int(os.environ["WORLD_SIZE"])
     widths = tuple(int(h) for h in numbers(hidden, "--hidden", allow_empty=True))
     rates = tuple(numbers(dropout, "--dropout", allow_empty=True)) if dropout else (0.2,) + (0.3,) * len(widths)
     try:

@@ -131,10 +131,14 @@ def _time_decode_into(c: Contestant, enc: object, x: torch.Tensor, dev: torch.de
 
 
 def write_json(df: pd.DataFrame, info: dict, path: str | Path) -> Path:
-    """Write rows and run info to `path` (directories created)."""
+    """Write rows and run info to `path` (directories created), all or nothing: through a
+    `.part` file renamed into place, removed if writing fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**info, "rows": df.to_dict(orient="records")}, indent=1, default=str))
-    tmp.replace(path)
+    tmp = path.with_name(path.name + ".part")  # all or nothing, as the CLI's write_result
+    try:
+        tmp.write_text(json.dumps({**info, "rows": df.to_dict(orient="records")}, indent=1, default=str))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

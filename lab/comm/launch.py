@@ -125,29 +125,50 @@ def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
 
 def _diagnose(ps: list[subprocess.Popen], jobdir: Path, timeout: float) -> str:
     """Name the rank at fault. A rank that died, or raised an error of its own, is reported at
-    once. When the first failures are transfer timeouts, the culprit is the rank that is still
-    running after every rank waiting on it has timed out: wait up to one timeout to see."""
+    once. When the first failures are only consequences (a transfer that timed out, a connection
+    the peer closed or reset), the culprit is a rank that died or raised meanwhile, or the one
+    still running after every rank waiting on it has given up: wait up to one timeout to see."""
     time.sleep(0.3)
     codes = [p.poll() for p in ps]
     died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
     if died:
         return _failure(died[0], codes[died[0]], jobdir)
-    errors = {r: (jobdir / f"error{r}.txt").read_text() for r, c in enumerate(codes) if c not in (None, 0)}
-    if not all(_is_timeout(t) for t in errors.values()):
-        r = next(r for r, t in errors.items() if not _is_timeout(t))
-        return _failure(r, codes[r], jobdir)
+    errors = _errors(ps, jobdir)
+    own = [r for r, t in errors.items() if not _is_peer_failure(t)]
+    if own:
+        return _failure(own[0], ps[own[0]].poll(), jobdir)
     end = time.monotonic() + timeout + 2.0
     while time.monotonic() < end and any(p.poll() is None for p in ps):
         still = [r for r, p in enumerate(ps) if p.poll() is None]
         if all((jobdir / f"error{r}.txt").exists() for r in still):
             break
         time.sleep(0.05)
-    hung = [r for r, p in enumerate(ps) if p.poll() is None and not (jobdir / f"error{r}.txt").exists()]
+    codes = [p.poll() for p in ps]
+    died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
+    if died:
+        return _failure(died[0], codes[died[0]], jobdir)
+    errors = _errors(ps, jobdir)
+    own = [r for r, t in errors.items() if not _is_peer_failure(t)]
+    if own:
+        return _failure(own[0], codes[own[0]], jobdir)
+    hung = [r for r, c in enumerate(codes) if c is None and not (jobdir / f"error{r}.txt").exists()]
     first = min(errors)
     if hung:
         return (f"rank {hung[0]} hung: it was still running after the ranks waiting on it timed out "
                 f"({timeout:.0f} s), e.g. {_failure(first, codes[first], jobdir)}")
     return _failure(first, codes[first], jobdir)
+
+
+def _errors(ps: list[subprocess.Popen], jobdir: Path) -> dict[int, str]:
+    """The error reports of the ranks that have exited with one, by rank."""
+    out = {}
+    for r, p in enumerate(ps):
+        if p.poll() not in (None, 0):
+            try:
+                out[r] = (jobdir / f"error{r}.txt").read_text()
+            except OSError:
+                pass
+    return out
 
 
 def _relay(jobdir: Path, progress: Callable[[float, str], None]) -> None:
@@ -170,8 +191,15 @@ class _FileProgress:
         tmp.replace(self.path)
 
 
-def _is_timeout(text: str) -> bool:
-    return "timed out" in text.lower() or "timeout" in text.lower()
+# What a rank reports when a peer, not itself, failed: Gloo's and NCCL's transfer timeouts, a
+# connection the dead peer's kernel closed or reset, and TorchComm's own "may have died or hung".
+_PEER_FAILURE = ("timed out", "timeout", "connection closed by peer", "connection reset by peer",
+                 "broken pipe", "may have died or hung", "a rank died or hung")
+
+
+def _is_peer_failure(text: str) -> bool:
+    low = text.split("\n\n")[0].lower()
+    return any(k in low for k in _PEER_FAILURE)
 
 
 def _failure(rank: int, code: int | None, jobdir: Path) -> str:

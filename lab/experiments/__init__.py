@@ -6,11 +6,12 @@ from .distributions import parse as parse_distribution, sample
 from .dropout import (PAPER_LSTM_TABLE2, PAPER_MLP_TABLE1, drop_frequency, layer_speedup, lstm_corpora, lstm_table,
                       mlp_table, pattern_masks, search_trace)
 from .errors import error_metrics, error_table
+from .inputs import check_range
 from .plan import paper_checks, planner_advice, planner_breakdown, planner_sweep
 from .table1 import NOTE as TABLE1_NOTE, PAPER_TABLE1, table1
 from .training import codec_curves, consistency_curves, ddp_comparison, reproduction, training_curves
 
-__all__ = ["error_table", "error_metrics", "sample", "parse_distribution", "table1", "PAPER_TABLE1",
+__all__ = ["check_range", "error_table", "error_metrics", "sample", "parse_distribution", "table1", "PAPER_TABLE1",
            "TABLE1_NOTE", "collective_sweep", "error_at_scale", "transfer_sweep",
            "training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction",
            "pattern_masks", "drop_frequency", "search_trace", "layer_speedup", "mlp_table", "lstm_table",

@@ -155,18 +155,38 @@ def capture_tensors(kind: str = "gradients", *, dataset: str = "digits", hidden:
 
 
 def load_tensor(data: bytes, filename: str) -> torch.Tensor:
-    """A tensor from an uploaded .pt (a tensor, or a dict whose first tensor is used) or .npy file."""
+    """A tensor from an uploaded .pt (a tensor, or a dict whose first tensor is used) or .npy file,
+    as float32. Anything else (not a tensor file, no tensor inside, no values, complex or
+    non-numeric values, NaN/inf) is a ValueError naming the file and what is allowed."""
     import io
 
     import numpy as np
 
+    allowed = "allowed: a real-valued, finite, non-empty tensor saved with torch.save (.pt/.pth) or numpy.save (.npy)"
     if filename.endswith(".npy"):
-        return torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False)).float()
-    if filename.endswith(".pt") or filename.endswith(".pth"):
-        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        try:
+            arr = np.load(io.BytesIO(data), allow_pickle=False)
+            obj = torch.from_numpy(np.ascontiguousarray(arr))
+        except Exception as e:  # untrusted bytes
+            raise ValueError(f"{filename}: not a numeric .npy array ({e}); {allowed}") from None
+    elif filename.endswith(".pt") or filename.endswith(".pth"):
+        try:
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as e:  # untrusted bytes: the unpickler fails in many ways (IndexError too)
+            raise ValueError(f"{filename}: not a torch.save file ({str(e).splitlines()[0][:200]}); "
+                             f"{allowed}") from None
         if isinstance(obj, dict):
             obj = next((v for v in obj.values() if isinstance(v, torch.Tensor)), None)
         if not isinstance(obj, torch.Tensor):
-            raise ValueError(f"{filename}: no tensor found (give a tensor or a dict of tensors)")
-        return obj.float()
-    raise ValueError(f"{filename}: allowed files are .pt/.pth (torch.save) or .npy")
+            raise ValueError(f"{filename}: no tensor found (give a tensor or a dict of tensors); {allowed}")
+    else:
+        raise ValueError(f"{filename}: allowed files are .pt/.pth (torch.save) or .npy")
+    if obj.is_complex() or not (obj.is_floating_point() or obj.dtype in (torch.int8, torch.int16, torch.int32,
+                                                                           torch.int64, torch.uint8)):
+        raise ValueError(f"{filename}: values of type {obj.dtype}; {allowed}")
+    if obj.numel() == 0:
+        raise ValueError(f"{filename}: the tensor is empty (shape {tuple(obj.shape)}); {allowed}")
+    out = obj.float()
+    if not torch.isfinite(out).all():
+        raise ValueError(f"{filename}: the tensor holds NaN or inf values; {allowed}")
+    return out

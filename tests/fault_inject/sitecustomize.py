@@ -1,0 +1,52 @@
+"""Test-only fault injection for rank processes started by the real CLI (tests/test_faults.py).
+
+On PYTHONPATH, Python imports this module at start-up in every process. It acts only in a rank
+process (`python -m lab.comm.launch JOBDIR RANK`) whose RANK matches PARALAB_FAULT_RANK: that
+rank SIGKILLs itself on its PARALAB_FAULT_AT-th call of PARALAB_FAULT_IN, one of
+  isend     TorchComm's point-to-point send of an encoded (uint8) payload: inside a compressed
+            ring allreduce
+  ddp_hook  the codec communication hook of lab.train.ddp (inside a DDP backward pass)
+and records its pid in PARALAB_FAULT_PIDS (a directory), as does every other rank.
+Nothing in `lab` knows about it.
+"""
+import os
+import sys
+
+
+def _install() -> None:
+    argv = getattr(sys, "argv", [])
+    pids = os.environ.get("PARALAB_FAULT_PIDS")
+    if not pids or len(argv) < 3 or not os.path.isdir(argv[-2]):
+        return  # not a rank process of lab.comm.launch (argv: ['-m', JOBDIR, RANK])
+    rank = int(argv[-1])
+    with open(os.path.join(pids, f"rank{rank}.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    if rank != int(os.environ["PARALAB_FAULT_RANK"]):
+        return
+    import functools
+    import signal
+
+    at, where = int(os.environ["PARALAB_FAULT_AT"]), os.environ["PARALAB_FAULT_IN"]
+    calls = [0]
+
+    def dying(real, counts=lambda *a: True):
+        @functools.wraps(real)  # DDP checks a comm hook's signature
+        def wrapper(*a, **kw):
+            calls[0] += bool(counts(*a))
+            if calls[0] == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(*a, **kw)
+        return wrapper
+
+    if where == "isend":
+        from lab.comm.dist import TorchComm
+        import torch
+        TorchComm._isend = dying(TorchComm._isend, lambda comm, t, dst: t.dtype == torch.uint8)
+    elif where == "ddp_hook":
+        import lab.train.ddp as ddp
+        ddp.codec_hook = dying(ddp.codec_hook)
+    else:
+        raise ValueError(f"PARALAB_FAULT_IN={where!r}; allowed: isend, ddp_hook")
+
+
+_install()
