@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -109,13 +110,31 @@ def time_fn(fn: Callable[[], Any], device: torch.device | str = "cpu", *, warmup
     return Timing(statistics.median(times), min(times), max(times), repeats)
 
 
+_INCLUDE = re.compile(r'^#include "([\w.]+)"[ \t]*$', re.M)
+
+
 def kernel_source(name: str) -> str:
-    """Text of `kernels/<name>.cu`."""
+    """Text of `kernels/<name>.cu` with its `#include "x.cuh"` of kernels/ expanded in place.
+
+    NVRTC is handed one string, so it would need an include path for the shared header, and
+    CuPy's compile cache keys on that string alone: expanding here keeps both right. `#line`
+    directives keep compiler messages pointing at the real files and lines.
+    """
     path = KERNEL_DIR / f"{name}.cu"
     if not path.exists():
         known = sorted(p.stem for p in KERNEL_DIR.glob("*.cu"))
         raise FileNotFoundError(f"no kernel source {path}; known kernels: {known}")
-    return path.read_text()
+    text = path.read_text()
+    out, last = [f'#line 1 "{path}"\n'], 0
+    for m in _INCLUDE.finditer(text):
+        header = KERNEL_DIR / m.group(1)
+        if not header.exists():
+            raise FileNotFoundError(f"{path.name} includes {m.group(1)}, which is not in {KERNEL_DIR}")
+        line = text.count("\n", 0, m.end()) + 2
+        out += [text[last:m.start()], f'#line 1 "{header}"\n', header.read_text(), f'\n#line {line} "{path}"']
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from lab.backend import KERNEL_DIR
+from lab.backend import kernel_source
 from lab.codecs import Encoded, ErrorFeedback, get_codec
 from lab.codecs import cuda as CC
 from lab.comm import cuda_hop as H
@@ -63,8 +63,17 @@ def _data(n: int, seed: int) -> torch.Tensor:
     return x
 
 
+def _fit(codec, x: torch.Tensor) -> torch.Tensor:
+    """x, kept inside an unscaled table's range (scale='none': mantissa) with room for a few sums,
+    so a hop's sum does not saturate (a saturating sum takes the composition, to count it)."""
+    if getattr(codec, "scale", None) != "none":
+        return x
+    m = float(codec.values.abs().max()) / 8
+    return x.clamp(-m, m)
+
+
 def _payloads(codec, n: int, count: int, seed: int = 0) -> list[Encoded]:
-    return [codec.encode(_data(n, seed + i) * (1 + i)) for i in range(count)]
+    return [codec.encode(_fit(codec, _data(n, seed + i) * (1 + i))) for i in range(count)]
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -250,7 +259,7 @@ def test_collective_rows_view_a_gather_buffer() -> None:
 # ------------------------------------------------------------------ launch plans and the source
 
 def _source_kernels() -> set[str]:
-    src = (KERNEL_DIR / "collective.cu").read_text()
+    src = kernel_source("collective")
     names = set()
     for kind, search in re.findall(r"^HOP_SEARCH_KERNELS\((\w+),.*,\s*(\w+),\s*(?:true|false)\)$", src, re.M):
         names |= {f"hop_{kind}_block_{search}", f"hop_{kind}_scale_{search}"}
@@ -260,7 +269,7 @@ def _source_kernels() -> set[str]:
 
 
 def test_collective_source_matches_launcher() -> None:
-    src = (KERNEL_DIR / "collective.cu").read_text()
+    src = kernel_source("collective")
     for macro, value in (("HOP_ITEMS", H.HOP_ITEMS), ("GROUP", H.GROUP), ("MAX_K", CC.MAX_K)):
         assert re.search(rf"^#define {macro} {value}\b", src, re.M), macro
     kernels = _source_kernels()
@@ -377,9 +386,22 @@ def _no_fallback(monkeypatch) -> dict:
     return refs
 
 
+def _gathered(ps: list[Encoded], stride: int, dev: str) -> tuple[torch.Tensor, list[Encoded]]:
+    """The payloads' codes as rows of one buffer (an allgather's), `stride` bytes apart."""
+    n = ps[0].numel
+    buf = torch.zeros(len(ps) * stride, dtype=torch.uint8, device=dev)
+    rows = []
+    for i, p in enumerate(ps):
+        buf[i * stride: i * stride + n] = p.tensors["codes"].to(dev)
+        rows.append(Encoded(p.codec, p.shape, p.dtype, {"codes": buf[i * stride: i * stride + n],
+                                                        "scales": p.tensors["scales"].to(dev)},
+                            p.wire_bytes, dict(p.meta)))
+    return buf, rows
+
+
 def _check_kernels(codec, n: int, dev: str, refs: dict, seed: int = 0) -> None:
     a, b = _payloads(codec, n, 2, seed=seed)
-    x = _data(n, seed=seed + 50) * 2
+    x = _fit(codec, _data(n, seed=seed + 50) * 2)
     ga, gb, gx = _to(a, dev), _to(b, dev), x.to(dev)
     _assert_same(hop.hop_codes(codec, ga, gb), refs["hop_codes_reference"](codec, a, b))
     _assert_same(hop.hop_mixed(codec, ga, gx), refs["hop_mixed_reference"](codec, a, x))
@@ -389,15 +411,7 @@ def _check_kernels(codec, n: int, dev: str, refs: dict, seed: int = 0) -> None:
     assert got.dtype == torch.float32 and torch.equal(_bits(got.cpu()), _bits(want))
     # the same payloads as rows of one gather buffer whose row stride is a multiple of 4: the
     # vector path, with a scalar tail when n is not a multiple of 4
-    stride = -(-n // 4) * 4
-    buf = torch.zeros(len(ps) * stride, dtype=torch.uint8, device=dev)
-    rows = []
-    for i, p in enumerate(ps):
-        buf[i * stride: i * stride + n] = p.tensors["codes"].to(dev)
-        rows.append(Encoded(p.codec, p.shape, p.dtype, {"codes": buf[i * stride: i * stride + n],
-                                                        "scales": p.tensors["scales"].to(dev)},
-                            p.wire_bytes, dict(p.meta)))
-    got = hop.decode_sum(codec, rows)
+    got = hop.decode_sum(codec, _gathered(ps, -(-n // 4) * 4, dev)[1])
     assert torch.equal(_bits(got.cpu()), _bits(want)), "decode_sum of a gather buffer differs"
 
 
@@ -417,7 +431,7 @@ def test_cuda_collective_unaligned(name: str, monkeypatch, target) -> None:
     dev = target.device
     for n in (4097, 4100, 20_004 if target.emulated else 200_003):
         a, b = _payloads(codec, n, 2, seed=n)
-        x = _data(n, seed=1)
+        x = _fit(codec, _data(n, seed=1))
 
         def shifted(enc: Encoded) -> Encoded:
             c = enc.tensors["codes"].to(dev)
@@ -443,14 +457,7 @@ def test_cuda_decode_sum_gather_buffer(name: str, n: int, monkeypatch, target) -
     ps = _payloads(codec, n, 6, seed=n)
     want = refs["decode_sum_reference"](codec, ps)
     for pad in (0, 1, 3, 4):
-        stride = n + pad
-        codes = torch.zeros(6 * stride, dtype=torch.uint8, device=dev)
-        gathered = []
-        for i, p in enumerate(ps):
-            codes[i * stride: i * stride + n] = p.tensors["codes"].to(dev)
-            gathered.append(Encoded(p.codec, p.shape, p.dtype, {"codes": codes[i * stride: i * stride + n],
-                                                               "scales": p.tensors["scales"].to(dev)},
-                                    p.wire_bytes, dict(p.meta)))
+        codes, gathered = _gathered(ps, n + pad, dev)
         assert hop._rows([g.tensors["codes"] for g in gathered]).data_ptr() == codes.data_ptr()
         got = hop.decode_sum(codec, gathered)
         assert torch.equal(_bits(got.cpu()), _bits(want))
@@ -533,7 +540,11 @@ def test_cuda_collective_tiny_and_zero(monkeypatch, target) -> None:
     dev = target.device
     for kw in ({}, {"block_size": 64}, {"block_size": 4096}):
         codec = get_codec("dynamic_tree", **kw)
-        for x in (torch.zeros(5000), -torch.zeros(5000), _data(5000, 3) * 1e-40):
+        from test_kernels import tiny_blocks
+
+        tiny = tiny_blocks(5000, seed=3)
+        for x in (torch.zeros(5000), -torch.zeros(5000), _data(5000, 3) * 1e-40, tiny,
+                  tiny.clamp(-2.5e-39, 2.5e-39)):
             a = codec.encode(x)
             _assert_same(hop.hop_codes(codec, _to(a, dev), _to(a, dev)), refs["hop_codes_reference"](codec, a, a))
             _assert_same(hop.hop_mixed(codec, _to(a, dev), x.to(dev)), refs["hop_mixed_reference"](codec, a, x))

@@ -7,16 +7,17 @@ import pytest
 import torch
 
 from cuda_emu import harness, nvrtc
-from lab.backend import KERNEL_DIR
+from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cuda as C
 from lab.comm import cuda_hop as H
 from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
-from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting)
+from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting,
+                          tiny_blocks)
 
 pytestmark = [pytest.mark.emu,
               pytest.mark.skipif(harness.compiler() is None, reason="the CUDA emulator needs g++ on the PATH")]
 
-SOURCES = {p.stem: p.read_text() for p in sorted(KERNEL_DIR.glob("*.cu"))}
+SOURCES = {p.stem: kernel_source(p.stem) for p in sorted(KERNEL_DIR.glob("*.cu"))}  # header expanded
 
 
 def _reachable_kernels() -> set[str]:
@@ -46,7 +47,7 @@ def test_emulator_builds_every_kernel() -> None:
 def test_preprocess_keeps_line_numbers() -> None:
     for name, text in SOURCES.items():
         out = harness.preprocess(text)
-        assert out.count("\n") == text.count("\n")
+        assert out.count("\n") == text.count("\n") and "#include" not in out
         assert "asm(" not in out and "__shared__" not in out
     with pytest.raises(harness.EmuError, match="does not map"):
         harness.preprocess('asm("mov.u32 %0, %%laneid;" : "=r"(x));')
@@ -82,6 +83,7 @@ def _codec_battery() -> None:
     p = _prepared("tree256")
     for bs in (64, 4096):
         _check_roundtrip(bound_sitting(p["bounds"], bs, 8 if bs == 64 else 2, seed=bs), p, "lut", bs, None)
+        _check_roundtrip(tiny_blocks(3 * 4096 + 6, seed=bs), p, "lut", bs, None)
 
 
 def _collective_battery(monkeypatch) -> None:
@@ -96,6 +98,12 @@ def _collective_battery(monkeypatch) -> None:
         from lab.comm import hop
         from test_collective_kernels import _assert_same
         _assert_same(hop.hop_mixed(codec, zero, x), refs["hop_mixed_reference"](codec, zero, x))
+        if codec.scale != "none":
+            t = tiny_blocks(3 * 4096 + 6, seed=2)
+            if codec.block_size is None:
+                t = t.clamp(-2.5e-39, 2.5e-39)
+            zero = codec.encode(torch.zeros_like(t))
+            _assert_same(hop.hop_mixed(codec, zero, t), refs["hop_mixed_reference"](codec, zero, t))
 
 
 @pytest.mark.parametrize("flags", (1, 2, 3), ids=("threads-reversed", "blocks-reversed", "both-reversed"))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from cuda_emu import harness, nvrtc
-from lab.backend import KERNEL_DIR
+from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cpu
 from lab.codecs import cuda as C
 
@@ -43,7 +43,7 @@ def test_nvrtc_compiles_without_fma(path: Path, arch: str) -> None:
     """No CUDA headers on the include path (NVRTC has none), every kernel in the PTX, and no
     fused multiply-add: the rounding-critical products and sums stay separately rounded."""
     name = path.stem
-    ptx = nvrtc.compile_ptx(path.read_text(), name, arch)
+    ptx = nvrtc.compile_ptx(kernel_source(name), name, arch)  # as lab.backend.load_kernels hands it
     entries = set(re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M))
     assert entries == set(harness.module(name).kernels)
     assert not re.search(r"\bfma\.\w*f(32|16)", ptx), "an FMA in the PTX: a product and a sum contracted"
@@ -311,6 +311,31 @@ def test_cuda_scale_overflow_and_bounds(target) -> None:
         for search in SEARCHES:
             _check_roundtrip(a.to(target.device), p, search, None, torch.ones(1))
             _check_roundtrip(a.to(target.device), p, search, None, torch.tensor([1e-38]))
+
+
+def tiny_blocks(n: int, seed: int) -> torch.Tensor:
+    """float32 whose blocks of 64 alternate: normal values, and subnormal ones whose absmax is below
+    2**-128, so 1/absmax overflows and the block is coded from x / absmax."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=g)
+    tiny = (torch.arange(n) // 64) % 2 == 1
+    x[tiny] = (torch.randn(int(tiny.sum()), generator=g) * 4e-40).clamp(-2.5e-39, 2.5e-39)
+    x[::7] = 0.0
+    return x
+
+
+@pytest.mark.parametrize("mode", ("block64", "block4096", "scale_absmax"))
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_cuda_subnormal_absmax(dtype: torch.dtype, mode: str, target) -> None:
+    """Blocks (or a tensor) whose absmax is subnormal below 2**-128: zeros stay zeros and every
+    value is coded from x / absmax, as the CPU reference (bf16 reaches such values too)."""
+    p = _prepared("tree256")
+    for n in (64 * 5 + 3, 3 * 4096 + 6):
+        x = tiny_blocks(n, seed=n).to(dtype)
+        if mode == "scale_absmax":
+            x = x.clamp(-2.5e-39, 2.5e-39)
+        block_size, scale = _mode(mode, x.float())
+        _check_roundtrip(x.to(target.device), p, "lut", block_size, scale)
 
 
 def bound_sitting(bounds: torch.Tensor, block_size: int, blocks: int, seed: int) -> torch.Tensor:

@@ -123,34 +123,37 @@ def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
     return [torch.load(jobdir / f"result{r}.pt", weights_only=False) for r in range(len(ps))]
 
 
+def _culprit(ps: list[subprocess.Popen], jobdir: Path) -> str | None:
+    """A rank that died without writing an error, or one that raised an error of its own (not a
+    peer's failure seen from here), or None."""
+    codes = [p.poll() for p in ps]
+    died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
+    if died:
+        return _failure(died[0], codes[died[0]], jobdir)
+    own = [r for r, t in _errors(ps, jobdir).items() if not _is_peer_failure(t)]
+    return _failure(own[0], codes[own[0]], jobdir) if own else None
+
+
 def _diagnose(ps: list[subprocess.Popen], jobdir: Path, timeout: float) -> str:
     """Name the rank at fault. A rank that died, or raised an error of its own, is reported at
     once. When the first failures are only consequences (a transfer that timed out, a connection
     the peer closed or reset), the culprit is a rank that died or raised meanwhile, or the one
     still running after every rank waiting on it has given up: wait up to one timeout to see."""
     time.sleep(0.3)
-    codes = [p.poll() for p in ps]
-    died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
-    if died:
-        return _failure(died[0], codes[died[0]], jobdir)
-    errors = _errors(ps, jobdir)
-    own = [r for r, t in errors.items() if not _is_peer_failure(t)]
-    if own:
-        return _failure(own[0], ps[own[0]].poll(), jobdir)
+    culprit = _culprit(ps, jobdir)
+    if culprit:
+        return culprit
     end = time.monotonic() + timeout + 2.0
     while time.monotonic() < end and any(p.poll() is None for p in ps):
         still = [r for r, p in enumerate(ps) if p.poll() is None]
         if all((jobdir / f"error{r}.txt").exists() for r in still):
             break
         time.sleep(0.05)
+    culprit = _culprit(ps, jobdir)
+    if culprit:
+        return culprit
     codes = [p.poll() for p in ps]
-    died = [r for r, c in enumerate(codes) if c not in (None, 0) and not (jobdir / f"error{r}.txt").exists()]
-    if died:
-        return _failure(died[0], codes[died[0]], jobdir)
     errors = _errors(ps, jobdir)
-    own = [r for r, t in errors.items() if not _is_peer_failure(t)]
-    if own:
-        return _failure(own[0], codes[own[0]], jobdir)
     hung = [r for r, c in enumerate(codes) if c is None and not (jobdir / f"error{r}.txt").exists()]
     first = min(errors)
     if hung:

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lab import backend
+
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
 KERNEL_DIR = HERE.parent.parent / "kernels"
@@ -91,12 +93,13 @@ def _kernel_names(preprocessed: Path, include: Path, cxx: str) -> list[str]:
 
 
 def build(name: str, source: str | None = None, *, label: str | None = None) -> Path:
-    """Compile kernels/<name>.cu (or `source`, its text) for the emulator; path of the library."""
+    """Compile kernels/<name>.cu (or `source`, its text with the shared header expanded, as
+    `lab.backend.kernel_source` gives it) for the emulator; path of the library."""
     cxx = compiler()
     if cxx is None:
         raise EmuError("the CUDA emulator needs g++ on the PATH")
     path = KERNEL_DIR / f"{name}.cu"
-    text = path.read_text() if source is None else source
+    text = backend.kernel_source(name) if source is None else source  # the shared header expanded
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
     key = hashlib.sha256("\0".join([text, HEADER.read_text(), " ".join(FLAGS), version, name]).encode()).hexdigest()
     lib = _cache_dir() / f"{label or name}-{key[:20]}.so"
@@ -105,8 +108,7 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cu = tmp / f"{name}.cu"
-        # diagnostics name the real source and its line numbers
-        cu.write_text(f'#line 1 "{path}"\n' + preprocess(text))
+        cu.write_text(preprocess(text))  # kernel_source's #line directives name the real files
         names = _kernel_names(cu, HEADER, cxx)
         if not names:
             raise EmuError(f"no extern \"C\" kernels found in {path.name}")
