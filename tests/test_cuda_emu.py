@@ -147,7 +147,7 @@ MUTATIONS = {
         "s[j] = __fadd_rn(__fmul_rn(sv[(ca >> (8 * j)) & 0xffu], da), xs[j]);",
         "s[j] = fmaf(sv[(ca >> (8 * j)) & 0xffu], da, xs[j]);")),
     "collective-inverse-one-ulp": ("collective", lambda s: _sub(
-        s, "inv = sc > 0.f ? __frcp_rn(sc) : 0.f;", "inv = sc > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(sc)) + 1u) : 0.f;")),
+        s, "inv = s > 0.f ? __frcp_rn(s) : 0.f;", "inv = s > 0.f ? __uint_as_float(__float_as_uint(__frcp_rn(s)) + 1u) : 0.f;")),
     "collective-no-division-for-tiny-blocks": ("collective", lambda s: _sub(s, "divide = inv == INF;", "divide = false;")),
     "collective-tail-off-by-one": ("collective", lambda s: _sub(
         s, "const i64 i = ngroups * N + tid;\n        if (i < n) {", "const i64 i = ngroups * N + tid;\n        if (i < n - 1) {")),
