@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
@@ -146,8 +146,7 @@ def check_input(x: torch.Tensor, *, nonfinite: str = "raise") -> torch.Tensor:
         raise TypeError(f"codec input must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"codec input dtype {x.dtype} is not supported; allowed: float32, float16, bfloat16")
-    if nonfinite not in ("raise", "saturate"):
-        raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+    check_nonfinite(nonfinite)
     if x.is_meta:
         raise ValueError("meta tensors are not supported: a codec reads the values; "
                          "pass a CPU or CUDA tensor")
@@ -269,39 +268,6 @@ def packed_bytes(n: int, bits: float) -> int:
     return math.ceil(n * bits / 8)
 
 
-# ---------------------------------------------------------------- registry
+# ---------------------------------------------------------------- registry (lab/codecs/registry.py)
 
-_REGISTRY: dict[str, tuple[Callable[..., Codec], str]] = {}
-
-
-def register(name: str, help: str) -> Callable[[Callable[..., Codec]], Callable[..., Codec]]:
-    """Decorator: make a codec factory reachable by `get_codec(name, **options)`."""
-
-    def deco(factory: Callable[..., Codec]) -> Callable[..., Codec]:
-        if name in _REGISTRY:
-            raise ValueError(f"codec name {name!r} registered twice")
-        _REGISTRY[name] = (factory, help)
-        return factory
-
-    return deco
-
-
-def codec_names() -> list[str]:
-    """Every registered codec name."""
-    return sorted(_REGISTRY)
-
-
-def codec_help() -> dict[str, str]:
-    """name -> one-line description."""
-    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
-
-
-def get_codec(name: str, **options: Any) -> Codec:
-    """Build a codec by name, e.g. get_codec('dynamic_tree', rounding='paper', block_size=4096)."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(codec_names())}")
-    factory, _ = _REGISTRY[name]
-    try:
-        return factory(**options)
-    except TypeError as e:
-        raise ValueError(f"bad options for codec {name!r}: {e}") from None
+from .registry import check_nonfinite, codec_help, codec_names, get_codec, register  # noqa: E402,F401
