@@ -1,5 +1,5 @@
-// Compressed collectives for the table codecs, fp32 data (lab/comm/cuda_hop.py launches these;
-// lab/comm/hop.py is the reference and defines the result bit for bit).
+// Compressed collectives for the table codecs, fp32 data (lab/codecs/cuda_hop.py launches these;
+// lab/codecs/hop.py is the reference and defines the result bit for bit).
 //
 // Dettmers 2016 §3.2 kernel, fused for ring/tree allreduce:
 //   hop:        s = values[a] * scale_a + values[b] * scale_b   (hop_codes)
@@ -31,8 +31,8 @@ typedef long long i64;
 
 #define MAX_K 4
 #define NBPAD (256 + MAX_K)  // lut search reads bounds[c] for c <= 255 + MAX_K - 1
-#define HOP_ITEMS 4          // groups per thread kept in registers (lab/comm/cuda_hop.py knows it)
-#define GROUP 4              // elements per vector group (lab/comm/cuda_hop.py knows it)
+#define HOP_ITEMS 4          // groups per thread kept in registers (lab/codecs/cuda_hop.py knows it)
+#define GROUP 4              // elements per vector group (lab/codecs/cuda_hop.py knows it)
 #define MAX_THREADS 1024
 #define INF __int_as_float(0x7f800000)
 #define FLT_MAX_ 3.402823466e+38f

@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+
+if TYPE_CHECKING:
+    from .wire import WireFormat
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -87,6 +90,44 @@ class Codec:
         """Decode into the contiguous 1-D `flat` (enc's dtype, device and length); False when the
         codec has no such path (the default)."""
         return False
+
+    # -- streams with memory (error feedback) and the wire: every codec answers these the same way
+
+    #: True for codecs with per-key memory (error feedback): a collective cannot re-encode their sums
+    stateful: ClassVar[bool] = False
+
+    def encode_as(self, x: torch.Tensor, key: str) -> Encoded:
+        """encode(x) as the next step of the stream `key` (a parameter or bucket name); a codec with
+        memory compensates x with that stream's residual, a stateless codec ignores the key."""
+        return self.encode(x)
+
+    @property
+    def payload_codec(self) -> "Codec":
+        """The codec whose payloads this one writes and reads (itself; memory wrappers: the inner one)."""
+        return self
+
+    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
+        """How payload field `key` (tensor `t` of a payload of n values) travels: (packed_bits, implied).
+        packed_bits > 0: uint8 codes packed to that many bits; implied: not sent, rebuilt as ones.
+        Default: as it sits in memory (codecs with narrow codes or implied scales override)."""
+        return 0, False
+
+    def wire_format(self, n: int, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> "WireFormat":
+        """The byte layout of this codec's payload for n values of `dtype` (lab/codecs/wire.py)."""
+        from .wire import WireFormat
+        return WireFormat.of(self, n, dtype, device)
+
+    def hop(self, a: Encoded, x: torch.Tensor) -> Encoded:
+        """One reduction hop of a compressed collective: encode(decode(a) + x) (Dettmers 2016 §3.2);
+        fused for table codecs (lab/codecs/hop.py), the composition for others."""
+        from .hop import hop_mixed
+        return hop_mixed(self.payload_codec, a, x)
+
+    def decode_sum(self, payloads: list[Encoded]) -> torch.Tensor:
+        """float32 sum of the decoded payloads in list order (an allgather's reduction)."""
+        from .hop import decode_sum
+        return decode_sum(self.payload_codec, payloads)
 
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x))."""

@@ -155,6 +155,14 @@ class TableCodec(Codec):
             raise _NonFinite
         return codes, scales, 0
 
+    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
+        """Codes narrower than 8 bits travel packed; with scale='none' the all-ones scale is implied."""
+        if key == "scales" and self.scale == "none":
+            return 0, True
+        if key == "codes" and t.dtype == torch.uint8 and t.numel() == n and self.bits < 8:
+            return self.bits, False
+        return 0, False
+
     # ------------------------------------------------------------------ decode
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
