@@ -1,5 +1,5 @@
-// Compressed collectives for the table codecs, fp32 data (lab/comm/cuda_hop.py launches these;
-// lab/comm/hop.py is the reference and defines the result bit for bit).
+// Compressed collectives for the table codecs, fp32 data (lab/codecs/cuda_hop.py launches these;
+// lab/codecs/hop.py is the reference and defines the result bit for bit).
 //
 // Dettmers 2016 §3.2 kernel, fused for ring/tree allreduce:
 //   hop:        s = values[a] * scale_a + values[b] * scale_b   (hop_codes)
@@ -27,8 +27,8 @@
 
 #include "common.cuh"
 
-#define HOP_ITEMS 4          // groups per thread kept in registers (lab/comm/cuda_hop.py knows it)
-#define GROUP 4              // elements per vector group (lab/comm/cuda_hop.py knows it)
+#define HOP_ITEMS 4          // groups per thread kept in registers (lab/codecs/cuda_hop.py knows it)
+#define GROUP 4              // elements per vector group (lab/codecs/cuda_hop.py knows it)
 
 
 template <int N>

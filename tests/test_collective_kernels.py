@@ -1,4 +1,4 @@
-"""Compressed-collective hops (lab.comm.hop, kernels/collective.cu): on the CPU the entry points
+"""Compressed-collective hops (lab.codecs.hop, kernels/collective.cu): on the CPU the entry points
 equal the codec compositions and the kernels' arithmetic (in torch) equals them too; launch
 plans and kernel names; the kernels == the CPU reference bit for bit through hop's dispatch and
 the real launchers, on a GPU (`gpu`) and on the CPU emulation of CUDA (`emu`, tests/cuda_emu).
@@ -15,8 +15,8 @@ import torch
 from lab.backend import kernel_source
 from lab.codecs import Encoded, ErrorFeedback, get_codec
 from lab.codecs import cuda as CC
-from lab.comm import cuda_hop as H
-from lab.comm import hop
+from lab.codecs import cuda_hop as H
+from lab.codecs import hop
 
 # name -> (registry name, options); mantissa keeps the paper's scale='none'
 CODECS = {

@@ -11,7 +11,7 @@ from lab.codecs import codec_names, get_codec
 from lab.comm import CommError, algorithm_names, allreduce, simulate
 from lab.comm.algorithms import ALGORITHMS
 from lab.comm.algorithms.common import bounds
-from lab.comm.wire import WireFormat
+from lab.codecs.wire import WireFormat
 
 ALGS = algorithm_names()
 

@@ -9,7 +9,7 @@ import torch
 from cuda_emu import harness, nvrtc
 from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cuda as C
-from lab.comm import cuda_hop as H
+from lab.codecs import cuda_hop as H
 from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
 from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting,
                           tiny_blocks)
@@ -95,7 +95,7 @@ def _collective_battery(monkeypatch) -> None:
         B = codec.block_size or 4096
         x = bound_sitting(codec.bounds, B, 2 if B > 64 else 8, seed=B)
         zero = codec.encode(torch.zeros_like(x))
-        from lab.comm import hop
+        from lab.codecs import hop
         from test_collective_kernels import _assert_same
         _assert_same(hop.hop_mixed(codec, zero, x), refs["hop_mixed_reference"](codec, zero, x))
         if codec.scale != "none":

@@ -9,16 +9,18 @@ import streamlit as st  # noqa: E402
 
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
-from lab.codecs import TableCodec, codec_help, codec_names, get_codec  # noqa: E402
-from lab.experiments import TABLE1_NOTE, error_table, parse_distribution, table1  # noqa: E402
+from lab.codecs import TableCodec, get_codec  # noqa: E402
+from lab.experiments import TABLE1_NOTE, codec_catalog, error_table, parse_distribution, table1  # noqa: E402
+from lab.experiments.table1 import TYPES as TABLE_TYPES  # noqa: E402
 from lab.experiments.errors import (CAPTURE_KINDS, capture_tensors, codec_speed, error_histogram,  # noqa: E402
                                     load_tensor)
 
-TABLE_TYPES = ("dynamic_tree", "linear", "mantissa", "static_tree")
-ABSMAX = ("dynamic_tree", "linear", "bnb_dynamic")
+CATALOG = {c.name: c for c in codec_catalog()}
+OPTIONS = {name: {o.name: o for o in c.options} for name, c in CATALOG.items()}
+ABSMAX = [n for n, o in OPTIONS.items() if "block_size" in o and o.get("scale") and o["scale"].default == "absmax"]
 DISTS = {"normal": ("mu", 0.0, "sigma", 1.0), "uniform": ("a", 0.0, "b", 1.0), "laplace": ("mu", 0.0, "b", 1.0),
          "student_t": ("df", 3.0, None, None), "lognormal": ("mu", 0.0, "sigma", 1.0)}
-PICKABLE = [c for c in codec_names() if c != "layout"]
+PICKABLE = list(CATALOG)
 
 st.title("Codecs")
 st.caption("Dettmers 2016 §3.1 (the 8-bit data types, Figure 1), Table 1 (errors), §3.2 (speed). "
@@ -41,7 +43,7 @@ c2.button("Preset: vs hardware formats", on_click=preset_hardware)
 left, right = st.columns([3, 2])
 with left:
     chosen = ui.multiselect("Codecs", PICKABLE, "codecs", ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
-                            help="; ".join(f"{k}: {v}" for k, v in codec_help().items() if k in PICKABLE))
+                            help="; ".join(f"{k}: {CATALOG[k].summary}" for k in PICKABLE))
     source = ui.radio("Data", ["distribution", "captured tensor", "upload"], "source", "distribution")
     tensors, dist = None, None
     if source == "distribution":
@@ -59,7 +61,7 @@ with left:
 with right:
     rounding = ui.radio("Rounding of the 8-bit types", ["nearest", "paper"], "rounding", "nearest",
                         help="paper = the original kernel's bisection (about a quarter of codes one step low)")
-    block = ui.select("Absmax scale (dynamic_tree, linear, bnb_dynamic)", ["tensor", "4096", "256", "64"], "block",
+    block = ui.select(f"Absmax scale ({', '.join(ABSMAX)})", ["tensor", "4096", "256", "64"], "block",
                       "tensor")
     samples = ui.select_slider("Samples", [10_000, 30_000, 100_000, 1_000_000], "samples", 30_000,
                                 help="below 32k values the codecs run eagerly; above, torch.compile kicks in "

@@ -11,11 +11,11 @@ import streamlit as st  # noqa: E402
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import collective_sweep, error_at_scale  # noqa: E402
+from lab.experiments import codec_catalog, collective_sweep, error_at_scale  # noqa: E402
 from lab.experiments.collectives import allreduce_trace, collective_model  # noqa: E402
 
 SIZES = [1 << k for k in range(3, 31)]  # 8 B .. 1 GB per rank
-CODECS = ["dynamic_tree", "linear", "bnb_dynamic", "fp8_e4m3", "int8", "fp16", "qsgd", "terngrad", "onebit", "topk"]
+CODECS = [c.name for c in codec_catalog() if not c.work.raw]
 
 
 def fmt_bytes(b: int) -> str:

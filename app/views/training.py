@@ -11,12 +11,12 @@ import streamlit as st  # noqa: E402
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import codec_curves, consistency_curves  # noqa: E402
+from lab.experiments import codec_catalog, codec_curves, codec_spec, consistency_curves  # noqa: E402
 from lab.train.consistency import KINDS  # noqa: E402
 from lab.train.data import DATASETS  # noqa: E402
 
-CODECS = ["32-bit", "dynamic_tree", "linear", "mantissa", "static_tree", "fp8_e4m3", "int8", "fp16", "onebit",
-          "ef:onebit", "qsgd", "terngrad", "topk", "ef:topk"]
+CODECS = ["32-bit", *(c.name for c in codec_catalog() if not c.work.raw),
+          *(codec_spec(c.name, error_feedback=True) for c in codec_catalog() if c.gather_only and c.gradient_only)]
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent": "bytes", "modelled time": "time_s"}
 

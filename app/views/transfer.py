@@ -11,10 +11,10 @@ import streamlit as st  # noqa: E402
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import transfer_sweep  # noqa: E402
+from lab.experiments import codec_catalog, transfer_sweep  # noqa: E402
 from lab.experiments.collectives import PAPER_CODEC_NS, transfer_model  # noqa: E402
 
-CODECS = ["dynamic_tree", "linear", "mantissa", "static_tree", "bnb_dynamic", "fp8_e4m3", "int8", "fp16", "onebit"]
+CODECS = [c.name for c in codec_catalog() if not c.work.raw]
 SPEEDS = {"paper's GPU kernels (1 / 0.5 ns)": "paper", "measured on this device": "measured", "custom": "custom"}
 
 st.title("Transfer")

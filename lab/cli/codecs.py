@@ -35,7 +35,7 @@ def table1(samples: int = typer.Option(1_000_000, help="samples per distribution
 
 @app.command()
 def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3", "int8"],
-                                           help="codec name (repeatable); see `paralab codecs`"),
+                                           help="codec spec (repeatable), e.g. 'dynamic_tree:rounding=paper'; see `paralab codecs`"),
            dist: List[str] = typer.Option(["uniform(0,1)", "normal(0,1)"],
                                           help="distribution spec (repeatable), e.g. 'student_t(3)'"),
            samples: int = typer.Option(1_000_000, help="samples per distribution"),
@@ -63,10 +63,14 @@ def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3"
 
 @app.command()
 def codecs(as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
-    """List every codec name with its description."""
-    from lab.codecs import codec_help
+    """List every codec: name, description, options (name=default) and flags."""
+    from lab.experiments import codec_catalog
 
-    df = pd.DataFrame(list(codec_help().items()), columns=["name", "description"])
+    flags = ("summable", "gather_only", "gradient_only", "two_stage", "table", "stochastic")
+    df = pd.DataFrame([{"name": c.name, "description": c.summary,
+                        "options": ", ".join(f"{o.name}={o.default}" for o in c.options),
+                        "flags": ", ".join(f for f in flags if getattr(c, f))} for c in codec_catalog()],
+                      columns=["name", "description", "options", "flags"])
     if not emit(result("codecs", {}, rows=df), out, as_json):
         print_frame(df, "Codecs")
 

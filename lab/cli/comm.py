@@ -128,8 +128,8 @@ def bench_collectives(
         if warmup_iters < 0:
             raise ValueError(f"-w/--warmup_iters {warmup_iters}; allowed: >= 0")
         if codec:
-            from lab.codecs import get_codec
-            get_codec(codec)
+            from lab.experiments import check_codec_spec
+            check_codec_spec(codec)
     except ValueError as e:
         fail(str(e))
     args = (sizes, algs, codec)

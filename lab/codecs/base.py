@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+
+if TYPE_CHECKING:
+    from .wire import WireFormat
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -88,6 +91,44 @@ class Codec:
         codec has no such path (the default)."""
         return False
 
+    # -- streams with memory (error feedback) and the wire: every codec answers these the same way
+
+    #: True for codecs with per-key memory (error feedback): a collective cannot re-encode their sums
+    stateful: ClassVar[bool] = False
+
+    def encode_as(self, x: torch.Tensor, key: str) -> Encoded:
+        """encode(x) as the next step of the stream `key` (a parameter or bucket name); a codec with
+        memory compensates x with that stream's residual, a stateless codec ignores the key."""
+        return self.encode(x)
+
+    @property
+    def payload_codec(self) -> "Codec":
+        """The codec whose payloads this one writes and reads (itself; memory wrappers: the inner one)."""
+        return self
+
+    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
+        """How payload field `key` (tensor `t` of a payload of n values) travels: (packed_bits, implied).
+        packed_bits > 0: uint8 codes packed to that many bits; implied: not sent, rebuilt as ones.
+        Default: as it sits in memory (codecs with narrow codes or implied scales override)."""
+        return 0, False
+
+    def wire_format(self, n: int, dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> "WireFormat":
+        """The byte layout of this codec's payload for n values of `dtype` (lab/codecs/wire.py)."""
+        from .wire import WireFormat
+        return WireFormat.of(self, n, dtype, device)
+
+    def hop(self, a: Encoded, x: torch.Tensor) -> Encoded:
+        """One reduction hop of a compressed collective: encode(decode(a) + x) (Dettmers 2016 §3.2);
+        fused for table codecs (lab/codecs/hop.py), the composition for others."""
+        from .hop import hop_mixed
+        return hop_mixed(self.payload_codec, a, x)
+
+    def decode_sum(self, payloads: list[Encoded]) -> torch.Tensor:
+        """float32 sum of the decoded payloads in list order (an allgather's reduction)."""
+        from .hop import decode_sum
+        return decode_sum(self.payload_codec, payloads)
+
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x))."""
         return self.decode(self.encode(x))
@@ -146,8 +187,7 @@ def check_input(x: torch.Tensor, *, nonfinite: str = "raise") -> torch.Tensor:
         raise TypeError(f"codec input must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"codec input dtype {x.dtype} is not supported; allowed: float32, float16, bfloat16")
-    if nonfinite not in ("raise", "saturate"):
-        raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+    check_nonfinite(nonfinite)
     if x.is_meta:
         raise ValueError("meta tensors are not supported: a codec reads the values; "
                          "pass a CPU or CUDA tensor")
@@ -269,39 +309,6 @@ def packed_bytes(n: int, bits: float) -> int:
     return math.ceil(n * bits / 8)
 
 
-# ---------------------------------------------------------------- registry
+# ---------------------------------------------------------------- registry (lab/codecs/registry.py)
 
-_REGISTRY: dict[str, tuple[Callable[..., Codec], str]] = {}
-
-
-def register(name: str, help: str) -> Callable[[Callable[..., Codec]], Callable[..., Codec]]:
-    """Decorator: make a codec factory reachable by `get_codec(name, **options)`."""
-
-    def deco(factory: Callable[..., Codec]) -> Callable[..., Codec]:
-        if name in _REGISTRY:
-            raise ValueError(f"codec name {name!r} registered twice")
-        _REGISTRY[name] = (factory, help)
-        return factory
-
-    return deco
-
-
-def codec_names() -> list[str]:
-    """Every registered codec name."""
-    return sorted(_REGISTRY)
-
-
-def codec_help() -> dict[str, str]:
-    """name -> one-line description."""
-    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
-
-
-def get_codec(name: str, **options: Any) -> Codec:
-    """Build a codec by name, e.g. get_codec('dynamic_tree', rounding='paper', block_size=4096)."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(codec_names())}")
-    factory, _ = _REGISTRY[name]
-    try:
-        return factory(**options)
-    except TypeError as e:
-        raise ValueError(f"bad options for codec {name!r}: {e}") from None
+from .registry import check_nonfinite, codec_help, codec_names, get_codec, register  # noqa: E402,F401

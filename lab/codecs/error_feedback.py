@@ -8,6 +8,11 @@ residual = corrected - codec.decode(enc). So sum_t x_t - sum_t decode_t equals t
 residual: nothing is lost, only delayed. The corrected input is handed to the codec in x's
 dtype, saturated to that dtype's finite range (what does not fit stays in the fp32 residual);
 a corrected value beyond float32's range is a ValueError.
+
+The memory follows GRACE (Xu et al. 2021, `Memory.compensate` / `Memory.update`) around any codec,
+and the wrapper is a `Codec` like any other: `encode(x)` (the stream "default") or
+`encode_as(x, key)` (every codec has it; stateless ones ignore the key); its payloads, wire
+format, hops and decode are the inner codec's (`payload_codec`), so no caller unwraps it.
 """
 from __future__ import annotations
 
@@ -19,17 +24,18 @@ from lab.codecs.base import Codec, Encoded, _all_finite as _finite, prepare
 
 
 class ErrorFeedback(Codec):
-    """Wrap a stateless codec with residual memory keyed by name.
+    """Residual memory keyed by stream name around a stateless codec.
 
-    `encode(x, key)` compresses x plus the key's residual and stores the new residual (fp32,
-    x's shape, x's device; it starts at zero). The payload is the inner codec's, encoded at x's
-    dtype, so `decode` is the inner codec's decode and wire sizes are the inner codec's.
+    `encode_as(x, key)` compresses x plus the key's residual and stores the new residual (fp32,
+    x's shape, x's device; it starts at zero); `encode(x)` is the stream "default". The payload is
+    the inner codec's, encoded at x's dtype, so decoding, wire sizes and hops are the inner codec's.
     `name` is "ef(<inner>)"; `summable` and `stochastic` are the inner codec's.
     """
 
     name: ClassVar[str] = "ef"
     summable: ClassVar[bool] = False
     stochastic: ClassVar[bool] = False
+    stateful: ClassVar[bool] = True
 
     def __init__(self, codec: Codec) -> None:
         if not isinstance(codec, Codec):
@@ -42,18 +48,19 @@ class ErrorFeedback(Codec):
         self.stochastic = codec.stochastic  # type: ignore[misc]
         self._residual: dict[str, torch.Tensor] = {}
 
-    def encode(self, x: torch.Tensor, key: str = "default") -> Encoded:
-        """Encode x + residual[key]; update residual[key] to what the decoder will not see."""
-        flat = prepare(x, self.nonfinite).float()  # validate first: a NaN must not poison the memory
+    # -- GRACE's memory
+    def compensate(self, x: torch.Tensor, key: str) -> torch.Tensor:
+        """x + residual[key] in fp32, flat (x validated first: a NaN must not poison the memory)."""
+        flat = prepare(x, self.nonfinite).float()
         res = self._residual.get(key)
         if res is None:
-            res = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-        elif res.shape != x.shape:
+            return flat + 0.0  # a fresh tensor; -0.0 becomes 0.0, as 0 + x
+        if res.shape != x.shape:
             raise ValueError(
                 f"error-feedback key {key!r} holds a residual of shape {tuple(res.shape)}, "
                 f"got an input of shape {tuple(x.shape)}; use another key or reset({key!r})"
             )
-        elif res.device != x.device:
+        if res.device != x.device:
             res = res.to(x.device)
         corrected = res.view(-1) + flat
         if corrected.numel() and not _finite(corrected):
@@ -61,15 +68,39 @@ class ErrorFeedback(Codec):
             raise ValueError(f"error feedback: input + residual of key {key!r} overflows float32 at flat index "
                              f"{bad} (input {flat[bad].item()}, residual {res.view(-1)[bad].item()}); "
                              f"reset({key!r}) or scale the input down")
+        return corrected
+
+    def update(self, corrected: torch.Tensor, key: str, enc: Encoded, shape: torch.Size) -> None:
+        """residual[key] = corrected - decode(enc): what the receivers will not see."""
+        decoded = self.codec.decode(enc).reshape(-1).float()
+        self._residual[key] = (corrected - decoded).view(shape)
+
+    # -- the Codec interface
+    def encode_as(self, x: torch.Tensor, key: str) -> Encoded:
+        """Encode x + residual[key]; update residual[key] to what the decoder will not see."""
+        corrected = self.compensate(x, key)
         big = torch.finfo(x.dtype).max
         enc = self.codec.encode(corrected.clamp(-big, big).to(x.dtype).view(x.shape))
-        decoded = self.codec.decode(enc).reshape(-1).float()
-        self._residual[key] = (corrected - decoded).view(x.shape)
+        self.update(corrected, key, enc, x.shape)
         return enc
+
+    def encode(self, x: torch.Tensor, key: str = "default") -> Encoded:
+        """encode_as(x, key): the stream "default" unless named."""
+        return self.encode_as(x, key)
+
+    @property
+    def payload_codec(self) -> Codec:
+        return self.codec.payload_codec
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         """The inner codec's decode."""
         return self.codec.decode(enc)
+
+    def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        return self.codec.decode_into(enc, out)
+
+    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
+        return self.codec.wire_field(key, t, n)
 
     def residual(self, key: str = "default") -> torch.Tensor | None:
         """The stored fp32 residual for `key` (input-shaped), or None before its first encode."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .base import Codec, Encoded, prepare, saturating_cast, check_input, finite_or_saturated
+from .registry import CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register, seed_option
 
 FP8 = {
     "fp8_e4m3": (torch.float8_e4m3fn, 448.0),
@@ -44,8 +45,7 @@ class CastCodec(Codec):
     def __init__(self, fmt: str = "fp16", *, nonfinite: str = "raise") -> None:
         if fmt not in self.FORMATS:
             raise ValueError(f"format {fmt!r}; allowed: {', '.join(self.FORMATS)}")
-        if nonfinite not in ("raise", "saturate"):
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.name, self.wire_dtype, self.nonfinite = fmt, self.FORMATS[fmt], nonfinite
 
     def encode(self, x: torch.Tensor) -> Encoded:
@@ -71,8 +71,7 @@ class Fp8Codec(Codec):
     def __init__(self, fmt: str = "fp8_e4m3", *, nonfinite: str = "raise") -> None:
         if fmt not in FP8:
             raise ValueError(f"format {fmt!r}; allowed: {', '.join(FP8)}")
-        if nonfinite not in ("raise", "saturate"):
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.name, self.nonfinite = fmt, nonfinite
         self.wire_dtype, self.fmax = FP8[fmt]
 
@@ -96,8 +95,7 @@ class Int8Codec(Codec):
     requantize = True
 
     def __init__(self, *, nonfinite: str = "raise") -> None:
-        if nonfinite not in ("raise", "saturate"):
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.nonfinite = nonfinite
 
     def encode(self, x: torch.Tensor) -> Encoded:
@@ -110,3 +108,15 @@ class Int8Codec(Codec):
     def decode(self, enc: Encoded) -> torch.Tensor:
         t = enc.tensors
         return ((t["codes"].float() / 127.0) * t["scales"]).to(enc.dtype).view(enc.shape)
+
+
+_NATIVE = (nonfinite_option(),)
+# casts: one kernel each way; fp32 is uncompressed (the planner treats it as no codec)
+for _fmt in CastCodec.FORMATS:
+    register(CodecInfo(_fmt, f"{_fmt} cast (summable); beyond the format's range saturates (counted)",
+                       lambda _f=_fmt, **kw: CastCodec(_f, **kw), _NATIVE, summable=True,
+                       work=WorkModel(0.0, 1, 1, raw=_fmt == "fp32")))
+for _fmt in FP8:
+    register(CodecInfo(_fmt, f"{_fmt} with a per-tensor scale to the format's maximum",
+                       lambda _f=_fmt, **kw: Fp8Codec(_f, **kw), _NATIVE))
+register(CodecInfo("int8", "symmetric absmax int8 (-127..127)", lambda **kw: Int8Codec(**kw), _NATIVE))

@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.registry import CodecInfo, WorkModel, check_nonfinite, nonfinite_option, register
 
-NONFINITE_POLICIES = ("raise", "saturate")
 
 
 class OneBit(Codec):
@@ -31,8 +31,7 @@ class OneBit(Codec):
     stochastic: ClassVar[bool] = False
 
     def __init__(self, *, nonfinite: str = "raise") -> None:
-        if nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.nonfinite = nonfinite
 
     def encode(self, x: torch.Tensor) -> Encoded:
@@ -69,7 +68,13 @@ class OneBit(Codec):
         return "onebit"
 
 
-@register("onebit", "1-bit SGD: sign bit per value + means of the non-negative and negative parts")
 def make_onebit(*, nonfinite: str = "raise") -> OneBit:
     """Registry factory for `OneBit`."""
     return OneBit(nonfinite=nonfinite)
+
+
+# Seide et al.'s error feedback makes encode read and write the 4-byte residual too, in 4 kernels
+# (add residual, two means, pack, update residual); the planner runs it as a two-stage allreduce.
+register(CodecInfo("onebit", "1-bit SGD: sign bit per value + means of the non-negative and negative parts",
+                   make_onebit, (nonfinite_option(),), gather_only=True, gradient_only=True, two_stage=True,
+                   work=WorkModel(8.0, 4, 1)))

@@ -17,9 +17,9 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.registry import CodecInfo, OptionSpec, check_nonfinite, nonfinite_option, register, seed_option
 
-NONFINITE_POLICIES = ("raise", "saturate")
 MAX_LEVELS = 127  # sign + level code fit one byte (GRACE's int8 QSGD uses 127 levels too)
 
 
@@ -57,8 +57,7 @@ class QSGD(SeededGenerator, Codec):
     def __init__(self, *, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> None:
         if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
             raise ValueError(f"levels={levels!r}; allowed: an int in 1..{MAX_LEVELS}")
-        if nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.levels = levels
         self.seed = check_seed(seed)
         self.nonfinite = nonfinite
@@ -108,7 +107,11 @@ class QSGD(SeededGenerator, Codec):
         return f"qsgd(s={self.levels})"
 
 
-@register("qsgd", "QSGD: stochastic rounding to s levels of the L2 norm, unbiased (1 + ceil(log2(s+1)) bits)")
 def make_qsgd(*, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> QSGD:
     """Registry factory for `QSGD` (levels = s in 1..127)."""
     return QSGD(levels=levels, seed=seed, nonfinite=nonfinite)
+
+
+register(CodecInfo("qsgd", "QSGD: stochastic rounding to s levels of the L2 norm, unbiased (1 + ceil(log2(s+1)) bits)",
+                   make_qsgd, (OptionSpec("levels", int, 16, range=(1, 127), help="levels s of the L2 norm"),
+                               seed_option(), nonfinite_option()), gradient_only=True, stochastic=True))

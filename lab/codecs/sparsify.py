@@ -17,9 +17,9 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, prepare, register
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, prepare
+from lab.codecs.registry import CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register, seed_option
 
-NONFINITE_POLICIES = ("raise", "saturate")
 DEFAULT_RATIO = 0.01  # Aji & Heafield drop 99% of the gradient
 
 
@@ -67,8 +67,7 @@ class TopK(Codec):
     stochastic: ClassVar[bool] = False
 
     def __init__(self, *, ratio: float | None = None, k: int | None = None, nonfinite: str = "raise") -> None:
-        if nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.ratio, self.k = _check_budget(ratio, k)
         self.nonfinite = nonfinite
 
@@ -125,8 +124,7 @@ class RandomK(SeededGenerator, Codec):
         seed: int = 0,
         nonfinite: str = "raise",
     ) -> None:
-        if nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         if not isinstance(unbiased, bool):
             raise ValueError(f"unbiased={unbiased!r}; allowed: True or False")
         self.ratio, self.k = _check_budget(ratio, k)
@@ -178,20 +176,27 @@ class RandomK(SeededGenerator, Codec):
         return f"randomk({_budget_text(self.ratio, self.k)}{', unbiased' if self.unbiased else ''})"
 
 
-@register("topk", "top-k sparsification: the k largest magnitudes as fp32 values + int32 indices (ratio or k)")
 def make_topk(*, ratio: float | None = None, k: int | None = None, nonfinite: str = "raise") -> TopK:
     """Registry factory for `TopK` (ratio in (0, 1], default 0.01, or k >= 1)."""
     return TopK(ratio=ratio, k=k, nonfinite=nonfinite)
 
 
-@register("randomk", "random-k sparsification: k random values as fp32 + an 8-byte seed (ratio or k, unbiased)")
-def make_randomk(
-    *,
-    ratio: float | None = None,
-    k: int | None = None,
-    unbiased: bool = False,
-    seed: int = 0,
-    nonfinite: str = "raise",
-) -> RandomK:
+def make_randomk(*, ratio: float | None = None, k: int | None = None, unbiased: bool = False, seed: int = 0,
+                 nonfinite: str = "raise") -> RandomK:
     """Registry factory for `RandomK` (ratio in (0, 1], default 0.01, or k >= 1)."""
     return RandomK(ratio=ratio, k=k, unbiased=unbiased, seed=seed, nonfinite=nonfinite)
+
+
+def _budget() -> tuple[OptionSpec, ...]:
+    return (OptionSpec("ratio", float, None, range=(0.0, 1.0),
+                       help=f"fraction of values kept (default {DEFAULT_RATIO} when k is not given)"),
+            OptionSpec("k", int, None, range=(1, None), help="values kept per tensor (instead of ratio)"))
+
+
+register(CodecInfo("topk", "top-k sparsification: the k largest magnitudes as fp32 values + int32 indices (ratio or k)",
+                   make_topk, (*_budget(), nonfinite_option()), gather_only=True, gradient_only=True,
+                   work=WorkModel(4.0, 3, 1)))
+register(CodecInfo("randomk", "random-k sparsification: k random values as fp32 + an 8-byte seed (ratio or k, unbiased)",
+                   make_randomk, (*_budget(), OptionSpec("unbiased", bool, False, help="scale kept values by n/k"),
+                                  seed_option(), nonfinite_option()),
+                   summable=True, gather_only=True, gradient_only=True, stochastic=True, work=WorkModel(4.0, 2, 1)))

@@ -15,6 +15,8 @@ import torch
 
 from . import cpu
 from .base import Codec, Encoded, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
+from .registry import CodecInfo, OptionSpec, check_nonfinite, nonfinite_option, register
+from . import tables
 from .rounding import ROUNDINGS, bounds as make_bounds
 from .tables import ValueTable
 
@@ -65,8 +67,7 @@ class TableCodec(Codec):
                                  "or an integer >= 1")
             if scale == "none":
                 raise ValueError("block_size needs scale='absmax'; with scale='none' there is no scale")
-        if nonfinite not in ("raise", "saturate"):
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         if search not in SEARCHES:
             raise ValueError(f"search={search!r}; allowed: {', '.join(SEARCHES)}")
         self.table, self.rounding, self.scale = table, rounding, scale
@@ -154,6 +155,14 @@ class TableCodec(Codec):
             raise _NonFinite
         return codes, scales, 0
 
+    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
+        """Codes narrower than 8 bits travel packed; with scale='none' the all-ones scale is implied."""
+        if key == "scales" and self.scale == "none":
+            return 0, True
+        if key == "codes" and t.dtype == torch.uint8 and t.numel() == n and self.bits < 8:
+            return self.bits, False
+        return 0, False
+
     # ------------------------------------------------------------------ decode
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
@@ -188,3 +197,57 @@ def _inverse_overflows(absmax: torch.Tensor) -> bool:
 
 class _NonFinite(Exception):
     """Internal: the input held NaN or Inf (detected through its absmax)."""
+
+
+# ------------------------------------------------------------------ registry
+
+def _table_options(scale: str = "absmax") -> tuple[OptionSpec, ...]:
+    return (OptionSpec("rounding", str, "nearest", ROUNDINGS, help="nearest (exact) or paper (the original "
+                                                                  "kernel's bisection)"),
+            OptionSpec("scale", str, scale, SCALES, help="absmax: normalise by the absolute maximum; none: "
+                                                         "absolute values"),
+            OptionSpec("block_size", int, None, range=(1, None), optional=True,
+                       help="values per absmax scale (none: one per tensor)"),
+            nonfinite_option(),
+            OptionSpec("search", str, "lut", SEARCHES, help="CUDA code search: lut (prefix table) or binary"))
+
+
+def _offset() -> OptionSpec:
+    return OptionSpec("offset", int, 1, range=(-38, 38), help="exponent of the top decade (10^offset)")
+
+
+def _table(name: str, summary: str, make, extra: tuple[OptionSpec, ...] = (), scale: str = "absmax") -> None:
+    register(CodecInfo(name, summary, make, extra + _table_options(scale), table=True))
+
+
+_table("dynamic_tree", "8-bit dynamic tree (Dettmers 2016 §3.1): absmax scaling, 1e-6..1",
+       lambda **kw: TableCodec(tables.dynamic_tree(), **kw))
+_table("linear", "8-bit linear quantization (Dettmers 2016 §3.1): absmax scaling, k/127",
+       lambda **kw: TableCodec(tables.linear(), **kw))
+_table("mantissa", "8-bit mantissa (Dettmers 2016 §3.1): 3-bit exponent + 4-bit integer mantissa; option offset "
+       "(default 1: 10^1); unscaled: beyond 15·10^offset saturates (counted)",
+       lambda offset=1, **kw: TableCodec(tables.mantissa(offset), name="mantissa", **{"scale": "none", **kw}),
+       (_offset(),), scale="none")
+_table("static_tree", "8-bit static tree (Dettmers 2016 §3.1): 3-bit exponent + 4-bit bisection tree; option "
+       "offset (default 1: 10^1); the lowest pattern codes 0 (docs/codecs.md); unscaled: beyond the top leaf "
+       "saturates (counted)",
+       lambda offset=1, **kw: TableCodec(tables.static_tree(offset), name="static_tree", **{"scale": "none", **kw}),
+       (_offset(),), scale="none")
+_table("bnb_dynamic", "bitsandbytes' dynamic map (create_dynamic_map), nearest rounding",
+       lambda **kw: TableCodec(tables.bnb_dynamic(), **kw))
+
+
+def _layout(total_bits: int = 8, signed: bool = True, exponent_bits: int = 0, base: int = 10, offset: int = 0,
+            mantissa: str = "tree", dynamic: bool = True, **kw) -> TableCodec:
+    layout = tables.Layout(total_bits, signed, exponent_bits, base, offset, mantissa, dynamic)
+    return TableCodec(layout.table(), **kw)
+
+
+_table("layout", "any bit layout: total_bits, signed, exponent_bits, base, offset, mantissa, dynamic", _layout,
+       (OptionSpec("total_bits", int, 8, range=(2, 8), help="bits per value"),
+        OptionSpec("signed", bool, True, help="one sign bit"),
+        OptionSpec("exponent_bits", int, 0, range=(0, 7), help="width of a static exponent field (0 if dynamic)"),
+        OptionSpec("base", int, 10, (2, 10), help="exponent base"),
+        OptionSpec("offset", int, 0, range=(-38, 38), help="exponent of the top decade"),
+        OptionSpec("mantissa", str, "tree", ("tree", "linear"), help="bisection tree or linear bins"),
+        OptionSpec("dynamic", bool, True, help="leading zeros give the exponent")))

@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, register, unpack_bits
+from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.registry import CodecInfo, check_nonfinite, nonfinite_option, register, seed_option
 
-NONFINITE_POLICIES = ("raise", "saturate")
 
 
 class TernGrad(SeededGenerator, Codec):
@@ -31,8 +31,7 @@ class TernGrad(SeededGenerator, Codec):
     stochastic: ClassVar[bool] = True
 
     def __init__(self, *, seed: int = 0, nonfinite: str = "raise") -> None:
-        if nonfinite not in NONFINITE_POLICIES:
-            raise ValueError(f"nonfinite={nonfinite!r}; allowed: 'raise', 'saturate'")
+        check_nonfinite(nonfinite)
         self.seed = check_seed(seed)
         self.nonfinite = nonfinite
         self._gen: torch.Generator | None = None
@@ -70,7 +69,10 @@ class TernGrad(SeededGenerator, Codec):
         return "terngrad"
 
 
-@register("terngrad", "TernGrad: stochastic ternary {-s, 0, s}, s = max|g|, unbiased (2 bits/value)")
 def make_terngrad(*, seed: int = 0, nonfinite: str = "raise") -> TernGrad:
     """Registry factory for `TernGrad`."""
     return TernGrad(seed=seed, nonfinite=nonfinite)
+
+
+register(CodecInfo("terngrad", "TernGrad: stochastic ternary {-s, 0, s}, s = max|g|, unbiased (2 bits/value)",
+                   make_terngrad, (seed_option(), nonfinite_option()), gradient_only=True, stochastic=True))

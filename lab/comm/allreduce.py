@@ -7,7 +7,7 @@ order. With a codec (Dettmers 2016 §3.3: compress, transfer, decompress) two mo
   gather:     every rank encodes its vector once, the P payloads are all-gathered in the
               algorithm's pattern, and every rank decodes and adds them in rank order (top-k,
               random-k, 1-bit SGD; also allowed for dense codecs, at P times the bytes). Gather
-              mode takes an `ErrorFeedback` codec (the rank's residual, under `key`), and
+              mode takes a codec with memory (`ef:<codec>`: the rank's residual, under `key`), and
               `own="exact"`: the paper's scheme, a rank adds its own vector in fp32 and only
               the incoming ones decoded (Dettmers 2016 §3.4).
 Every rank ends with the same result (for stochastic codecs under recursive doubling, see there;
@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import torch
 
-from lab.codecs.base import Codec, get_codec
-from lab.codecs.error_feedback import ErrorFeedback
+from lab.codecs import Codec, parse_spec
 
 from .algorithms import ALGORITHMS
 from .base import Comm, CommError
 from .channel import Channel
-from .wire import WireFormat
 
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
@@ -43,7 +41,7 @@ def resolve_codec(codec: Codec | str | None) -> Codec | None:
     if codec is None or isinstance(codec, Codec):
         return codec
     if isinstance(codec, str):
-        return None if codec in ("", "none") else get_codec(codec)
+        return None if codec in ("", "none") else parse_spec(codec)
     raise ValueError(f"codec={codec!r}; allowed: None, a codec name or a Codec")
 
 
@@ -57,7 +55,7 @@ def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -
         return "raw"
     if mode == "auto":
         return "requantize" if codec.requantize else "gather"
-    if mode == "requantize" and isinstance(codec, ErrorFeedback):
+    if mode == "requantize" and codec.stateful:
         raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
                          "re-encoded partial sums have none: use mode='gather'")
     if mode == "requantize" and not codec.requantize and algorithm not in TWO_ENCODINGS:
@@ -112,15 +110,12 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
 
 
 def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, key: str) -> torch.Tensor:
-    from .hop import decode_sum
-
-    inner = codec.codec if isinstance(codec, ErrorFeedback) else codec
-    fmt = WireFormat.of(inner, buf.numel(), torch.float32, comm.device)
+    fmt = codec.wire_format(buf.numel(), torch.float32, comm.device)
     rows = torch.empty((comm.size, fmt.nbytes), dtype=torch.uint8, device=comm.device)
-    rows[comm.rank] = fmt.pack(codec.encode(buf, key)) if inner is not codec else fmt.encode(buf)
+    rows[comm.rank] = fmt.pack(codec.encode_as(buf, key))
     gather(comm, rows)
     ranks = [p for p in range(comm.size) if own == "compressed" or p != comm.rank]
-    total = decode_sum(inner, [fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
+    total = codec.decode_sum([fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
     return total.add_(buf) if own == "exact" else total
 
 

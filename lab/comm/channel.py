@@ -20,7 +20,7 @@ import torch
 from lab.codecs.base import Codec
 
 from .base import Batch, Comm
-from .wire import WireFormat
+from lab.codecs.wire import WireFormat
 
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
 #: overlaps the next chunk's transfer while per-message overhead (~0.1-1 ms here) stays small
@@ -54,7 +54,7 @@ class Channel:
 
     def _fmt(self, n: int) -> WireFormat:
         assert self.codec is not None
-        return WireFormat.of(self.codec, n, torch.float32, self.comm.device)
+        return self.codec.wire_format(n, torch.float32, self.comm.device)
 
     def encode(self, seg: torch.Tensor) -> torch.Tensor:
         """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes)."""
@@ -87,10 +87,8 @@ class Channel:
         if self.codec is None or local.numel() == 0:
             local.add_(payload)
             return local
-        from .hop import hop_mixed
-
         fmt = self._fmt(local.numel())
-        return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
+        return fmt.pack(self.codec.hop(fmt.unpack(payload), local))
 
     def finalize(self, acc: torch.Tensor) -> torch.Tensor:
         """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers."""

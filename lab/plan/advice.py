@@ -21,7 +21,7 @@ from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
 from .strategies import MODEL_PARALLEL_KINDS, check_P, plan_step
-from .wire import (GRADIENT_ONLY, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds, wire_codec)
+from .wire import (allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds, wire_codec)
 
 CANDIDATES: tuple[str, ...] = ("none", "dynamic_tree", "onebit")
 
@@ -39,13 +39,19 @@ def codec_advice(model: str | ModelSpec, P: int, *, device: str | Device = "v100
                  strategy: str = "data", batch_per_gpu: int | None = None, global_batch: int | None = None,
                  algorithm: str = "ring", candidates=CANDIDATES) -> pd.DataFrame:
     """Per layer: role (data | model), values sent, each candidate's predicted time (ms), the fastest
-    codec and its saving against uncompressed fp32 (ms and %). Strategy: data, model or hybrid."""
+    codec and its saving against uncompressed fp32 (ms and %). Strategy: data, model or hybrid.
+    candidates: codec names or spec strings, or "all" (every registered codec)."""
     spec = get_model(model)
     P = check_P(P)
     dev = get_device(device)
     lk = resolve_link(link)
     if strategy not in ("data", "model", "hybrid"):
         raise ValueError(f"codec advice covers strategies data, model, hybrid; got {strategy!r}")
+    if candidates == "all":
+        from lab.codecs import codec_infos
+        candidates = ("none", *(i.name for i in codec_infos() if not i.work.raw))
+    elif isinstance(candidates, str):
+        candidates = (candidates,)
     cands = [wire_codec(c) for c in candidates]
     if not cands:
         raise ValueError("candidates: give at least one codec name")
@@ -66,7 +72,7 @@ def codec_advice(model: str | ModelSpec, P: int, *, device: str | Device = "v100
                "sends": "gradients" if role == "data" else "activations + deltas", "values": values}
         times = {}
         for c in cands:
-            if role == "model" and (c.mode == "gather" or c.name in GRADIENT_ONLY):
+            if role == "model" and (c.mode == "gather" or c.gradient_only):
                 row[f"{c.name}_ms"] = math.nan
                 continue
             times[c.name] = _layer_time(role, lay, P, total, lk, algorithm, c, dev, i == 0, last_out)

@@ -46,7 +46,7 @@ from lab.comm.cost import Link, check_P
 from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
-from .wire import (GRADIENT_ONLY, WireCodec, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds,
+from .wire import (WireCodec, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds,
                    wire_bytes, wire_codec)
 
 STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
@@ -127,7 +127,7 @@ def _codec_map(codec, model: ModelSpec, what: str) -> dict[str, WireCodec]:
 
 def _activation_codec(name) -> WireCodec:
     wc = wire_codec(name)
-    if wc.mode == "gather" or wc.name in GRADIENT_ONLY:
+    if wc.mode == "gather" or wc.gradient_only:
         raise ValueError(f"activation codec {name!r} is a gradient compressor: model parallelism needs "
                          "accurate activations (Dettmers 2016 §2.2, §5); use an 8-bit or 16-bit codec")
     return wc

@@ -7,7 +7,8 @@ for decoding), plus `launch_us` per kernel for every message on the critical pat
 encode reads 4 B and writes w B in 2 kernels (scale, quantise); decode reads w B and writes 4 B
 in 1 kernel. 1-bit SGD (`onebit`) carries Seide et al.'s error feedback: encode also reads and
 writes the 4-byte residual, in 4 kernels (add residual, two means, pack, update residual), and
-it runs as a two-stage (requantize) allreduce. Sparse codecs (top-k, random-k) gather.
+it runs as a two-stage (requantize) allreduce. Sparse codecs (top-k, random-k) gather. Each codec's
+numbers and flags come from its registry entry (`CodecInfo.work`, `two_stage`, `gradient_only`).
 """
 from __future__ import annotations
 
@@ -21,16 +22,26 @@ from lab.comm.cost import Link
 
 from .devices import Device
 
-RAW = ("none", "fp32")
-# 1-bit SGD (Seide et al. 2014) quantises twice, the local gradient and then each reduced part
-# (Dettmers 2016 §5): the requantize pattern of `lab.comm.cost`, as `lab.comm.allreduce` runs it
-# with mode='requantize' on butterfly_sync or parameter_server (its default for a sign codec is gather).
-TWO_STAGE = ("onebit",)
-# gradient compressors that model parallelism cannot use on activations (Dettmers 2016 §2.2, §5)
-GRADIENT_ONLY = ("onebit", "topk", "randomk", "terngrad", "qsgd")
-# family overrides: (extra encode bytes per value, encode kernels, decode kernels)
-_WORK = {"onebit": (8.0, 4, 1), "topk": (4.0, 3, 1), "randomk": (4.0, 2, 1), "fp16": (0.0, 1, 1),
-         "bf16": (0.0, 1, 1)}
+RAW = ("none",)
+
+
+def _infos():
+    from lab.codecs import codec_infos
+    return codec_infos()
+
+
+def two_stage() -> tuple[str, ...]:
+    """Codecs the planner runs as a two-stage (requantize) allreduce although they gather by default:
+    1-bit SGD (Seide et al. 2014) quantises twice, the local gradient and then each reduced part
+    (Dettmers 2016 §5), as `lab.comm.allreduce` runs it with mode='requantize' on butterfly_sync or
+    parameter_server. From the registry's `two_stage` flag."""
+    return tuple(i.name for i in _infos() if i.two_stage)
+
+
+def gradient_only() -> tuple[str, ...]:
+    """Gradient compressors that model parallelism cannot use on activations (Dettmers 2016 §2.2, §5):
+    the registry's `gradient_only` flag."""
+    return tuple(i.name for i in _infos() if i.gradient_only)
 
 
 @dataclass(frozen=True)
@@ -45,31 +56,50 @@ class WireCodec:
     dec_traffic: float
     enc_kernels: int
     dec_kernels: int
+    gradient_only: bool = False
 
     @property
     def raw(self) -> bool:
         return self.mode == "raw"
 
 
-@functools.cache
 def wire_codec(name: str | None) -> WireCodec:
-    """The WireCodec of a codec name from `lab.codecs` (None, 'none' or 'fp32': uncompressed fp32)."""
+    """The WireCodec of a codec name or spec from `lab.codecs` (None or 'none': uncompressed fp32)."""
     if name is None or name in RAW:
-        return WireCodec("none", 4.0, 0.0, "raw", 0.0, 0.0, 0, 0)
-    from lab.codecs import codec_names, get_codec
+        return _raw()
+    from lab.codecs.registry import split_spec
 
-    if name not in codec_names():
-        raise ValueError(f"unknown codec {name!r}; allowed: none, {', '.join(codec_names())}")
-    codec = get_codec(name)
+    if not isinstance(name, str):
+        raise ValueError(f"codec={name!r}; allowed: none or a codec name / spec string")
+    try:
+        _, base, _ = split_spec(name)
+    except ValueError as e:
+        raise ValueError(f"{e}; or none") from None
+    return _wire_codec(name, base)
+
+
+def _raw() -> WireCodec:
+    return WireCodec("none", 4.0, 0.0, "raw", 0.0, 0.0, 0, 0)
+
+
+@functools.cache
+def _wire_codec(spec: str, base: str) -> WireCodec:
+    from lab.codecs import codec_info, parse_spec
+
+    info = codec_info(base)
+    work = info.work
+    if work.raw:
+        return _raw()
+    codec = parse_spec(spec)
     g = torch.Generator().manual_seed(0)
     n1, n2 = 1 << 10, 1 << 14  # below lab.codecs.cpu.MIN_COMPILED: eager encode, no torch.compile
     b1 = codec.encode(torch.randn(n1, generator=g)).wire_bytes
     b2 = codec.encode(torch.randn(n2, generator=g)).wire_bytes
     w = (b2 - b1) / (n2 - n1)
     side = max(0.0, b1 - w * n1)
-    extra, ek, dk = _WORK.get(name, (0.0, 2, 1))
-    mode = "requantize" if (codec.requantize or name in TWO_STAGE) else "gather"
-    return WireCodec(name, w, side, mode, 4.0 + w + extra, w + 4.0, ek, dk)
+    mode = "requantize" if (codec.requantize or info.two_stage) else "gather"
+    return WireCodec(spec, w, side, mode, 4.0 + w + work.extra_encode_bytes, w + 4.0, work.encode_kernels,
+                     work.decode_kernels, info.gradient_only)
 
 
 def _per_value(traffic: float, device: Device) -> float:
@@ -139,5 +169,5 @@ def wire_bytes(n: float, codec: WireCodec) -> float:
     return codec.bytes_per_value * n + (codec.side_bytes if not codec.raw else 0.0)
 
 
-__all__ = ["TWO_STAGE", "GRADIENT_ONLY", "WireCodec", "wire_codec", "allreduce_seconds", "allgather_seconds", "reduce_scatter_seconds",
+__all__ = ["two_stage", "gradient_only", "WireCodec", "wire_codec", "allreduce_seconds", "allgather_seconds", "reduce_scatter_seconds",
            "transfer_seconds", "wire_bytes"]

@@ -96,9 +96,8 @@ def roundtrip(codec: Codec | None, x: torch.Tensor, key: str) -> tuple[torch.Ten
     """x through the codec (encode, decode) and the payload's wire bytes; fp32 when codec is None."""
     if codec is None:
         return x, x.numel() * 4
-    enc = codec.encode(x, key) if isinstance(codec, ErrorFeedback) else codec.encode(x)
-    inner = codec.codec if isinstance(codec, ErrorFeedback) else codec
-    return inner.decode(enc).to(x.dtype).view(x.shape), enc.wire_bytes
+    enc = codec.encode_as(x, key)
+    return codec.decode(enc).to(x.dtype).view(x.shape), enc.wire_bytes
 
 
 def sum_gradients(grads: Sequence[Sequence[torch.Tensor]], codecs: Sequence[Codec | None],

@@ -12,7 +12,7 @@ gradient. Here, per bucket:
     concatenated and all_reduced in their own dtype, like torch's fp16_compress_hook, and the
     other fields (random-k's index seed) must agree across ranks (checked with one small
     all_reduce, MAX of (v, -v)). All other payloads are packed into one uint8 row per rank
-    (`lab.comm.wire`) and all_gathered, and every rank decodes the P rows;
+    (`Codec.wire_format`) and all_gathered, and every rank decodes the P rows;
   - with error feedback the residual of each tensor lives in the state, keyed by its
     parameter (its name, or "param<n>" in order of first sight), not by bucket: DDP rebuilds its buckets
     after the first iteration, and a residual must follow its parameter into the new bucket;
@@ -25,9 +25,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.distributed as dist
 
-from lab.codecs.base import Codec, get_codec
-from lab.codecs.error_feedback import ErrorFeedback
-from lab.comm.wire import WireFormat
+from lab.codecs import Codec, ErrorFeedback, parse_spec
 
 Future = torch.futures.Future
 
@@ -60,8 +58,8 @@ class CodecHookState:
            **kw) -> "CodecHookState":
         """A state for `codec` (a Codec or a spec string), wrapped in error feedback if asked;
         with `model`, residuals are keyed by its parameter names ("0.weight")."""
-        c = get_codec(codec) if isinstance(codec, str) else codec
-        state = cls(ErrorFeedback(c) if error_feedback and not isinstance(c, ErrorFeedback) else c, **kw)
+        c = parse_spec(codec) if isinstance(codec, str) else codec
+        state = cls(ErrorFeedback(c) if error_feedback and not c.stateful else c, **kw)
         if model is not None:
             state._param_keys.update((id(p), name) for name, p in model.named_parameters())
         return state
@@ -134,28 +132,25 @@ def _split(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _encode(state: CodecHookState, x: torch.Tensor, key: str):
-    codec = state.codec
-    return codec.encode(x, key) if isinstance(codec, ErrorFeedback) else codec.encode(x)
+    return state.codec.encode_as(x, key)
 
 
 def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor]) -> Future:
     """Encode each gradient, then all_reduce (summable payloads) or all_gather (the rest)."""
     codec, P = state.codec, state.world_size
-    inner = codec.codec if isinstance(codec, ErrorFeedback) else codec
+    inner = codec.payload_codec
     state.fp32_bytes += _ring_allreduce_bytes(sum(g.numel() for g in grads) * 4, P)
     if inner.summable:
         return _summed(state, inner, keys, grads)
-    fmts = [WireFormat.of(inner, g.numel(), torch.float32, g.device) for g in grads]
+    fmts = [codec.wire_format(g.numel(), torch.float32, g.device) for g in grads]
     row = torch.cat([f.pack(_encode(state, g.float(), k)) for f, g, k in zip(fmts, grads, keys)])
     rows = [torch.empty_like(row) for _ in range(P)]
     state.bytes_sent += (P - 1) * row.numel()
 
     def decode(_: Future) -> list[torch.Tensor]:
-        from lab.comm.hop import decode_sum
-
         out, off = [], 0
         for fmt in fmts:
-            out.append(decode_sum(inner, [fmt.unpack(r[off:off + fmt.nbytes]) for r in rows]).reshape(-1).div_(P))
+            out.append(codec.decode_sum([fmt.unpack(r[off:off + fmt.nbytes]) for r in rows]).reshape(-1).div_(P))
             off += fmt.nbytes
         return out
 

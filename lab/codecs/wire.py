@@ -4,9 +4,10 @@ A receiver must post a buffer of the right size before the bytes arrive, so the 
 payload (its fields, dtypes and sizes) has to follow from (codec, n, dtype) alone. Every codec
 in the library has fixed-size payloads for a given length; `WireFormat.of` learns the layout
 once by encoding zeros with a copy of the codec (the real codec's random state is untouched)
-and caches it. Codes of tables narrower than 8 bits travel packed to their bit width (bit
-planes of ceil(n/8) bytes, so up to a few bytes over `Encoded.wire_bytes`); the all-ones scale
-of a table with scale='none' is not sent.
+and caches it; how each field travels is the codec's own answer (`Codec.wire_field`): codes of
+tables narrower than 8 bits travel packed to their bit width (bit planes of ceil(n/8) bytes, so
+up to a few bytes over `Encoded.wire_bytes`); the all-ones scale of a table with scale='none'
+is not sent. A codec with memory (error feedback) writes its inner codec's payloads.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, unpack_bits
+from .base import Codec, Encoded, pack_bits, unpack_bits
 
 _CACHE: dict[tuple[int, int, torch.dtype, str], "WireFormat"] = {}
 
@@ -46,6 +47,7 @@ class WireFormat:
     @staticmethod
     def of(codec: Codec, n: int, dtype: torch.dtype = torch.float32,
            device: torch.device | str = "cpu") -> "WireFormat":
+        codec = codec.payload_codec
         device = torch.device(device)
         key = (id(codec), n, dtype, device.type)
         fmt = _CACHE.get(key)
@@ -103,19 +105,14 @@ def _view(raw: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torc
 
 
 def _learn(codec: Codec, n: int, dtype: torch.dtype, device: torch.device) -> WireFormat:
-    if hasattr(codec, "_residual"):
-        raise ValueError("error feedback keeps per-key state and belongs to the training loop; "
-                         "pass its inner codec to a collective")
     probe = copy.deepcopy(codec).encode(torch.zeros(n, dtype=dtype, device=device))
-    bits = getattr(codec, "bits", 8)
     fields = []
     for key in sorted(probe.tensors):
         t = probe.tensors[key]
-        if key == "scales" and getattr(codec, "scale", None) == "none":
-            fields.append(Field(key, t.dtype, tuple(t.shape), 0, implied=True))  # always ones
+        packed, implied = codec.wire_field(key, t, n)
+        if implied:
+            fields.append(Field(key, t.dtype, tuple(t.shape), 0, implied=True))
             continue
-        # one unpacked byte per code of a table narrower than 8 bits travels packed
-        packed = bits if key == "codes" and t.dtype == torch.uint8 and t.numel() == n and bits < 8 else 0
         nbytes = pack_bits(t, packed).numel() if packed else t.numel() * t.element_size()
         fields.append(Field(key, t.dtype, tuple(t.shape), nbytes, packed))
     return WireFormat(codec, n, dtype, tuple(fields), dict(probe.meta), sum(f.nbytes for f in fields))

@@ -4,7 +4,7 @@ Dettmers 2016 §3.2 kernel, fused for one reduction hop of a ring/tree allreduce
   hop_codes:  encode(decode(a) + decode(b));  hop_mixed: encode(decode(a) + x);
   decode_sum: sum over p = 0..P-1 in order of decode(payload p), starting from 0.
 decode(a) = values[code] * scale in fp32; the sum is added in that order and encoded as
-kernels/codec.cu does, so results equal `lab.comm.hop`'s CPU reference bit for bit (DESIGN.md
+kernels/codec.cu does, so results equal `lab.codecs.hop`'s CPU reference bit for bit (DESIGN.md
 rule 2). The sum never goes to global memory as fp32: it is recomputed from the codes instead.
 
 Launch plan (`hop_plan`, `decode_sum_plan`: pure functions of the sizes):
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .. import backend
-from ..codecs.cuda import (CTA, MAX_GRID, SEARCHES, Launch, _check_block_size, _check_cuda, _team,
+from .cuda import (CTA, MAX_GRID, SEARCHES, Launch, _check_block_size, _check_cuda, _team,
                            check_search_tables)
 
 HOP_ITEMS = 4  # = HOP_ITEMS in kernels/collective.cu

@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from .. import backend
-from ..codecs.base import Codec, Encoded, packed_bytes
-from ..codecs.table_codec import TableCodec, _inverse_overflows, _on_device
+from .base import Codec, Encoded, packed_bytes
+from .table_codec import TableCodec, _inverse_overflows, _on_device
 
 __all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
            "hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"]
@@ -110,7 +110,7 @@ def _fused(codec: Codec, *payloads: Encoded) -> bool:
 
 
 def _max_k() -> int:
-    from ..codecs.cuda import MAX_K
+    from .cuda import MAX_K
     return MAX_K
 
 
@@ -200,7 +200,7 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     bit for bit the composition; None where it does not apply (then the caller composes)."""
     if not isinstance(codec, TableCodec) or codec.scale != "absmax" or a.dtype != torch.float32 or not a.numel:
         return None
-    from ..codecs import cpu
+    from . import cpu
 
     p = _tables(codec, x.device)
     codes, scales = _flat(a.tensors["codes"]), _flat(a.tensors["scales"])
