@@ -20,6 +20,7 @@ import torch
 from lab.codecs.base import Codec
 
 from .base import Batch, Comm
+from .pieces import pieces
 from .wire import WireFormat
 
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
@@ -43,8 +44,6 @@ class Channel:
     def chunks(self, seg: torch.Tensor) -> list[torch.Tensor]:
         """`seg` cut into near-equal pieces of at most `CHUNK` values (one piece when shorter);
         every rank cuts a segment of the same length the same way."""
-        from .algorithms.common import pieces
-
         return pieces(seg, max(1, -(-seg.numel() // CHUNK)))
 
     # -- payloads
