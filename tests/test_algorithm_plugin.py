@@ -194,3 +194,22 @@ def test_collectives_page_offers_it(star_chain):
     at.selectbox(key="w_algorithm").set_value("star_chain").run()
     assert not at.exception
     assert any(m.label.startswith("star_chain time") for m in at.metric)
+
+
+def test_an_algorithm_without_gather_refuses_gather_mode(star_chain):
+    from lab.comm.algorithms import Algorithm, register, unregister
+    from lab.comm.allreduce import resolve_codec, resolve_mode
+    from lab.comm import cost
+
+    register(Algorithm("star_chain_nogather", "no gather form", "test", star_chain.reduce,
+                       star_chain.coefficients, star_chain.total_bytes))
+    try:
+        assert resolve_mode(resolve_codec("fp16"), "auto", "star_chain_nogather") == "requantize"
+        with pytest.raises(ValueError, match="'star_chain_nogather' has no gather form.*with one: tree"):
+            resolve_mode(resolve_codec("topk"), "auto", "star_chain_nogather")
+        with pytest.raises(ValueError, match="no gather form"):
+            cost.allgather_coefficients("star_chain_nogather", 4, 10.0)
+        with pytest.raises(ValueError, match="declares no codec counts"):
+            cost.codec_counts("star_chain_nogather", 4, 10)
+    finally:
+        unregister("star_chain_nogather")

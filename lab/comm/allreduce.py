@@ -55,21 +55,35 @@ def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -
     if mode == "requantize" and isinstance(codec, ErrorFeedback):
         raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
                          "re-encoded partial sums have none: use mode='gather'")
-    two = [a.name for a in algorithm_infos() if a.two_stage]
-    if mode == "requantize" and not codec.requantize and algorithm not in two:
+    if mode == "requantize" and not codec.requantize and not _plugin(algorithm, "two_stage"):
+        two = [a.name for a in algorithm_infos() if a.two_stage]
         raise ValueError(f"codec {codec.name!r} cannot be re-encoded at every hop (sparse or sign "
                          f"payloads); use mode='gather', or algorithm {' or '.join(two)}, which "
                          "encode each value twice (its part, then the owner's sum)")
     how = mode if mode != "auto" else ("requantize" if codec.requantize else "gather")
-    if how == "gather" and algorithm not in (None, NATIVE) and get_algorithm(algorithm).gather is None:
+    if how == "gather" and _known(algorithm) and not _plugin(algorithm, "gather"):
         raise ValueError(f"algorithm {algorithm!r} has no gather form, which codec {codec.name!r} in mode "
                          f"'gather' needs; algorithms with one: {', '.join(a.name for a in algorithm_infos() if a.gather)}")
     return how
 
 
 def check_algorithm(algorithm: str) -> None:
-    if algorithm != NATIVE and algorithm not in _registered():
+    if algorithm != NATIVE and not _known(algorithm):
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(algorithm_names())}")
+
+
+def _known(algorithm: str | None) -> bool:
+    """A registered algorithm (not native, not None)."""
+    try:
+        get_algorithm(algorithm)
+    except ValueError:
+        return False
+    return True
+
+
+def _plugin(algorithm: str | None, what: str) -> bool:
+    """Whether the registered `algorithm` has `what` (two_stage, a gather form); False if unknown."""
+    return _known(algorithm) and bool(getattr(get_algorithm(algorithm), what))
 
 
 def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,

@@ -272,25 +272,12 @@ def compressed_time(algorithm: str, P: int, n_values: int, link: Link | str, *,
     along the critical path, as `lab.comm.channel` does it: a reduction hop is decode-add-encode;
     a fully reduced piece is encoded once by its owner, who keeps the decoded value; received
     final pieces are decoded as they arrive and forwarded unchanged. Codec work is not
-    overlapped with transfers. k = log2 P', d = ceil(log2 P), f = 1 if P is not a power of two:
-
-        algorithm           E (encoded)    D (decoded)
-        ring                n              n(2P−1)/P     P−1 hops of n/P, owner's keep, P−1 arrivals
-        butterfly_sync      n              n(2P−1)/P     P−1 parts to owners, keep, P−1 arrivals
-        rabenseifner        n(1+f)         n(2P'−1)/P' + 2fn   halving n(1−1/P'), keep, doubling;
-                                                       fold: extra sends n in, gets owners' payloads back
-        recursive_doubling  n(k+2f)        n(k+2f)       each step: encode own, decode partner's;
-                                                       fold: n in, n back
-        tree                n(d+1)         n(2d+1)       d reduce levels, root's finalize + keep,
-                                                       one decode per broadcast level
-        parameter_server    2n             n(P+1)        push, root decodes P−1 + keep, worker decodes
+    overlapped with transfers. E and D are the algorithm's own `codec_counts` (each module of
+    `lab.comm.algorithms` states and explains them; e.g. ring: E = n, D = n(2P−1)/P).
 
     mode "gather" (sparse and sign codecs): each rank encodes its n values once (E = n), the
-    P payloads of q = w·n + side_bytes bytes are all-gathered, and each rank decodes all P
-    (D = P·n). Allgather forms: ring and butterfly_sync (P−1)(L + qG); recursive_doubling and
-    rabenseifner ceil(log2 P)·L + (P−1)qG (recursive doubling / Bruck); tree 2d·L + ((P−1) + dP)qG
-    (binomial gather to rank 0, then binomial broadcast of all P payloads); parameter_server
-    2(P−1)L + P(P−1)qG (rank 0 gathers P−1, sends each worker the P−1 others).
+    P payloads of q = w·n + side_bytes bytes are all-gathered in the algorithm's own allgather form
+    (its `gather_coefficients`; e.g. ring (P−1)(L + qG)), and each rank decodes all P (D = P·n).
     """
     n, w, enc, dec, side = _check_codec(n_values, wire_bytes_per_value, encode_s_per_value,
                                         decode_s_per_value, side_bytes)
