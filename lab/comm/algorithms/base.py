@@ -153,16 +153,20 @@ def _load() -> None:
         if _loaded:
             return
         _loaded = True  # set first: a plugin module that calls register() at import re-enters here
-        pkg = __name__.rsplit(".", 1)[0]
-        from . import __path__ as here
-        for info in pkgutil.iter_modules(here):
-            _register_module(importlib.import_module(f"{pkg}.{info.name}"))
-        for name in _env_modules():
-            try:
-                mod = importlib.import_module(name)
-            except ImportError as e:
-                raise ValueError(f"{ENV} names module {name!r}, which cannot be imported: {e}") from None
-            _register_module(mod)
+        try:
+            pkg = __name__.rsplit(".", 1)[0]
+            from . import __path__ as here
+            for info in pkgutil.iter_modules(here):
+                _register_module(importlib.import_module(f"{pkg}.{info.name}"))
+            for name in _env_modules():
+                try:
+                    mod = importlib.import_module(name)
+                except ImportError as e:
+                    raise ValueError(f"{ENV} names module {name!r}, which cannot be imported: {e}") from None
+                _register_module(mod)
+        except BaseException:
+            _loaded = False  # the next use tries again and reports the same error
+            raise
 
 
 def _remember(module: str) -> None:
