@@ -11,7 +11,7 @@ import streamlit as st  # noqa: E402
 import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import codec_catalog, collective_sweep, error_at_scale  # noqa: E402
+from lab.experiments import algorithm_catalog, codec_catalog, collective_sweep, error_at_scale  # noqa: E402
 from lab.experiments.collectives import allreduce_trace, collective_model  # noqa: E402
 
 SIZES = [1 << k for k in range(3, 31)]  # 8 B .. 1 GB per rank
@@ -37,12 +37,13 @@ def preset_ring_vs_tree():
 
 st.button("Preset: ring vs tree at 64 GPUs on InfiniBand FDR", on_click=preset_ring_vs_tree)
 c1, c2, c3, c4 = st.columns(4)
-algorithm = ui.select("Algorithm", list(cost.ALGORITHMS), "algorithm", "ring", where=c1)
+ALGORITHMS = algorithm_catalog().name.tolist()
+algorithm = ui.select("Algorithm", ALGORITHMS, "algorithm", "ring", where=c1)
 P = ui.number("GPUs / processes P", "P", 8, where=c2, min_value=1, max_value=1024, step=1)
 size = ui.select_slider("Message size per rank", SIZES, "size", 1 << 20, where=c3, format_func=fmt_bytes)
 link = ui.select("Link", list(cost.LINKS), "link", "ib_fdr", where=c4,
                  help="; ".join(f"{k}: {v.source}" for k, v in cost.LINKS.items()))
-compare = ui.multiselect("Compare with", list(cost.ALGORITHMS), "compare", ["tree", "rabenseifner"])
+compare = ui.multiselect("Compare with", ALGORITHMS, "compare", ["tree", "rabenseifner"])
 
 
 @st.cache_data(max_entries=64)

@@ -13,7 +13,7 @@ import _common as ui  # noqa: E402
 from lab import plots  # noqa: E402
 from lab.codecs import codec_names  # noqa: E402
 from lab.comm import cost  # noqa: E402
-from lab.experiments import (augmentation_counts, augmentation_preview, augmentation_settings,  # noqa: E402
+from lab.experiments import (algorithm_catalog, augmentation_counts, augmentation_preview, augmentation_settings,  # noqa: E402
                              augmentation_throughput, multiscale_fusion, paper_checks, planner_advice,
                              planner_breakdown, planner_sweep)
 from lab.augment import color_casting, distortion, rotating  # noqa: E402
@@ -203,7 +203,7 @@ link = ui.select("Link", [*link_presets(), "custom"], "plan_link", "pcie3", wher
 if link == "custom":
     lat = ui.number("Latency per message (µs)", "lat_us", 10.0, where=c3, format="%.4g")
     bw = ui.number("Bandwidth (GB/s)", "bw_gbps", 10.0, where=c3, format="%.4g")
-algorithm = ui.select("Allreduce", list(cost.ALGORITHMS), "algorithm", "ring", where=c4)
+algorithm = ui.select("Allreduce", algorithm_catalog().name.tolist(), "algorithm", "ring", where=c4)
 d1, d2 = st.columns([1, 2])
 strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d1)
 gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d2)

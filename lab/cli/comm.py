@@ -91,9 +91,9 @@ def bench_collectives(
     warmup_iters: int = typer.Option(1, "-w", "--warmup_iters", help="untimed calls first, nccl-tests' -w"),
     check: int = typer.Option(1, "-c", "--check", min=0, max=1, help="1: count values that differ from the exact "
                                                                       "sum (#wrong), nccl-tests' -c"),
-    algorithms: str = typer.Option(",".join(["native", "ring", "rabenseifner", "tree", "recursive_doubling",
-                                             "butterfly_sync", "parameter_server"]), "--algorithms",
-                                   help="comma-separated; native = the backend's all_reduce"),
+    algorithms: Optional[str] = typer.Option(None, "--algorithms",
+                                             help="comma-separated; native = the backend's all_reduce "
+                                                  "(default: native and every registered algorithm)"),
     codec: Optional[str] = typer.Option(None, "--codec", help="put this codec on the wire (e.g. dynamic_tree)"),
     rate: Optional[str] = typer.Option(None, "--link-rate",
                                        help="run the ranks in network namespaces on links shaped to this "
@@ -115,10 +115,12 @@ def bench_collectives(
     from lab.comm.allreduce import check_algorithm
     from lab.comm.dist import TorchComm, check_backend, in_torchrun
     from lab.comm.launch import run
+    from lab.experiments import algorithm_catalog
 
     try:
         check_backend(backend_name)
-        algs = [a.strip() for a in algorithms.split(",") if a.strip()]
+        algs = ([a.strip() for a in algorithms.split(",") if a.strip()] if algorithms is not None
+                else algorithm_catalog(native=True).name.tolist())
         for a in algs:
             check_algorithm(a)
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)

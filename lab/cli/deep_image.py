@@ -26,8 +26,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                                    "mini-batch is P x batch"),
          global_batch: Optional[int] = typer.Option(None, "--global-batch", help="fixed mini-batch split over the "
                                                                                   "GPUs instead of --batch"),
-         algorithm: str = typer.Option("ring", help="allreduce: ring | tree | recursive_doubling | rabenseifner | "
-                                                    "butterfly_sync | parameter_server"),
+         algorithm: str = typer.Option("ring", help="allreduce algorithm (the registered ones: "
+                                                    "paralab bench collectives --help)"),
          codec: str = typer.Option("none", help="codec for every gradient allreduce (none, dynamic_tree, onebit, ...)"),
          activation_codec: str = typer.Option("none", "--activation-codec",
                                               help="codec for model-parallel / pipeline activations"),

@@ -19,22 +19,19 @@ import torch
 
 from lab.codecs import Codec, parse_spec
 
-from .algorithms import ALGORITHMS
+from .algorithms import algorithm_infos, get_algorithm
+from .algorithms import algorithm_names as _registered
 from .base import Comm, CommError
 from .channel import Channel
 
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
 OWN = ("compressed", "exact")
-#: algorithms whose requantize mode encodes every value exactly twice: each rank's contribution, then
-#: the sum at its owner (butterfly synchronisation's part owner, the parameter server)
-TWO_ENCODINGS = ("butterfly_sync", "parameter_server")
-_SCRATCH = {"ring": "two segments", "butterfly_sync": "peer segments", "rabenseifner": "half"}
 
 
 def algorithm_names() -> list[str]:
     """Every algorithm `allreduce` accepts, the backend's own first."""
-    return [NATIVE, *ALGORITHMS]
+    return [NATIVE, *_registered()]
 
 
 def resolve_codec(codec: Codec | str | None) -> Codec | None:
@@ -48,26 +45,43 @@ def resolve_codec(codec: Codec | str | None) -> Codec | None:
 def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -> str:
     """'raw' without a codec, else 'requantize' or 'gather' ('auto' follows the codec). A codec that
     cannot be re-encoded at every hop (sign, sparse) may still requantize on an algorithm that encodes
-    each value twice, its part and then the owner's sum (`TWO_ENCODINGS`: Seide et al.'s 1-bit SGD)."""
+    each value twice, its part and then the owner's sum (`Algorithm.two_stage`: Seide et al.'s 1-bit SGD)."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; allowed: {', '.join(MODES)}")
     if codec is None:
         return "raw"
-    if mode == "auto":
-        return "requantize" if codec.requantize else "gather"
     if mode == "requantize" and codec.stateful:
         raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
                          "re-encoded partial sums have none: use mode='gather'")
-    if mode == "requantize" and not codec.requantize and algorithm not in TWO_ENCODINGS:
+    if mode == "requantize" and not codec.requantize and not _plugin(algorithm, "two_stage"):
+        two = [a.name for a in algorithm_infos() if a.two_stage]
         raise ValueError(f"codec {codec.name!r} cannot be re-encoded at every hop (sparse or sign "
-                         f"payloads); use mode='gather', or algorithm {' or '.join(TWO_ENCODINGS)}, which "
+                         f"payloads); use mode='gather', or algorithm {' or '.join(two)}, which "
                          "encode each value twice (its part, then the owner's sum)")
-    return mode
+    how = mode if mode != "auto" else ("requantize" if codec.requantize else "gather")
+    if how == "gather" and _known(algorithm) and not _plugin(algorithm, "gather"):
+        raise ValueError(f"algorithm {algorithm!r} has no gather form, which codec {codec.name!r} in mode "
+                         f"'gather' needs; algorithms with one: {', '.join(a.name for a in algorithm_infos() if a.gather)}")
+    return how
 
 
 def check_algorithm(algorithm: str) -> None:
-    if algorithm not in ALGORITHMS and algorithm != NATIVE:
+    if algorithm != NATIVE and not _known(algorithm):
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(algorithm_names())}")
+
+
+def _known(algorithm: str | None) -> bool:
+    """A registered algorithm (not native, not None)."""
+    try:
+        get_algorithm(algorithm)
+    except ValueError:
+        return False
+    return True
+
+
+def _plugin(algorithm: str | None, what: str) -> bool:
+    """Whether the registered `algorithm` has `what` (two_stage, a gather form); False if unknown."""
+    return _known(algorithm) and bool(getattr(get_algorithm(algorithm), what))
 
 
 def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
@@ -91,7 +105,7 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
                          + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else ""))
     if algorithm == NATIVE and codec is not None:
         raise ValueError("the native all_reduce carries fp32 only; pick one of "
-                         f"{', '.join(ALGORITHMS)} to put a codec on the wire")
+                         f"{', '.join(_registered())} to put a codec on the wire")
     if check:
         comm.check_same((x.numel(), algorithm, codec.describe() if codec else None, how),
                         "(length, algorithm, codec, mode)")
@@ -101,11 +115,10 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         if algorithm == NATIVE:
             comm.native_allreduce(buf)
         elif how == "gather":
-            buf = _gather_sum(comm, buf, codec, ALGORITHMS[algorithm].gather, own, key)
+            buf = _gather_sum(comm, buf, codec, get_algorithm(algorithm).gather, own, key)
         else:
-            scratch = {"two segments": 2 * -(-n // P), "peer segments": (P - 1) * -(-n // P),
-                       "half": -(-n // 2)}.get(_SCRATCH.get(algorithm, ""), n)
-            ALGORITHMS[algorithm].reduce(comm, buf, Channel(comm, codec, scratch=scratch))
+            algo = get_algorithm(algorithm)
+            algo.reduce(comm, buf, Channel(comm, codec, scratch=algo.scratch(n, P)))
     return buf.view(x.shape).to(x.dtype)
 
 
@@ -120,4 +133,4 @@ def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, k
 
 
 __all__ = ["allreduce", "algorithm_names", "resolve_codec", "resolve_mode", "check_algorithm",
-           "CommError", "MODES", "OWN", "NATIVE", "TWO_ENCODINGS"]
+           "CommError", "MODES", "OWN", "NATIVE"]

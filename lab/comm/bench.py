@@ -205,7 +205,8 @@ def table(result: dict, link: cost.Link | None = None, shared: bool = False) -> 
     P = int(df["P"].iloc[0])
     df["time_us"] = df["seconds"] * 1e6
     df["algbw_GBps"] = df["nbytes"] / df["seconds"] / 1e9
-    df["busbw_GBps"] = df["algbw_GBps"] * cost.busbw_factor(P)
+    df["busbw_GBps"] = df["algbw_GBps"] * df["algorithm"].map(  # each algorithm's factor; native: nccl-tests'
+        lambda a: cost.busbw_factor(P, None if a == NATIVE else a))
     fit = None
     if link is None and P > 1:
         known = df[df["algorithm"] != NATIVE]

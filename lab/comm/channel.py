@@ -22,6 +22,8 @@ from lab.codecs.base import Codec
 from .base import Batch, Comm
 from lab.codecs.wire import WireFormat
 
+from .pieces import pieces
+
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
 #: overlaps the next chunk's transfer while per-message overhead (~0.1-1 ms here) stays small
 CHUNK = 1 << 20
@@ -43,8 +45,6 @@ class Channel:
     def chunks(self, seg: torch.Tensor) -> list[torch.Tensor]:
         """`seg` cut into near-equal pieces of at most `CHUNK` values (one piece when shorter);
         every rank cuts a segment of the same length the same way."""
-        from .algorithms.common import pieces
-
         return pieces(seg, max(1, -(-seg.numel() // CHUNK)))
 
     # -- payloads

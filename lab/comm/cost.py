@@ -3,32 +3,15 @@
 Notation of Ben-Nun & Hoefler (paper 001, "Parallel Reductions for Parameter Updates"):
 L is the latency of one message in seconds, G the time per byte in seconds (1/bandwidth), and
 m = γm the message size in bytes. Every model is linear in L and G: time = a·L + b·G, and
-`coefficients` returns (a, b). Slide formulas (exact for P a power of two):
-
-    tree                2L·log2P  + 2mG·log2P
-    recursive_doubling   L·log2P  +  mG·log2P        (the slide's "Butterfly")
-    ring                2L(P−1)   + 2mG(P−1)/P       (the slide's "Pipeline")
-    rabenseifner        2L·log2P  + 2mG(P−1)/P       (the slide's "RedScat+Gat")
-    lower bound          L·log2P  + 2mG(P−1)/P
-
-Two more from the other papers:
-
-    butterfly_sync      2L(P−1) + 2mG(P−1)/P   Deep Image §3.1: rank k owns part k; each rank
-                        sends P−1 parts of m/P to their owners, then receives the P−1 reduced parts.
-    parameter_server    2(P−1)(L + mG)         rank 0's link carries P−1 pushes and P−1 pulls
-                        of the whole message.
-
-Non-powers of two, as `lab.comm.algorithms` runs them (P' = largest power of two ≤ P):
-tree uses ceil(log2 P) levels; recursive_doubling and rabenseifner fold the P − P' extra ranks
-into partners before the core and hand the result back after it, two full-message steps, so
-they cost the P' formula plus 2(L + mG); ring, butterfly_sync and parameter_server are exact
-for every P. P = 1 costs 0. The lower bound uses the real log2 P.
+`coefficients` returns (a, b). The coefficients, the bytes sent, the codec counts and the
+bus-bandwidth factor are each algorithm's own (`lab.comm.algorithms.<name>.ALGORITHM`, one module
+per algorithm, registered plugins included); this module adds links, input checks, P = 1 (costs 0),
+the lower bound L·log2P + 2mG(P−1)/P (real log2 P), compression and the fit.
 
 Shared medium (`Link.shared`): ranks that are processes on one host (or behind one hub) do
 not have a link each; every byte any rank sends costs the same cores and memory. Then the
-bandwidth term counts the bytes of all ranks (`total_bytes`), not the critical path:
-ring, tree, rabenseifner, butterfly_sync and parameter_server move 2(P−1)m in all,
-recursive_doubling P'·log2P'·m (+2(P−P')m folded). The latency term is unchanged.
+bandwidth term counts the bytes of all ranks (`total_bytes`), not the critical path. The
+latency term is unchanged.
 """
 from __future__ import annotations
 
@@ -39,16 +22,23 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
+from .algorithms.base import Algorithm, algorithm_names, get_algorithm
+
 __all__ = [
     "ALGORITHMS", "MODES", "Link", "LINKS", "get_link", "custom_link",
-    "coefficients", "shared_coefficients", "total_bytes", "allreduce_time", "lower_bound", "busbw_factor", "predict",
+    "Algorithm", "coefficients", "shared_coefficients", "total_bytes", "allreduce_time", "lower_bound", "busbw_factor", "predict",
     "transfer_time", "compressed_transfer_time", "codec_counts", "compressed_time",
     "Fit", "fit_link",
 ]
 
-ALGORITHMS: tuple[str, ...] = (
-    "tree", "recursive_doubling", "ring", "rabenseifner", "butterfly_sync", "parameter_server",
-)
+
+
+def __getattr__(name: str):
+    if name == "ALGORITHMS":  # live: every registered algorithm's name, in display order
+        return tuple(algorithm_names())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 MODES: tuple[str, ...] = ("requantize", "gather")
 
 
@@ -153,55 +143,29 @@ def _check_nonneg(what: str, x: float) -> float:
 
 
 def check_algorithm(algorithm: str) -> str:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}: known are {', '.join(ALGORITHMS)}")
+    """`algorithm` if it is registered, else ValueError naming the known ones."""
+    get_algorithm(algorithm)
     return algorithm
-
-
-def _core(P: int) -> tuple[int, int, int]:
-    """(P', log2 P', 1 if P is not a power of two else 0), P' = largest power of two <= P."""
-    k = P.bit_length() - 1
-    return 1 << k, k, int(P != 1 << k)
-
-
-def _levels(P: int) -> int:
-    """ceil(log2 P), the depth of a binomial tree on P ranks."""
-    return (P - 1).bit_length()
 
 
 # -- allreduce models
 
 def coefficients(algorithm: str, P: int, nbytes: float) -> tuple[float, float]:
-    """(a, b) with allreduce time = a·L + b·G (b in bytes); see the module docstring (paper 001)."""
-    check_algorithm(algorithm)
+    """(a, b) with allreduce time = a·L + b·G (b in bytes): the algorithm's own coefficients (paper 001)."""
+    algo = get_algorithm(algorithm)
     P = check_P(P)
     m = _check_nonneg("nbytes", nbytes)
     if P == 1:
         return 0.0, 0.0
-    core, k, fold = _core(P)
-    if algorithm == "tree":
-        d = _levels(P)
-        return 2.0 * d, 2.0 * m * d
-    if algorithm == "recursive_doubling":
-        return float(k + 2 * fold), m * k + 2.0 * m * fold
-    if algorithm == "rabenseifner":
-        return float(2 * k + 2 * fold), 2.0 * m * (core - 1) / core + 2.0 * m * fold
-    if algorithm in ("ring", "butterfly_sync"):
-        return 2.0 * (P - 1), 2.0 * m * (P - 1) / P
-    return 2.0 * (P - 1), 2.0 * m * (P - 1)  # parameter_server
+    return algo.coefficients(P, m)
 
 
 def total_bytes(algorithm: str, P: int, nbytes: float) -> float:
     """Bytes all ranks together send in one allreduce of `nbytes` per rank."""
-    check_algorithm(algorithm)
+    algo = get_algorithm(algorithm)
     P = check_P(P)
     m = _check_nonneg("nbytes", nbytes)
-    core, k, fold = _core(P)
-    if algorithm == "recursive_doubling":
-        return core * k * m + 2.0 * (P - core) * m
-    if algorithm == "rabenseifner":
-        return 2.0 * (core - 1) * m + 2.0 * (P - core) * m
-    return 2.0 * (P - 1) * m
+    return 0.0 if P == 1 else algo.total_bytes(P, m)
 
 
 def shared_coefficients(algorithm: str, P: int, nbytes: float) -> tuple[float, float]:
@@ -230,10 +194,13 @@ def lower_bound(P: int, nbytes: float, link: Link | str) -> float:
     return math.log2(P) * lk.L + 2.0 * m * (P - 1) / P * lk.G
 
 
-def busbw_factor(P: int) -> float:
-    """nccl-tests allreduce bus-bandwidth factor 2(P−1)/P; 1.0 for P = 1 (busbw = algbw, not 0)."""
+def busbw_factor(P: int, algorithm: str | None = None) -> float:
+    """Bus-bandwidth factor (busbw = algbw · factor): the algorithm's own, by default nccl-tests'
+    allreduce 2(P−1)/P; 1.0 for P = 1 (busbw = algbw, not 0)."""
     P = check_P(P)
-    return 1.0 if P == 1 else 2.0 * (P - 1) / P
+    if algorithm is None:
+        return 1.0 if P == 1 else 2.0 * (P - 1) / P
+    return get_algorithm(algorithm).busbw_factor(P)
 
 
 # -- point to point and compression
@@ -277,31 +244,20 @@ def codec_counts(algorithm: str, P: int, n_values: int, mode: str = "requantize"
         return 0.0, 0.0
     if mode == "gather":
         return n, P * n
-    core, k, fold = _core(P)
-    if algorithm == "tree":
-        d = _levels(P)
-        return (d + 1) * n, (2 * d + 1) * n
-    if algorithm == "recursive_doubling":
-        return (k + 2 * fold) * n, (k + 2 * fold) * n
-    if algorithm == "rabenseifner":
-        return (1 + fold) * n, (2 * core - 1) / core * n + 2 * fold * n
-    if algorithm in ("ring", "butterfly_sync"):
-        return n, (2 * P - 1) / P * n
-    return 2 * n, (P + 1) * n  # parameter_server
+    algo = get_algorithm(algorithm)
+    if algo.codec_counts is None:
+        raise ValueError(f"algorithm {algorithm!r} declares no codec counts: its compressed time has no model")
+    return algo.codec_counts(P, n)
 
 
 def allgather_coefficients(algorithm: str, P: int, payload: float) -> tuple[float, float]:
     """(a, b) of an allgather of one `payload`-byte row per rank, in each algorithm's own form."""
+    algo = get_algorithm(algorithm)
     if P == 1:
         return 0.0, 0.0
-    d = _levels(P)
-    if algorithm in ("ring", "butterfly_sync"):
-        return float(P - 1), (P - 1) * payload
-    if algorithm in ("recursive_doubling", "rabenseifner"):
-        return float(d), (P - 1) * payload
-    if algorithm == "tree":
-        return 2.0 * d, ((P - 1) + d * P) * payload
-    return 2.0 * (P - 1), P * (P - 1) * payload  # parameter_server
+    if algo.gather_coefficients is None:
+        raise ValueError(f"algorithm {algorithm!r} has no gather form (modes: {', '.join(algo.modes)})")
+    return algo.gather_coefficients(P, payload)
 
 
 def compressed_time(algorithm: str, P: int, n_values: int, link: Link | str, *,
@@ -316,25 +272,12 @@ def compressed_time(algorithm: str, P: int, n_values: int, link: Link | str, *,
     along the critical path, as `lab.comm.channel` does it: a reduction hop is decode-add-encode;
     a fully reduced piece is encoded once by its owner, who keeps the decoded value; received
     final pieces are decoded as they arrive and forwarded unchanged. Codec work is not
-    overlapped with transfers. k = log2 P', d = ceil(log2 P), f = 1 if P is not a power of two:
-
-        algorithm           E (encoded)    D (decoded)
-        ring                n              n(2P−1)/P     P−1 hops of n/P, owner's keep, P−1 arrivals
-        butterfly_sync      n              n(2P−1)/P     P−1 parts to owners, keep, P−1 arrivals
-        rabenseifner        n(1+f)         n(2P'−1)/P' + 2fn   halving n(1−1/P'), keep, doubling;
-                                                       fold: extra sends n in, gets owners' payloads back
-        recursive_doubling  n(k+2f)        n(k+2f)       each step: encode own, decode partner's;
-                                                       fold: n in, n back
-        tree                n(d+1)         n(2d+1)       d reduce levels, root's finalize + keep,
-                                                       one decode per broadcast level
-        parameter_server    2n             n(P+1)        push, root decodes P−1 + keep, worker decodes
+    overlapped with transfers. E and D are the algorithm's own `codec_counts` (each module of
+    `lab.comm.algorithms` states and explains them; e.g. ring: E = n, D = n(2P−1)/P).
 
     mode "gather" (sparse and sign codecs): each rank encodes its n values once (E = n), the
-    P payloads of q = w·n + side_bytes bytes are all-gathered, and each rank decodes all P
-    (D = P·n). Allgather forms: ring and butterfly_sync (P−1)(L + qG); recursive_doubling and
-    rabenseifner ceil(log2 P)·L + (P−1)qG (recursive doubling / Bruck); tree 2d·L + ((P−1) + dP)qG
-    (binomial gather to rank 0, then binomial broadcast of all P payloads); parameter_server
-    2(P−1)L + P(P−1)qG (rank 0 gathers P−1, sends each worker the P−1 others).
+    P payloads of q = w·n + side_bytes bytes are all-gathered in the algorithm's own allgather form
+    (its `gather_coefficients`; e.g. ring (P−1)(L + qG)), and each rank decodes all P (D = P·n).
     """
     n, w, enc, dec, side = _check_codec(n_values, wire_bytes_per_value, encode_s_per_value,
                                         decode_s_per_value, side_bytes)

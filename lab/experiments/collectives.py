@@ -17,6 +17,23 @@ from lab.comm.sim import MAX_RANKS, simulate
 Progress = Callable[[float, str], None]
 
 
+def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:
+    """The allreduce algorithms a UI offers, one row each in display order (the registry of
+    `lab.comm.algorithms`, plugins included): name, summary, citation, modes (comma-separated:
+    requantize, gather, two-stage), gather and two_stage flags, cost_model (True: `lab.comm.cost`
+    models it). native=True puts the backend's own all_reduce first (measured only, no codec)."""
+    from lab.comm.algorithms import NATIVE, algorithm_infos
+
+    rows = [{"name": a.name, "summary": a.summary, "citation": a.citation, "modes": ",".join(a.modes),
+             "gather": a.gather is not None, "two_stage": a.two_stage, "cost_model": True}
+            for a in algorithm_infos()]
+    if native:
+        rows.insert(0, {"name": NATIVE, "summary": "the backend's own all_reduce (Gloo or NCCL), fp32 only",
+                        "citation": "torch.distributed.all_reduce", "modes": "", "gather": False,
+                        "two_stage": False, "cost_model": False})
+    return pd.DataFrame(rows, columns=["name", "summary", "citation", "modes", "gather", "two_stage", "cost_model"])
+
+
 def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, codec: str | None = None,
                      predict_P: list[int] | None = None, target_s: float = 0.1,
                      progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -151,19 +168,19 @@ def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = 
 def collective_model(algorithms: list[str], P: int, sizes: list[int], link: str | cost.Link = "ib_fdr") -> pd.DataFrame:
     """Modelled allreduce time per algorithm and message size (bytes per rank) on P ranks over
     `link` (paper 001's formulas), with the lower bound, and nccl-tests' algbw and busbw
-    (busbw = algbw · 2(P−1)/P) for the model and for the bound."""
+    (busbw = algbw · the algorithm's factor, 2(P−1)/P for every built-in) for the model and for the bound."""
     lk = cost.get_link(link)
     P = cost.check_P(P)
     for a in algorithms:
         cost.check_algorithm(a)
     rows = []
-    f = cost.busbw_factor(P)
+    f = cost.busbw_factor(P)  # the bound's: nccl-tests' allreduce factor
     for b in sizes:
         bound = cost.lower_bound(P, b, lk)
         for a in algorithms:
             t = cost.allreduce_time(a, P, b, lk)
             rows.append({"algorithm": a, "P": P, "nbytes": b, "model_s": t, "lower_bound_s": bound,
-                         "busbw_GBps": b / t * f / 1e9 if t > 0 else float("nan"),
+                         "busbw_GBps": b / t * cost.busbw_factor(P, a) / 1e9 if t > 0 else float("nan"),
                          "bound_busbw_GBps": b / bound * f / 1e9 if bound > 0 else float("nan"),
                          "link": lk.name})
     return pd.DataFrame(rows)

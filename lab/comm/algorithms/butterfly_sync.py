@@ -10,7 +10,8 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
-from .common import pieces
+from ..pieces import pieces
+from .base import Algorithm
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -51,3 +52,35 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
 def _others(P: int, r: int) -> list[int]:
     """Peers in the order r+1, r+2, ... so that not every rank hits rank 0 first."""
     return [(r + k) % P for k in range(1, P)]
+
+
+def _coefficients(P: int, m: float) -> tuple[float, float]:
+    """2L(P−1) + 2mG(P−1)/P: P−1 parts of m/P to their owners, then P−1 reduced parts back."""
+    return 2.0 * (P - 1), 2.0 * m * (P - 1) / P
+
+
+def _total_bytes(P: int, m: float) -> float:
+    return 2.0 * (P - 1) * m
+
+
+def _codec_counts(P: int, n: float) -> tuple[float, float]:
+    """P−1 parts to the owners, the owner's finalize and keep, P−1 arrivals."""
+    return n, (2 * P - 1) / P * n
+
+
+def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
+    """Direct allgather: (P−1)(L + qG)."""
+    return float(P - 1), (P - 1) * q
+
+
+def _scratch(n: int, P: int) -> int:
+    """One slot per peer for its contribution to this rank's part."""
+    return (P - 1) * -(-n // P)
+
+
+ALGORITHM = Algorithm(
+    name="butterfly_sync", summary="Deep Image butterfly synchronisation: rank k owns part k, direct sends",
+    citation="Wu et al. 2015 (Deep Image) §3.1: 2L(P−1) + 2mG(P−1)/P",
+    reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch,
+    two_stage=True, order=50)

@@ -1,4 +1,5 @@
-"""Pieces shared by the allreduce algorithms: segment bounds and the non-power-of-two fold."""
+"""Helpers shared by the allreduce algorithms: the non-power-of-two fold and the tree depths their
+cost models use. Segment splitting lives in `lab.comm.pieces` (re-exported here)."""
 from __future__ import annotations
 
 import torch
@@ -6,23 +7,10 @@ import torch
 from typing import TYPE_CHECKING
 
 from ..base import Comm
+from ..pieces import bounds, pieces  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from ..channel import Channel
-
-
-def bounds(n: int, parts: int) -> list[int]:
-    """Offsets of `parts` near-equal pieces of n values (the first n % parts are one longer)."""
-    q, r = divmod(n, parts)
-    out = [0]
-    for i in range(parts):
-        out.append(out[-1] + q + (1 if i < r else 0))
-    return out
-
-
-def pieces(buf: torch.Tensor, parts: int) -> list[torch.Tensor]:
-    b = bounds(buf.numel(), parts)
-    return [buf[b[i]:b[i + 1]] for i in range(parts)]
 
 
 class Fold:
@@ -56,3 +44,14 @@ class Fold:
     def real(self, v: int) -> int:
         """The real rank of core index v."""
         return 2 * v + 1 if v < self.extra else v + self.extra
+
+
+def core(P: int) -> tuple[int, int, int]:
+    """(P', log2 P', 1 if P is not a power of two else 0), P' = largest power of two <= P."""
+    k = P.bit_length() - 1
+    return 1 << k, k, int(P != 1 << k)
+
+
+def levels(P: int) -> int:
+    """ceil(log2 P), the depth of a binomial tree on P ranks."""
+    return (P - 1).bit_length()

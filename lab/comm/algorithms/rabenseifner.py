@@ -13,7 +13,8 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
-from .common import Fold
+from .base import Algorithm
+from .common import Fold, core, levels
 from .recursive_doubling import gather as _doubling_gather
 
 
@@ -108,3 +109,38 @@ def _receive_all(ch: Channel, buf: torch.Tensor, src: int, core: int) -> None:
 def gather(comm: Comm, rows: torch.Tensor) -> None:
     """The allgather half of Rabenseifner's algorithm is recursive doubling."""
     _doubling_gather(comm, rows)
+
+
+def _coefficients(P: int, m: float) -> tuple[float, float]:
+    """2L·log2P' + 2mG(P'−1)/P' (paper 001 "RedScat+Gat"), plus 2(L + mG) when P is not a power of two."""
+    c, k, fold = core(P)
+    return float(2 * k + 2 * fold), 2.0 * m * (c - 1) / c + 2.0 * m * fold
+
+
+def _total_bytes(P: int, m: float) -> float:
+    """2(P'−1)m in the core, plus 2(P−P')m folded."""
+    c, _, _ = core(P)
+    return 2.0 * (c - 1) * m + 2.0 * (P - c) * m
+
+
+def _codec_counts(P: int, n: float) -> tuple[float, float]:
+    """Halving n(1−1/P'), the owner's finalize and keep, doubling; the fold sends n in, gets payloads back."""
+    c, _, fold = core(P)
+    return (1 + fold) * n, (2 * c - 1) / c * n + 2 * fold * n
+
+
+def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
+    """Its allgather half is recursive doubling: ceil(log2 P)·L + (P−1)qG."""
+    return float(levels(P)), (P - 1) * q
+
+
+def _scratch(n: int, P: int) -> int:
+    """Half the vector: the first halving step's received half."""
+    return -(-n // 2)
+
+
+ALGORITHM = Algorithm(
+    name="rabenseifner", summary="reduce-scatter by recursive halving, then recursive-doubling allgather",
+    citation='Ben-Nun & Hoefler 2018 (paper 001) "RedScat+Gat": 2L·log2P + 2mG(P−1)/P; Rabenseifner 2004',
+    reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch, order=40)

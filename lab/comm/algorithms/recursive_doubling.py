@@ -12,7 +12,8 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
-from .common import Fold
+from .base import Algorithm
+from .common import Fold, core, levels
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -72,3 +73,34 @@ def _owned(fold: Fold, v: int, mask: int) -> list[int]:
         real = fold.real(u)
         out += [real - 1, real] if u < fold.extra else [real]
     return out
+
+
+def _coefficients(P: int, m: float) -> tuple[float, float]:
+    """L·log2P' + mG·log2P' (paper 001 "Butterfly"), plus 2(L + mG) when P is not a power of two (fold)."""
+    _, k, fold = core(P)
+    return float(k + 2 * fold), m * k + 2.0 * m * fold
+
+
+def _total_bytes(P: int, m: float) -> float:
+    """P'·log2P'·m in the core, plus 2(P−P')m folded."""
+    c, k, _ = core(P)
+    return c * k * m + 2.0 * (P - c) * m
+
+
+def _codec_counts(P: int, n: float) -> tuple[float, float]:
+    """Each step encodes its own vector and decodes the partner's; the fold adds n in and n back."""
+    _, k, fold = core(P)
+    return (k + 2 * fold) * n, (k + 2 * fold) * n
+
+
+def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
+    """Recursive-doubling (Bruck) allgather: ceil(log2 P)·L + (P−1)qG."""
+    return float(levels(P)), (P - 1) * q
+
+
+ALGORITHM = Algorithm(
+    name="recursive_doubling", summary="butterfly: log2 P exchanges of the whole vector",
+    citation='Ben-Nun & Hoefler 2018 (paper 001) "Butterfly": L·log2P + mG·log2P; '
+             "fold for other P: Thakur, Rabenseifner & Gropp 2005",
+    reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, order=20)

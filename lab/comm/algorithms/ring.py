@@ -20,7 +20,8 @@ import torch
 
 from ..base import Comm, Work
 from ..channel import Channel
-from .common import pieces
+from ..pieces import pieces
+from .base import Algorithm
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -98,3 +99,35 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
     right, left = (r + 1) % P, (r - 1) % P
     for s in range(P - 1):
         comm.exchange([(rows[(r - s) % P], right)], [(rows[(r - s - 1) % P], left)]).wait()
+
+
+def _coefficients(P: int, m: float) -> tuple[float, float]:
+    """2L(P−1) + 2mG(P−1)/P (paper 001 "Pipeline")."""
+    return 2.0 * (P - 1), 2.0 * m * (P - 1) / P
+
+
+def _total_bytes(P: int, m: float) -> float:
+    """2(P−1) segments of m/P per rank: 2(P−1)m in all."""
+    return 2.0 * (P - 1) * m
+
+
+def _codec_counts(P: int, n: float) -> tuple[float, float]:
+    """P−1 hops of n/P, the owner's finalize and keep, P−1 arrivals."""
+    return n, (2 * P - 1) / P * n
+
+
+def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
+    """Ring allgather: (P−1)(L + qG)."""
+    return float(P - 1), (P - 1) * q
+
+
+def _scratch(n: int, P: int) -> int:
+    """Two banks of the longest segment (steps alternate)."""
+    return 2 * -(-n // P)
+
+
+ALGORITHM = Algorithm(
+    name="ring", summary="pipelined ring: reduce-scatter, then allgather around the ring",
+    citation='Ben-Nun & Hoefler 2018 (paper 001) "Pipeline": 2L(P−1) + 2mG(P−1)/P; Baidu ring allreduce',
+    reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch, order=30)

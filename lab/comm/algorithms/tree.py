@@ -11,6 +11,8 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
+from .base import Algorithm
+from .common import levels
 
 
 def _top(P: int) -> int:
@@ -69,3 +71,33 @@ def gather(comm: Comm, rows: torch.Tensor) -> None:
         comm.exchange(recvs=[(rows, r - low)]).wait()
         mask = low >> 1
     comm.exchange([(rows, k) for k in _children(comm, mask)]).wait()
+
+
+def _coefficients(P: int, m: float) -> tuple[float, float]:
+    """2L·d + 2mG·d, d = ceil(log2 P) levels (paper 001 "Tree")."""
+    d = levels(P)
+    return 2.0 * d, 2.0 * m * d
+
+
+def _total_bytes(P: int, m: float) -> float:
+    """P−1 sends up the tree and P−1 down: 2(P−1)m."""
+    return 2.0 * (P - 1) * m
+
+
+def _codec_counts(P: int, n: float) -> tuple[float, float]:
+    """d reduce levels, the root's finalize and keep, one decode per broadcast level."""
+    d = levels(P)
+    return (d + 1) * n, (2 * d + 1) * n
+
+
+def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
+    """Binomial gather to rank 0, then binomial broadcast of all P rows: 2d·L + ((P−1) + dP)qG."""
+    d = levels(P)
+    return 2.0 * d, ((P - 1) + d * P) * q
+
+
+ALGORITHM = Algorithm(
+    name="tree", summary="binomial tree: reduce to rank 0, then broadcast",
+    citation='Ben-Nun & Hoefler 2018 (paper 001) "Tree": 2L·log2P + 2mG·log2P',
+    reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, order=10)

@@ -1,0 +1,241 @@
+"""`Algorithm`: one allreduce algorithm as a plugin, and the registry of them (DESIGN.md rule 6).
+
+An algorithm is one module that defines `ALGORITHM = Algorithm(...)`: its `reduce` and `gather`
+(written once against `Comm`), its cost-model coefficients (paper 001's a·L + b·G), the bytes it
+sends and its nccl-tests bus-bandwidth factor. The built-ins are the modules of this package that
+define `ALGORITHM`; nothing else lists them. Plugins outside the package call `register(algo)`
+(or `register_module("pkg.mod")`); the module of a registered algorithm is recorded in the
+environment variable `PARALAB_ALGORITHMS` (comma-separated module names), so the rank processes
+and CLI processes started from this one import and register it too.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..base import Comm
+    from ..channel import Channel
+
+#: modules (comma-separated) imported on first use of the registry, in every process that reads it
+ENV = "PARALAB_ALGORITHMS"
+#: the name `allreduce` gives the backend's own all_reduce; no plugin may take it
+NATIVE = "native"
+
+ReduceFn = Callable[["Comm", "torch.Tensor", "Channel"], None]
+GatherFn = Callable[["Comm", "torch.Tensor"], None]
+Coefficients = Callable[[int, float], "tuple[float, float]"]
+
+
+def allreduce_busbw(P: int) -> float:
+    """nccl-tests' allreduce bus-bandwidth factor 2(P−1)/P (docs/PERFORMANCE.md of nccl-tests)."""
+    return 2.0 * (P - 1) / P
+
+
+def raw_scratch(n: int, P: int) -> int:
+    """fp32 scratch values a raw (codec-free) reduce needs by default: one full vector."""
+    return n
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, eq=False)
+class Algorithm:
+    """One allreduce algorithm. Formulas take P >= 2 ranks and m bytes (or n values) per rank;
+    P = 1 costs nothing and is handled by the callers (`lab.comm.cost`).
+
+    reduce(comm, buf, channel): in-place allreduce of a flat fp32 buffer, payloads through the
+        channel (raw, or decode-add-encode at every hop: requantize mode).
+    gather(comm, rows): allgather of one fixed-size payload row per rank (gather mode); None if
+        the algorithm has no gather form.
+    coefficients(P, m) -> (a, b): allreduce time a·L + b·G on per-rank links (paper 001's notation).
+    total_bytes(P, m): bytes all ranks send together (the shared-medium model's bandwidth term).
+    codec_counts(P, n) -> (E, D): values encoded and decoded on the critical path in requantize
+        mode (`lab.comm.cost.compressed_time`); None: the codec-time model does not cover it.
+    gather_coefficients(P, q) -> (a, b): time of its allgather of one q-byte row per rank.
+    busbw(P): bus-bandwidth factor, busbw = algbw · busbw(P); nccl-tests' allreduce 2(P−1)/P.
+    two_stage: requantize mode encodes every value exactly twice (its part, then the owner's sum),
+        so a codec that cannot be re-encoded at every hop (sign, sparse) may still requantize on it
+        (Seide et al.'s 1-bit SGD).
+    scratch(n, P): fp32 scratch values a raw reduce of n values uses.
+    order: position in lists (lower first; the built-ins follow paper 001's slide).
+    """
+
+    name: str
+    summary: str
+    citation: str
+    reduce: ReduceFn
+    coefficients: Coefficients
+    total_bytes: Callable[[int, float], float]
+    gather: Optional[GatherFn] = None
+    gather_coefficients: Optional[Coefficients] = None
+    codec_counts: Optional[Callable[[int, float], "tuple[float, float]"]] = None
+    busbw: Callable[[int], float] = allreduce_busbw
+    two_stage: bool = False
+    scratch: Callable[[int, int], int] = raw_scratch
+    order: int = 100
+    module: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name) or self.name == NATIVE:
+            raise ValueError(f"algorithm name {self.name!r}: allowed are lower-case identifiers "
+                             f"([a-z][a-z0-9_]*) other than {NATIVE!r}")
+        for what in ("reduce", "coefficients", "total_bytes", "busbw", "scratch"):
+            if not callable(getattr(self, what)):
+                raise ValueError(f"algorithm {self.name!r}: {what} must be callable, got {getattr(self, what)!r}")
+        for what in ("gather", "gather_coefficients", "codec_counts"):
+            v = getattr(self, what)
+            if v is not None and not callable(v):
+                raise ValueError(f"algorithm {self.name!r}: {what} must be callable or None, got {v!r}")
+        if (self.gather is None) != (self.gather_coefficients is None):
+            raise ValueError(f"algorithm {self.name!r}: give gather and gather_coefficients together "
+                             "(the allgather and its cost model), or neither")
+        if not self.module:
+            object.__setattr__(self, "module", getattr(self.reduce, "__module__", "") or "")
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The codec modes it runs: 'requantize' always, 'gather' with a gather form, 'two-stage'."""
+        return ("requantize",) + (("gather",) if self.gather is not None else ()) + (
+            ("two-stage",) if self.two_stage else ())
+
+    def bytes_per_rank(self, P: int, nbytes: float) -> float:
+        """Bytes one rank sends in one allreduce of `nbytes` per rank, averaged over the ranks."""
+        return 0.0 if P == 1 else self.total_bytes(P, nbytes) / P
+
+    def busbw_factor(self, P: int) -> float:
+        """busbw = algbw · this; 1.0 for P = 1 (busbw = algbw, not 0)."""
+        return 1.0 if P == 1 else float(self.busbw(P))
+
+
+_lock = threading.RLock()
+_registry: dict[str, Algorithm] = {}
+_loaded = False
+
+
+def _register_module(mod: ModuleType) -> Optional[Algorithm]:
+    algo = getattr(mod, "ALGORITHM", None)
+    if algo is None:
+        return None
+    if not isinstance(algo, Algorithm):
+        raise ValueError(f"{mod.__name__}.ALGORITHM is a {type(algo).__name__}; it must be an Algorithm")
+    _add(algo)
+    return algo
+
+
+def _add(algo: Algorithm, replace: bool = False) -> None:
+    old = _registry.get(algo.name)
+    if old is not None and old is not algo and not replace:
+        raise ValueError(f"algorithm {algo.name!r} is already registered (from {old.module or 'unknown'}); "
+                         "pass replace=True to replace it")
+    _registry[algo.name] = algo
+
+
+def _env_modules() -> list[str]:
+    return [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
+
+
+def _load() -> None:
+    """Built-ins (this package's modules that define ALGORITHM), then the modules named in $PARALAB_ALGORITHMS."""
+    global _loaded
+    if _loaded:
+        return
+    with _lock:
+        if _loaded:
+            return
+        _loaded = True  # set first: a plugin module that calls register() at import re-enters here
+        try:
+            pkg = __name__.rsplit(".", 1)[0]
+            from . import __path__ as here
+            for info in pkgutil.iter_modules(here):
+                _register_module(importlib.import_module(f"{pkg}.{info.name}"))
+            for name in _env_modules():
+                try:
+                    mod = importlib.import_module(name)
+                except ImportError as e:
+                    raise ValueError(f"{ENV} names module {name!r}, which cannot be imported: {e}") from None
+                _register_module(mod)
+        except BaseException:
+            _loaded = False  # the next use tries again and reports the same error
+            raise
+
+
+def _remember(module: str) -> None:
+    """Record a plugin module in the environment, so processes started from here register it too."""
+    if not module or module == "__main__" or module.startswith(__name__.rsplit(".", 1)[0] + "."):
+        return
+    mods = _env_modules()
+    if module not in mods:
+        os.environ[ENV] = ",".join(mods + [module])
+
+
+def register(algo: Algorithm, *, replace: bool = False) -> Algorithm:
+    """Add an algorithm to the registry (every list, the cost model, `allreduce` and the CLI see it).
+    Its module (where `reduce` is defined) is recorded in $PARALAB_ALGORITHMS so that rank processes
+    register it too; an algorithm defined in `__main__` is only known to this process."""
+    if not isinstance(algo, Algorithm):
+        raise ValueError(f"register takes an Algorithm, got {type(algo).__name__}")
+    _load()
+    with _lock:
+        _add(algo, replace)
+    _remember(algo.module)
+    return algo
+
+
+def register_module(module: str) -> Algorithm:
+    """Import `module` (which defines ALGORITHM, or calls `register` itself) and register it."""
+    _load()
+    mod = importlib.import_module(module)
+    with _lock:
+        algo = _register_module(mod)
+    if algo is None:
+        found = [a for a in _registry.values() if a.module == module]
+        if not found:
+            raise ValueError(f"module {module!r} defines no ALGORITHM and registered none")
+        algo = found[0]
+    _remember(module)
+    return algo
+
+
+def unregister(name: str) -> None:
+    """Remove a plugin (tests); built-ins stay."""
+    _load()
+    algo = get_algorithm(name)
+    if algo.module.startswith(__name__.rsplit(".", 1)[0] + "."):
+        raise ValueError(f"{name!r} is a built-in algorithm and cannot be removed")
+    with _lock:
+        del _registry[name]
+    mods = [m for m in _env_modules() if m != algo.module]
+    if mods:
+        os.environ[ENV] = ",".join(mods)
+    else:
+        os.environ.pop(ENV, None)
+
+
+def algorithm_infos() -> list[Algorithm]:
+    """Every registered algorithm, in display order (the built-ins as paper 001's slide, then by name)."""
+    _load()
+    return sorted(_registry.values(), key=lambda a: (a.order, a.name))
+
+
+def algorithm_names() -> list[str]:
+    """The names of `algorithm_infos()`, in the same order."""
+    return [a.name for a in algorithm_infos()]
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The registered algorithm called `name`; ValueError naming the known ones otherwise."""
+    _load()
+    algo = _registry.get(name) if isinstance(name, str) else None
+    if algo is None:
+        raise ValueError(f"unknown algorithm {name!r}: known are {', '.join(algorithm_names())}")
+    return algo
