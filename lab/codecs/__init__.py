@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import onebit, qsgd, sparsify, tables, terngrad  # noqa: F401  (registers the compressors)
+from . import mx, nvfp4  # noqa: F401  (registers the block-scaled formats)
 from .error_feedback import ErrorFeedback
 from .base import Codec, Encoded, codec_help, codec_names, get_codec, register
 from .native import FP8, CastCodec, Fp8Codec, Int8Codec
