@@ -85,7 +85,7 @@ def round_elements(a: torch.Tensor, fmt: ElementFormat, noise: torch.Tensor | No
     if noise is None and fmt.torch_dtype is not None:
         return a.clamp(-fmt.max_normal, fmt.max_normal).to(fmt.torch_dtype).view(torch.uint8)
     mag = a.abs().clamp(max=fmt.max_normal)
-    e = (torch.frexp(mag)[1] - 1).clamp(min=1 - fmt.bias)
+    e = torch.where(mag > 0, torch.frexp(mag)[1] - 1, -fmt.bias).clamp(min=1 - fmt.bias)
     q = torch.ldexp(mag, (fmt.mbits - e).float())  # exact: a power-of-two scaling
     r = torch.round(q) if noise is None else torch.floor(q + noise)
     code = ((e + (fmt.bias - 1)) << fmt.mbits) + r.to(torch.int32)
