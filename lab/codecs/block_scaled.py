@@ -114,9 +114,10 @@ def e8m0_exponent(amax: torch.Tensor, fmt: ElementFormat, rule: str) -> torch.Te
         field = (amax.view(torch.int32) >> 23) & 0xFF
         unbiased = field - E8M0_BIAS - fmt.emax
     elif rule == "rceil":
-        m, E = torch.frexp(amax / fmt.max_normal)
+        descale = amax / fmt.max_normal  # 0 also where it underflows: then the scale is 2^-127 anyway
+        m, E = torch.frexp(descale)
         unbiased = torch.where(m == 0.5, E - 1, E)
-        unbiased = torch.where(amax > 0, unbiased, torch.full_like(unbiased, -E8M0_BIAS))
+        unbiased = torch.where(descale > 0, unbiased, torch.full_like(unbiased, -E8M0_BIAS))
     else:
         raise ValueError(f"scale rule {rule!r}; allowed: {', '.join(SCALE_RULES)}")
     return (unbiased.clamp(-E8M0_BIAS, E8M0_BIAS) + E8M0_BIAS).to(torch.uint8)

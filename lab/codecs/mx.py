@@ -31,7 +31,7 @@ def encode_mx_reference(x2d: torch.Tensor, fmt: ElementFormat, rule: str) -> tup
 
 
 @functools.cache
-def _encode_fp8_fn(name: str, rule: str):
+def _encode_fp8_fn(name: str):
     """The fused (torch.compile) MXFP8 encode for the 'floor' rule: absmax, exponent-field scale,
     division by the power of two, clamp and cast in one pass."""
     fmt = FORMATS[name]
@@ -99,7 +99,7 @@ class MXCodec(Codec):
         n = flat.numel()
         if (self.fmt.torch_dtype is not None and self.scale_rule == "floor" and not flat.is_cuda
                 and n % MX_BLOCK == 0 and n >= cpu.MIN_COMPILED):
-            out = cpu._try_compiled(_encode_fp8_fn, (self.fmt.name, self.scale_rule), flat.view(-1, MX_BLOCK))
+            out = cpu._try_compiled(_encode_fp8_fn, self.fmt.name, flat.view(-1, MX_BLOCK))
             if out is not None:
                 return out
         x2d, _ = blocks(flat, MX_BLOCK)
