@@ -15,7 +15,10 @@ from hypothesis import given, settings, strategies as st
 
 from lab.codecs import ErrorFeedback, get_codec
 from lab.codecs.base import codec_names
+from lab.codecs.block_scaled import e8m0_value
+from lab.codecs.mx import MXCodec
 from lab.codecs.native import CastCodec, Fp8Codec, Int8Codec
+from lab.codecs.nvfp4 import E2M1, NVFP4Codec
 from lab.codecs.onebit import OneBit
 from lab.codecs.qsgd import QSGD
 from lab.codecs.sparsify import RandomK, TopK
@@ -191,7 +194,28 @@ def check_randomk(codec, x, enc, y) -> None:
     assert int(kept.sum()) <= k
 
 
-FAMILIES = [(TableCodec, check_table), (CastCodec, check_cast), (Int8Codec, check_scaled_uniform),
+def check_block_scaled(codec, x, enc, y) -> None:
+    """MX and NVFP4: |y - clamp(x / S, ±max_normal) · S| within half the element's step at that
+    value (relative for the minifloats, 1/128 for MXINT8), S the block's decoded scale."""
+    xd, yd = x.double().reshape(-1), y.double().reshape(-1)
+    n, B = xd.numel(), codec.block_size
+    if isinstance(codec, NVFP4Codec):
+        fmt, s = E2M1, enc.tensors["scales"].double() * enc.tensors["tensor_scale"].double()
+    else:
+        fmt, s = codec.fmt, e8m0_value(enc.tensors["scales"]).double()
+    s = s.repeat_interleave(B)[:n]
+    omax = torch.finfo(x.dtype).max
+    target = ((xd / torch.where(s > 0, s, 1.0)).clamp(-fmt.max_normal, fmt.max_normal) * s).clamp(-omax, omax)
+    if fmt.is_int:
+        tol = s / 128
+    else:
+        tol = target.abs() * 2.0 ** -(fmt.mbits + 1) + s * 2.0 ** (-fmt.bias - fmt.mbits)
+    tol = tol * (1 + 1e-6) + _rounding(yd, x.dtype) + 2 ** -149
+    err = (yd - target).abs()
+    assert bool((err <= tol).all()), f"{codec}: worst {float((err - tol).max()):.3g} over the bound"
+
+
+FAMILIES = [(MXCodec, check_block_scaled), (NVFP4Codec, check_block_scaled), (TableCodec, check_table), (CastCodec, check_cast), (Int8Codec, check_scaled_uniform),
             (Fp8Codec, check_scaled_uniform), (OneBit, check_onebit), (TernGrad, check_terngrad),
             (QSGD, check_qsgd), (TopK, check_topk), (RandomK, check_randomk)]
 
