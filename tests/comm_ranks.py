@@ -72,16 +72,16 @@ def dies_mid_compressed_allreduce(comm, victim, n, pid_dir):
     (pid_dir / f"rank{comm.rank}.pid").write_text(str(os.getpid()))
     x = x_for(comm.rank, n)
     allreduce(comm, x, algorithm="ring", codec="dynamic_tree")  # a whole one first
-    if comm.rank == victim:
-        real, sends = comm._isend, [0]
+    if comm.rank == victim:  # every exchange goes through one batch (Comm.exchange)
+        real, sends = comm._exchange, [0]
 
-        def isend(t, dst):
-            sends[0] += 1
-            if sends[0] == 3:
+        def exchange(snd, rcv):
+            sends[0] += len(snd)
+            if sends[0] >= 3:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return real(t, dst)
+            return real(snd, rcv)
 
-        comm._isend = isend
+        comm._exchange = exchange
     return allreduce(comm, x, algorithm="ring", codec="dynamic_tree")
 
 

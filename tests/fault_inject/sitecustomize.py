@@ -3,8 +3,8 @@
 On PYTHONPATH, Python imports this module at start-up in every process. It acts only in a rank
 process (`python -m lab.comm.launch JOBDIR RANK`) whose RANK matches PARALAB_FAULT_RANK: that
 rank SIGKILLs itself on its PARALAB_FAULT_AT-th call of PARALAB_FAULT_IN, one of
-  isend     TorchComm's point-to-point send of an encoded (uint8) payload: inside a compressed
-            ring allreduce
+  isend     TorchComm's point-to-point sends of encoded (uint8) payloads, counted in its batched
+            exchanges: inside a compressed ring allreduce
   ddp_hook  the codec communication hook of lab.train.ddp (inside a DDP backward pass)
 and records its pid in PARALAB_FAULT_PIDS (a directory), as does every other rank.
 Nothing in `lab` knows about it.
@@ -29,11 +29,11 @@ def _install() -> None:
     at, where = int(os.environ["PARALAB_FAULT_AT"]), os.environ["PARALAB_FAULT_IN"]
     calls = [0]
 
-    def dying(real, counts=lambda *a: True):
+    def dying(real, counts=lambda *a: 1):
         @functools.wraps(real)  # DDP checks a comm hook's signature
         def wrapper(*a, **kw):
-            calls[0] += bool(counts(*a))
-            if calls[0] == at:
+            calls[0] += counts(*a)
+            if calls[0] >= at:
                 os.kill(os.getpid(), signal.SIGKILL)
             return real(*a, **kw)
         return wrapper
@@ -41,7 +41,9 @@ def _install() -> None:
     if where == "isend":
         from lab.comm.dist import TorchComm
         import torch
-        TorchComm._isend = dying(TorchComm._isend, lambda comm, t, dst: t.dtype == torch.uint8)
+        # every point-to-point operation goes through one batch (Comm.exchange): count its uint8 sends
+        TorchComm._exchange = dying(TorchComm._exchange,
+                                    lambda comm, sends, recvs: sum(t.dtype == torch.uint8 for t, _ in sends))
     elif where == "ddp_hook":
         import lab.train.ddp as ddp
         ddp.codec_hook = dying(ddp.codec_hook)
