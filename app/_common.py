@@ -17,7 +17,7 @@ from lab.experiments import check_range
 # Errors the library raises for bad input: shown as a message, never a traceback.
 try:
     from lab.comm.base import CommError
-    from lab.train.data import DataError
+    from lab.data.images import DataError
     USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, CommError,
                                                     DataError)
 except Exception:  # pragma: no cover

@@ -19,7 +19,7 @@ from lab.experiments import (augmentation_counts, augmentation_preview, augmenta
 from lab.augment import color_casting, distortion, rotating  # noqa: E402
 from lab.experiments.deep_image import Preview, test_card  # noqa: E402
 from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, link_presets  # noqa: E402
-from lab.train.data import DATASETS  # noqa: E402
+from lab.data.images import DATASETS  # noqa: E402
 
 AUGS = list(plots.AUGMENT_LABELS)  # crop, color_cast, vignette, lens_distortion, rotation, flip, all
 GPUS = ["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64", "96", "128", "256", "512", "1024"]

@@ -13,7 +13,7 @@ from lab import plots  # noqa: E402
 from lab.comm import cost  # noqa: E402
 from lab.experiments import codec_curves, consistency_curves  # noqa: E402
 from lab.train.consistency import KINDS  # noqa: E402
-from lab.train.data import DATASETS  # noqa: E402
+from lab.data.images import DATASETS  # noqa: E402
 
 CODECS = ["32-bit", "dynamic_tree", "linear", "mantissa", "static_tree", "fp8_e4m3", "int8", "fp16", "onebit",
           "ef:onebit", "qsgd", "terngrad", "topk", "ef:topk"]

@@ -120,7 +120,7 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
            out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
     from lab.experiments.deep_image import multiscale_fusion
-    from lab.train.data import DataError
+    from lab.data.images import DataError
 
     config = {"smoke": smoke, "dataset": dataset, "scales": scales, "epochs": epochs, "train_size": train_size,
               "test_size": test_size, "lr": lr, "seed": seed}

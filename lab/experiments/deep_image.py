@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from lab.augment import (color_cast, deep_image_augment, flip, lens_distortion, random_crop, rotate, table1_counts,
                          vignette)
 from lab.augment.common import check_images
-from lab.train.data import load_dataset
+from lab.data.images import load_dataset
 from lab.train.models import SmallCNN
 
 Progress = Callable[[float, str], None]

@@ -202,7 +202,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
     Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc)."""
     from lab.dropout.train import train_mlp
-    from lab.train.data import load_dataset
+    from lab.data.images import load_dataset
 
     kinds = _check_kinds(kinds)
     hidden = [tuple(int(h) for h in hs) for hs in hidden]
@@ -250,7 +250,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
 def lstm_corpora() -> pd.DataFrame:
     """The LSTM experiment's corpora: name, what it is, and whether it can be loaded here without
     a path (Penn Treebank always needs one; 'auto' names the corpus it would pick)."""
-    from lab.train.text import CORPORA, CORPUS_HELP, available_corpora
+    from lab.data.text import CORPORA, CORPUS_HELP, available_corpora
 
     found = available_corpora()
     rows = []
@@ -271,11 +271,11 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
     conventional dropout at the same rates and the speedup. `corpus` is one of
-    `lab.train.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
+    `lab.data.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
     Python documentation that ships with Python); the table's `corpus` and `corpus_source`
     columns say which one was used. A missing corpus raises FileNotFoundError."""
     from lab.dropout.train import train_lstm
-    from lab.train.text import load_corpus
+    from lab.data.text import load_corpus
 
     kinds = _check_kinds(kinds)
     rates = [tuple(float(p) for p in r) for r in rates]

@@ -18,7 +18,7 @@ from lab.comm import cost
 from lab.comm.allreduce import resolve_mode
 
 from .consistency import Consistency, Timing, run as run_consistency
-from .data import DATASETS, Dataset, load_dataset
+from lab.data import DATASETS, Dataset, load_dataset
 from .data_parallel import GradientExchange, Workers, roundtrip
 from .model_parallel import ModelParallelMLP
 from .models import MODELS, build_model, make_optimizer
