@@ -13,6 +13,7 @@ import streamlit as st
 
 from lab import backend
 from lab.experiments import check_range
+from lab.backend import Progress
 
 # Errors the library raises for bad input: shown as a message, never a traceback.
 try:
@@ -192,7 +193,7 @@ def run_button(label: str, key: str, params: Any, help: str | None = None) -> bo
     return st.query_params.get(key) == token
 
 
-def progress() -> Callable[[float, str], None]:
+def progress() -> Progress:
     """A progress bar and its (fraction, message) callback, the shape lab.experiments expects."""
     bar = st.progress(0.0, text="starting…")
 

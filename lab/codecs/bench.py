@@ -15,8 +15,8 @@ import torch
 
 from .. import backend
 from . import get_codec
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 @dataclass

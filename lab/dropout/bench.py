@@ -27,8 +27,8 @@ from .layers import approx_dropout_linear
 from .pattern import Pattern
 from .search import default_max_dp, search
 from .tile_pattern import DEFAULT_TILE
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 CONTESTANTS = ("dense", "conventional", "row", "tile")
 
 

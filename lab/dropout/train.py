@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from .models import DropoutLSTM, DropoutMLP, clip_grad_norm, sgd
 from .tile_pattern import DEFAULT_TILE
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 import torch
@@ -16,8 +16,8 @@ from lab.augment import (color_cast, deep_image_augment, flip, lens_distortion, 
 from lab.augment.common import check_images
 from lab.data.images import load_dataset
 from lab.train.models import SmallCNN
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 # -- augmentations

@@ -13,8 +13,8 @@ from lab.dropout import PatternSampler, search
 from lab.dropout.conventional import check_rate
 from lab.dropout.search import default_max_dp
 from lab.dropout.tile_pattern import DEFAULT_TILE
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 KIND_LABELS = {"bernoulli": "conventional", "row": "RDP (row)", "tile": "TDP (tile)", "none": "no dropout"}
 TRAIN_KINDS = ("bernoulli", "row", "tile", "none")

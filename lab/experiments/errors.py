@@ -9,8 +9,8 @@ import torch
 
 from ..codecs import Codec, get_codec
 from .distributions import sample
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 def error_metrics(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:

@@ -9,8 +9,8 @@ import pandas as pd
 
 from lab.train.reproduce import Reproduction, reproduce
 from lab.train.run import TrainConfig, load_data, train
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
 

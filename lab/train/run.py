@@ -23,9 +23,9 @@ from .data_parallel import GradientExchange, Workers, roundtrip
 from .model_parallel import ModelParallelMLP
 from .models import MODELS, build_model, make_optimizer
 from .stream import ShardStream
+from lab.backend import Progress
 
 PARALLEL = ("data", "model")
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 
 
