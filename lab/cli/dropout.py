@@ -20,7 +20,7 @@ app.add_typer(dropout_app, name="dropout")
 
 def _dropout_rate_sets(text: str, layers: int) -> list[tuple[float, ...]]:
     """'0.3;0.5,0.6' -> [(0.3,)*layers, (0.5, 0.6)]: groups split by ';', one value = every layer."""
-    from lab.dropout import check_rate
+    from lab.experiments import check_rate
 
     out = []
     for group in (g for g in text.split(";") if g.strip()):
@@ -261,7 +261,7 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
     """Forward+backward of a hidden-layer pair: conventional dropout + full GEMMs vs RDP vs TDP,
     same run; speedup and its ratio to the ceiling 1/(1-p)."""
     from lab import backend
-    from lab.dropout import check_rate
+    from lab.experiments import check_rate
     from lab.experiments.dropout import layer_speedup
 
     ws = numbers(widths, "--widths", int)

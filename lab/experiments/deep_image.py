@@ -241,5 +241,5 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
     return FusionResult(table, pd.DataFrame(curves), agreement, data.name, info)
 
 
-__all__ = ["test_card", "Preview", "augmentation_preview", "augmentation_counts", "augmentation_throughput",
-           "FusionResult", "multiscale_fusion"]
+__all__ = ["test_card", "Preview", "augmentation_preview", "augmentation_settings", "augmentation_counts",
+           "augmentation_throughput", "FusionResult", "multiscale_fusion"]
