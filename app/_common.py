@@ -12,17 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from lab import backend
-from lab.experiments import check_range
 from lab.backend import Progress
-
-# Errors the library raises for bad input: shown as a message, never a traceback.
-try:
-    from lab.comm.base import CommError
-    from lab.data.images import DataError
-    USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, CommError,
-                                                    DataError)
-except Exception:  # pragma: no cover
-    USER_ERRORS = (ValueError, TypeError, FileNotFoundError)
+from lab.experiments import USER_ERRORS, check_range
 
 
 @st.cache_resource
@@ -160,6 +151,15 @@ def table(df: pd.DataFrame, name: str, **kw: Any) -> None:
     st.dataframe(df, hide_index=True, **kw)
     st.download_button("⬇ table (CSV)", df.to_csv(index=False), f"{name}.csv", "text/csv", key=f"tcsv_{name}",
                        on_click="ignore")
+
+
+def shown(section: Callable[[], None]) -> None:
+    """Run one section of a page; a library's complaint about bad input becomes a message there (the
+    other sections still render)."""
+    try:
+        section()
+    except USER_ERRORS as e:
+        st.error(str(e))
 
 
 @contextmanager

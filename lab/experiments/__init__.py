@@ -9,7 +9,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     collectives  transfer and allreduce sweeps (model and measured), the step trace, error at scale
     benchmarks   `paralab bench ...`: the nccl-tests-style allreduce sweep, Figure 2 transfer, compressed
                  allreduce, codec speed
-    errors       codec error tables, histograms, speed, captured tensors; table1: Dettmers 2016 Table 1
+    errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
@@ -33,7 +33,7 @@ def _add(module: str, names: str, **renamed: str) -> None:
 _add("inputs", "check_range")
 _add("distributions", "sample", parse_distribution="parse")
 _add("errors", "error_metrics error_table error_histogram codec_speed capture_tensors load_tensor CAPTURE_KINDS")
-_add("table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE")
+_add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE")
 _add("collectives", "collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
      "PAPER_CODEC_NS")
 _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
@@ -57,10 +57,11 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'lab.experiments' has no attribute {name!r}")
-    module, attr = _EXPORTS[name]
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
-    globals()[name] = value
-    return value
+    module = importlib.import_module(f"{__name__}.{_EXPORTS[name][0]}")
+    for n, (m, attr) in _EXPORTS.items():  # bind all of the module's names at once
+        if m == _EXPORTS[name][0]:
+            globals()[n] = getattr(module, attr)
+    return globals()[name]
 
 
 def __dir__() -> list[str]:
