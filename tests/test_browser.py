@@ -18,10 +18,11 @@ CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-PAGES = {"": "ParaLab", "codecs": "Codecs", "transfer": "Transfer", "collectives": "Collectives",
-         "training": "Training", "dropout": "Dropout"}
-if (ROOT / "app" / "views" / "deep_image.py").exists():
-    PAGES["deep_image"] = "Deep Image"
+import page_list  # noqa: E402  app/ is on pytest's pythonpath
+
+# URL path -> text of the page's h1 (Home's is the lab's name): every page of the one page list
+PAGES = {p.url_path: p.title if p.url_path else "ParaLab" for p in page_list.PAGES}
+RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is drawn before these buttons
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
 
@@ -103,8 +104,8 @@ def test_every_page_in_a_browser(server, browser, tmp_path):
         _settle(page)
         page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
         assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path or 'home'}"
-        if path == "training":  # nothing is trained before the Train button: press it
-            page.get_by_role("button", name="Train", exact=True).click()
+        if path in RUN_FIRST:  # nothing is trained before the button: press it
+            page.get_by_role("button", name=RUN_FIRST[path], exact=True).click()
             _settle(page)
         if path:
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)

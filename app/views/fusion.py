@@ -15,6 +15,7 @@ def render() -> None:
     st.caption("The same small CNN trained at two input scales; the fusion averages their softmax outputs. The defaults "
                "(scikit-learn's digits at 16 and 32 px) take seconds on a CPU; Fashion-MNIST at 28 and 56 px shows the "
                "effect more reliably (minutes).")
+    seed = int(ui.seed(where=st.columns([1, 4])[0]))
     k1, k2, k3, k4, k5 = st.columns(5)
     dataset = ui.select("Data set", list(DATASETS), "dataset", "digits", where=k1)
     scales = ui.multiselect("Scales (px)", SCALES, "scales", ["16", "32"], where=k2)
