@@ -6,10 +6,10 @@ import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (KIND_LABELS, drop_frequency, layer_speedup, lstm_corpora, lstm_table, mlp_table,
+from lab.experiments import (KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora, lstm_table, mlp_table,
                              pattern_masks, search_trace)
 
-PATTERNS = ["bernoulli", "row", "tile"]
+PATTERNS = list(LAYER_KINDS)
 
 
 def render() -> None:
@@ -33,7 +33,7 @@ def render() -> None:
 
     @st.cache_data(max_entries=64)
     def patterns(p: float, kinds: tuple, seed: int):
-        return pattern_masks(p, list(kinds), samples=3, batch=32, units=64, seed=seed)
+        return pattern_masks(p, list(kinds), samples=3, batch=64, units=128, seed=seed)  # 2 x 4 tiles of 32x32
 
 
     @st.cache_data(max_entries=64)

@@ -41,7 +41,7 @@ _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun Collect
 _add("training", "TrainConfig TrainResult train training_curves codec_curves consistency_curves ddp_comparison "
      "ddp_training reproduction")
 _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
-     "KIND_LABELS TRAIN_KINDS PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
+     "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
      "augmentation_throughput FusionResult multiscale_fusion")
 _add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")

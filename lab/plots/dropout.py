@@ -5,9 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab.dropout.kinds import KIND_LABELS
 
-DROPOUT_LABELS = {"bernoulli": "conventional", "row": "RDP (row)", "tile": "TDP (tile)", "dense": "no dropout",
-                  "conventional": "conventional", "none": "no dropout"}
+
+# the kinds' labels, and the benchmark's contestants (conventional dropout + full GEMM; no dropout at all)
+DROPOUT_LABELS = {**KIND_LABELS, "conventional": "conventional", "dense": "no dropout"}
 
 
 def dropout_mask_figure(masks: pd.DataFrame) -> go.Figure:
