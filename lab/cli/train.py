@@ -7,7 +7,12 @@ from typing import Optional
 import pandas as pd
 import typer
 
+from lab.experiments import CONSISTENCY_KINDS, TrainConfig
+
 from .base import app, console, emit, fail, json_option, numbers, out_option, print_frame, result, runs_under_torchrun, session
+
+
+D = TrainConfig()  # the defaults, declared once (the consistency settings in lab.train.consistency)
 
 
 @app.command()
@@ -37,13 +42,13 @@ def train(
     error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
     scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
     algorithm: str = typer.Option("ring", help="allreduce algorithm of the simulated workers"),
-    consistency: str = typer.Option("sync", help="sync | ssp | async | easgd"),
-    staleness: int = typer.Option(2, help="ssp: staleness bound s (clocks)"),
-    delay_ms: float = typer.Option(0.0, help="async: mean random network delay per push, ms"),
-    straggler: float = typer.Option(0.2, help="sigma of the log-normal compute-time jitter per worker step"),
-    alpha: Optional[float] = typer.Option(None, help="easgd: elastic alpha (default beta/K)"),
-    beta: float = typer.Option(0.9, help="easgd: centre moving rate beta"),
-    period: int = typer.Option(1, help="easgd: steps between elastic exchanges"),
+    consistency: str = typer.Option(D.consistency, help=" | ".join(CONSISTENCY_KINDS)),
+    staleness: int = typer.Option(D.staleness, help="ssp: staleness bound s (clocks)"),
+    delay_ms: float = typer.Option(D.delay_s * 1e3, help="async: mean random network delay per push, ms"),
+    straggler: float = typer.Option(D.straggler, help="sigma of the log-normal compute-time jitter per worker step"),
+    alpha: Optional[float] = typer.Option(D.alpha, help="easgd: elastic alpha (default beta/K)"),
+    beta: float = typer.Option(D.beta, help="easgd: centre moving rate beta"),
+    period: int = typer.Option(D.period, help="easgd: steps between elastic exchanges"),
     optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
     lr: float = typer.Option(0.003, help="learning rate"),
     momentum: float = typer.Option(0.9, help="sgd momentum"),
@@ -66,7 +71,7 @@ def train(
     `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`."""
     from dataclasses import asdict
 
-    from lab.experiments import TrainConfig, in_torchrun
+    from lab.experiments import in_torchrun
 
     rep = reproduce is not None
     dataset = dataset or ("auto" if rep else "digits")
