@@ -321,3 +321,16 @@ def test_home_entry_reaches_deep_image():
     at = goto(home(), "deep_image")
     assert not at.exception
     assert at.get("plotly_chart") and metric(at, "Rows matching the paper") == "6 of 6"
+
+
+def test_a_type_error_is_a_bug_not_a_message():
+    """USER_ERRORS (shown on the page as a message) are the lab's bad-input errors; a TypeError is a
+    bug in the caller and must surface, not be turned into a message."""
+    import _common as ui
+
+    def buggy() -> None:
+        raise TypeError("unsupported operand")
+
+    assert ValueError in ui.USER_ERRORS and TypeError not in ui.USER_ERRORS
+    with pytest.raises(TypeError):
+        ui.shown(buggy)
