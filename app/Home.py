@@ -1,16 +1,18 @@
-"""ParaLab dashboard entry: `streamlit run app/Home.py`."""
-from pathlib import Path
+"""ParaLab dashboard entry: `streamlit run app/Home.py`. The navigation is built from the one page list
+(`page_list.PAGES`); each page is a module in views/ with a `render()` function (not a pages/ folder:
+Streamlit would also auto-list that)."""
+import importlib
 
 import streamlit as st
 
+import page_list
+
+
+def navigation(pages: list[page_list.PageInfo]) -> list:
+    """One st.Page per entry of the page list, Home first and default, each at its URL path."""
+    return [st.Page(importlib.import_module(p.module).render, title=p.title, icon=p.icon,
+                    url_path=p.url_path or None, default=p is page_list.HOME) for p in pages]
+
+
 st.set_page_config(page_title="ParaLab", layout="wide")
-here = Path(__file__).parent / "views"  # not "pages": Streamlit would also auto-list that folder
-pages = [st.Page(str(here / "overview.py"), title="Home", default=True),
-         st.Page(str(here / "codecs.py"), title="Codecs"),
-         st.Page(str(here / "transfer.py"), title="Transfer"),
-         st.Page(str(here / "collectives.py"), title="Collectives"),
-         st.Page(str(here / "training.py"), title="Training"),
-         st.Page(str(here / "dropout.py"), title="Dropout")]
-if (here / "deep_image.py").exists():
-    pages.append(st.Page(str(here / "deep_image.py"), title="Deep Image"))
-st.navigation(pages).run()
+st.navigation(navigation(page_list.PAGES)).run()

@@ -12,16 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from lab import backend
-from lab.experiments import check_range
-
-# Errors the library raises for bad input: shown as a message, never a traceback.
-try:
-    from lab.comm.base import CommError
-    from lab.train.data import DataError
-    USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, FileNotFoundError, CommError,
-                                                    DataError)
-except Exception:  # pragma: no cover
-    USER_ERRORS = (ValueError, TypeError, FileNotFoundError)
+from lab.backend import Progress
+from lab.experiments import USER_ERRORS, check_range
 
 
 @st.cache_resource
@@ -161,6 +153,15 @@ def table(df: pd.DataFrame, name: str, **kw: Any) -> None:
                        on_click="ignore")
 
 
+def shown(section: Callable[[], None]) -> None:
+    """Run one section of a page; a library's complaint about bad input becomes a message there (the
+    other sections still render)."""
+    try:
+        section()
+    except USER_ERRORS as e:
+        st.error(str(e))
+
+
 @contextmanager
 def guard():
     """Show a library's complaint about bad parameters as a message and stop the page."""
@@ -192,7 +193,7 @@ def run_button(label: str, key: str, params: Any, help: str | None = None) -> bo
     return st.query_params.get(key) == token
 
 
-def progress() -> Callable[[float, str], None]:
+def progress() -> Progress:
     """A progress bar and its (fraction, message) callback, the shape lab.experiments expects."""
     bar = st.progress(0.0, text="starting…")
 

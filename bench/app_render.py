@@ -4,6 +4,8 @@ running server): `cold_s` is the first render (empty caches, first codec/kernel 
 a second render in a new session (caches filled). Writes bench/results/app-render-<device>.json.
 
     OMP_NUM_THREADS=1 python bench/app_render.py [--pages codecs,transfer] [--out PATH]
+
+The pages are app/page_list.py's (names: their URL paths, `overview` for Home).
 """
 from __future__ import annotations
 
@@ -15,15 +17,20 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["overview", "codecs", "transfer", "collectives", "training", "dropout", "deep_image"]
+sys.path.insert(0, str(ROOT / "app"))  # as `streamlit run app/Home.py` has it
+import page_list  # noqa: E402
+
+PAGES = {p.url_path or "overview": p.module for p in page_list.PAGES}
 CHILD = r"""
-import json, sys, time
+import importlib, json, sys, time
 import lab, lab.experiments, lab.plots, streamlit  # imported before timing, as on a running server
 from streamlit.testing.v1 import AppTest
-path = sys.argv[1]
+module = sys.argv[1]
+importlib.import_module(module)
+script = f"import importlib\nimportlib.import_module({module!r}).render()\n"
 out = {}
 for what in ("cold_s", "warm_s"):
-    at = AppTest.from_file(path, default_timeout=300)
+    at = AppTest.from_string(script, default_timeout=300)
     t = time.perf_counter()
     at.run()
     out[what] = time.perf_counter() - t
@@ -39,16 +46,16 @@ def main() -> None:
     ap.add_argument("--pages", default=",".join(PAGES))
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
     from lab import backend
+    from lab.experiments import write_result
 
-    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+               PYTHONPATH=os.pathsep.join([str(ROOT / "app"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     rows = []
     for name in args.pages.split(","):
-        path = ROOT / "app" / "views" / f"{name}.py"
-        if not path.exists():
-            continue
-        p = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=ROOT, env=env, capture_output=True,
+        if name not in PAGES:
+            raise SystemExit(f"--pages {name!r}; the page list has: {', '.join(PAGES)}")
+        p = subprocess.run([sys.executable, "-c", CHILD, PAGES[name]], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=900)
         line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT")]
         if not line:
@@ -64,9 +71,7 @@ def main() -> None:
                       "imported; cold = first render, warm = second render in a new session",
             "rows": rows}
     out = args.out or ROOT / "bench" / "results" / f"app-render-{backend.device_slug()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(info, indent=1, default=str))
-    print(f"wrote {out}")
+    print(f"wrote {write_result(out, info)}")
 
 
 if __name__ == "__main__":

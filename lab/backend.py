@@ -16,6 +16,9 @@ from typing import Any, Callable
 
 import torch
 
+# The progress callback every long experiment takes: (fraction done in [0, 1], message).
+Progress = Callable[[float, str], None]
+
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
 

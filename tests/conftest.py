@@ -22,7 +22,7 @@ def pytest_configure(config):
     too. Set it yourself to run against other data (PARALAB_SYSTEM_DATA_ROOT=/ for this
     machine's real installs); a test that wants the real root uses the `real_system_data` fixture."""
     global _FRESH_ROOT
-    from lab.train.system_data import ENV_ROOT
+    from lab.data.system import ENV_ROOT
 
     if os.environ.get(ENV_ROOT):
         return
@@ -31,7 +31,7 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    from lab.train.system_data import ENV_ROOT
+    from lab.data.system import ENV_ROOT
 
     if _FRESH_ROOT is not None:
         if os.environ.get(ENV_ROOT) == _FRESH_ROOT:
@@ -42,7 +42,7 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def real_system_data(monkeypatch):
     """This machine's real Debian data for one test (the session default is a fresh machine's)."""
-    from lab.train.system_data import ENV_ROOT
+    from lab.data.system import ENV_ROOT
 
     monkeypatch.delenv(ENV_ROOT, raising=False)
 

@@ -1,17 +1,42 @@
-"""Dashboard pages render without exceptions and react to their controls (streamlit AppTest)."""
+"""Dashboard pages render without exceptions and react to their controls (streamlit AppTest). A page is
+a `render()` function in app/views/ listed once in app/page_list.py (app/ is on pytest's pythonpath, as
+`streamlit run app/Home.py` puts it on sys.path)."""
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import page_list
+
 APP = Path(__file__).resolve().parent.parent / "app"
-PAGES = APP / "views"
+
+
+def _render(module: str) -> None:
+    import importlib
+
+    importlib.import_module(module).render()
 
 
 def page(name: str, **query) -> AppTest:
-    at = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=120)
+    """The page app/views/<name>.py on its own, its URL carrying `query`."""
+    at = AppTest.from_function(_render, args=(f"views.{name}",), default_timeout=120)
     for k, v in query.items():
         at.query_params[k] = v
+    return at.run()
+
+
+def home() -> AppTest:
+    return AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
+
+
+def goto(at: AppTest, url_path: str) -> AppTest:
+    """Open the navigation's page at `url_path`, as a click in the sidebar does (AppTest.switch_page
+    takes files only; these pages are functions)."""
+    hashes = [h for h, info in at._registered_pages.items() if info.get("url_pathname") == url_path]
+    assert hashes, f"no page at {url_path!r}: {[i.get('url_pathname') for i in at._registered_pages.values()]}"
+    at._page_hash = hashes[0]
     return at.run()
 
 
@@ -27,13 +52,45 @@ def number(text: str) -> float:
 
 
 def test_home_entry_navigates_every_page():
-    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
+    at = home()
     assert not at.exception
     assert "CPU" in at.metric[0].value or "NVIDIA" in at.metric[0].value
     for name in ("transfer", "collectives", "dropout"):
-        at.switch_page(str(PAGES / f"{name}.py")).run()
+        goto(at, name)
         assert not at.exception, name
         assert at.get("plotly_chart"), name
+
+
+def test_the_page_list_drives_navigation_and_overview(tmp_path, monkeypatch):
+    """One entry added to page_list.PAGES is a page in Home's navigation and a row of the overview."""
+    (tmp_path / "extra_page.py").write_text(textwrap.dedent("""
+        import streamlit as st
+
+        def render() -> None:
+            st.title("Extra page for the test")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = page_list.PageInfo("Extra", ":material/star:", "extra_page", "extra", "How one list feeds both.",
+                               "[nobody 2026](https://example.org)")
+    monkeypatch.setattr(page_list, "PAGES", [*page_list.PAGES, extra])
+    at = home()
+    assert not at.exception
+    assert [i.get("url_pathname") for i in at._registered_pages.values()] == [p.url_path for p in page_list.PAGES]
+    text = " ".join(m.value for m in at.markdown)
+    assert "**Extra** | How one list feeds both." in text and "**Codecs**" in text
+    goto(at, "extra")
+    assert not at.exception and at.title[0].value == "Extra page for the test"
+    sys.modules.pop("extra_page", None)
+
+
+def test_every_listed_page_is_a_render_function():
+    import importlib
+
+    assert len({p.url_path for p in page_list.PAGES}) == len(page_list.PAGES)
+    for p in page_list.PAGES:
+        assert callable(importlib.import_module(p.module).render), p.module
+    views = {f.stem for f in (APP / "views").glob("*.py") if not f.stem.startswith("_")}
+    assert views == {p.module.split(".")[-1] for p in page_list.PAGES}  # no page left out of the list
 
 
 def test_overview_shows_device_and_papers():
@@ -170,18 +227,23 @@ def _sweep(at: AppTest):
     return next(d.value for d in at.dataframe if {"strategy", "P", "speedup"} <= set(d.value.columns))
 
 
-def test_deep_image_page_renders_with_defaults():
-    at = page("deep_image")
+def test_deep_image_pages_render_with_defaults():
+    at = page("augmentations")
     assert not at.exception and not at.error
     assert metric(at, "Rows matching the paper") == "6 of 6"  # Table 1, computed beside the paper
-    assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
-    assert len(at.get("plotly_chart")) >= 6
     assert at.query_params["seed"] in ("0", ["0"])
+    charts = len(at.get("plotly_chart"))
+    at = page("planner")
+    assert not at.exception and not at.error
+    assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
+    assert charts + len(at.get("plotly_chart")) >= 6
+    at = page("fusion")
+    assert not at.exception and not at.error
     assert not any(m.label.endswith("test error") for m in at.metric)  # fusion waits for its button
 
 
 def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
-    at = page("deep_image")
+    at = page("planner")
     s64 = number(metric(at, "data: speedup on 64 GPUs"))
     at.multiselect(key="w_gpus").set_value(["1", "2", "4", "8"]).run()
     assert not at.exception
@@ -199,7 +261,7 @@ def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
 
 
 def test_deep_image_presets_reproduce_the_papers():
-    at = page("deep_image")
+    at = page("planner")
     next(b for b in at.button if b.label.startswith("Preset: Dettmers")).click().run()
     assert not at.exception and not at.error
     assert metric(at, "data: speedup on 4 GPUs") == "0.59x"  # slower than one GPU, as Dettmers says
@@ -214,16 +276,16 @@ def test_deep_image_presets_reproduce_the_papers():
 
 
 def test_deep_image_bad_values_are_messages():
-    at = page("deep_image", gpus=["1", "4"])
+    at = page("planner", gpus=["1", "4"])
     at.number_input(key="w_batch_size").set_value(0).run()
     assert not at.exception
     assert "batch_per_gpu must be an int >= 1" in at.error[0].value
-    assert at.get("plotly_chart")  # the other sections still render
+    assert number(metric(at, "Full synchronisation")) > 0  # the other sections still render
     at.number_input(key="w_batch_size").set_value(64).run()
-    at.number_input(key="w_crop").set_value(300).run()
-    assert not at.exception
-    assert "larger than the images" in at.error[0].value
-    at.number_input(key="w_crop").set_value(224).run()
+    aug = page("augmentations")
+    aug.number_input(key="w_crop").set_value(300).run()
+    assert not aug.exception
+    assert "larger than the images" in aug.error[0].value
     at.selectbox(key="w_plan_link").set_value("custom").run()
     at.number_input(key="w_bw_gbps").set_value(0.0).run()
     assert not at.exception
@@ -231,7 +293,7 @@ def test_deep_image_bad_values_are_messages():
 
 
 def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
-    at = page("deep_image", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
+    at = page("augmentations", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
               set_r="12", set_flip="1")
     assert not at.exception and not at.error
     assert at.slider(key="w_set_strength").value == pytest.approx(0.6)
@@ -243,7 +305,7 @@ def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
 
 
 def test_deep_image_fusion_runs_from_the_button():
-    at = page("deep_image", epochs="2", scales=["8", "16"])
+    at = page("fusion", epochs="2", scales=["8", "16"])
     at.button(key="run_fusion_run").click().run()
     assert not at.exception and not at.error
     err = number(metric(at, "fused (mean of softmax)"))
@@ -256,7 +318,19 @@ def test_deep_image_fusion_runs_from_the_button():
 
 
 def test_home_entry_reaches_deep_image():
-    at = AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
-    at.switch_page(str(PAGES / "deep_image.py")).run()
+    at = goto(home(), "deep_image")
     assert not at.exception
     assert at.get("plotly_chart") and metric(at, "Rows matching the paper") == "6 of 6"
+
+
+def test_a_type_error_is_a_bug_not_a_message():
+    """USER_ERRORS (shown on the page as a message) are the lab's bad-input errors; a TypeError is a
+    bug in the caller and must surface, not be turned into a message."""
+    import _common as ui
+
+    def buggy() -> None:
+        raise TypeError("unsupported operand")
+
+    assert ValueError in ui.USER_ERRORS and TypeError not in ui.USER_ERRORS
+    with pytest.raises(TypeError):
+        ui.shown(buggy)

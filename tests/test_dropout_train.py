@@ -7,8 +7,8 @@ import torch
 
 from lab.experiments.dropout import (PAPER_MLP_TABLE1, drop_frequency, layer_speedup, lstm_table, mlp_table,
                                      pattern_masks, search_trace)
-from lab.train.system_data import ENV_ROOT
-from lab.train.text import available_corpora, batchify, bptt_batches, fortunes_dir, load_corpus, tokenize
+from lab.data.system import ENV_ROOT
+from lab.data.text import available_corpora, batchify, bptt_batches, fortunes_dir, load_corpus, tokenize
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

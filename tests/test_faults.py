@@ -96,11 +96,8 @@ def test_cli_ddp_with_a_rank_killed_in_the_codec_hook(tmp_path):
 
 
 def test_result_writers_are_all_or_nothing(tmp_path, monkeypatch):
-    """A write that fails half-way (disk full) leaves neither the file nor a partial .part."""
-    import pandas as pd
-
-    from lab.cli.base import write_result
-    from lab.codecs.bench import write_json
+    """The one result writer: a write that fails half-way (disk full) leaves neither the file nor a partial .part."""
+    from lab.experiments.results import write_result
 
     real = Path.write_text
 
@@ -109,11 +106,9 @@ def test_result_writers_are_all_or_nothing(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Path, "write_text", disk_full)
-    for write in (lambda p: write_result(p, {"a": list(range(1000))}),
-                  lambda p: write_json(pd.DataFrame({"x": range(100)}), {"a": 1}, p)):
-        with pytest.raises(OSError, match="No space left"):
-            write(tmp_path / "r.json")
-        assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match="No space left"):
+        write_result(tmp_path / "r.json", {"a": list(range(1000))})
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(Path, "write_text", real)
     write_result(tmp_path / "ok.json", {"a": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["ok.json"]

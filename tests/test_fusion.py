@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from lab.cli import app
 from lab.experiments.deep_image import multiscale_fusion
-from lab.train.data import DataError
+from lab.data.images import DataError
 
 runner = CliRunner()
 TINY = dict(dataset="digits", scales=(8, 12), epochs=1, train_size=200, test_size=100, batch=32)

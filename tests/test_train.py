@@ -12,7 +12,7 @@ from torch import nn
 
 from lab.comm import CommError
 from lab.train.consistency import Consistency
-from lab.train.data import DataError, load_dataset, load_idx_dir, read_idx, write_idx
+from lab.data.images import DataError, load_dataset, load_idx_dir, read_idx, write_idx
 from lab.train.data_parallel import GradientExchange, Workers, roundtrip, sum_gradients
 from lab.train.model_parallel import ModelParallelMLP
 from lab.train.models import MLP, make_optimizer
@@ -95,7 +95,7 @@ def test_mismatched_image_and_label_counts(tmp_path):
 def test_debian_fashion_mnist_is_found_under_the_system_root(tmp_path, monkeypatch):
     """$PARALAB_SYSTEM_DATA_ROOT moves Debian's dataset-fashion-mnist location: empty root, no
     Fashion-MNIST ('auto' falls back to digits); a root holding it, found there."""
-    from lab.train.system_data import ENV_ROOT
+    from lab.data.system import ENV_ROOT
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user caches either
     monkeypatch.chdir(tmp_path)

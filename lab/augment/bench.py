@@ -13,8 +13,8 @@ from lab import backend
 from . import cropping
 from .pipeline import OPS, Params, apply_op, apply_params, sample_params
 from .common import make_generator
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 def _loop(fn: Callable[[torch.Tensor, Params], torch.Tensor], images: torch.Tensor, params: Params) -> torch.Tensor:

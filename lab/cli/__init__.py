@@ -48,7 +48,7 @@ def _run() -> int:
     """The typer app; its exit code."""
     from rich.text import Text
 
-    from lab.comm.base import CommError
+    from lab.experiments import CommError
 
     from .base import err_console
 

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 
 import pandas as pd
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from lab.experiments.results import jsonable, write_result
 
 
 def version() -> str:
@@ -121,11 +121,9 @@ def print_frame(df: pd.DataFrame, title: str, floatfmt: str = "{:.4g}") -> None:
     console.print(t)
 
 
-def fail(msg: str) -> None:
+def fail(msg: str) -> NoReturn:
     err_console.print(f"[red]error:[/red] {msg}")
     raise typer.Exit(2)
-
-
 
 
 def deprecated(old: str, new: str) -> None:
@@ -147,25 +145,6 @@ def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False)
     return vals
 
 
-def jsonable(obj: Any) -> Any:
-    """Plain JSON values: NaN/inf -> null, numpy scalars -> Python, tuples -> lists, paths -> str."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, pd.DataFrame):
-        return jsonable(obj.to_dict(orient="records"))
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", None) == 0:
-        obj = obj.item()  # numpy / torch scalars
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, (bool, int, str)):
-        return obj
-    if obj is pd.NA or obj is pd.NaT:
-        return None
-    return str(obj)
-
-
 def result(command: str, config: dict, *, device: str | None = None, rows: Any = None, summary: Any = None,
            **extra: Any) -> dict:
     """Every command's result has one shape: {"command", "version", "device", "config", "rows" | "summary",
@@ -179,20 +158,6 @@ def result(command: str, config: dict, *, device: str | None = None, rows: Any =
         device = backend.device_name("cpu")
     body = {"rows": rows} if rows is not None else {"summary": summary}
     return jsonable({"command": command, "version": version(), "device": device, "config": config, **body, **extra})
-
-
-def write_result(path: Path, payload: dict) -> None:
-    """All or nothing: written to a temp file in the same folder, then os.replace'd over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(jsonable(payload), indent=1, allow_nan=False))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def emit(payload: dict, out: Path | None, as_json: bool) -> bool:

@@ -42,8 +42,7 @@ def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3"
            seed: int = typer.Option(0, help="random seed"),
            as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Error table of any codecs on any distributions."""
-    from lab.codecs import get_codec
-    from lab.experiments import error_table, parse_distribution
+    from lab.experiments import error_table, get_codec, parse_distribution
 
     try:
         codecs = [get_codec(c) for c in codec]
@@ -83,26 +82,19 @@ def bench_codecs(min_exp: int = typer.Option(16, "--min-exp", help="smallest siz
                  as_json: bool = json_option(),
                  out: Optional[Path] = out_option(" (default bench/results/codecs-<device>.json)")) -> None:
     """Encode/decode speed of the 8-bit codecs vs torch's fp8 cast and bitsandbytes, same run."""
-    import torch
-
     from lab import backend
-    from lab.codecs import bench
+    from lab.experiments import codec_bench_sizes, codec_benchmark
 
-    dev = torch.device(device) if device else backend.default_device()
-    if dev.type == "cuda" and not backend.gpu_available():
-        fail("--device cuda needs a GPU and CuPy (pip install -e '.[cuda12]')")
-    top = max_exp if max_exp is not None else (28 if dev.type == "cuda" else 26)
-    if not 0 <= min_exp <= top <= 31:
-        fail(f"sizes 2^{min_exp}..2^{top}: need 0 <= --min-exp <= --max-exp <= 31")
-    if repeats < 1:
-        fail(f"--repeats {repeats}; need >= 1")
-    sizes = [1 << k for k in range(min_exp, top + 1, 2)]
+    try:
+        dev, sizes, top = codec_bench_sizes(device, min_exp, max_exp, repeats)
+    except ValueError as e:
+        fail(str(e))
     path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
     config = {"min_exp": min_exp, "max_exp": top, "repeats": repeats, "device": dev.type}
     info: dict = {}
     with session("bench codecs", config, path, as_json, device=backend.device_name(dev)) as s:
         for i, n in enumerate(sizes):  # one size at a time: Ctrl-C keeps the finished sizes
-            part, info = bench.run([n], dev, repeats=repeats, progress=s.part(i, len(sizes)))
+            part, info = codec_benchmark(n, dev, repeats=repeats, progress=s.part(i, len(sizes)))
             s.add(part.to_dict(orient="records"), f"n={n}")
     df = pd.DataFrame(s.rows)
     info = {**info, "sizes": sizes}

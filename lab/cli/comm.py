@@ -2,11 +2,11 @@
 The size-range benchmarks take nccl-tests' flags (-b -e -f -n -w -c)."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import List, Optional
 
 import pandas as pd
-import torch
 import typer
 
 from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, numbers,
@@ -44,16 +44,16 @@ def _size_range(minbytes: str, maxbytes: str, old_min: Optional[str], old_max: O
                 old_factor: Optional[int], factor: int, values: bool = False) -> tuple[int, int, int]:
     """nccl-tests' -b/-e/-f with the old --min/--max/--factor as deprecated aliases (values=True: the old
     ones counted fp32 values, the new ones count bytes)."""
-    from lab.comm import bench
+    from lab.experiments import parse_size
 
     scale = 4 if values else 1
-    lo, hi = bench.parse_size(minbytes), bench.parse_size(maxbytes)
+    lo, hi = parse_size(minbytes), parse_size(maxbytes)
     if old_min is not None:
         deprecated("--min", "-b/--minbytes" + (" (bytes, 4 per value)" if values else ""))
-        lo = scale * bench.parse_size(old_min)
+        lo = scale * parse_size(old_min)
     if old_max is not None:
         deprecated("--max", "-e/--maxbytes" + (" (bytes, 4 per value)" if values else ""))
-        hi = scale * bench.parse_size(old_max)
+        hi = scale * parse_size(old_max)
     if old_factor is not None:
         deprecated("--factor", "-f/--stepfactor")
         factor = old_factor
@@ -111,86 +111,48 @@ def bench_collectives(
     Runs under torchrun too (one process per rank; rank 0 prints and writes the result):
     `torchrun --nproc-per-node 2 -m lab bench collectives -b 1M -e 4M`."""
     from lab import backend
-    from lab.comm import bench
-    from lab.comm.allreduce import check_algorithm
-    from lab.comm.dist import TorchComm, check_backend, in_torchrun
-    from lab.comm.launch import run
-    from lab.experiments import algorithm_catalog
+    from lab.experiments import algorithm_catalog, collectives_benchmark, format_collectives, in_torchrun
 
     try:
-        check_backend(backend_name)
         algs = ([a.strip() for a in algorithms.split(",") if a.strip()] if algorithms is not None
                 else algorithm_catalog(native=True).name.tolist())
-        for a in algs:
-            check_algorithm(a)
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)
-        sizes = bench.size_sweep(lo, hi, factor)
-        if iters is not None and iters < 1:
-            raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
-        if warmup_iters < 0:
-            raise ValueError(f"-w/--warmup_iters {warmup_iters}; allowed: >= 0")
-        if codec:
-            from lab.experiments import check_codec_spec
-            check_codec_spec(codec)
     except ValueError as e:
         fail(str(e))
-    args = (sizes, algs, codec)
-    kw = dict(target_s=target_s, iters=iters, warmup=warmup_iters, check=bool(check))
-    shared = rate is None and not in_torchrun()
     config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
               "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
               "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
-    if in_torchrun():
-        comm = TorchComm.from_env(backend_name, timeout)
-        res = bench.collectives_rank(comm, *args, **kw)
-        if comm.rank != 0:
-            return
-        P, dev = comm.size, comm.device
-        config["procs"] = P
-    else:
-        from contextlib import nullcontext
-
-        net_ctx = nullcontext(None)
-        if rate is not None:
-            from lab.comm.shaped import ShapedLink, available
-            ok, why = available(delay=delay_ms > 0)
-            if not ok:
-                fail(f"--link-rate needs network namespaces: {why}")
-            try:
-                net_ctx = ShapedLink(procs, rate=rate, delay_ms=delay_ms)
-            except ValueError as e:
-                fail(str(e))
-        try:
-            with net_ctx as net, session("bench collectives", config, None, as_json) as s:
-                res = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout,
-                          net=net, progress=s.progress, **kw)[0]
-        except ValueError as e:
-            fail(str(e))
-        P = procs
-        dev = torch.device("cuda") if backend_name == "nccl" else torch.device("cpu")
-    df, fit = bench.table(res, shared=shared)
-    r = bench.ratios(df)
-    tag = f"-shaped-{rate}" if rate else ""
-    path = bench_out(out, as_json, f"collectives-{backend.device_slug(dev)}-P{P}{tag}")
-    extra = {"backend": backend_name, "procs": P, "versions": backend.versions(), "sizes": sizes,
-             "ranks": res["ranks"], "pingpong": res["pingpong"], "ratios_vs_native": r,
-             "fit": None if fit is None else {"latency_s": fit.link.latency_s, "bandwidth_Bps": fit.link.bandwidth_Bps,
-                                             "shared": fit.link.shared, "median_rel_error": fit.median_rel_error,
-                                             "max_rel_error": fit.max_rel_error},
-             "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms,
-             "timing": "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"}
-    if emit(result("bench collectives", config, device=backend.device_name(dev), rows=df, **extra), path, as_json):
+    ctx = nullcontext(None) if in_torchrun() else session("bench collectives", config, None, as_json)
+    try:
+        with ctx as s:
+            res = collectives_benchmark(lo, hi, factor, algs, procs=procs, backend_name=backend_name, codec=codec,
+                                        iters=iters, warmup=warmup_iters, check=bool(check), target_s=target_s,
+                                        link_rate=rate, link_delay_ms=delay_ms, timeout=timeout,
+                                        progress=None if s is None else s.progress)
+    except ValueError as e:
+        fail(str(e))
+    if res is None:  # torchrun rank > 0: rank 0 prints and writes
         return
-    console.print(bench.header(res["ranks"], lo, hi, factor, warmup_iters, iters, bool(check), target_s,
-                               backend_name), highlight=False, soft_wrap=True, markup=False)
-    console.print(bench.format_table(df), highlight=False, soft_wrap=True, markup=False)
+    config["procs"] = res.procs
+    tag = f"-shaped-{rate}" if rate else ""
+    path = bench_out(out, as_json, f"collectives-{backend.device_slug(res.device)}-P{res.procs}{tag}")
+    extra = {"backend": backend_name, "procs": res.procs, "versions": backend.versions(), "sizes": res.sizes,
+             "ranks": res.ranks, "pingpong": res.pingpong, "ratios_vs_native": res.ratios,
+             "fit": res.fit_summary(), "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms,
+             "timing": "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"}
+    if emit(result("bench collectives", config, device=backend.device_name(res.device), rows=res.rows, **extra),
+            path, as_json):
+        return
+    console.print(res.header, highlight=False, soft_wrap=True, markup=False)
+    console.print(format_collectives(res.rows), highlight=False, soft_wrap=True, markup=False)
+    fit = res.fit
     if fit is not None:
         model = "shared medium (all ranks on one host)" if fit.link.shared else "per-rank links"
         console.print(f"# model: {model}; fitted L = {fit.link.latency_s * 1e6:.1f} us, "
                       f"1/G = {fit.link.bandwidth_Bps / 1e9:.3f} GB/s; median |error| {fit.median_rel_error:.0%} "
                       f"over {len(fit.rows)} rows >= 64 KB", highlight=False)
-    if len(r):
-        print_frame(r, "busbw relative to native all_reduce (sizes >= 16 MB)")
+    if len(res.ratios):
+        print_frame(res.ratios, "busbw relative to native all_reduce (sizes >= 16 MB)")
 
 
 @bench_app.command("transfer")
@@ -211,38 +173,21 @@ def bench_transfer(
     """Dettmers 2016 Figure 2: compress + transfer + decompress vs 32-bit, between two processes
     (or over a GPU's PCIe link), the speedup per size and the crossover size."""
     from lab import backend
-    from lab.comm import bench
-    from lab.comm.launch import run
+    from lab.experiments import transfer_benchmark
 
     try:
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, None, stepfactor, values=True)
-        sizes = [b // 4 for b in bench.size_sweep(lo, hi, factor)]
-        names: list = [None] + [c.strip() for c in codecs.split(",") if c.strip()]
-        from lab.comm.allreduce import resolve_codec
-        for c in names:
-            resolve_codec(c)
     except ValueError as e:
         fail(str(e))
-    config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names[1:], "link_rate": rate,
+    names = [c.strip() for c in codecs.split(",") if c.strip()]
+    config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names, "link_rate": rate,
               "pcie": pcie, "target_s": target_s}
-    if pcie:
-        if not backend.gpu_available():
-            fail("--pcie needs a CUDA GPU")
+    try:
         with session("bench transfer", config, None, as_json) as s:
-            rows = bench.pcie_transfer(sizes, names, progress=s.progress)
-        dev_name, slug = backend.device_name("cuda"), backend.device_slug("cuda") + "-pcie"
-    else:
-        from contextlib import nullcontext
-
-        net_ctx = nullcontext(None)
-        if rate is not None:
-            from lab.comm.shaped import ShapedLink
-            net_ctx = ShapedLink(2, rate=rate)
-        with net_ctx as net, session("bench transfer", config, None, as_json) as s:
-            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=s.progress, target_s=target_s)[0]
-        dev_name, slug = backend.device_name("cpu") + ", 2 processes, Gloo", "cpu" + (f"-shaped-{rate}" if rate else "")
-    df = pd.DataFrame(rows)
-    cross = bench.crossover(df)
+            df, cross, dev_name, slug = transfer_benchmark(lo, hi, factor, names, link_rate=rate, pcie=pcie,
+                                                           target_s=target_s, progress=s.progress)
+    except ValueError as e:
+        fail(str(e))
     info = {"versions": backend.versions(), "link_rate": rate, "crossover": cross,
             "timing": "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"}
     if emit(result("bench transfer", config, device=dev_name, rows=df, **info),
@@ -271,33 +216,21 @@ def bench_compressed(
 ) -> None:
     """One allreduce with each codec on the wire vs fp32, same run: time, bytes, error, speedup."""
     from lab import backend
-    from lab.comm import bench
-    from lab.comm.allreduce import check_algorithm, resolve_codec, resolve_mode
-    from lab.comm.launch import run
+    from lab.experiments import compressed_benchmark, parse_size
 
     try:
-        n = bench.parse_size(values)
-        check_algorithm(algorithm)
-        names: list = [None] + [c.strip() for c in codecs.split(",") if c.strip()]
-        for c in names:
-            resolve_mode(resolve_codec(c), mode, algorithm)
+        n = parse_size(values)
     except ValueError as e:
         fail(str(e))
-    from contextlib import nullcontext
-
-    net_ctx = nullcontext(None)
-    if rate is not None:
-        from lab.comm.shaped import ShapedLink
-        net_ctx = ShapedLink(procs, rate=rate)
-    config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names[1:], "mode": mode,
+    names = [c.strip() for c in codecs.split(",") if c.strip()]
+    config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
     try:
-        with net_ctx as net, session("bench compressed", config, None, as_json) as s:
-            rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=s.progress,
-                       target_s=target_s, mode=mode, timeout=timeout)[0]
+        with session("bench compressed", config, None, as_json) as s:
+            df = compressed_benchmark(n, algorithm, names, procs=procs, mode=mode, link_rate=rate, target_s=target_s,
+                                      timeout=timeout, progress=s.progress)
     except ValueError as e:
         fail(str(e))
-    df = pd.DataFrame(rows)
     info = {"procs": procs, "link_rate": rate, "mode": mode, "versions": backend.versions(),
             "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
     tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (

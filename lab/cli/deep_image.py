@@ -41,7 +41,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
     from lab.experiments.plan import planner_advice, planner_breakdown, planner_sweep
-    from lab.plan import get_model, resolve_link
+    from lab.experiments import get_model, resolve_link
 
     Ps = numbers(gpus, "--gpus", int)
     strategies = [s.strip() for s in strategy.split(",") if s.strip()]
@@ -120,7 +120,7 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
            out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
     from lab.experiments.deep_image import multiscale_fusion
-    from lab.train.data import DataError
+    from lab.experiments import DataError
 
     config = {"smoke": smoke, "dataset": dataset, "scales": scales, "epochs": epochs, "train_size": train_size,
               "test_size": test_size, "lr": lr, "seed": seed}

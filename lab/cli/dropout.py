@@ -8,6 +8,8 @@ import pandas as pd
 import torch
 import typer
 
+from lab.experiments import DEFAULT_TILE, LAYER_KINDS, MODEL_KINDS
+
 from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
                    session)
 
@@ -16,11 +18,12 @@ dropout_app = typer.Typer(no_args_is_help=True,
                           help="Approximate Random Dropout (Song et al. 2019): patterns, the pattern-distribution "
                                "search, the MLP and LSTM experiments.")
 app.add_typer(dropout_app, name="dropout")
+TILE = ",".join(map(str, DEFAULT_TILE))
 
 
 def _dropout_rate_sets(text: str, layers: int) -> list[tuple[float, ...]]:
     """'0.3;0.5,0.6' -> [(0.3,)*layers, (0.5, 0.6)]: groups split by ';', one value = every layer."""
-    from lab.dropout import check_rate
+    from lab.experiments import check_rate
 
     out = []
     for group in (g for g in text.split(";") if g.strip()):
@@ -39,12 +42,10 @@ def _dropout_rate_sets(text: str, layers: int) -> list[tuple[float, ...]]:
 
 
 def _dropout_kinds(text: str) -> list[str]:
-    from lab.experiments.dropout import TRAIN_KINDS
-
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     for k in kinds:
-        if k not in TRAIN_KINDS:
-            fail(f"--kinds {k!r}; allowed: {', '.join(TRAIN_KINDS)}")
+        if k not in MODEL_KINDS:
+            fail(f"--kinds {k!r}; allowed: {', '.join(MODEL_KINDS)}")
     if not kinds:
         fail("--kinds is empty")
     return kinds
@@ -94,10 +95,10 @@ def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global
 
 @dropout_app.command("patterns")
 def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rate"),
-                     kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli, row, tile"),
+                     kinds: str = typer.Option(",".join(LAYER_KINDS), help=", ".join(LAYER_KINDS)),
                      batch: int = typer.Option(16, help="rows (samples) shown"),
                      units: int = typer.Option(64, help="units shown"),
-                     tile: str = typer.Option("4,8", help="tile rows,cols for the tile pattern"),
+                     tile: str = typer.Option(TILE, help="tile rows,cols for the tile pattern (the paper's, §III-B)"),
                      iterations: int = typer.Option(2000, help="patterns drawn for the drop-frequency check"),
                      max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
                      seed: int = typer.Option(0, help="random seed"),
@@ -146,7 +147,7 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
                                                                     "4096x4096 at rates (0.7, 0.7)"),
                 rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';', one rate per hidden layer "
                                                               "or one for all, e.g. '0.3;0.5,0.7'"),
-                kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli (conventional), row, tile, none"),
+                kinds: str = typer.Option(",".join(LAYER_KINDS), help="bernoulli (conventional), row, tile, none"),
                 epochs: int = typer.Option(1, help="epochs per run"),
                 batch: int = typer.Option(128, help="mini-batch"),
                 lr: float = typer.Option(0.01, help="learning rate"),
@@ -197,7 +198,7 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
                  hidden: int = typer.Option(256, help="units per LSTM layer (the paper: 1500)"),
                  layers: int = typer.Option(2, help="LSTM layers"),
                  rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';' (one rate, or one per layer)"),
-                 kinds: str = typer.Option("bernoulli,row,tile", help="bernoulli (conventional), row, tile, none"),
+                 kinds: str = typer.Option(",".join(LAYER_KINDS), help="bernoulli (conventional), row, tile, none"),
                  epochs: int = typer.Option(1, help="epochs per run"),
                  batch: int = typer.Option(20, help="batch (the paper's 20)"),
                  bptt: int = typer.Option(35, help="truncated-BPTT length (the paper's 35)"),
@@ -252,7 +253,7 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
                   steps: int = typer.Option(16, help="training steps per timed sample"),
                   repeats: int = typer.Option(5, help="timed samples per contestant (median reported)"),
                   max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
-                  tile: str = typer.Option("32,32", help="TDP tile rows,cols"),
+                  tile: str = typer.Option(TILE, help="TDP tile rows,cols (the paper's, §III-B)"),
                   threads: Optional[int] = typer.Option(None, help="torch threads for every contestant"),
                   device: Optional[str] = typer.Option(None, help="cpu or cuda"),
                   seed: int = typer.Option(0, help="random seed"),
@@ -261,7 +262,7 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
     """Forward+backward of a hidden-layer pair: conventional dropout + full GEMMs vs RDP vs TDP,
     same run; speedup and its ratio to the ceiling 1/(1-p)."""
     from lab import backend
-    from lab.dropout import check_rate
+    from lab.experiments import check_rate
     from lab.experiments.dropout import layer_speedup
 
     ws = numbers(widths, "--widths", int)

@@ -7,7 +7,12 @@ from typing import Optional
 import pandas as pd
 import typer
 
+from lab.experiments import CONSISTENCY_KINDS, TrainConfig
+
 from .base import app, console, emit, fail, json_option, numbers, out_option, print_frame, result, runs_under_torchrun, session
+
+
+D = TrainConfig()  # the defaults, declared once (the consistency settings in lab.train.consistency)
 
 
 @app.command()
@@ -37,13 +42,13 @@ def train(
     error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
     scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
     algorithm: str = typer.Option("ring", help="allreduce algorithm of the simulated workers"),
-    consistency: str = typer.Option("sync", help="sync | ssp | async | easgd"),
-    staleness: int = typer.Option(2, help="ssp: staleness bound s (clocks)"),
-    delay_ms: float = typer.Option(0.0, help="async: mean random network delay per push, ms"),
-    straggler: float = typer.Option(0.2, help="sigma of the log-normal compute-time jitter per worker step"),
-    alpha: Optional[float] = typer.Option(None, help="easgd: elastic alpha (default beta/K)"),
-    beta: float = typer.Option(0.9, help="easgd: centre moving rate beta"),
-    period: int = typer.Option(1, help="easgd: steps between elastic exchanges"),
+    consistency: str = typer.Option(D.consistency, help=" | ".join(CONSISTENCY_KINDS)),
+    staleness: int = typer.Option(D.staleness, help="ssp: staleness bound s (clocks)"),
+    delay_ms: float = typer.Option(D.delay_s * 1e3, help="async: mean random network delay per push, ms"),
+    straggler: float = typer.Option(D.straggler, help="sigma of the log-normal compute-time jitter per worker step"),
+    alpha: Optional[float] = typer.Option(D.alpha, help="easgd: elastic alpha (default beta/K)"),
+    beta: float = typer.Option(D.beta, help="easgd: centre moving rate beta"),
+    period: int = typer.Option(D.period, help="easgd: steps between elastic exchanges"),
     optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
     lr: float = typer.Option(0.003, help="learning rate"),
     momentum: float = typer.Option(0.9, help="sgd momentum"),
@@ -66,15 +71,13 @@ def train(
     `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`."""
     from dataclasses import asdict
 
-    from lab.train.run import TrainConfig
+    from lab.experiments import in_torchrun
 
     rep = reproduce is not None
     dataset = dataset or ("auto" if rep else "digits")
     workers = workers or (1 if rep else 4)
     epochs = epochs or (3.0 if rep else 1.0)
     if mode == "ddp":
-        from lab.comm.dist import in_torchrun
-
         if in_torchrun():  # torchrun decides the world, not --procs
             import os
 
@@ -103,7 +106,7 @@ def train(
             if res is None:
                 return
         else:
-            from lab.train.run import train as run_train
+            from lab.experiments import train as run_train
 
             with session("train", config, out, as_json) as s:
                 res = run_train(cfg, progress=s.progress)
@@ -118,30 +121,26 @@ def train(
 
 def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict, out: Optional[Path],
                as_json: bool):
-    from dataclasses import asdict
-
-    from lab.comm.dist import TorchComm, in_torchrun
-    from lab.train.ddp import assemble, ddp_rank, train_ddp
+    from lab.experiments import ddp_training, in_torchrun
 
     config["torchrun"] = in_torchrun()
     if in_torchrun():
-        comm = TorchComm.from_env(backend_name, timeout)
-        config["procs"] = comm.size
-        mine = ddp_rank(comm, asdict(cfg))
-        every = comm.allgather_object(mine)
-        return assemble(cfg, every, backend_name) if comm.rank == 0 else None
+        import os
+
+        config["procs"] = int(os.environ["WORLD_SIZE"])
+        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout)
     with session("train", config, out, as_json) as s:
-        return train_ddp(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress)
+        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress)
 
 
 def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as_json: bool) -> None:
-    from lab.train.reproduce import reproduce as run_reproduce
-
     from dataclasses import asdict
+
+    from lab.experiments import reproduction
 
     config = {"reproduce": which, "seeds": seeds, "smoke": smoke, **asdict(cfg)}
     with session("train", config, out, as_json) as s:
-        rep = run_reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=s.progress)
+        rep = reproduction(which, seeds=seeds, smoke=smoke, progress=s.progress, **asdict(cfg))
     # rows: one per type (mean and 99% CI over seeds); runs: every run
     if emit(result("train", config, rows=rep.summary, runs=rep.runs, anova=rep.anova), out, as_json):
         return

@@ -4,10 +4,8 @@ as a fraction of the measured device-copy bandwidth (Dettmers 2016 §3.2 measure
 per value on a GTX Titan)."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -15,8 +13,8 @@ import torch
 
 from .. import backend
 from . import get_codec
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 @dataclass
@@ -128,17 +126,3 @@ def _time_decode_into(c: Contestant, enc: object, x: torch.Tensor, dev: torch.de
     except (NotImplementedError, RuntimeError, TypeError):
         return None
     return backend.time_fn(lambda: c.decode_into(enc, out), dev, repeats=repeats).median
-
-
-def write_json(df: pd.DataFrame, info: dict, path: str | Path) -> Path:
-    """Write rows and run info to `path` (directories created), all or nothing: through a
-    `.part` file renamed into place, removed if writing fails."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")  # all or nothing, as the CLI's write_result
-    try:
-        tmp.write_text(json.dumps({**info, "rows": df.to_dict(orient="records")}, indent=1, default=str))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path

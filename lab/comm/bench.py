@@ -22,8 +22,8 @@ from . import cost
 from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec, resolve_mode
 from .base import Comm
 from lab.codecs.wire import WireFormat
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
 
 

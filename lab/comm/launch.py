@@ -26,6 +26,7 @@ import torch
 
 from .base import CommError
 from .dist import check_backend
+from lab.backend import Progress
 
 GB_PER_PROC = 0.4  # resident memory of one rank process with torch imported, measured on CPU
 MAX_PROCS_PER_CORE = 8
@@ -44,7 +45,7 @@ def max_procs(backend: str = "gloo") -> int:
 
 
 def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", timeout: float = 120.0,
-        net: Any = None, progress: Callable[[float, str], None] | None = None, **kwargs: Any) -> list[Any]:
+        net: Any = None, progress: Progress | None = None, **kwargs: Any) -> list[Any]:
     """fn(comm, *args, **kwargs) on `procs` ranks; the results in rank order.
 
     timeout: seconds for any single transfer to wait on a peer, and (plus start-up) for the run.
@@ -101,7 +102,7 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[subprocess.Popen]:
 
 
 def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
-           progress: Callable[[float, str], None] | None = None) -> list[Any]:
+           progress: Progress | None = None) -> list[Any]:
     deadline = time.monotonic() + timeout + 60.0
     try:
         while True:
@@ -174,7 +175,7 @@ def _errors(ps: list[subprocess.Popen], jobdir: Path) -> dict[int, str]:
     return out
 
 
-def _relay(jobdir: Path, progress: Callable[[float, str], None]) -> None:
+def _relay(jobdir: Path, progress: Progress) -> None:
     try:
         frac, msg = (jobdir / "progress.txt").read_text().split("\t", 1)
         progress(float(frac), msg)

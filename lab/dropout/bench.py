@@ -23,13 +23,14 @@ import torch.nn.functional as F
 
 from .. import backend
 from .compact import compact_linear
+from .kinds import PATTERN_KINDS
 from .layers import approx_dropout_linear
 from .pattern import Pattern
 from .search import default_max_dp, search
 from .tile_pattern import DEFAULT_TILE
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
-CONTESTANTS = ("dense", "conventional", "row", "tile")
+CONTESTANTS = ("dense", "conventional", *PATTERN_KINDS)
 
 
 def stratified_patterns(d: torch.Tensor, kind: str, steps: int, *, tile: tuple[int, int] = DEFAULT_TILE,
@@ -77,7 +78,7 @@ def pair_steps(width: int, p: float, *, batch: int = 128, steps: int = 16, max_d
     b2 = torch.zeros(width, device=dev, requires_grad=True)
     params = (w1, w2, w2t, b1, b2)
     d = search(p, max_dp, seed=seed, trace_every=10**9).d if p > 0 else torch.tensor([1.0], dtype=torch.float64)
-    pats = {k: stratified_patterns(d, k, steps, tile=tile, seed=seed + i) for i, k in enumerate(("row", "tile"))}
+    pats = {k: stratified_patterns(d, k, steps, tile=tile, seed=seed + i) for i, k in enumerate(PATTERN_KINDS)}
 
     def zero() -> None:
         for q in params:
@@ -151,7 +152,7 @@ def run(widths: tuple[int, ...] = (1024, 2048, 4096), rates: tuple[float, ...] =
             rows.append({"width": w, "p": p, "contestant": k, "seconds": med[k], "ms": med[k] * 1e3,
                          "min_ms": min(samples[k]) * 1e3, "speedup": speed, "ceiling": ceiling,
                          "of_ceiling": speed / ceiling, "kept_fraction": keep,
-                         "sequence_ceiling": (1.0 / keep) if k in ("row", "tile") and keep > 0 else float("nan")})
+                         "sequence_ceiling": (1.0 / keep) if k in PATTERN_KINDS and keep > 0 else float("nan")})
     if progress:
         progress(1.0, "done")
     info = {"device": backend.device_name(dev), "device_type": dev.type, "versions": backend.versions(),

@@ -128,13 +128,29 @@ def _weight_piece(w: torch.Tensor, layout: str, kin: Index, kout: Index) -> torc
     return _blas_ready(_select(_select(w, 0, kin), 1, kout))
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What `_CompactLinear` needs besides tensors: the kept blocks on each side, the pieces that
+    pair them, the full shapes, the weight's layout ('out_in' or 'in_out') and whether the weight
+    gradient is row-sparse."""
+
+    in_blocks: list[Block]
+    out_blocks: list[Block]
+    pieces: list[_Piece]
+    batch: int
+    n_in: int
+    n_out: int
+    layout: str
+    sparse_grad: bool
+
+
 class _CompactLinear(torch.autograd.Function):
     """Forward/backward of `compact_linear` over explicit pieces; weight grad is row-sparse."""
 
     @staticmethod
-    def forward(ctx, meta: dict, weight: torch.Tensor, bias: Optional[torch.Tensor], *xs: torch.Tensor):
-        in_blocks, out_blocks, pieces = meta["in_blocks"], meta["out_blocks"], meta["pieces"]
-        batch, n_out, layout = meta["batch"], meta["n_out"], meta["layout"]
+    def forward(ctx, meta: _Plan, weight: torch.Tensor, bias: Optional[torch.Tensor], *xs: torch.Tensor):
+        in_blocks, out_blocks, pieces = meta.in_blocks, meta.out_blocks, meta.pieces
+        batch, n_out, layout = meta.batch, meta.n_out, meta.layout
         outs: list[Optional[torch.Tensor]] = [None] * len(out_blocks)
         wps, xps = [], []
         for pc in pieces:
@@ -167,8 +183,8 @@ class _CompactLinear(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, *douts: torch.Tensor):
         meta = ctx.meta
-        in_blocks, out_blocks, pieces = meta["in_blocks"], meta["out_blocks"], meta["pieces"]
-        n_in, n_out, layout = meta["n_in"], meta["n_out"], meta["layout"]
+        in_blocks, out_blocks, pieces = meta.in_blocks, meta.out_blocks, meta.pieces
+        n_in, n_out, layout = meta.n_in, meta.n_out, meta.layout
         need_w, need_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         need_x = ctx.needs_input_grad[3:]
         ref = next(d for d in douts if d is not None)
@@ -221,7 +237,7 @@ class _CompactLinear(torch.autograd.Function):
         dW = None
         if need_w:
             idx = torch.cat([as_index(r, n_rows, vals.device) for r in w_rows])
-            if meta["sparse_grad"]:
+            if meta.sparse_grad:
                 # a single strided row set is sorted and unique; TDP pieces are disjoint or summed
                 coalesced = len(w_rows) == 1 and isinstance(w_rows[0], slice)
                 dW = torch.sparse_coo_tensor(idx[None, :], vals, ctx.weight_shape, check_invariants=False,
@@ -274,9 +290,8 @@ def compact_linear(x: Input, weight: torch.Tensor, bias: Optional[torch.Tensor] 
     else:
         out_blocks = pattern.blocks(batch, n_out, device)
     pieces = _plan(in_blocks, out_blocks, batch, device)
-    meta = {"in_blocks": in_blocks, "out_blocks": out_blocks, "pieces": pieces, "batch": batch,
-            "n_in": n_in, "n_out": n_out, "layout": layout, "sparse_grad": sparse_grad}
-    outs = _CompactLinear.apply(meta, weight, bias, *xs)
+    outs = _CompactLinear.apply(_Plan(in_blocks, out_blocks, pieces, batch, n_in, n_out, layout, sparse_grad),
+                                weight, bias, *xs)
     if pattern is None:
         return outs[0]
     return Compact(list(outs), out_blocks, (batch, n_out), pattern)

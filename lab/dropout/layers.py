@@ -17,13 +17,13 @@ from torch import nn
 
 from .compact import Compact, Input, compact_linear
 from .conventional import check_rate
-from .pattern import KINDS, Pattern
+from .kinds import LAYER_KINDS, PATTERN_KINDS as KINDS
+from .pattern import Pattern
 from .sampler import PatternSampler, sampler_for_rate
 from .tile_pattern import DEFAULT_TILE
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "identity": lambda t: t}
-LAYER_KINDS = ("bernoulli",) + KINDS
 
 
 def _activation(a: Union[str, Callable, None]) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -14,12 +14,11 @@ from torch import nn
 
 from .compact import Compact, Input, compact_linear
 from .conventional import check_rate
-from .layers import LAYER_KINDS, ApproxDropoutLinear, CompactLinear
+from .kinds import MODEL_KINDS, PATTERN_KINDS
+from .layers import ApproxDropoutLinear, CompactLinear
 from .pattern import Pattern
 from .sampler import PatternSampler, sampler_for_rate
 from .tile_pattern import DEFAULT_TILE
-
-MODEL_KINDS = LAYER_KINDS + ("none",)
 
 
 def _check_kind(kind: str) -> str:
@@ -95,7 +94,7 @@ class _Site:
     def __init__(self, p: float, kind: str, max_dp: Optional[int], tile: tuple[int, int], seed: int) -> None:
         self.p, self.kind = p, kind
         self.sampler: Optional[PatternSampler] = None
-        if p > 0 and kind in ("row", "tile"):
+        if p > 0 and kind in PATTERN_KINDS:
             self.sampler = sampler_for_rate(p, kind, max_dp=max_dp, tile=tile, seed=seed)
 
     def __call__(self, x: torch.Tensor, training: bool) -> Input:

@@ -11,10 +11,10 @@ from typing import Union
 
 import torch
 
+from .kinds import PATTERN_KINDS as KINDS
 from .row_pattern import check_pattern, kept_rows, row_pattern
 from .tile_pattern import DEFAULT_TILE, check_tile, tile_groups, tile_pattern
 
-KINDS = ("row", "tile")
 Index = Union[slice, torch.Tensor]
 
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .kinds import DEFAULT_TILE
 from .row_pattern import check_pattern
-
-DEFAULT_TILE = (32, 32)
 
 
 def check_tile(tile: tuple[int, int]) -> tuple[int, int]:

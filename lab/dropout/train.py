@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from .models import DropoutLSTM, DropoutMLP, clip_grad_norm, sgd
 from .tile_pattern import DEFAULT_TILE
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 
 
@@ -109,7 +109,7 @@ def train_mlp(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor
 @torch.no_grad()
 def evaluate_lm(model: DropoutLSTM, columns: torch.Tensor, bptt: int) -> tuple[float, float]:
     """(perplexity, next-word accuracy %) over batchified columns, eval mode."""
-    from lab.train.text import bptt_batches
+    from lab.data.text import bptt_batches
 
     was = model.training
     model.eval()
@@ -132,7 +132,7 @@ def train_lstm(train: torch.Tensor, valid: torch.Tensor, test: torch.Tensor, voc
                ) -> tuple[pd.DataFrame, dict]:
     """One LSTM LM run (§IV-C): truncated BPTT, plain SGD (lr decays by lr_decay per epoch after the
     first), gradient-norm clipping; returns (curve, summary) with perplexity and word accuracy."""
-    from lab.train.text import batchify, bptt_batches
+    from lab.data.text import batchify, bptt_batches
 
     if epochs < 1 or lr <= 0 or not 0 < lr_decay <= 1 or clip <= 0:
         raise ValueError("need epochs >= 1, lr > 0, 0 < lr_decay <= 1 and clip > 0")

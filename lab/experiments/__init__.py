@@ -1,23 +1,69 @@
-"""One function per experiment the UIs offer; each returns tidy pandas tables (DESIGN.md rule 4)."""
-from .catalog import check_codec_spec, codec_catalog, codec_spec
-from .collectives import algorithm_catalog, collective_sweep, error_at_scale, transfer_sweep
-from .deep_image import (augmentation_counts, augmentation_preview, augmentation_settings, augmentation_throughput,
-                         multiscale_fusion)
-from .distributions import parse as parse_distribution, sample
-from .dropout import (PAPER_LSTM_TABLE2, PAPER_MLP_TABLE1, drop_frequency, layer_speedup, lstm_corpora, lstm_table,
-                      mlp_table, pattern_masks, search_trace)
-from .errors import error_metrics, error_table
-from .inputs import check_range
-from .plan import paper_checks, planner_advice, planner_breakdown, planner_sweep
-from .table1 import NOTE as TABLE1_NOTE, PAPER_TABLE1, table1
-from .training import codec_curves, consistency_curves, ddp_comparison, reproduction, training_curves
+"""The only door for the UIs (DESIGN.md rules 3-4): one function per experiment, each with keyword
+arguments and a `progress` callback, returning tidy pandas tables; plus the choice lists the UIs show
+(`choices`: codecs, algorithms, links, data sets, dropout kinds, ...) and the one result writer
+(`results`). `app/`, `notebooks/` and `lab/cli/` import this package, `lab.plots` and `lab.backend`
+only; tests/test_layers.py runs the import-linter contracts that keep it so.
 
-__all__ = ["codec_catalog", "codec_spec", "check_codec_spec", "check_range", "error_table", "error_metrics", "sample",
-           "parse_distribution", "table1", "PAPER_TABLE1",
-           "TABLE1_NOTE", "algorithm_catalog", "collective_sweep", "error_at_scale", "transfer_sweep",
-           "training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction",
-           "pattern_masks", "drop_frequency", "search_trace", "layer_speedup", "mlp_table", "lstm_table",
-           "lstm_corpora",
-           "PAPER_MLP_TABLE1", "PAPER_LSTM_TABLE2",
-           "augmentation_preview", "augmentation_settings", "augmentation_counts", "augmentation_throughput", "multiscale_fusion",
-           "planner_sweep", "planner_breakdown", "planner_advice", "paper_checks"]
+Names load on first use (PEP 562), so `paralab --help` does not import torch.
+
+    collectives  transfer and allreduce sweeps (model and measured), the step trace, error at scale
+    benchmarks   `paralab bench ...`: the nccl-tests-style allreduce sweep, Figure 2 transfer, compressed
+                 allreduce, codec speed
+    errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
+    training     simulated/DDP training curves, consistency models, the §3.4 reproduction
+    dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
+    deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> (module, attribute)
+_EXPORTS: dict[str, tuple[str, str]] = {}
+
+
+def _add(module: str, names: str, **renamed: str) -> None:
+    for n in names.split():
+        _EXPORTS[n] = (module, n)
+    for new, old in renamed.items():
+        _EXPORTS[new] = (module, old)
+
+
+_add("inputs", "check_range")
+_add("distributions", "sample", parse_distribution="parse")
+_add("errors", "error_metrics error_table error_histogram codec_speed capture_tensors load_tensor CAPTURE_KINDS")
+_add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE", TABLE1_TYPES="TYPES")
+_add("catalog", "check_codec_spec codec_catalog codec_spec")
+_add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
+     "PAPER_CODEC_NS")
+_add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
+     "transfer_benchmark compressed_benchmark codec_bench_sizes codec_benchmark")
+_add("training", "TrainConfig TrainResult train training_curves codec_curves consistency_curves ddp_comparison "
+     "ddp_training reproduction")
+_add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
+     "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
+_add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
+     "augmentation_throughput FusionResult multiscale_fusion")
+_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")
+_add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "
+     "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
+     "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "
+     "MAX_DISTORTION_DEGREE")
+_add("results", "jsonable write_result")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'lab.experiments' has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_EXPORTS[name][0]}")
+    for n, (m, attr) in _EXPORTS.items():  # bind all of the module's names at once
+        if m == _EXPORTS[name][0]:
+            globals()[n] = getattr(module, attr)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -3,7 +3,7 @@ real processes, the error of compressed allreduce at scale on SimComm, and the t
 experiment of Dettmers 2016 Figure 2. Each returns a tidy DataFrame."""
 from __future__ import annotations
 
-from typing import Callable
+
 
 import pandas as pd
 import torch
@@ -13,8 +13,8 @@ from lab.comm import bench, cost
 from lab.comm.allreduce import allreduce, check_algorithm, resolve_codec, resolve_mode
 from lab.comm.launch import run
 from lab.comm.sim import MAX_RANKS, simulate
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 import torch
@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from lab.augment import (color_cast, deep_image_augment, flip, lens_distortion, random_crop, rotate, table1_counts,
                          vignette)
 from lab.augment.common import check_images
-from lab.train.data import load_dataset
+from lab.data.images import load_dataset
 from lab.train.models import SmallCNN
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 # -- augmentations
@@ -241,5 +241,5 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
     return FusionResult(table, pd.DataFrame(curves), agreement, data.name, info)
 
 
-__all__ = ["test_card", "Preview", "augmentation_preview", "augmentation_counts", "augmentation_throughput",
-           "FusionResult", "multiscale_fusion"]
+__all__ = ["test_card", "Preview", "augmentation_preview", "augmentation_settings", "augmentation_counts",
+           "augmentation_throughput", "FusionResult", "multiscale_fusion"]

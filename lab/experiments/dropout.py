@@ -12,12 +12,10 @@ import torch
 from lab.dropout import PatternSampler, search
 from lab.dropout.conventional import check_rate
 from lab.dropout.search import default_max_dp
-from lab.dropout.tile_pattern import DEFAULT_TILE
+from lab.dropout.kinds import DEFAULT_TILE, KIND_LABELS, LAYER_KINDS, MODEL_KINDS
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
-KIND_LABELS = {"bernoulli": "conventional", "row": "RDP (row)", "tile": "TDP (tile)", "none": "no dropout"}
-TRAIN_KINDS = ("bernoulli", "row", "tile", "none")
 
 # Table I of the paper: MNIST, rates (0.7, 0.7); accuracy (change vs conventional) and speedup.
 # The 2048x2048 ROW change is printed as "(0.37%)" without a sign.
@@ -46,8 +44,8 @@ def _check_kinds(kinds: Sequence[str]) -> list[str]:
     if not kinds:
         raise ValueError("need at least one dropout kind")
     for k in kinds:
-        if k not in TRAIN_KINDS:
-            raise ValueError(f"dropout kind {k!r}; allowed: {', '.join(TRAIN_KINDS)}")
+        if k not in MODEL_KINDS:
+            raise ValueError(f"dropout kind {k!r}; allowed: {', '.join(MODEL_KINDS)}")
     return kinds
 
 
@@ -57,8 +55,8 @@ def _sampler(p: float, kind: str, max_dp: Optional[int], tile: tuple[int, int], 
     return PatternSampler(search(p, n, lambda1=lambda1, seed=seed, trace_every=10**9), kind, tile, seed)
 
 
-def pattern_masks(p: float = 0.5, kinds: Sequence[str] = ("bernoulli", "row", "tile"), *, samples: int = 3,
-                  batch: int = 32, units: int = 64, tile: tuple[int, int] = (8, 8), max_dp: Optional[int] = None,
+def pattern_masks(p: float = 0.5, kinds: Sequence[str] = LAYER_KINDS, *, samples: int = 3,
+                  batch: int = 32, units: int = 64, tile: tuple[int, int] = DEFAULT_TILE, max_dp: Optional[int] = None,
                   seed: int = 0) -> pd.DataFrame:
     """Keep-masks of `samples` draws per kind on a batch x units activation (§III-A/B, Fig. 3):
     one row per entry (kind, sample, dp, bias, row, unit, kept)."""
@@ -68,8 +66,8 @@ def pattern_masks(p: float = 0.5, kinds: Sequence[str] = ("bernoulli", "row", "t
     g = torch.Generator().manual_seed(seed)
     frames = []
     for kind in kinds:
-        if kind not in ("bernoulli", "row", "tile"):
-            raise ValueError(f"pattern kind {kind!r}; allowed: bernoulli, row, tile")
+        if kind not in LAYER_KINDS:
+            raise ValueError(f"pattern kind {kind!r}; allowed: {', '.join(LAYER_KINDS)}")
         sampler = _sampler(p, kind, max_dp, tile, seed) if kind != "bernoulli" and p > 0 else None
         for s in range(samples):
             if sampler is None:
@@ -85,8 +83,8 @@ def pattern_masks(p: float = 0.5, kinds: Sequence[str] = ("bernoulli", "row", "t
     return pd.concat(frames, ignore_index=True)
 
 
-def drop_frequency(p: float = 0.5, kinds: Sequence[str] = ("bernoulli", "row", "tile"), *, iterations: int = 2000,
-                   batch: int = 32, units: int = 100, tile: tuple[int, int] = (8, 8),
+def drop_frequency(p: float = 0.5, kinds: Sequence[str] = LAYER_KINDS, *, iterations: int = 2000,
+                   batch: int = 32, units: int = 100, tile: tuple[int, int] = DEFAULT_TILE,
                    max_dp: Optional[int] = None, seed: int = 0,
                    progress: Optional[Progress] = None) -> pd.DataFrame:
     """Each unit's empirical drop frequency over `iterations` sampled patterns (Eq. 2: it should be
@@ -192,7 +190,7 @@ def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> p
 
 def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
               hidden: Sequence[Sequence[int]] = ((2048, 2048),), rates: Sequence[Sequence[float]] = DEFAULT_RATES,
-              kinds: Sequence[str] = ("bernoulli", "row", "tile"), epochs: int = 1, batch: int = 128,
+              kinds: Sequence[str] = LAYER_KINDS, epochs: int = 1, batch: int = 128,
               lr: float = 0.01, momentum: float = 0.9, train_samples: Optional[int] = None,
               test_samples: Optional[int] = None, max_dp: Optional[int] = None,
               tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None, seed: int = 0,
@@ -202,7 +200,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
     Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc)."""
     from lab.dropout.train import train_mlp
-    from lab.train.data import load_dataset
+    from lab.data.images import load_dataset
 
     kinds = _check_kinds(kinds)
     hidden = [tuple(int(h) for h in hs) for hs in hidden]
@@ -250,7 +248,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
 def lstm_corpora() -> pd.DataFrame:
     """The LSTM experiment's corpora: name, what it is, and whether it can be loaded here without
     a path (Penn Treebank always needs one; 'auto' names the corpus it would pick)."""
-    from lab.train.text import CORPORA, CORPUS_HELP, available_corpora
+    from lab.data.text import CORPORA, CORPUS_HELP, available_corpora
 
     found = available_corpora()
     rows = []
@@ -262,7 +260,7 @@ def lstm_corpora() -> pd.DataFrame:
 
 
 def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int = 256, layers: int = 2,
-               rates: Sequence[Sequence[float]] = DEFAULT_RATES, kinds: Sequence[str] = ("bernoulli", "row", "tile"),
+               rates: Sequence[Sequence[float]] = DEFAULT_RATES, kinds: Sequence[str] = LAYER_KINDS,
                epochs: int = 1, batch: int = 20, bptt: int = 35, lr: float = 1.0, lr_decay: float = 0.8,
                clip: float = 5.0, vocab_size: int = 10_000, max_train_tokens: Optional[int] = None,
                max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None,
@@ -271,11 +269,11 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
     conventional dropout at the same rates and the speedup. `corpus` is one of
-    `lab.train.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
+    `lab.data.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
     Python documentation that ships with Python); the table's `corpus` and `corpus_source`
     columns say which one was used. A missing corpus raises FileNotFoundError."""
     from lab.dropout.train import train_lstm
-    from lab.train.text import load_corpus
+    from lab.data.text import load_corpus
 
     kinds = _check_kinds(kinds)
     rates = [tuple(float(p) for p in r) for r in rates]

@@ -9,8 +9,8 @@ import torch
 
 from ..codecs import Codec, get_codec
 from .distributions import sample
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 
 def error_metrics(x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
@@ -130,7 +130,7 @@ def capture_tensors(kind: str = "gradients", *, dataset: str = "digits", hidden:
     """Real tensors to compress (Dettmers 2016 §3.1 compresses gradients and activations): the
     per-layer gradients, hidden activations or weights of the paper's MLP (relu, dropout off)
     after one RMSProp step on one batch of `dataset`. Returns {name: tensor} for `error_table(tensors=)`."""
-    from lab.train.data import load_dataset
+    from lab.data.images import load_dataset
     from lab.train.models import build_model
 
     if kind not in CAPTURE_KINDS:

@@ -4,15 +4,15 @@ strategies, one step's per-layer breakdown, codec advice per layer, and the pape
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
 from lab.plan import (codec_advice, deep_image_scaling, deep_image_speedup, dettmers_alexnet, dettmers_planner,
                       get_model, plan_step, plan_sweep)
 from lab.plan.papers import DEEP_IMAGE_PAPER
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 DEFAULT_GPUS = (1, 2, 4, 8, 16, 32, 64)
 
 

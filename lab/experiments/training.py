@@ -8,9 +8,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from lab.train.reproduce import Reproduction, reproduce
-from lab.train.run import TrainConfig, load_data, train
+from lab.train.run import TrainConfig, TrainResult, load_data, train
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
 
@@ -98,6 +98,22 @@ def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, 
     return pd.concat(curves, ignore_index=True), pd.DataFrame(summaries)
 
 
+def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout: float = 600.0,
+                 progress: Progress | None = None) -> TrainResult | None:
+    """PyTorch DDP with `cfg.codec` as the communication hook on `procs` local processes, or on
+    torchrun's ranks when started by torchrun (then None on every rank but 0)."""
+    from dataclasses import asdict
+
+    from lab.comm.dist import TorchComm, in_torchrun
+    from lab.train.ddp import assemble, ddp_rank, train_ddp
+
+    if in_torchrun():
+        comm = TorchComm.from_env(backend, timeout)
+        every = comm.allgather_object(ddp_rank(comm, asdict(cfg)))
+        return assemble(cfg, every, backend) if comm.rank == 0 else None
+    return train_ddp(cfg, procs, backend=backend, timeout=timeout, progress=progress)
+
+
 def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,
                  progress: Progress | None = None, on_point: OnPoint | None = None, **base: Any) -> Reproduction:
     """Dettmers 2016 §3.4 (see lab.train.reproduce)."""
@@ -105,4 +121,5 @@ def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False
     return reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=progress, on_point=on_point)
 
 
-__all__ = ["training_curves", "codec_curves", "consistency_curves", "ddp_comparison", "reproduction", "config"]
+__all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",
+           "ddp_comparison", "ddp_training", "reproduction", "config"]

@@ -19,7 +19,7 @@ Setting: the Table 2 network, K40m, FDR InfiniBand (7 GB/s), butterfly synchroni
 """
 from __future__ import annotations
 
-from typing import Callable
+
 
 import pandas as pd
 
@@ -29,8 +29,8 @@ from lab.comm.cost import Link
 from .devices import custom_device
 from .layers import get_model
 from .strategies import crossover, plan_sweep
+from lab.backend import Progress
 
-Progress = Callable[[float, str], None]
 
 GIB = 2.0 ** 30
 DETTMERS_PAPER = {"parameters": 60e6, "memory_GB": 0.223, "transfer_ms": 32.0, "sync_ms": 128.0,

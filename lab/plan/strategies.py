@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Callable, Mapping
+from typing import Mapping
 
 import pandas as pd
 
@@ -48,12 +48,12 @@ from .links import resolve_link
 from .layers import ModelSpec, get_model
 from .wire import (WireCodec, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds,
                    wire_bytes, wire_codec)
+from lab.backend import Progress
 
 STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
 MODEL_PARALLEL_KINDS = ("fc",)  # what the hybrid splits
 BYTES_PER_PARAM = 12.0
 BYTES_PER_ACTIVATION = 4.0
-Progress = Callable[[float, str], None]
 
 
 class Infeasible(ValueError):

@@ -1,9 +1,8 @@
-"""Training: data sets, models, simulated data/model-parallel training with codecs on the wire,
+"""Training: models, simulated data/model-parallel training with codecs on the wire,
 consistency models, and every codec as a real DDP communication hook."""
-from .data import DATASETS, Dataset, DataError, load_dataset
 from .ddp_hook import CodecHookState, codec_hook
 from .models import MLP, SmallCNN, build_model
 from .run import TrainConfig, TrainResult, train
 
-__all__ = ["DATASETS", "Dataset", "DataError", "load_dataset", "CodecHookState", "codec_hook", "MLP",
+__all__ = ["CodecHookState", "codec_hook", "MLP",
            "SmallCNN", "build_model", "TrainConfig", "TrainResult", "train"]

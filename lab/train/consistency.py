@@ -25,7 +25,7 @@ import copy
 import heapq
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 import torch
@@ -41,9 +41,12 @@ KINDS = ("sync", "ssp", "async", "easgd")
 
 @dataclass(frozen=True)
 class Consistency:
-    """Which consistency model and its knobs (see the module docstring)."""
+    """Which consistency model and its knobs (see the module docstring), declared once: TrainConfig
+    extends these settings and the CLI takes its defaults from here. `consistency` is the model's
+    name (sync | ssp | async | easgd), `delay_s` the async mean network delay in seconds, `straggler`
+    the sigma of the log-normal compute jitter, alpha/beta/period EASGD's (alpha None = beta/K)."""
 
-    kind: str = "sync"
+    consistency: str = "sync"
     staleness: int = 2
     delay_s: float = 0.0
     straggler: float = 0.2
@@ -52,6 +55,18 @@ class Consistency:
     period: int = 1
 
     def __post_init__(self) -> None:
+        self.check_consistency()
+
+    @property
+    def kind(self) -> str:
+        return self.consistency
+
+    def consistency_model(self) -> "Consistency":
+        """Just the consistency settings (of a config that extends them), checked."""
+        return Consistency(**{f.name: getattr(self, f.name) for f in fields(Consistency)})
+
+    def check_consistency(self) -> None:
+        """Raise ValueError naming the first bad setting and what is allowed."""
         if self.kind not in KINDS:
             raise ValueError(f"consistency {self.kind!r}; allowed: {', '.join(KINDS)}")
         if isinstance(self.staleness, bool) or not isinstance(self.staleness, int) or self.staleness < 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -24,9 +24,10 @@ from .ddp_hook import CodecHookState, codec_hook
 from .models import build_model, make_optimizer
 from .run import TrainConfig, TrainResult, evaluate, load_data
 from .stream import ShardStream
+from lab.backend import Progress
 
 
-def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Callable[[float, str], None] | None = None) -> dict:
+def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None) -> dict:
     """Train on this rank; rank 0 returns the curve, every rank its bytes and step times."""
     c = TrainConfig(**cfg)
     P, rank = comm.size, comm.rank
@@ -87,7 +88,7 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Callable[[float, str], N
 
 
 def train_ddp(cfg: TrainConfig, procs: int = 2, *, backend: str = "gloo", timeout: float = 300.0,
-              progress: Callable[[float, str], None] | None = None) -> TrainResult:
+              progress: Progress | None = None) -> TrainResult:
     """`cfg` trained by `procs` real processes under DDP; rank 0's curve, every rank's bytes."""
     from lab.comm.launch import run
 

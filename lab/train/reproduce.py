@@ -13,6 +13,7 @@ from typing import Callable
 import pandas as pd
 
 from .run import TrainConfig, load_data, train
+from lab.backend import Progress
 
 PAPER_TYPES = ("linear", "mantissa", "static_tree", "dynamic_tree")
 REPRODUCTIONS = {
@@ -75,7 +76,7 @@ def anova(groups: dict[str, list[float]]) -> dict:
 
 
 def reproduce(which: str, *, seeds: int = 3, base: TrainConfig | None = None, smoke: bool = False,
-              progress: Callable[[float, str], None] | None = None,
+              progress: Progress | None = None,
               on_point: Callable[[dict], None] | None = None) -> Reproduction:
     """Run every type of `which` ('mnist-dp' | 'mnist-mp') for seeds 0..seeds-1 on `base`
     (default: the paper's MLP, RMSProp lr 0.003, 4 workers, data set 'auto'); smoke=True

@@ -18,21 +18,22 @@ from lab.comm import cost
 from lab.comm.allreduce import resolve_mode
 
 from .consistency import Consistency, Timing, run as run_consistency
-from .data import DATASETS, Dataset, load_dataset
+from lab.data import DATASETS, Dataset, load_dataset
 from .data_parallel import GradientExchange, Workers, roundtrip
 from .model_parallel import ModelParallelMLP
 from .models import MODELS, build_model, make_optimizer
 from .stream import ShardStream
+from lab.backend import Progress
 
 PARALLEL = ("data", "model")
-Progress = Callable[[float, str], None]
 OnPoint = Callable[[dict], None]
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Consistency):
     """Everything one run depends on; the same config and seed give the same curve (except the
-    modelled time when compute_s is measured rather than given)."""
+    modelled time when compute_s is measured rather than given). The consistency settings are
+    `Consistency`'s fields (consistency, staleness, delay_s, straggler, alpha, beta, period)."""
 
     dataset: str = "digits"
     data_path: str | None = None
@@ -49,13 +50,6 @@ class TrainConfig:
     mode: str = "auto"
     scheme: str = "all"
     error_feedback: bool = False
-    consistency: str = "sync"
-    staleness: int = 2
-    delay_s: float = 0.0
-    straggler: float = 0.2
-    alpha: float | None = None
-    beta: float = 0.9
-    period: int = 1
     optimizer: str = "rmsprop"
     lr: float = 0.003
     momentum: float = 0.9
@@ -68,6 +62,9 @@ class TrainConfig:
     hook_min_numel: int = 1024
     seed: int = 0
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        """Checked by `check()` (train() calls it), not on construction."""
 
     def check(self) -> None:
         """Raise ValueError naming the first bad setting and what is allowed."""
@@ -122,10 +119,6 @@ class TrainConfig:
         if self.scheme not in ("all", "paper"):
             raise ValueError(f"scheme={self.scheme!r}; allowed: all, paper")
         return self.codec
-
-    def consistency_model(self) -> Consistency:
-        return Consistency(self.consistency, self.staleness, self.delay_s, self.straggler, self.alpha,
-                           self.beta, self.period)
 
     def label(self) -> str:
         if self.codec in (None, "", "none", "fp32"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .system_data import system_path
+from .system import system_path
 
 DATASETS = ("auto", "mnist", "fashion-mnist", "digits")
 ENV_PATH = "PARALAB_DATA"
@@ -167,7 +167,7 @@ def load_digits(seed: int = 0, test_fraction: float = 0.25) -> Dataset:
 def candidate_dirs(name: str, path: str | Path | None = None) -> list[Path]:
     """Where an IDX data set is looked for, in order: the given path, $PARALAB_DATA (itself and
     its <name>/ subfolder), ~/.cache/paralab/<name>, torchvision's ./data/<Name>/raw, Debian's
-    (under $PARALAB_SYSTEM_DATA_ROOT when set, see `lab.train.system_data`)."""
+    (under $PARALAB_SYSTEM_DATA_ROOT when set, see `lab.data.system`)."""
     out: list[Path] = []
     tv = {"mnist": "MNIST", "fashion-mnist": "FashionMNIST"}[name]
     for base in (path, os.environ.get(ENV_PATH)):

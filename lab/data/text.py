@@ -14,7 +14,7 @@ Sources, in the order `name="auto"` tries them:
   there, so the experiment runs on a fresh machine; `Corpus.source` and the tables say which
   corpus was used.
 
-Debian's data is looked for under $PARALAB_SYSTEM_DATA_ROOT when set (`lab.train.system_data`).
+Debian's data is looked for under $PARALAB_SYSTEM_DATA_ROOT when set (`lab.data.system`).
 
 Text is lowercased and split into words and punctuation; every line (PTB), fortune or verse
 ends with <eos>; words outside the `vocab_size - 2` most frequent training words become <unk>.
@@ -32,7 +32,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from .system_data import system_path, system_which
+from .system import system_path, system_which
 
 FORTUNES_DIR = Path("/usr/share/games/fortunes")  # Debian's path; fortunes_dir() honours the system root
 PTB_FILES = ("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt")

@@ -1,0 +1,71 @@
+"""The one list of dashboard pages: Home's navigation, the overview's table, bench/app_render.py and
+the tests all read it (DESIGN.md rule 6: a page is one module in views/ plus one entry here).
+
+A page module defines `render() -> None`; its state lives in the URL (`st.query_params`), so a link
+reproduces a view."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DETTMERS = "https://arxiv.org/abs/1511.04561"
+SONG = "https://arxiv.org/abs/1805.08939"
+BENNUN = "https://arxiv.org/abs/1802.09941"
+DEEPIMAGE = "https://arxiv.org/abs/1501.02876"
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """A dashboard page: its title, icon, module (under app/, with a `render()`), URL path, what it
+    teaches and the paper sections it reproduces (markdown)."""
+
+    title: str
+    icon: str
+    module: str
+    url_path: str
+    teaches: str
+    paper: str = ""
+
+
+HOME = PageInfo("Home", ":material/home:", "views.overview", "", "The device in use, what each page teaches, and "
+                "the papers' sections.")
+PAGES: list[PageInfo] = [
+    HOME,
+    PageInfo("Codecs", ":material/data_array:", "views.codecs", "codecs",
+             "The four 8-bit data types (linear, mantissa, static tree, dynamic tree), your own bit layouts, "
+             "fp16/bf16/fp8/int8 and the gradient compressors (1-bit SGD, TernGrad, QSGD, top-k): value tables, "
+             "error histograms, the Table 1 preset with the original kernel's rounding or exact rounding, "
+             "encode/decode speed here.", f"[Dettmers 2016]({DETTMERS}) §3.1–3.2, Table 1"),
+    PageInfo("Transfer", ":material/swap_horiz:", "views.transfer", "transfer",
+             "Figure 2: when compressing a message pays — time and speedup against message size, measured between "
+             "two processes here and modelled for a link.", f"[Dettmers 2016]({DETTMERS}) §3.3, Figure 2"),
+    PageInfo("Collectives", ":material/hub:", "views.collectives", "collectives",
+             "Tree, recursive doubling, ring, Rabenseifner, butterfly sync and parameter server: modelled vs "
+             "measured time, bus bandwidth against the lower bound, a step-by-step view of each algorithm, error of "
+             "compressed allreduce at scale.",
+             f"[Ben-Nun & Hoefler 2018]({BENNUN}) (allreduce and its cost model); [Deep Image]({DEEPIMAGE}) §3.1 "
+             "(butterfly sync)"),
+    PageInfo("Training", ":material/model_training:", "views.training", "training",
+             "Data- and model-parallel training with a codec on the wire, and the consistency models (sync, "
+             "stale-synchronous, async, EASGD): live curves of loss, test error, bytes and modelled time.",
+             f"[Dettmers 2016]({DETTMERS}) §3.4; [Ben-Nun & Hoefler 2018]({BENNUN}) (consistency models)"),
+    PageInfo("Dropout", ":material/grid_on:", "views.dropout", "dropout",
+             "Approximate Random Dropout: row and tile patterns, the search for the pattern distribution "
+             "(Algorithm 1), layer speedup against the 1/(1−p) ceiling, MLP and LSTM runs.",
+             f"[Song et al. 2019]({SONG}) §III–IV, Tables I–II"),
+    PageInfo("Deep Image", ":material/image:", "views.augmentations", "deep_image",
+             "The augmentations of Deep Image: previews, every augmentation at parameters you set, Table 1's "
+             "counts of possible changes, batched throughput here.", f"[Wu et al. 2015]({DEEPIMAGE}) §4.1, Table 1"),
+    PageInfo("Planner", ":material/account_tree:", "views.planner", "planner",
+             "The parallelism planner: step time of data, model, hybrid and pipeline parallelism against the GPU "
+             "count, codec advice per layer, the papers' scaling figures beside the model.",
+             f"[Wu et al. 2015]({DEEPIMAGE}) §3.3, Figures 2–3; [Dettmers 2016]({DETTMERS}) §2.3.2"),
+    PageInfo("Fusion", ":material/layers:", "views.fusion", "fusion",
+             "Multi-scale fusion: the same small CNN at two input scales, softmax outputs averaged.",
+             f"[Wu et al. 2015]({DEEPIMAGE}) §4.2"),
+]
+
+
+def overview_table(pages: list[PageInfo]) -> str:
+    """The overview's markdown table: every page but Home, what it teaches, its paper."""
+    rows = [f"| **{p.title}** | {p.teaches} | {p.paper} |" for p in pages if p is not HOME]
+    return "\n".join(["| Page | What it teaches | Paper |", "|---|---|---|", *rows])

@@ -1,0 +1,175 @@
+"""The benchmarks behind `paralab bench ...`, as experiment functions: the allreduce sweep in nccl-tests'
+form (Ben-Nun & Hoefler 2018's algorithms beside the backend's own all_reduce), Dettmers 2016 Figure 2's
+transfer experiment, one compressed allreduce per codec, and the codec encode/decode speed. Each
+checks its arguments, starts the ranks (local processes, a shaped link or torchrun's ranks) and
+returns tidy tables; the UIs only print or plot them."""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lab import backend
+from lab.backend import Progress
+from lab.comm import bench
+from lab.comm.dist import in_torchrun
+
+parse_size = bench.parse_size
+size_sweep = bench.size_sweep
+format_collectives = bench.format_table
+
+
+def _shaped(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False) -> Any:
+    """The network-namespace link for `procs` ranks at `rate` (None: no shaping, plain local ranks)."""
+    if rate is None:
+        return nullcontext(None)
+    from lab.comm.shaped import ShapedLink, available
+
+    if check:
+        ok, why = available(delay=delay_ms > 0)
+        if not ok:
+            raise ValueError(f"--link-rate needs network namespaces: {why}")
+    return ShapedLink(procs, rate=rate, delay_ms=delay_ms)
+
+
+@dataclass
+class CollectivesBenchmark:
+    """An allreduce sweep: nccl-tests' table rows (one block per algorithm), busbw ratios against the
+    native all_reduce, the fitted link (None when too few rows) and what nccl-tests prints above it."""
+
+    rows: pd.DataFrame
+    ratios: pd.DataFrame
+    fit: Any
+    procs: int
+    device: torch.device
+    sizes: list[int]
+    ranks: list[dict]
+    pingpong: Any
+    header: str
+
+    def fit_summary(self) -> dict | None:
+        """The fitted link as plain numbers (seconds, bytes/s, relative errors), for a result file."""
+        f = self.fit
+        return None if f is None else {"latency_s": f.link.latency_s, "bandwidth_Bps": f.link.bandwidth_Bps,
+                                       "shared": f.link.shared, "median_rel_error": f.median_rel_error,
+                                       "max_rel_error": f.max_rel_error}
+
+
+def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorithms: list[str], *, procs: int = 4,
+                          backend_name: str = "gloo", codec: str | None = None, iters: int | None = None,
+                          warmup: int = 1, check: bool = True, target_s: float = 0.2, link_rate: str | None = None,
+                          link_delay_ms: float = 0.0, timeout: float = 300.0,
+                          progress: Progress | None = None) -> CollectivesBenchmark | None:
+    """Allreduce of minbytes..maxbytes (x stepfactor) with each algorithm ('native' = the backend's
+    all_reduce) on `procs` local ranks, on a shaped link, or on torchrun's ranks (then None on every
+    rank but 0). Times are medians per call after a barrier; busbw = algbw * 2(P-1)/P."""
+    from lab.comm.allreduce import check_algorithm
+    from lab.comm.dist import TorchComm, check_backend
+    from lab.comm.launch import run
+
+    check_backend(backend_name)
+    for a in algorithms:
+        check_algorithm(a)
+    sizes = size_sweep(minbytes, maxbytes, stepfactor)
+    if iters is not None and iters < 1:
+        raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
+    if warmup < 0:
+        raise ValueError(f"-w/--warmup_iters {warmup}; allowed: >= 0")
+    if codec:
+        from .catalog import check_codec_spec
+        check_codec_spec(codec)
+    args = (sizes, algorithms, codec)
+    kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check)
+    shared = link_rate is None and not in_torchrun()
+    if in_torchrun():
+        comm = TorchComm.from_env(backend_name, timeout)
+        res = bench.collectives_rank(comm, *args, **kw)
+        if comm.rank != 0:
+            return None
+        P, dev = comm.size, comm.device
+    else:
+        with _shaped(procs, link_rate, link_delay_ms, check=True) as net:
+            res = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout, net=net,
+                      progress=progress, **kw)[0]
+        P = procs
+        dev = torch.device("cuda") if backend_name == "nccl" else torch.device("cpu")
+    df, fit = bench.table(res, shared=shared)
+    head = bench.header(res["ranks"], minbytes, maxbytes, stepfactor, warmup, iters, check, target_s, backend_name)
+    return CollectivesBenchmark(df, bench.ratios(df), fit, P, dev, sizes, res["ranks"], res["pingpong"], head)
+
+
+def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: list[str], *,
+                       link_rate: str | None = None, pcie: bool = False, target_s: float = 0.2,
+                       progress: Progress | None = None) -> tuple[pd.DataFrame, dict, str, str]:
+    """Dettmers 2016 Figure 2: compress + transfer + decompress vs 32-bit between two processes (or over
+    a GPU's PCIe link) for messages of minbytes..maxbytes (4 bytes a value). Returns the rows (one per
+    size and codec, fp32 the baseline), the crossover size per codec, the device's name and its slug."""
+    from lab.comm.allreduce import resolve_codec
+    from lab.comm.launch import run
+
+    sizes = [b // 4 for b in size_sweep(minbytes, maxbytes, stepfactor)]
+    names: list = [None, *codecs]
+    for c in names:
+        resolve_codec(c)
+    if pcie:
+        if not backend.gpu_available():
+            raise ValueError("--pcie needs a CUDA GPU")
+        rows = bench.pcie_transfer(sizes, names, progress=progress)
+        dev_name, slug = backend.device_name("cuda"), backend.device_slug("cuda") + "-pcie"
+    else:
+        with _shaped(2, link_rate) as net:
+            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=progress, target_s=target_s)[0]
+        dev_name = backend.device_name("cpu") + ", 2 processes, Gloo"
+        slug = "cpu" + (f"-shaped-{link_rate}" if link_rate else "")
+    df = pd.DataFrame(rows)
+    return df, bench.crossover(df), dev_name, slug
+
+
+def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: int = 4, mode: str = "auto",
+                         link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
+                         progress: Progress | None = None) -> pd.DataFrame:
+    """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
+    error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.)."""
+    from lab.comm.allreduce import check_algorithm, resolve_codec, resolve_mode
+    from lab.comm.launch import run
+
+    check_algorithm(algorithm)
+    names: list = [None, *codecs]
+    for c in names:
+        resolve_mode(resolve_codec(c), mode, algorithm)
+    with _shaped(procs, link_rate) as net:
+        rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
+                   target_s=target_s, mode=mode, timeout=timeout)[0]
+    return pd.DataFrame(rows)
+
+
+def codec_bench_sizes(device: str | None, min_exp: int, max_exp: int | None,
+                      repeats: int = 5) -> tuple[torch.device, list[int], int]:
+    """The device (default: the lab's), the sizes 2^min_exp, 2^(min_exp+2), ... up to 2^max_exp and
+    max_exp (default 26 on CPU, 28 on a GPU) of the codec benchmark; a bad choice is a ValueError."""
+    dev = torch.device(device) if device else backend.default_device()
+    if dev.type == "cuda" and not backend.gpu_available():
+        raise ValueError("--device cuda needs a GPU and CuPy (pip install -e '.[cuda12]')")
+    top = max_exp if max_exp is not None else (28 if dev.type == "cuda" else 26)
+    if not 0 <= min_exp <= top <= 31:
+        raise ValueError(f"sizes 2^{min_exp}..2^{top}: need 0 <= --min-exp <= --max-exp <= 31")
+    if repeats < 1:
+        raise ValueError(f"--repeats {repeats}; need >= 1")
+    return dev, [1 << k for k in range(min_exp, top + 1, 2)], top
+
+
+def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5,
+                    progress: Progress | None = None) -> tuple[pd.DataFrame, dict]:
+    """Encode/decode speed of every codec contestant at `n` values on `device`, medians of `repeats`
+    timed calls after warm-up, with the run's info (device name, versions)."""
+    from lab.codecs import bench as codec_bench
+
+    return codec_bench.run([n], device, repeats=repeats, progress=progress)
+
+
+__all__ = ["parse_size", "size_sweep", "format_collectives", "in_torchrun", "CollectivesBenchmark",
+           "collectives_benchmark", "transfer_benchmark", "compressed_benchmark", "codec_bench_sizes",
+           "codec_benchmark"]

@@ -1,0 +1,24 @@
+"""Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
+
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan; `refresh`
+redraws a notebook FigureWidget in place."""
+from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
+from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
+from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
+                          error_at_scale_figure)
+from .dropout import (DROPOUT_LABELS, dropout_mask_figure, drop_frequency_figure, search_trace_figure,
+                      search_distribution_figure, layer_speedup_figure, dropout_table_figure, dropout_curve_figure,
+                      dropout_pattern_figure)
+from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_figure, augment_throughput_figure,
+                         fusion_figure, fusion_curve_figure)
+from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
+from .widgets import refresh
+
+__all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
+           'training_curve_figure', 'reproduction_figure', 'transfer_figure', 'collective_time_figure', 'busbw_figure',
+           'allreduce_trace_figure', 'error_at_scale_figure', 'DROPOUT_LABELS', 'dropout_mask_figure',
+           'drop_frequency_figure', 'search_trace_figure', 'search_distribution_figure', 'layer_speedup_figure',
+           'dropout_table_figure', 'dropout_curve_figure', 'dropout_pattern_figure', 'AUGMENT_LABELS',
+           'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
+           'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
+           'codec_advice_figure', 'refresh']

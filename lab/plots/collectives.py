@@ -1,0 +1,92 @@
+"""Transfer and collective figures (Dettmers 2016 Figure 2; Ben-Nun & Hoefler 2018): time and busbw, model
+vs measured, the step-by-step trace, error at scale."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+
+def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
+    """Dettmers 2016 Figure 2: one-way time (or speedup over 32-bit) against message size per codec;
+    rows of `transfer_model` (source 'model', dashed) and/or `transfer_sweep` (measured, solid)."""
+    if y not in ("seconds", "speedup_vs_fp32"):
+        raise ValueError(f"y={y!r}; allowed: seconds, speedup_vs_fp32")
+    fig = go.Figure()
+    src = df["source"] if "source" in df else pd.Series("measured", index=df.index)
+    for (s, codec), part in df.assign(source=src).groupby(["source", "codec"], sort=False):
+        fig.add_trace(go.Scatter(x=part["n_values"], y=part[y] * (1e3 if y == "seconds" else 1), mode="lines+markers",
+                                 name=f"{codec} ({s})", line_dash="dash" if s == "model" else "solid"))
+    if y == "speedup_vs_fp32":
+        fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(xaxis_title="message size (float32 values)", xaxis_type="log",
+                      yaxis_title="one-way time (ms)" if y == "seconds" else "speedup over 32-bit (x)",
+                      yaxis_type="log", legend_title="codec", margin={"t": 30})
+    return fig
+
+
+def collective_time_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
+    """Allreduce time against message size per algorithm: the model (dashed), the lower bound
+    (black), and measured times (solid) when given (`collective_model`, `collective_sweep`)."""
+    fig = go.Figure()
+    for a, part in model.groupby("algorithm", sort=False):
+        fig.add_trace(go.Scatter(x=part["nbytes"], y=part["model_s"] * 1e6, mode="lines", line_dash="dash",
+                                 name=f"{a} (model)"))
+    lb = model.drop_duplicates("nbytes")
+    fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["lower_bound_s"] * 1e6, mode="lines", name="lower bound",
+                             line={"color": "black", "width": 3}))
+    if measured is not None and len(measured):
+        ycol = "time_us" if "time_us" in measured else None
+        for a, part in measured.groupby("algorithm", sort=False):
+            y = part[ycol] if ycol else part["seconds"] * 1e6
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=y, mode="lines+markers", name=f"{a} (measured)"))
+    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="allreduce time (µs)",
+                      xaxis_type="log", yaxis_type="log", legend_title="algorithm", margin={"t": 30})
+    return fig
+
+
+def busbw_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
+    """nccl-tests bus bandwidth against message size: model per algorithm and the lower bound's."""
+    fig = go.Figure()
+    for a, part in model.groupby("algorithm", sort=False):
+        fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines", line_dash="dash",
+                                 name=f"{a} (model)"))
+    lb = model.drop_duplicates("nbytes")
+    fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["bound_busbw_GBps"], mode="lines", name="lower bound",
+                             line={"color": "black", "width": 3}))
+    if measured is not None and len(measured) and "busbw_GBps" in measured:
+        for a, part in measured.groupby("algorithm", sort=False):
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines+markers",
+                                     name=f"{a} (measured)"))
+    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="bus bandwidth (GB/s)",
+                      xaxis_type="log", legend_title="algorithm", margin={"t": 30})
+    return fig
+
+
+def allreduce_trace_figure(trace: pd.DataFrame, upto: int | None = None) -> go.Figure:
+    """Space-time diagram of one allreduce (`allreduce_trace`): ranks down, rounds across, one arrow
+    per message; messages after round `upto` are greyed out."""
+    fig = go.Figure()
+    P = int(max(trace["src"].max(), trace["dst"].max())) + 1 if len(trace) else 1
+    for s, part in trace.groupby("step"):
+        active = upto is None or s <= upto
+        xs, ys = [], []
+        for _, r in part.iterrows():
+            xs += [s, s + 1, None]
+            ys += [r["src"], r["dst"], None]
+        kb = part["bytes"].sum() / 1e3
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=f"round {s}: {len(part)} msgs, {kb:.3g} kB",
+                                 opacity=1.0 if active else 0.15, marker={"symbol": "arrow", "angleref": "previous",
+                                                                          "size": 10}))
+    fig.update_yaxes(autorange="reversed", tickvals=list(range(P)), title_text="rank")
+    fig.update_layout(xaxis_title="round (send → receive)", legend_title="messages", margin={"t": 30})
+    return fig
+
+
+def error_at_scale_figure(df: pd.DataFrame) -> go.Figure:
+    """Relative L2 error of a compressed allreduce against the exact sum as P grows (`error_at_scale`)."""
+    fig = go.Figure()
+    for (codec, a), part in df.groupby(["codec", "algorithm"], sort=False):
+        fig.add_trace(go.Scatter(x=part["P"], y=part["rel_error"], mode="lines+markers", name=f"{codec}, {a}"))
+    fig.update_layout(xaxis_title="ranks P", yaxis_title="relative L2 error of the sum", xaxis_type="log",
+                      yaxis_type="log", legend_title="codec, algorithm", margin={"t": 30})
+    return fig

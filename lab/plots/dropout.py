@@ -1,0 +1,135 @@
+"""Approximate Random Dropout figures (Song et al. 2019): masks, drop frequency, Algorithm 1's trace and
+distribution, layer speedup, MLP/LSTM tables and curves."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from lab.dropout.kinds import KIND_LABELS
+
+
+# the kinds' labels, and the benchmark's contestants (conventional dropout + full GEMM; no dropout at all)
+DROPOUT_LABELS = {**KIND_LABELS, "conventional": "conventional", "dense": "no dropout"}
+
+
+def dropout_mask_figure(masks: pd.DataFrame) -> go.Figure:
+    """Keep-masks of sampled patterns, one panel per kind and sample (§III-A/B, Fig. 3), from `pattern_masks`."""
+    from plotly.subplots import make_subplots
+
+    panels = list(masks.groupby(["kind", "sample"], sort=False))
+    titles = []
+    for (kind, s), part in panels:
+        dp = part["dp"].iloc[0]
+        titles.append(f"{DROPOUT_LABELS.get(kind, kind)}" + (f" dp={int(dp)} b={int(part['bias'].iloc[0])}"
+                                                             if pd.notna(dp) else f" #{s + 1}"))
+    cols = max(1, int(masks.groupby("kind")["sample"].nunique().max()))
+    rows = -(-len(panels) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.03, vertical_spacing=0.08)
+    for k, (_, part) in enumerate(panels):
+        grid = part.pivot(index="row", columns="unit", values="kept")
+        fig.add_trace(go.Heatmap(z=grid.to_numpy(), colorscale=[[0, "#eeeeee"], [1, "#1f77b4"]], zmin=0, zmax=1,
+                                 showscale=False, hovertemplate="sample row %{y}, unit %{x}: kept %{z}<extra></extra>"),
+                      row=k // cols + 1, col=k % cols + 1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(margin={"t": 40}, height=max(250, 220 * rows))
+    return fig
+
+
+def drop_frequency_figure(freq: pd.DataFrame) -> go.Figure:
+    """Each unit's empirical drop frequency per kind against the target p (Eq. 2), from `drop_frequency`."""
+    fig = go.Figure()
+    for kind, part in freq.groupby("kind", sort=False):
+        fig.add_trace(go.Scatter(x=part["unit"], y=part["drop_freq"], mode="markers",
+                                 name=DROPOUT_LABELS.get(kind, kind)))
+    p = float(freq["target_p"].iloc[0])
+    fig.add_hline(y=p, line_dash="dash", annotation_text=f"target p = {p:g}")
+    fig.update_layout(xaxis_title="unit", yaxis_title="drop frequency", legend_title="dropout", margin={"t": 30})
+    return fig
+
+
+def search_trace_figure(trace: pd.DataFrame) -> go.Figure:
+    """Algorithm 1's loss (log scale) and expected rate d.p_u per step, from `search_trace(...).trace`."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    fig.add_trace(go.Scatter(x=trace["step"], y=trace["loss"] - trace["loss"].min() + 1e-12, name="loss - min"),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=trace["step"], y=trace["e_p"], name="E_p = (d.p_u - p)^2"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=trace["step"], y=trace["rate"], name="expected rate d.p_u"), row=2, col=1)
+    fig.update_yaxes(type="log", title_text="loss terms", row=1, col=1)
+    fig.update_yaxes(title_text="rate", row=2, col=1)
+    fig.update_xaxes(title_text="SGD step", row=2, col=1)
+    fig.update_layout(margin={"t": 30})
+    return fig
+
+
+def search_distribution_figure(distribution: pd.DataFrame, step: int | None = None) -> go.Figure:
+    """The distribution d over dp at one traced step (default: the last), from `search_trace(...).distribution`
+    or `.final`."""
+    part = distribution
+    if "step" in distribution:
+        step = int(distribution["step"].max()) if step is None else step
+        part = distribution[distribution["step"] == step]
+    fig = go.Figure(go.Bar(x=part["dp"], y=part["prob"], name="d"))
+    fig.update_layout(xaxis_title="dp (pattern keeps 1/dp)", yaxis_title="probability",
+                      title=None if step is None else f"step {step}", margin={"t": 40})
+    fig.update_xaxes(tickmode="linear", dtick=1)
+    return fig
+
+
+def layer_speedup_figure(df: pd.DataFrame) -> go.Figure:
+    """Speedup over conventional dropout + full GEMMs per width and p, with the ceiling 1/(1-p),
+    from `layer_speedup`."""
+    label = [f"w={w}, p={p:g}" for w, p in zip(df["width"], df["p"])]
+    df = df.assign(cell=label)
+    fig = go.Figure()
+    for c, part in df[df["contestant"] != "conventional"].groupby("contestant", sort=False):
+        fig.add_trace(go.Bar(x=part["cell"], y=part["speedup"], name=DROPOUT_LABELS.get(c, c)))
+    ceil = df.drop_duplicates("cell")
+    fig.add_trace(go.Scatter(x=ceil["cell"], y=ceil["ceiling"], mode="markers", name="ceiling 1/(1-p)",
+                             marker={"symbol": "line-ew-open", "size": 24, "color": "black"}))
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(barmode="group", xaxis_title="layer pair", yaxis_title="speedup (x)", legend_title="",
+                      margin={"t": 30})
+    return fig
+
+
+def dropout_table_figure(table: pd.DataFrame, metric: str = "test_acc") -> go.Figure:
+    """Grouped bars of one column of `mlp_table(...).table` / `lstm_table(...).table` per run and pattern."""
+    labels = {"test_acc": "test accuracy (%)", "speedup": "speedup vs conventional (x)",
+              "test_ppl": "test perplexity", "epoch_s": "time per epoch (s)", "acc_change": "accuracy change (points)"}
+    x = table["hidden"].astype(str) + " " + table["rates"] if "dataset" in table else table["rates"]
+    t = table.assign(x=x)
+    fig = go.Figure()
+    for kind, part in t.groupby("kind", sort=False):
+        fig.add_trace(go.Bar(x=part["x"], y=part[metric], name=DROPOUT_LABELS.get(kind, kind)))
+    fig.update_layout(barmode="group", xaxis_title="network, dropout rates", yaxis_title=labels.get(metric, metric),
+                      legend_title="dropout", margin={"t": 30})
+    return fig
+
+
+def dropout_curve_figure(curves: pd.DataFrame, x: str = "epoch", y: str = "train_loss") -> go.Figure:
+    """Training curves of the MLP / LSTM runs (one line per run), from the experiments' `.curves`
+    or the points streamed to `on_point`."""
+    labels = {"train_loss": "training loss", "test_acc": "test accuracy (%)", "train_ppl": "training perplexity",
+              "valid_ppl": "validation perplexity", "epoch": "epochs", "step": "updates"}
+    fig = go.Figure()
+    for run, part in curves.dropna(subset=[y]).groupby("run", sort=False):
+        fig.add_trace(go.Scatter(x=part[x], y=part[y], mode="lines+markers", name=str(run)))
+    fig.update_layout(xaxis_title=labels.get(x, x), yaxis_title=labels.get(y, y), legend_title="run", margin={"t": 30})
+    return fig
+
+
+# --- dashboard ---
+# Figures for the dashboard pages and notebooks (codecs, transfer, collectives); every axis has units.
+
+
+def dropout_pattern_figure(masks: pd.DataFrame) -> go.Figure:
+    """`dropout_mask_figure` laid out for the dashboard: room for the panel titles, axis units."""
+    fig = dropout_mask_figure(masks)
+    rows = -(-masks.groupby(["kind", "sample"]).ngroups // max(1, int(masks.groupby("kind")["sample"].nunique().max())))
+    fig.update_xaxes(showticklabels=False)
+    fig.update_xaxes(title_text="unit (column of the activation)", row=rows)
+    fig.update_yaxes(title_text="sample in batch", col=1)
+    fig.update_layout(height=max(280, 250 * rows), margin={"t": 40, "b": 50})
+    return fig
