@@ -184,10 +184,9 @@ def test_cli_scale_in_a_fresh_process(star_chain, tmp_path):
 
 
 def test_collectives_page_offers_it(star_chain):
-    from streamlit.testing.v1 import AppTest
+    from test_app import page
 
-    page = Path(__file__).resolve().parent.parent / "app" / "views" / "collectives.py"
-    at = AppTest.from_file(str(page), default_timeout=120).run()
+    at = page("collectives")
     assert not at.exception
     assert "star_chain" in at.selectbox(key="w_algorithm").options
     assert "star_chain" in at.multiselect(key="w_compare").options

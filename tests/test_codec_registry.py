@@ -145,9 +145,9 @@ def test_plugin_codec_reaches_the_ddp_hook(plugin):
 @pytest.mark.parametrize("page_name, key", [("codecs", "w_codecs"), ("transfer", "w_codecs"),
                                             ("collectives", "w_err_codecs"), ("training", "w_codecs")])
 def test_plugin_codec_in_every_pages_codec_choice(plugin, page_name, key):
-    from streamlit.testing.v1 import AppTest
+    from test_app import page
 
-    at = AppTest.from_file(str(ROOT / "app" / "views" / f"{page_name}.py"), default_timeout=180).run()
+    at = page(page_name)
     assert not at.exception
     assert "meansign" in at.multiselect(key=key).options
 
@@ -156,7 +156,7 @@ def test_no_codec_name_lists_outside_the_registry():
     """Module-level lists/tuples of codec names in the UIs and experiments: the registry is the list."""
     names = set(codec_names())
     bad = []
-    allowed = {ROOT / "lab" / "experiments" / "table1.py"}  # the paper's Table 1: its four types and figures
+    allowed = {ROOT / "lab" / "experiments" / "codec_table1.py"}  # the paper's Table 1: its four types and figures
     files = [*(ROOT / "app").rglob("*.py"), *(ROOT / "lab" / "experiments").rglob("*.py"),
              *(ROOT / "notebooks").rglob("*.ipynb")]
     for f in files:
