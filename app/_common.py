@@ -13,7 +13,7 @@ import streamlit as st
 
 from lab import backend
 from lab.backend import Progress
-from lab.experiments import USER_ERRORS, check_range
+from lab.experiments import USER_ERRORS, check_range, codec_catalog, codec_spec
 
 
 @st.cache_resource
@@ -129,6 +129,78 @@ def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
     _init(key, _from_url(key, default, str))
     return _sync(key, where.text_input(label, key=_wkey(key), **kw))
+
+
+EF = "ef:"
+DEFAULT = "default"
+
+
+def _option_start(o: Any) -> float | int:
+    """A number input's starting value for an option whose default is None (its range's low end)."""
+    lo, hi = o.range or (None, None)
+    if o.type is float and lo is not None and hi is not None:
+        return float(lo + (hi - lo) / 100)  # e.g. topk's ratio: 1 %
+    return o.type(lo if lo is not None else hi if hi is not None else 0)
+
+
+def codec_options(name: str, key: str, where=st, skip: Sequence[str] = (), **fixed: Any) -> str:
+    """Widgets for the options of codec `name` drawn from its registry entry (OptionSpecs): bool ->
+    checkbox, choices -> selectbox, int/float -> number input with the option's range checked and its
+    help as tooltip, options that may be None -> a 'default' choice. Widget state lives in the URL as
+    `<key>.<codec>.<option>`. `skip`: options the page sets itself, given in `fixed`. Returns the spec
+    string (`lab.experiments.codec_spec`, defaults left out); `ef:<name>` keeps its error feedback; a
+    name the registry does not know (the page's '32-bit') comes back as is. A value out of range is
+    a message naming the option and what it takes, and the page stops there."""
+    ef = name.startswith(EF)
+    base = name[len(EF):] if ef else name
+    info = {c.name: c for c in codec_catalog()}.get(base)
+    if info is None:
+        return name
+    shown_opts = [o for o in info.options if o.name not in skip]
+    values: dict[str, Any] = dict(fixed)
+    cols = where.columns(min(len(shown_opts), 4)) if shown_opts else []
+    for i, o in enumerate(shown_opts):
+        k, col = f"{key}.{base}.{o.name}", cols[i % len(cols)]
+        label, tip = f"{o.name}", f"{o.help} (allowed: {o.allowed()})".strip()
+        nullable = o.optional or o.default is None
+        if o.type is bool:
+            values[o.name] = checkbox(label, k, bool(o.default), where=col, help=tip)
+        elif o.choices is not None or (o.type is str and not nullable):
+            opts = [*(o.choices or ()), *([DEFAULT] if nullable else [])]
+            if o.choices is None:
+                values[o.name] = text(label, k, str(o.default), where=col, help=tip)
+                continue
+            v = select(label, opts, k, DEFAULT if o.default is None else o.default, where=col, help=tip)
+            values[o.name] = None if v == DEFAULT else v
+        elif o.type in (int, float):
+            if nullable and checkbox(f"{o.name}: {DEFAULT}", f"{k}.default", True, where=col,
+                                     help=f"leave {o.name} at its default ({o.default})"):
+                values[o.name] = None if o.default is None else o.default
+                continue
+            start = o.default if o.default is not None else _option_start(o)
+            lo, hi = o.range or (None, None)
+            kw = {"step": 1} if o.type is int else {"format": "%.4g"}
+            values[o.name] = number(label, k, o.type(start), where=col, min_value=lo, max_value=hi, help=tip, **kw)
+        else:
+            values[o.name] = text(label, k, "" if o.default is None else str(o.default), where=col, help=tip)
+    try:
+        return codec_spec(base, {k: v for k, v in values.items() if v is not None or info.option(k).optional},
+                          error_feedback=ef)
+    except ValueError as e:
+        st.error(f"{name}: {e}")
+        st.stop()
+
+
+def codec_option_specs(names: Sequence[str], key: str, skip: Callable[[str], Sequence[str]] = lambda n: (),
+                       fixed: Callable[[str], dict] = lambda n: {}) -> list[str]:
+    """The spec string of each chosen codec, its option widgets in an expander 'Codec options' (one
+    group per codec, `codec_options`)."""
+    specs = []
+    with st.expander("Codec options", expanded=False):
+        for name in names:
+            st.markdown(f"**{name}**")
+            specs.append(codec_options(name, key, skip=skip(name), **fixed(name)))
+    return specs
 
 
 def seed(where=st) -> int:

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PLUGIN = '''
 """A user's own codec: sign times the mean magnitude, as one module."""
+import os
+
 import torch
 from lab.codecs import Codec, CodecInfo, Encoded, OptionSpec, register
 from lab.codecs.base import prepare
@@ -32,6 +34,9 @@ class MeanSign(Codec):
     def encode(self, x):
         flat = prepare(x, self.nonfinite).float()
         mean = flat.abs().mean().reshape(1) if flat.numel() else flat.new_zeros(1)
+        if os.environ.get("MEANSIGN_LOG"):  # the plugin's own counter, readable across processes
+            with open(os.environ["MEANSIGN_LOG"], "a") as f:
+                f.write(f"{flat.numel()}\\n")
         return Encoded(self.name, x.shape, x.dtype, {"signs": (flat >= 0).to(torch.uint8), "mean": mean * self.gain},
                        flat.numel() + 4)
 
@@ -40,7 +45,15 @@ class MeanSign(Codec):
         return (s * enc.tensors["mean"]).to(enc.dtype).view(enc.shape)
 
 
-register(CodecInfo("meansign", "sign times the mean magnitude (test plugin)", lambda **kw: MeanSign(**kw),
+BUILT = []  # the options of every MeanSign built (tests see which spec reached a run)
+
+
+def build(**kw):
+    BUILT.append(dict(kw))
+    return MeanSign(**kw)
+
+
+register(CodecInfo("meansign", "sign times the mean magnitude (test plugin)", build,
                    (OptionSpec("gain", float, 1.0, range=(0.0, 10.0), help="scale of the mean"),
                     OptionSpec("nonfinite", str, "raise", ("raise", "saturate")))))
 '''
@@ -142,6 +155,28 @@ def test_plugin_codec_reaches_the_ddp_hook(plugin):
     assert dist.is_available()
 
 
+def test_plugin_codec_is_the_hook_of_a_two_rank_ddp_run(plugin, tmp_path, monkeypatch):
+    """A 2-rank Gloo DDP run whose hook codec is the plugin: the rank processes import it from
+    PARALAB_CODECS, it encodes the gradient buckets (its own log), and the wire carries fewer bytes
+    than fp32 (a byte per sign where it compresses; small buckets and the hook's first steps go fp32)."""
+    import os
+
+    from lab.train.ddp import train_ddp
+    from lab.train.run import TrainConfig
+
+    log = tmp_path / "encodes.txt"
+    monkeypatch.setenv("PARALAB_CODECS", "myplugins.meansign")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MEANSIGN_LOG", str(log))
+    cfg = TrainConfig(codec="meansign:gain=1.5", dataset="digits", hidden=(32, 32), epochs=0.5, batch=64,
+                      evals_per_epoch=1)
+    r = train_ddp(cfg, 2, timeout=120)
+    assert r.summary["compressed_buckets"] > 0
+    assert r.summary["bytes_ratio"] < 0.6
+    encoded = [int(n) for n in log.read_text().split()]
+    assert len(encoded) >= 2 and all(n > 0 for n in encoded)
+
+
 @pytest.mark.parametrize("page_name, key", [("codecs", "w_codecs"), ("transfer", "w_codecs"),
                                             ("collectives", "w_err_codecs"), ("training", "w_codecs")])
 def test_plugin_codec_in_every_pages_codec_choice(plugin, page_name, key):
@@ -150,6 +185,52 @@ def test_plugin_codec_in_every_pages_codec_choice(plugin, page_name, key):
     at = page(page_name)
     assert not at.exception
     assert "meansign" in at.multiselect(key=key).options
+
+
+@pytest.mark.parametrize("page_name, key, query", [
+    ("codecs", "codecs", {"samples": "10000"}), ("transfer", "codecs", {}), ("collectives", "err_codecs", {"err_maxP": "8"}),
+    ("training", "codecs", {"epochs": "0.25", "workers": "2", "hidden": "32"})])
+def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, key, query):
+    """The plugin's option (gain, float in [0, 10]) is a number input drawn from its OptionSpec, its
+    URL value reaches the run as a spec string, and a value out of range is a message."""
+    from test_app import page
+
+    BUILT = sys.modules["myplugins.meansign"].BUILT
+    at = page(page_name, **{key: ["meansign"], f"{key}.meansign.gain": "2.5"}, **query)
+    assert not at.exception
+    gain = at.number_input(key=f"w_{key}.meansign.gain")
+    assert gain.value == 2.5 and "scale of the mean" in gain.help and "[0.0, 10.0]" in gain.help
+    assert at.selectbox(key=f"w_{key}.meansign.nonfinite").options == ["raise", "saturate"]
+    if page_name == "training":
+        assert not BUILT  # nothing runs before Train
+        at.button(key="run_train_run").click().run()
+        assert not at.exception
+        assert "meansign:gain=2.5" in at.dataframe[-1].value.variant.tolist()
+    assert {"gain": 2.5} in [{k: v for k, v in b.items() if k == "gain"} for b in BUILT]
+    BUILT.clear()
+    gain.set_value(20.0).run()
+    assert not at.exception
+    assert any("gain" in e.value and "10" in e.value for e in at.error), [e.value for e in at.error]
+    assert not BUILT
+
+
+def test_codec_option_widgets_cover_every_option_kind():
+    """bool -> checkbox, choices -> selectbox, a number that may be None -> a 'default' checkbox."""
+    from test_app import page
+
+    at = page("codecs", codecs=["randomk", "dynamic_tree"], block="256")
+    assert not at.exception
+    assert at.checkbox(key="w_codecs.randomk.unbiased").value is False
+    assert at.checkbox(key="w_codecs.randomk.ratio.default").value is True
+    at.checkbox(key="w_codecs.randomk.ratio.default").uncheck().run()
+    assert not at.exception
+    at.number_input(key="w_codecs.randomk.ratio").set_value(0.25).run()
+    assert not at.exception
+    assert any("randomk" in c for c in at.dataframe[0].value.codec)
+    keys = {w.key for w in at.selectbox}
+    assert "w_codecs.dynamic_tree.search" in keys
+    assert "w_codecs.dynamic_tree.rounding" not in keys  # the page's Table 1 rounding sets it
+    assert at.query_params["codecs.randomk.ratio"] in ("0.25", ["0.25"])
 
 
 def test_no_codec_name_lists_outside_the_registry():

@@ -351,7 +351,7 @@ def test_collective_launchers_reject_bad_arguments() -> None:
     p = hop._tables(codec, torch.device("cpu"))
     a = codec.encode(torch.randn(100))
     c, s = a.tensors["codes"], a.tensors["scales"]
-    tables = (p["values256"], p["bpad"], p["lut"], p["K"])
+    tables = (p.values256, p.bpad, p.lut, p.K)
     with pytest.raises(ValueError, match="CUDA"):
         H.hop_codes_cuda(c, s, c, s, *tables, block_size=None)
     with pytest.raises(ValueError, match="CUDA"):
@@ -361,9 +361,9 @@ def test_collective_launchers_reject_bad_arguments() -> None:
     with pytest.raises(ValueError, match="block_size"):
         H.hop_mixed_cuda(c, s, torch.randn(100), *tables, block_size=-1)
     with pytest.raises(ValueError, match="2-D"):
-        H.decode_sum_cuda(c, s, p["values256"], block_size=None)
+        H.decode_sum_cuda(c, s, p.values256, block_size=None)
     with pytest.raises(ValueError, match="CUDA"):
-        H.decode_sum_cuda(c[None], s[None], p["values256"], block_size=None)
+        H.decode_sum_cuda(c[None], s[None], p.values256, block_size=None)
 
 
 # ------------------------------------------------------------------ GPU: kernels == reference
@@ -493,7 +493,7 @@ def test_cuda_collective_runs_every_launch(target) -> None:
     for kw in ({}, {"block_size": 64}):
         codec = get_codec("dynamic_tree", **kw)
         p = hop._tables(codec, torch.device(dev))
-        tables = (p["values256"], p["bpad"], p["lut"], p["K"])
+        tables = (p.values256, p.bpad, p.lut, p.K)
         steps = [(codec.encode(torch.randn(4096) * (i + 1)), torch.randn(4096) * (i + 2)) for i in range(4)]
         want = [hop.hop_mixed_reference(codec, a, x) for a, x in steps]
         want_sum = [hop.decode_sum_reference(codec, [a, a]) for a, _ in steps]
@@ -508,7 +508,7 @@ def test_cuda_collective_runs_every_launch(target) -> None:
             codes, scales, _ = H.hop_mixed_cuda(ac, asc, x, *tables, block_size=codec.block_size)
             got.append((codes.cpu().clone(), scales.cpu().clone()))
             del codes, scales
-            s = H.decode_sum_cuda(ac.expand(2, -1), asc.expand(2, -1), p["values256"], block_size=codec.block_size)
+            s = H.decode_sum_cuda(ac.expand(2, -1), asc.expand(2, -1), p.values256, block_size=codec.block_size)
             got_sum.append(s.cpu().clone())
             del s
         for i, ((codes, scales), w, ws, gs) in enumerate(zip(got, want, want_sum, got_sum)):

@@ -37,6 +37,15 @@ def render() -> None:
     c1.button("Preset: Table 1 types", on_click=preset_table1, help="the four 8-bit types, the kernel's rounding, N(0,1)")
     c2.button("Preset: vs hardware formats", on_click=preset_hardware)
 
+    def _page_options(name: str) -> dict:
+        """The options this page's Table 1 controls set (rounding, absmax block) for codec `name`."""
+        kw = {}
+        if name in TABLE_TYPES:
+            kw["rounding"] = rounding
+        if name in ABSMAX and block != "tensor":
+            kw["block_size"] = int(block)
+        return kw
+
     left, right = st.columns([3, 2])
     with left:
         chosen = ui.multiselect("Codecs", PICKABLE, "codecs", ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
@@ -65,6 +74,11 @@ def render() -> None:
                                          "(a few seconds the first time)")
         seed = ui.seed()
 
+    # each chosen codec's own options (the registry's OptionSpecs); rounding and block are set above
+    specs = dict(zip(chosen, ui.codec_option_specs(
+        chosen, "codecs", skip=lambda n: [o for o, on in (("rounding", n in TABLE_TYPES), ("block_size", n in ABSMAX)) if on],
+        fixed=_page_options)))
+
     with st.expander("Bit-layout designer (sign, exponent bits and base, offset, mantissa or tree bits, dynamic "
                      "exponent)", expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
         on = ui.checkbox("Add my layout to the comparison", "layout_on", False)
@@ -92,18 +106,13 @@ def render() -> None:
                 layout = None
 
 
-    def build(name: str, rounding: str = rounding, block: str = block):
-        kw = {}
-        if name in TABLE_TYPES:
-            kw["rounding"] = rounding
-        if name in ABSMAX and block != "tensor":
-            kw["block_size"] = int(block)
-        return get_codec(name, **kw)
+    def build(name: str):
+        return get_codec(specs.get(name, name))
 
 
     @st.cache_data(show_spinner="measuring…", max_entries=32)
-    def run(chosen: tuple, rounding: str, block: str, layout_key, dist, capture, upload_key, samples: int, seed: int, _layout=None, _upload=None):
-        codecs = [build(c, rounding, block) for c in chosen] + ([_layout] if _layout is not None else [])
+    def run(chosen: tuple, layout_key, dist, capture, upload_key, samples: int, seed: int, _layout=None, _upload=None):
+        codecs = [get_codec(c) for c in chosen] + ([_layout] if _layout is not None else [])
         if capture:
             tensors = capture_tensors(capture, seed=seed)
         elif _upload is not None:
@@ -121,7 +130,7 @@ def render() -> None:
 
 
     @st.cache_data(show_spinner="timing…", max_entries=8)
-    def speed_run(names, layout_key, rounding, block, n, _codecs):
+    def speed_run(specs, layout_key, n, _codecs):
         return codec_speed(_codecs, n, repeats=3)
 
 
@@ -139,7 +148,7 @@ def render() -> None:
                 st.stop()
             upload, upload_key = up.getvalue(), (up.name, up.size)
         layout_key = (total_bits, signed, exponent_bits, base, offset, mantissa, dynamic) if layout is not None else None
-        df, hist = run(tuple(chosen), rounding, block, layout_key, dist if source == "distribution" else None, capture, upload_key,
+        df, hist = run(tuple(specs.values()), layout_key, dist if source == "distribution" else None, capture, upload_key,
                        samples, int(seed), _layout=layout, _upload=upload)
 
     per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "bits_per_value"]].mean()
@@ -172,9 +181,9 @@ def render() -> None:
     st.caption(f"Device: {ui.device_name()}. Median of 3 after warm-up; baseline: torch's fp8 cast, same run. "
                "The paper's GTX Titan kernels: 1 ns per value to compress, 0.5 ns to decompress.")
     n_speed = ui.select_slider("Values timed", [1 << 16, 1 << 18, 1 << 20, 1 << 22], "speed_n", 1 << 18)
-    if ui.run_button("Measure speed", "speed_run", [chosen, layout_key, rounding, block, n_speed]):
+    if ui.run_button("Measure speed", "speed_run", [list(specs.values()), layout_key, n_speed]):
         with ui.guard():
-            speed = speed_run(tuple(chosen), layout_key, rounding, block, n_speed,
+            speed = speed_run(tuple(specs.values()), layout_key, n_speed,
                               [build(c) for c in chosen] + ([layout] if layout is not None else []))
         ui.figure(plots.codec_speed_figure(speed), speed, "codec_speed")
 

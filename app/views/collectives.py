@@ -107,6 +107,7 @@ def render() -> None:
     st.subheader("Error of compressed allreduce at scale (simulator)")
     e1, e2 = st.columns([3, 1])
     codecs = ui.multiselect("Codecs on the wire", CODECS, "err_codecs", ["dynamic_tree", "linear"], where=e1)
+    specs = ui.codec_option_specs(codecs, "err_codecs")
     maxP = ui.select_slider("Up to P ranks", [8, 16, 32, 64, 128, 256], "err_maxP", 32, where=e2)
 
 
@@ -118,7 +119,7 @@ def render() -> None:
 
     if codecs:
         with ui.guard():
-            edf = scale(tuple(codecs), algorithm, int(maxP))
+            edf = scale(tuple(specs), algorithm, int(maxP))
         last = edf[edf.P == edf.P.max()].sort_values("rel_error").iloc[0]
         st.metric(f"Smallest error at P = {int(last.P)}", f"{last.rel_error:.2e}", help=last.codec)
         ui.figure(plots.error_at_scale_figure(edf), edf, "error_at_scale")

@@ -40,11 +40,13 @@ def render() -> None:
     c1, c2, c3, c4 = st.columns(4)
     if experiment == "codecs":
         runs = ui.multiselect("Codec per run (overlaid)", CODECS, "codecs", ["32-bit", "dynamic_tree", "onebit"])
+        runs = ui.codec_option_specs(runs, "codecs")
         parallel = ui.select("Parallelism", ["data", "model"], "parallel", "data", where=c1)
     else:
         runs = ui.multiselect("Consistency models (overlaid)", list(CONSISTENCY_KINDS), "kinds", list(CONSISTENCY_KINDS))
         parallel = "data"
         codec = ui.select("Codec on the wire", CODECS[:8], "codec", "32-bit", where=c1)
+        codec = ui.codec_option_specs([codec], "codec")[0]
     workers = ui.number("Workers K", "workers", 4, where=c2, min_value=1, max_value=64, step=1)
     dataset = ui.select("Data set", list(DATASETS), "dataset", "digits", where=c3,
                         help="digits ships with scikit-learn; MNIST / Fashion-MNIST are read from disk if present")

@@ -34,6 +34,7 @@ def render() -> None:
     with left:
         chosen = ui.multiselect("Codecs (32-bit is always the baseline)", CODECS, "codecs",
                                 ["dynamic_tree", "linear", "onebit"])
+        specs = ui.codec_option_specs(chosen, "codecs")
         lo, hi = ui.range_slider("Message size range (log2 of float32 values)", "range", (10, 26), 4, 30)
     with right:
         link_name = ui.select("Link", [*LINKS, "custom"], "link", "eth10g",
@@ -59,7 +60,7 @@ def render() -> None:
     with ui.guard():
         link = custom_link(lat, bw) if link_name == "custom" else link_name
         ns = {"paper": PAPER_CODEC_NS, "measured": "measured"}.get(SPEEDS[speed]) or (enc, dec)
-        df = model(tuple(sizes), tuple(chosen), link, ns)
+        df = model(tuple(sizes), tuple(specs), link, ns)
 
     big = df[df.n_values == df.n_values.max()]
     best = big[big.codec != "fp32"].sort_values("speedup_vs_fp32", ascending=False)
@@ -87,13 +88,13 @@ def render() -> None:
     msizes = [1 << k for k in range(8, mhi.bit_length(), 4)]
 
 
-    if ui.run_button("Measure", "meas_run", [msizes, chosen]):
+    if ui.run_button("Measure", "meas_run", [msizes, specs]):
         with ui.guard():
             cb = ui.progress()
-            meas, cross = ui.cached_run("transfer", [msizes, chosen], lambda: transfer_sweep(
-                msizes, chosen, target_s=0.02, progress=cb))
+            meas, cross = ui.cached_run("transfer", [msizes, specs], lambda: transfer_sweep(
+                msizes, specs, target_s=0.02, progress=cb))
             cb(1.0, "done")
-        both = pd.concat([meas.assign(source="measured"), model(tuple(msizes), tuple(chosen), link, ns)],
+        both = pd.concat([meas.assign(source="measured"), model(tuple(msizes), tuple(specs), link, ns)],
                          ignore_index=True)
         ui.figure(plots.transfer_figure(both, "speedup_vs_fp32"), both, "transfer_measured")
         st.caption("Crossover sizes measured here: " + ", ".join(f"{k}: {v if v else 'never'}" for k, v in cross.items()))

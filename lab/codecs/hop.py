@@ -17,7 +17,7 @@ import torch
 
 from .. import backend
 from .base import Codec, Encoded, packed_bytes
-from .table_codec import TableCodec, _inverse_overflows, _on_device
+from .table_codec import SearchTables, TableCodec, _inverse_overflows, _on_device
 
 __all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
            "hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"]
@@ -104,7 +104,7 @@ def _fused(codec: Codec, *payloads: Encoded) -> bool:
         return False
     if any(p.dtype != torch.float32 or p.device.type != backend.KERNEL_DEVICE_TYPE for p in payloads):
         return False
-    if codec.search == "lut" and _tables(codec, payloads[0].device)["K"] > _max_k():
+    if codec.search == "lut" and _tables(codec, payloads[0].device).K > _max_k():
         return False  # the codec's own CUDA encoder rejects such a table too: let it say so
     return backend.kernels_available()
 
@@ -114,7 +114,7 @@ def _max_k() -> int:
     return MAX_K
 
 
-def _tables(codec: TableCodec, device: torch.device) -> dict:
+def _tables(codec: TableCodec, device: torch.device) -> SearchTables:
     return _on_device(codec.table, codec.rounding, codec.scale, device)
 
 
@@ -159,7 +159,7 @@ def hop_codes(codec: Codec, a: Encoded, b: Encoded) -> Encoded:
     p = _tables(codec, a.device)
     codes, scales, absmax = hop_codes_cuda(
         _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(b.tensors["codes"]), _flat(b.tensors["scales"]),
-        p["values256"], p["bpad"], p["lut"], p["K"], block_size=codec.block_size, scale=codec.scale,
+        p.values256, p.bpad, p.lut, p.K, block_size=codec.block_size, scale=codec.scale,
         search=codec.search)
     if _take_reference(codec, absmax):
         return hop_codes_reference(codec, a, b)
@@ -188,8 +188,8 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
 
     p = _tables(codec, a.device)
     codes, scales, absmax = hop_mixed_cuda(
-        _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(x), p["values256"], p["bpad"], p["lut"],
-        p["K"], block_size=codec.block_size, scale=codec.scale, search=codec.search)
+        _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(x), p.values256, p.bpad, p.lut,
+        p.K, block_size=codec.block_size, scale=codec.scale, search=codec.search)
     if _take_reference(codec, absmax):
         return hop_mixed_reference(codec, a, x)
     return _encoded(codec, a.shape, codes, scales)
@@ -208,8 +208,8 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     if B is not None and n % B:
         return None  # a ragged last block takes the composition
     rows = (1, n) if B is None else (-1, B)  # one row per block, or the tensor as one row
-    out = cpu.hop_blocks(codes.view(rows), scales.view(-1, 1), p["values256"], _flat(x).view(rows), p["lut"],
-                         p["bpad"], p["K"])
+    out = cpu.hop_blocks(codes.view(rows), scales.view(-1, 1), p.values256, _flat(x).view(rows), p.lut,
+                         p.bpad, p.K)
     if out is None:
         return None
     new_codes, absmax = out
@@ -239,7 +239,7 @@ def decode_sum(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
 
     codes = _rows([_flat(p.tensors["codes"]) for p in payloads])
     scales = _rows([_flat(p.tensors["scales"]) for p in payloads])
-    values = _tables(codec, payloads[0].device)["values256"]
+    values = _tables(codec, payloads[0].device).values256
     return decode_sum_cuda(codes, scales, values, block_size=codec.block_size).view(payloads[0].shape)
 
 

@@ -8,7 +8,9 @@ per block (none when scale='none', the paper's setting for mantissa and static t
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,21 +26,41 @@ SCALES = ("absmax", "none")
 SEARCHES = ("lut", "binary")
 
 
+@dataclass(frozen=True, eq=False)
+class SearchTables:
+    """A value table prepared for one rounding and scale: the (normalised) table, its values
+    (float32, sorted) and the same padded to 256 entries, the decision bounds between neighbours
+    (`rounding.bounds`), and the exact prefix-table search of `cpu.search_tables` (lut uint8[65536],
+    bpad float32[257+K], K)."""
+
+    table: ValueTable
+    values: torch.Tensor
+    values256: torch.Tensor
+    bounds: torch.Tensor
+    lut: torch.Tensor
+    bpad: torch.Tensor
+    K: int
+
+    def to(self, device: torch.device) -> "SearchTables":
+        """The same tables with every tensor on `device`."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
+                                            for f in dataclasses.fields(self)
+                                            if isinstance(getattr(self, f.name), torch.Tensor)})
+
+
 @functools.lru_cache(maxsize=64)
-def _prepared(table: ValueTable, rounding: str, scale: str) -> dict[str, Any]:
+def _prepared(table: ValueTable, rounding: str, scale: str) -> SearchTables:
     t = table.normalized() if scale == "absmax" else table
     values = torch.tensor(t.values, dtype=torch.float32)
     bounds = torch.from_numpy(make_bounds(t, rounding)).to(torch.float32)
     lut, bpad, K = cpu.search_tables(bounds)
     values256 = torch.cat([values, values.new_zeros(256 - values.numel())])
-    return {"table": t, "values": values, "values256": values256, "bounds": bounds,
-            "lut": lut, "bpad": bpad, "K": K}
+    return SearchTables(t, values, values256, bounds, lut, bpad, K)
 
 
 @functools.lru_cache(maxsize=64)
-def _on_device(table: ValueTable, rounding: str, scale: str, device: torch.device) -> dict[str, Any]:
-    p = _prepared(table, rounding, scale)
-    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in p.items()}
+def _on_device(table: ValueTable, rounding: str, scale: str, device: torch.device) -> SearchTables:
+    return _prepared(table, rounding, scale).to(device)
 
 
 class TableCodec(Codec):
@@ -83,12 +105,12 @@ class TableCodec(Codec):
     @property
     def values(self) -> torch.Tensor:
         """The (normalised) value table the codes index, float32."""
-        return _prepared(self.table, self.rounding, self.scale)["values"]
+        return _prepared(self.table, self.rounding, self.scale).values
 
     @property
     def bounds(self) -> torch.Tensor:
         """The float32 code thresholds of this rounding mode."""
-        return _prepared(self.table, self.rounding, self.scale)["bounds"]
+        return _prepared(self.table, self.rounding, self.scale).bounds
 
     # ------------------------------------------------------------------ encode
 
@@ -120,19 +142,19 @@ class TableCodec(Codec):
                 raise _NonFinite
             scales = absmax if self.scale == "absmax" else torch.ones_like(absmax)
             saturated = 0
-            if self.scale == "none" and float(absmax) > p["table"].absmax:
-                saturated = int((flat.abs() > p["table"].absmax).sum())
+            if self.scale == "none" and float(absmax) > p.table.absmax:
+                saturated = int((flat.abs() > p.table.absmax).sum())
             if flat.is_cuda:
                 from .cuda import encode_cuda
-                codes, _ = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=None,
+                codes, _ = encode_cuda(flat, p.bpad, p.lut, p.K, block_size=None,
                                        scale=scales, search=self.search)
             else:
-                codes = cpu.encode_scaled(flat, scales[0], p["bounds"], p["lut"], p["bpad"], p["K"])
+                codes = cpu.encode_scaled(flat, scales[0], p.bounds, p.lut, p.bpad, p.K)
             return codes, scales, saturated
         B = self.block_size
         if flat.is_cuda:
             from .cuda import encode_cuda
-            codes, scales = encode_cuda(flat, p["bpad"], p["lut"], p["K"], block_size=B, scale=None,
+            codes, scales = encode_cuda(flat, p.bpad, p.lut, p.K, block_size=B, scale=None,
                                         search=self.search)
         else:
             full = (n // B) * B
@@ -140,13 +162,13 @@ class TableCodec(Codec):
             if full:
                 x2d = flat[:full].view(-1, B)
                 if flat.is_cuda:
-                    c2, s = cpu.encode_blocks_reference(x2d, p["bounds"])
+                    c2, s = cpu.encode_blocks_reference(x2d, p.bounds)
                 else:
-                    c2, s = cpu.encode_blocks(x2d, p["bounds"], p["lut"], p["bpad"], p["K"])
+                    c2, s = cpu.encode_blocks(x2d, p.bounds, p.lut, p.bpad, p.K)
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             if full < n:
-                c2, s = cpu.encode_blocks_reference(flat[full:].view(1, -1), p["bounds"])
+                c2, s = cpu.encode_blocks_reference(flat[full:].view(1, -1), p.bounds)
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             codes = parts_c[0] if len(parts_c) == 1 else torch.cat(parts_c)
@@ -175,16 +197,16 @@ class TableCodec(Codec):
         B = enc.meta.get("block_size")
         if codes.is_cuda:
             from .cuda import decode_cuda
-            decode_cuda(codes.reshape(-1), p["values256"], scales, block_size=B, dtype=enc.dtype, out=flat)
+            decode_cuda(codes.reshape(-1), p.values256, scales, block_size=B, dtype=enc.dtype, out=flat)
         elif B is None:
-            cpu.decode_into(codes.reshape(-1), p["values256"], scales[0], flat)
+            cpu.decode_into(codes.reshape(-1), p.values256, scales[0], flat)
         else:
             full = (n // B) * B
             if full:
-                cpu.decode_into(codes[:full].view(-1, B), p["values256"], scales[: full // B, None],
+                cpu.decode_into(codes[:full].view(-1, B), p.values256, scales[: full // B, None],
                                 flat[:full].view(-1, B))
             if full < n:
-                cpu.decode_into(codes[full:], p["values256"], scales[-1], flat[full:])
+                cpu.decode_into(codes[full:], p.values256, scales[-1], flat[full:])
         return True
 
 
