@@ -35,7 +35,7 @@ SMOKE = {
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],
-    "bench codecs": ["bench", "codecs", "--min-exp", "10", "--max-exp", "10", "--repeats", "1", "--device", "cpu"],
+    "bench codecs": ["bench", "codecs", "-b", "4K", "-e", "4K", "--repeats", "1", "--device", "cpu"],
     "bench transfer": ["bench", "transfer", "-b", "4K", "-e", "4K", "--codecs", "linear", "--target-s", "0.01"],
     "bench compressed": ["bench", "compressed", "-p", "2", "--values", "1K", "--codecs", "linear",
                          "--target-s", "0.01"],
@@ -189,6 +189,30 @@ def test_old_size_names_still_work_with_a_note():
     r = runner.invoke(app, ["bench", "collectives", "--min", "8K", "--max", "4K", "--factor", "2"])
     assert r.exit_code == 2 and "sizes 8192..4096" in r.output
     assert "--min is deprecated" in r.output and "-e/--maxbytes" in r.output and "-f/--stepfactor" in r.output
+
+
+def test_bench_codecs_takes_nccl_tests_size_flags_and_the_old_exponents_with_a_note():
+    """-b/-e/-f in bytes of the fp32 input (K/M/G as bench collectives); --min-exp/--max-exp are hidden
+    aliases for one release (2^k values = 4*2^k bytes) that say so."""
+    r = runner.invoke(app, ["bench", "codecs", "--help"], terminal_width=200, env={"COLUMNS": "200"})
+    assert "--minbytes" in r.output and "--stepfactor" in r.output and "--min-exp" not in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "64K", "-e", "4K"])
+    assert r.exit_code == 2 and "sizes 65536..4096" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "1X"])
+    assert r.exit_code == 2 and "allowed: an integer with an optional K, M or G suffix" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "1K", "-e", "4K", "-f", "2", "--repeats", "1", "--device", "cpu",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["sizes"] == [256, 512, 1024]
+    assert {k: data["config"][k] for k in ("minbytes", "maxbytes", "stepfactor")} == {
+        "minbytes": 1024, "maxbytes": 4096, "stepfactor": 2}
+    r = runner.invoke(app, ["bench", "codecs", "--min-exp", "9", "--max-exp", "8"])
+    assert r.exit_code == 2 and "sizes 2048..1024" in r.output
+    assert "--min-exp is deprecated" in r.output and "--max-exp is deprecated" in r.output
+    assert "-b/--minbytes" in r.output and "-e/--maxbytes" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "--min-exp", "40"])
+    assert r.exit_code == 2 and "--min-exp 40; allowed: 0..31" in r.output
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),
