@@ -130,6 +130,23 @@ def test_table1_and_errors_content():
     assert rows[0]["codec"].startswith("qsgd") and rows[0]["data"] == "laplace(0,1)"
 
 
+def test_table1_extended_adds_the_block_scaled_formats_with_bits_per_value(tmp_path):
+    out = tmp_path / "t1.json"
+    r = runner.invoke(app, ["table1", "--samples", "4096", "--extended", "--rounding", "nearest", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, schema("table1"))
+    rows = data["rows"]
+    assert data["config"]["extended"] is True and len(rows) == 4 * 11 and "Extended rows" in data["note"]
+    bits = {(r["distribution"], r["type"]): r["bits_per_value"] for r in rows}
+    assert bits[("N(0,1)", "mxfp4_e2m1")] == 4.25 and bits[("N(0,1)", "nvfp4")] == 4.5 + 32 / 4096
+    assert bits[("N(0,1)", "mxfp6_e2m3")] == 6.25 and 8 <= bits[("N(0,1)", "dynamic_tree")] < 8.1
+    new = [r for r in rows if r["type"] == "mxfp8_e4m3"]
+    assert len(new) == 4 and all(r["paper_rel_pct"] is None and r["rel_pct_nearest"] > 0 for r in new)
+    plain = json.loads(runner.invoke(app, ["table1", "--samples", "1000", "--json"]).stdout)
+    assert "bits_per_value" not in plain["rows"][0] and len(plain["rows"]) == 16
+
+
 def test_clear_errors():
     r = runner.invoke(app, ["table1", "--rounding", "up"])
     assert r.exit_code == 2 and "allowed: paper, nearest, both" in r.output

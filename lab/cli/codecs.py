@@ -15,22 +15,30 @@ from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, j
 def table1(samples: int = typer.Option(1_000_000, help="samples per distribution (the paper used 25 M)"),
            rounding: str = typer.Option("both", help="paper | nearest | both"),
            seed: int = typer.Option(0, help="random seed"),
+           extended: bool = typer.Option(False, "--extended",
+                                         help="also the block-scaled formats (six OCP MX types, NVFP4) as extra "
+                                              "rows, with every row's wire bits per value"),
            as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
-    """Dettmers 2016 Table 1: the four 8-bit types on U(0,1) and normal distributions, paper vs measured."""
+    """Dettmers 2016 Table 1: the four 8-bit types on U(0,1) and normal distributions, paper vs measured
+    (--extended: beside MX and NVFP4)."""
     from lab.experiments import TABLE1_NOTE, table1 as run
+    from lab.experiments.codec_table1 import EXTENDED_NOTE as TABLE1_EXTENDED_NOTE
 
     allowed = {"paper": ("paper",), "nearest": ("nearest",), "both": ("paper", "nearest")}
     if rounding not in allowed:
         fail(f"--rounding {rounding!r}; allowed: paper, nearest, both")
     if samples < 1:
         fail(f"--samples {samples}; need at least 1")
-    config = {"samples": samples, "rounding": rounding, "seed": seed}
+    config = {"samples": samples, "rounding": rounding, "seed": seed, "extended": extended}
     with session("table1", config, out, as_json) as s:
-        df = run(samples=samples, roundings=allowed[rounding], seed=seed, progress=s.progress)
-    if emit(result("table1", config, rows=df, note=TABLE1_NOTE), out, as_json):
+        df = run(samples=samples, roundings=allowed[rounding], seed=seed, extended=extended, progress=s.progress)
+    note = TABLE1_NOTE + (" " + TABLE1_EXTENDED_NOTE if extended else "")
+    if emit(result("table1", config, rows=df, note=note), out, as_json):
         return
     print_frame(df, f"Table 1 — {samples:,} samples per distribution, seed {seed}")
     console.print(f"[dim]{TABLE1_NOTE}[/dim]")
+    if extended:
+        console.print(f"[dim]{TABLE1_EXTENDED_NOTE}[/dim]")
 
 
 @app.command()
