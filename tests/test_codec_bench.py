@@ -78,3 +78,20 @@ def test_torchao_missing_is_a_note_not_a_crash(monkeypatch):
     assert bench.TORCHAO_MX not in set(df.contestant) and "nvfp4" in set(df.contestant)
     assert df.speed_vs_torchao_mx.isna().all()
     assert any(m.startswith(bench.TORCHAO_MX + " skipped") and "simulated" in m for m in info["notes"])
+
+
+def test_torchao_import_noise_stays_out_of_the_output():
+    """torchao logs 'Failed to load <its CUDA .so>' and torch a pytree Enum deprecation when the to_mx
+    baseline imports it; `paralab bench codecs` drops exactly those (lab/cli/quiet.py)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-m", "lab", "bench", "codecs", "-b", "4K", "-e", "4K", "--repeats", "1",
+                        "--device", "cpu", "--json"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "Failed to load" not in p.stderr and "Enum subclass" not in p.stderr, p.stderr
+    assert json.loads(p.stdout)["command"] == "bench codecs"
