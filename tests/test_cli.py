@@ -35,7 +35,7 @@ SMOKE = {
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],
-    "bench codecs": ["bench", "codecs", "--min-exp", "10", "--max-exp", "10", "--repeats", "1", "--device", "cpu"],
+    "bench codecs": ["bench", "codecs", "-b", "4K", "-e", "4K", "--repeats", "1", "--device", "cpu"],
     "bench transfer": ["bench", "transfer", "-b", "4K", "-e", "4K", "--codecs", "linear", "--target-s", "0.01"],
     "bench compressed": ["bench", "compressed", "-p", "2", "--values", "1K", "--codecs", "linear",
                          "--target-s", "0.01"],
@@ -130,6 +130,23 @@ def test_table1_and_errors_content():
     assert rows[0]["codec"].startswith("qsgd") and rows[0]["data"] == "laplace(0,1)"
 
 
+def test_table1_extended_adds_the_block_scaled_formats_with_bits_per_value(tmp_path):
+    out = tmp_path / "t1.json"
+    r = runner.invoke(app, ["table1", "--samples", "4096", "--extended", "--rounding", "nearest", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, schema("table1"))
+    rows = data["rows"]
+    assert data["config"]["extended"] is True and len(rows) == 4 * 11 and "Extended rows" in data["note"]
+    bits = {(r["distribution"], r["type"]): r["bits_per_value"] for r in rows}
+    assert bits[("N(0,1)", "mxfp4_e2m1")] == 4.25 and bits[("N(0,1)", "nvfp4")] == 4.5 + 32 / 4096
+    assert bits[("N(0,1)", "mxfp6_e2m3")] == 6.25 and 8 <= bits[("N(0,1)", "dynamic_tree")] < 8.1
+    new = [r for r in rows if r["type"] == "mxfp8_e4m3"]
+    assert len(new) == 4 and all(r["paper_rel_pct"] is None and r["rel_pct_nearest"] > 0 for r in new)
+    plain = json.loads(runner.invoke(app, ["table1", "--samples", "1000", "--json"]).stdout)
+    assert "bits_per_value" not in plain["rows"][0] and len(plain["rows"]) == 16
+
+
 def test_clear_errors():
     r = runner.invoke(app, ["table1", "--rounding", "up"])
     assert r.exit_code == 2 and "allowed: paper, nearest, both" in r.output
@@ -189,6 +206,30 @@ def test_old_size_names_still_work_with_a_note():
     r = runner.invoke(app, ["bench", "collectives", "--min", "8K", "--max", "4K", "--factor", "2"])
     assert r.exit_code == 2 and "sizes 8192..4096" in r.output
     assert "--min is deprecated" in r.output and "-e/--maxbytes" in r.output and "-f/--stepfactor" in r.output
+
+
+def test_bench_codecs_takes_nccl_tests_size_flags_and_the_old_exponents_with_a_note():
+    """-b/-e/-f in bytes of the fp32 input (K/M/G as bench collectives); --min-exp/--max-exp are hidden
+    aliases for one release (2^k values = 4*2^k bytes) that say so."""
+    r = runner.invoke(app, ["bench", "codecs", "--help"], terminal_width=200, env={"COLUMNS": "200"})
+    assert "--minbytes" in r.output and "--stepfactor" in r.output and "--min-exp" not in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "64K", "-e", "4K"])
+    assert r.exit_code == 2 and "sizes 65536..4096" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "1X"])
+    assert r.exit_code == 2 and "allowed: an integer with an optional K, M or G suffix" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "-b", "1K", "-e", "4K", "-f", "2", "--repeats", "1", "--device", "cpu",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["sizes"] == [256, 512, 1024]
+    assert {k: data["config"][k] for k in ("minbytes", "maxbytes", "stepfactor")} == {
+        "minbytes": 1024, "maxbytes": 4096, "stepfactor": 2}
+    r = runner.invoke(app, ["bench", "codecs", "--min-exp", "9", "--max-exp", "8"])
+    assert r.exit_code == 2 and "sizes 2048..1024" in r.output
+    assert "--min-exp is deprecated" in r.output and "--max-exp is deprecated" in r.output
+    assert "-b/--minbytes" in r.output and "-e/--maxbytes" in r.output
+    r = runner.invoke(app, ["bench", "codecs", "--min-exp", "40"])
+    assert r.exit_code == 2 and "--min-exp 40; allowed: 0..31" in r.output
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),

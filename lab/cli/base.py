@@ -126,11 +126,13 @@ def fail(msg: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def deprecated(old: str, new: str) -> None:
+TORCHRUN_CLASH = "nccl-tests' names; the old --max is ambiguous under torchrun, which takes it for --max-restarts"
+
+
+def deprecated(old: str, new: str, why: str = TORCHRUN_CLASH) -> None:
     """A one-line note on stderr for an option kept as a hidden alias for one release."""
-    err_console.print(f"note: {old} is deprecated and will be removed in the next release; use {new} "
-                      "(nccl-tests' names; the old --max is ambiguous under torchrun, which takes it for "
-                      "--max-restarts)", highlight=False, soft_wrap=True)
+    err_console.print(f"note: {old} is deprecated and will be removed in the next release; use {new} ({why})",
+                      highlight=False, soft_wrap=True)
 
 
 def numbers(text: str, what: str, cast: type = float, allow_empty: bool = False) -> list:

@@ -7,30 +7,38 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, console, emit, fail, json_option, out_option, print_frame, result,
-                   session)
+from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, out_option, print_frame,
+                   result, session)
 
 
 @app.command()
 def table1(samples: int = typer.Option(1_000_000, help="samples per distribution (the paper used 25 M)"),
            rounding: str = typer.Option("both", help="paper | nearest | both"),
            seed: int = typer.Option(0, help="random seed"),
+           extended: bool = typer.Option(False, "--extended",
+                                         help="also the block-scaled formats (six OCP MX types, NVFP4) as extra "
+                                              "rows, with every row's wire bits per value"),
            as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
-    """Dettmers 2016 Table 1: the four 8-bit types on U(0,1) and normal distributions, paper vs measured."""
+    """Dettmers 2016 Table 1: the four 8-bit types on U(0,1) and normal distributions, paper vs measured
+    (--extended: beside MX and NVFP4)."""
     from lab.experiments import TABLE1_NOTE, table1 as run
+    from lab.experiments.codec_table1 import EXTENDED_NOTE as TABLE1_EXTENDED_NOTE
 
     allowed = {"paper": ("paper",), "nearest": ("nearest",), "both": ("paper", "nearest")}
     if rounding not in allowed:
         fail(f"--rounding {rounding!r}; allowed: paper, nearest, both")
     if samples < 1:
         fail(f"--samples {samples}; need at least 1")
-    config = {"samples": samples, "rounding": rounding, "seed": seed}
+    config = {"samples": samples, "rounding": rounding, "seed": seed, "extended": extended}
     with session("table1", config, out, as_json) as s:
-        df = run(samples=samples, roundings=allowed[rounding], seed=seed, progress=s.progress)
-    if emit(result("table1", config, rows=df, note=TABLE1_NOTE), out, as_json):
+        df = run(samples=samples, roundings=allowed[rounding], seed=seed, extended=extended, progress=s.progress)
+    note = TABLE1_NOTE + (" " + TABLE1_EXTENDED_NOTE if extended else "")
+    if emit(result("table1", config, rows=df, note=note), out, as_json):
         return
     print_frame(df, f"Table 1 — {samples:,} samples per distribution, seed {seed}")
     console.print(f"[dim]{TABLE1_NOTE}[/dim]")
+    if extended:
+        console.print(f"[dim]{TABLE1_EXTENDED_NOTE}[/dim]")
 
 
 @app.command()
@@ -75,33 +83,58 @@ def codecs(as_json: bool = json_option(), out: Optional[Path] = out_option()) ->
 
 
 @bench_app.command("codecs")
-def bench_codecs(min_exp: int = typer.Option(16, "--min-exp", help="smallest size 2^k"),
-                 max_exp: Optional[int] = typer.Option(None, "--max-exp", help="largest size 2^k (26 CPU, 28 GPU)"),
+def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
+                                              help="smallest fp32 input, bytes (K/M/G suffixes), nccl-tests' -b"),
+                 maxbytes: Optional[str] = typer.Option(None, "-e", "--maxbytes",
+                                                        help="largest fp32 input, bytes (K/M/G suffixes), nccl-tests' "
+                                                             "-e (default 256M on a CPU, 1G on a GPU)"),
+                 stepfactor: int = typer.Option(4, "-f", "--stepfactor", help="size step factor, nccl-tests' -f"),
                  repeats: int = typer.Option(5, help="timed calls per contestant (median reported)"),
                  device: Optional[str] = typer.Option(None, help="cpu or cuda"),
                  as_json: bool = json_option(),
-                 out: Optional[Path] = out_option(" (default bench/results/codecs-<device>.json)")) -> None:
-    """Encode/decode speed of the 8-bit codecs vs torch's fp8 cast and bitsandbytes, same run."""
+                 out: Optional[Path] = out_option(" (default bench/results/codecs-<device>.json)"),
+                 old_min_exp: Optional[int] = typer.Option(None, "--min-exp", hidden=True,
+                                                           help="deprecated: -b/--minbytes"),
+                 old_max_exp: Optional[int] = typer.Option(None, "--max-exp", hidden=True,
+                                                           help="deprecated: -e/--maxbytes")) -> None:
+    """Encode/decode speed of the dynamic tree, MX and NVFP4 codecs vs torch's fp8 cast, bitsandbytes and
+    torchao's to_mx, same run. Sizes in bytes of the fp32 input, as `bench collectives`: -b 256K -e 64M -f 4."""
     from lab import backend
-    from lab.experiments import codec_bench_sizes, codec_benchmark
+    from lab.experiments import codec_bench_sizes, codec_benchmark, parse_size
 
     try:
-        dev, sizes, top = codec_bench_sizes(device, min_exp, max_exp, repeats)
+        lo = parse_size(minbytes)
+        hi = parse_size(maxbytes) if maxbytes is not None else None
+        for old, value, new in (("--min-exp", old_min_exp, "-b/--minbytes"),
+                                ("--max-exp", old_max_exp, "-e/--maxbytes")):
+            if value is None:
+                continue
+            deprecated(old, f"{new} in bytes of the fp32 input (2^k values = 4*2^k bytes)",
+                       why="nccl-tests' names, as `bench collectives`")
+            if not 0 <= value <= 31:
+                raise ValueError(f"{old} {value}; allowed: 0..31")
+            lo, hi = (4 << value, hi) if old == "--min-exp" else (lo, 4 << value)
+        dev, sizes, top = codec_bench_sizes(device, lo, hi, stepfactor, repeats)
     except ValueError as e:
         fail(str(e))
     path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
-    config = {"min_exp": min_exp, "max_exp": top, "repeats": repeats, "device": dev.type}
+    config = {"minbytes": lo, "maxbytes": top, "stepfactor": stepfactor, "repeats": repeats, "device": dev.type}
     info: dict = {}
+    notes: list[str] = []
     with session("bench codecs", config, path, as_json, device=backend.device_name(dev)) as s:
         for i, n in enumerate(sizes):  # one size at a time: Ctrl-C keeps the finished sizes
             part, info = codec_benchmark(n, dev, repeats=repeats, progress=s.part(i, len(sizes)))
+            notes += [m for m in info.get("notes", []) if m not in notes]
             s.add(part.to_dict(orient="records"), f"n={n}")
     df = pd.DataFrame(s.rows)
-    info = {**info, "sizes": sizes}
+    info = {**info, "sizes": sizes, "notes": notes}
     device_name = info.pop("device")
     if emit(result("bench codecs", config, device=device_name, rows=df, **info), path, as_json):
         return
-    cols = ["contestant", "op", "n", "ns_per_value", "gb_per_s", "speed_vs_fp8_cast", "speed_vs_bnb", "speed_vs_bnb_op"]
+    cols = ["contestant", "op", "n", "ns_per_value", "gb_per_s", "speed_vs_fp8_cast", "speed_vs_bnb", "speed_vs_bnb_op",
+            "speed_vs_torchao_mx"]
     if "frac_of_copy_bw" in df:
         cols.append("frac_of_copy_bw")
-    print_frame(df[cols], f"Codec speed on {device_name} (ratios: baseline time / this time)")
+    print_frame(df[[c for c in cols if c in df]], f"Codec speed on {device_name} (ratios: baseline time / this time)")
+    for m in notes:
+        console.print(f"[dim]{m}[/dim]")

@@ -13,6 +13,10 @@ import warnings
 # optional `kernels` package (a Hugging Face Hub download) is missing. ParaLab never uses 4-bit GEMM.
 KNOWN_LOG_MESSAGES = (
     ("bitsandbytes.backends.cpu.ops", "Failed to load CPU gemm_4bit_forward from kernels-community"),
+    # torchao (the codec benchmark's to_mx baseline) tries its CUDA extensions at import, on every machine
+    ("torchao", "Failed to load "),
+    # torchao registers its Enum configs with torch's pytree at import; torch 2.10 calls that deprecated
+    ("torch.utils._pytree", "%s is an Enum subclass and is now natively supported"),
 )
 # (category, regex on the start of the message): raised by torch's own modules that torch.compile
 # imports (torch/utils/mkldnn.py), not by anything ParaLab calls.

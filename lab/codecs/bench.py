@@ -1,7 +1,8 @@
-"""Codec throughput benchmark: encode/decode ns per value and GB/s, as ratios against torch's
-fp8 cast and bitsandbytes' blockwise 8-bit quantization measured in the same run, and on GPU
-as a fraction of the measured device-copy bandwidth (Dettmers 2016 §3.2 measured 1 and 0.5 ns
-per value on a GTX Titan)."""
+"""Codec throughput benchmark: encode/decode ns per value and GB/s of the dynamic tree and the
+block-scaled formats (OCP MX v1.0 mxfp8_e4m3 / mxfp4_e2m1, NVFP4), as ratios against torch's fp8
+cast, bitsandbytes' blockwise 8-bit quantization and torchao's `to_mx` (MXFP8 E4M3) measured in
+the same run, and on GPU as a fraction of the measured device-copy bandwidth (Dettmers 2016 §3.2
+measured 1 and 0.5 ns per value on a GTX Titan)."""
 from __future__ import annotations
 
 import math
@@ -24,6 +25,16 @@ class Contestant:
     decode: Callable[[object], torch.Tensor]
     out_bytes: float  # encoded bytes per value (codes + side information)
     decode_into: Callable[[object, torch.Tensor], object] | None = None  # into an existing buffer
+    multiple_of: int = 1  # sizes it takes (torchao's to_mx: whole blocks of 32); other sizes are skipped
+
+# the baselines every row is compared with: contestant name -> ratio column
+FP8_CAST = "torch fp8_e4m3 cast"
+BNB = "bitsandbytes blockwise4096"
+TORCHAO_MX = "torchao to_mx mxfp8_e4m3"
+BASELINES = ((FP8_CAST, "speed_vs_fp8_cast"), (BNB, "speed_vs_bnb"), (TORCHAO_MX, "speed_vs_torchao_mx"))
+# ParaLab's block-scaled codecs timed beside the dynamic tree (issue 18)
+BLOCK_SCALED = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
+MX_BLOCK = 32
 
 
 def _bnb() -> Contestant | None:
@@ -37,13 +48,39 @@ def _bnb() -> Contestant | None:
         except NotImplementedError:  # its CPU op has no out= variant: decode, then copy (the same task)
             return out.copy_(F.dequantize_blockwise(e[0], e[1]))
 
-    return Contestant("bitsandbytes blockwise4096",
+    return Contestant(BNB,
                       lambda x: F.quantize_blockwise(x, blocksize=4096),
                       lambda e: F.dequantize_blockwise(e[0], e[1]), 1 + 4 / 4096, decode_into)
 
 
-def contestants(device: torch.device) -> list[Contestant]:
-    """ParaLab's codecs, then the baselines (torch fp8 cast, bitsandbytes if importable)."""
+def _torchao_mx() -> tuple[Contestant | None, str | None]:
+    """torchao's MXFP8 E4M3 quantization (`torchao.prototype.mx_formats`: `to_mx` with the spec's floor
+    scale, `to_dtype` back to fp32), or (None, why) when torchao does not import."""
+    try:
+        from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
+    except Exception as e:  # noqa: BLE001 - any import failure only drops this baseline
+        return None, f"{TORCHAO_MX} skipped: torchao.prototype.mx_formats does not import ({type(e).__name__}: {e})"
+    dt = torch.float8_e4m3fn
+
+    def encode(x: torch.Tensor) -> tuple:
+        return to_mx(x.view(-1, MX_BLOCK), dt, MX_BLOCK)
+
+    def decode(e: tuple) -> torch.Tensor:
+        return to_dtype(e[1], e[0], dt, MX_BLOCK, torch.float32)
+
+    return Contestant(TORCHAO_MX, encode, decode, 1 + 1 / MX_BLOCK, multiple_of=MX_BLOCK), None
+
+
+def _codec_contestant(name: str, device: torch.device) -> Contestant:
+    """A registered codec by name; its bytes per value measured from one encoding (scales included)."""
+    c = get_codec(name)
+    probe = c.encode(torch.zeros(4096, device=device))
+    return Contestant(name, c.encode, c.decode, probe.wire_bytes / probe.numel, c.decode_into)
+
+
+def contestants(device: torch.device, notes: list[str] | None = None) -> list[Contestant]:
+    """ParaLab's codecs (dynamic tree, MX, NVFP4), then the baselines (torch fp8 cast, bitsandbytes and
+    torchao's to_mx when they import; a skipped one is said in `notes`)."""
     out = []
     searches = ("lut", "binary") if device.type == "cuda" else ("lut",)
     for search in searches:
@@ -52,11 +89,19 @@ def contestants(device: torch.device) -> list[Contestant]:
             c = get_codec("dynamic_tree", search=search, **kw)
             side = 4 / 4096 if kw else 0.0
             out.append(Contestant(label + suffix, c.encode, c.decode, 1 + side, c.decode_into))
-    out.append(Contestant("torch fp8_e4m3 cast", lambda x: x.to(torch.float8_e4m3fn),
+    out.extend(_codec_contestant(name, device) for name in BLOCK_SCALED)
+    out.append(Contestant(FP8_CAST, lambda x: x.to(torch.float8_e4m3fn),
                           lambda y: y.to(torch.float32), 1.0, lambda y, out: out.copy_(y)))
     bnb = _bnb()
     if bnb is not None:
         out.append(bnb)
+    elif notes is not None:
+        notes.append(f"{BNB} skipped: bitsandbytes does not import")
+    mx, why = _torchao_mx()
+    if mx is not None:
+        out.append(mx)
+    elif notes is not None:
+        notes.append(why)
     return out
 
 
@@ -74,7 +119,8 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
     if sizes is None:
         top = 28 if dev.type == "cuda" else 26
         sizes = [1 << k for k in range(16, top + 1, 2)]
-    cs = contestants(dev)
+    notes: list[str] = []
+    cs = contestants(dev, notes)
     g = torch.Generator(device=dev).manual_seed(seed)
     rows = []
     copy_bw = None
@@ -86,6 +132,11 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
         for ci, c in enumerate(cs):
             if progress:
                 progress((si * len(cs) + ci) / steps, f"{c.name} at n={n}")
+            if n % c.multiple_of:
+                note = f"{c.name} skipped at n={n}: it takes multiples of {c.multiple_of} values"
+                if note not in notes:
+                    notes.append(note)
+                continue
             enc = c.encode(x)
             te = backend.time_fn(lambda: c.encode(x), dev, repeats=repeats).median
             td = backend.time_fn(lambda: c.decode(enc), dev, repeats=repeats).median
@@ -99,7 +150,7 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
     if progress:
         progress(1.0, "done")
     df = pd.DataFrame(rows)
-    for base, col in (("torch fp8_e4m3 cast", "speed_vs_fp8_cast"), ("bitsandbytes blockwise4096", "speed_vs_bnb")):
+    for base, col in BASELINES:
         ref = df[df.contestant == base].set_index(["op", "n"])["seconds"]
         used = [o if (o, n) in ref.index else "decode" for o, n in zip(df.op, df.n)]
         df[col] = [ref.get((u, n), math.nan) / s for u, n, s in zip(used, df.n, df.seconds)]
@@ -111,7 +162,9 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
             "bytes_model": "encode: 4 B in + codes + scales out; decode: codes + scales in + 4 B out",
             "ops": "encode; decode (a new output tensor); decode_into (into an existing tensor; bitsandbytes' CPU "
                    "op has no out= variant, so there it is its decode plus a copy)",
-            "speed_ratio": "baseline seconds / contestant seconds (> 1: faster than the baseline)"}
+            "speed_ratio": "baseline seconds / contestant seconds (> 1: faster than the baseline); "
+                           "speed_vs_torchao_mx: against torchao's to_mx (MXFP8 E4M3, floor scale) + to_dtype",
+            "notes": notes}
     return df, info
 
 

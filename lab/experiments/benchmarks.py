@@ -146,19 +146,23 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     return pd.DataFrame(rows)
 
 
-def codec_bench_sizes(device: str | None, min_exp: int, max_exp: int | None,
+CODEC_BENCH_MAXBYTES = {"cpu": 256 << 20, "cuda": 1 << 30}  # default -e: 2^26 values on a CPU, 2^28 on a GPU
+
+
+def codec_bench_sizes(device: str | None, minbytes: int, maxbytes: int | None, stepfactor: int = 4,
                       repeats: int = 5) -> tuple[torch.device, list[int], int]:
-    """The device (default: the lab's), the sizes 2^min_exp, 2^(min_exp+2), ... up to 2^max_exp and
-    max_exp (default 26 on CPU, 28 on a GPU) of the codec benchmark; a bad choice is a ValueError."""
+    """The device (default: the lab's), the value counts of the codec benchmark (fp32 inputs of
+    minbytes, minbytes*stepfactor, ... up to maxbytes bytes, nccl-tests' -b/-e/-f; 4 bytes a value)
+    and maxbytes (default 256M on a CPU, 1G on a GPU); a bad choice is a ValueError."""
     dev = torch.device(device) if device else backend.default_device()
     if dev.type == "cuda" and not backend.gpu_available():
         raise ValueError("--device cuda needs a GPU and CuPy (pip install -e '.[cuda12]')")
-    top = max_exp if max_exp is not None else (28 if dev.type == "cuda" else 26)
-    if not 0 <= min_exp <= top <= 31:
-        raise ValueError(f"sizes 2^{min_exp}..2^{top}: need 0 <= --min-exp <= --max-exp <= 31")
+    top = maxbytes if maxbytes is not None else CODEC_BENCH_MAXBYTES.get(dev.type, CODEC_BENCH_MAXBYTES["cpu"])
+    if top > 8 << 30:
+        raise ValueError(f"-e/--maxbytes {top}; allowed: at most 8G (2^31 fp32 values)")
     if repeats < 1:
         raise ValueError(f"--repeats {repeats}; need >= 1")
-    return dev, [1 << k for k in range(min_exp, top + 1, 2)], top
+    return dev, [b // 4 for b in size_sweep(minbytes, top, stepfactor)], top
 
 
 def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5,
@@ -172,4 +176,4 @@ def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5,
 
 __all__ = ["parse_size", "size_sweep", "format_collectives", "in_torchrun", "CollectivesBenchmark",
            "collectives_benchmark", "transfer_benchmark", "compressed_benchmark", "codec_bench_sizes",
-           "codec_benchmark"]
+           "codec_benchmark", "CODEC_BENCH_MAXBYTES"]
