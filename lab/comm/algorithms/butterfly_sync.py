@@ -11,6 +11,7 @@ import torch
 from ..base import Comm
 from ..channel import Channel
 from ..pieces import pieces
+from . import ring
 from .base import Algorithm
 
 
@@ -54,23 +55,10 @@ def _others(P: int, r: int) -> list[int]:
     return [(r + k) % P for k in range(1, P)]
 
 
-def _coefficients(P: int, m: float) -> tuple[float, float]:
-    """2L(P−1) + 2mG(P−1)/P: P−1 parts of m/P to their owners, then P−1 reduced parts back."""
-    return 2.0 * (P - 1), 2.0 * m * (P - 1) / P
-
-
-def _total_bytes(P: int, m: float) -> float:
-    return 2.0 * (P - 1) * m
-
-
-def _codec_counts(P: int, n: float) -> tuple[float, float]:
-    """P−1 parts to the owners, the owner's finalize and keep, P−1 arrivals."""
-    return n, (2 * P - 1) / P * n
-
-
-def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
-    """Direct allgather: (P−1)(L + qG)."""
-    return float(P - 1), (P - 1) * q
+# The same traffic as the ring's reduce-scatter + allgather, sent directly instead of around the
+# ring: 2L(P−1) + 2mG(P−1)/P, and the same codec work and allgather (P−1)(L + qG).
+_coefficients, _total_bytes = ring._coefficients, ring._total_bytes
+_codec_counts, _gather_coefficients = ring._codec_counts, ring._gather_coefficients
 
 
 def _scratch(n: int, P: int) -> int:
