@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 import torch
 
@@ -22,12 +22,59 @@ if TYPE_CHECKING:
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+@dataclass(frozen=True)
+class Field:
+    """One tensor of a codec's payload, declared by the codec (`Codec.layout(n)`).
+
+    name: the key in `Encoded.tensors`; dtype and shape: the tensor as it sits in memory for a
+    payload of n values; packed_bits > 0: uint8 codes (one per value) that travel packed to that
+    many bits (bit planes of ceil(count/8) bytes); wire=False: not sent, the receiver rebuilds it
+    as ones (the all-ones scale of a table with scale='none').
+    """
+
+    name: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    packed_bits: int = 0
+    wire: bool = True
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this field takes on the wire."""
+        if not self.wire:
+            return 0
+        if self.packed_bits:
+            return self.packed_bits * ((self.numel + 7) // 8)
+        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+
+
+Layout = tuple[Field, ...]
+
+
+def check_layout(layout: Layout, tensors: dict[str, torch.Tensor], codec: str = "codec") -> None:
+    """`tensors` are exactly the declared fields, each of its declared dtype and shape (ValueError
+    naming the field otherwise)."""
+    names = [f.name for f in layout]
+    if sorted(names) != sorted(tensors):
+        raise ValueError(f"{codec} payload holds fields {sorted(tensors)}, its layout declares {names}")
+    for f in layout:
+        t = tensors[f.name]
+        if t.dtype != f.dtype or tuple(t.shape) != f.shape:
+            raise ValueError(f"{codec} payload field {f.name!r} is {t.dtype} of shape {tuple(t.shape)}, "
+                             f"its layout declares {f.dtype} of shape {f.shape}")
+
+
 @dataclass
 class Encoded:
     """A compressed tensor.
 
     `tensors` hold the payload as it sits in memory; `wire_bytes` is what a link would carry
-    (codes packed to their bit width plus side information such as scales).
+    (codes packed to their bit width plus side information such as scales). `layout`: the
+    codec's declared fields (`Codec.layout(n)`); when given, the tensors are checked against it.
     """
 
     codec: str
@@ -36,6 +83,11 @@ class Encoded:
     tensors: dict[str, torch.Tensor]
     wire_bytes: int
     meta: dict[str, Any] = field(default_factory=dict)
+    layout: Optional[Layout] = None
+
+    def __post_init__(self) -> None:
+        if self.layout is not None:
+            check_layout(self.layout, self.tensors, self.codec)
 
     @property
     def numel(self) -> int:
@@ -106,11 +158,23 @@ class Codec:
         """The codec whose payloads this one writes and reads (itself; memory wrappers: the inner one)."""
         return self
 
-    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
-        """How payload field `key` (tensor `t` of a payload of n values) travels: (packed_bits, implied).
-        packed_bits > 0: uint8 codes packed to that many bits; implied: not sent, rebuilt as ones.
-        Default: as it sits in memory (codecs with narrow codes or implied scales override)."""
-        return 0, False
+    def layout(self, n: int) -> Layout:
+        """The payload's fields for n values (every codec in the library declares its own).
+        Default, for plugin codecs that declare none: what encoding n zeros with a copy of the
+        codec produces, every field sent as it sits in memory."""
+        import copy
+        probe = copy.deepcopy(self).encode(torch.zeros(n))
+        return tuple(Field(k, t.dtype, tuple(t.shape)) for k, t in sorted(probe.tensors.items()))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        """The `Encoded.meta` a receiver needs to decode a payload of n values (block size, k, ...)."""
+        return {}
+
+    def _payload(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], wire_bytes: int,
+                 meta: dict[str, Any] | None = None) -> Encoded:
+        """An `Encoded` of x's shape and dtype, its tensors checked against `layout(x.numel())`."""
+        return Encoded(self.name, torch.Size(x.shape), x.dtype, tensors, wire_bytes, meta or {},
+                       self.layout(x.numel()))
 
     def wire_format(self, n: int, dtype: torch.dtype = torch.float32,
                     device: torch.device | str = "cpu") -> "WireFormat":

@@ -16,11 +16,11 @@ format, hops and decode are the inner codec's (`payload_codec`), so no caller un
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, _all_finite as _finite, prepare
+from lab.codecs.base import Codec, Encoded, Layout, _all_finite as _finite, prepare
 
 
 class ErrorFeedback(Codec):
@@ -99,8 +99,12 @@ class ErrorFeedback(Codec):
     def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
         return self.codec.decode_into(enc, out)
 
-    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
-        return self.codec.wire_field(key, t, n)
+    def layout(self, n: int) -> Layout:
+        """The inner codec's payload layout (error feedback sends the inner codec's payloads)."""
+        return self.codec.layout(n)
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return self.codec.wire_meta(n)
 
     def residual(self, key: str = "default") -> torch.Tensor | None:
         """The stored fp32 residual for `key` (input-shaped), or None before its first encode."""

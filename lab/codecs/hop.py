@@ -125,7 +125,7 @@ def _encoded(codec: TableCodec, shape: torch.Size, codes: torch.Tensor, scales: 
     if codec.scale == "none":
         meta["saturated"] = 0  # `_take_reference` sends sums beyond the table's range to the composition
     return Encoded(codec.name, torch.Size(shape), torch.float32, {"codes": codes, "scales": scales},
-                   packed_bytes(codes.numel(), codec.bits) + side, meta)
+                   packed_bytes(codes.numel(), codec.bits) + side, meta, codec.layout(codes.numel()))
 
 
 def _take_reference(codec: TableCodec, absmax: torch.Tensor) -> bool:

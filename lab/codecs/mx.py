@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from . import cpu
-from .base import Codec, Encoded, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
+from .base import Codec, Encoded, Field, Layout, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
 from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, register
 from .block_scaled import (FORMATS, SCALE_RULES, ElementFormat, blocks, decode_blocks, e8m0_exponent, e8m0_value,
                            pack_codes, round_elements, unpack_codes)
@@ -86,15 +86,24 @@ class MXCodec(Codec):
         n = flat.numel()
         if n == 0:
             z = flat.new_zeros(0, dtype=torch.uint8)
-            return Encoded(self.name, x.shape, x.dtype, {"codes": z, "scales": z}, 0, {"block_size": MX_BLOCK})
+            return self._payload(x, {"codes": z, "scales": z}, 0, {"block_size": MX_BLOCK})
         codes, scales, amax = self._encode_flat(flat)
         if not bool(torch.isfinite(amax).all()):
             if self.nonfinite == "raise":
                 raise nonfinite_error(flat)
             codes, scales, _ = self._encode_flat(saturate_nonfinite(flat))
         packed = pack_codes(codes.reshape(-1)[:n], self.bits)
-        return Encoded(self.name, x.shape, x.dtype, {"codes": packed, "scales": scales},
-                       packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
+        return self._payload(x, {"codes": packed, "scales": scales},
+                             packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
+
+    def layout(self, n: int) -> Layout:
+        """codes packed little-endian to `bits` (ceil(n·bits/8) bytes) and one E8M0 scale byte per
+        block of 32 (OCP MX v1.0 §5)."""
+        return (Field("codes", torch.uint8, (packed_bytes(n, self.bits),)),
+                Field("scales", torch.uint8, (-(-n // MX_BLOCK),)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"block_size": MX_BLOCK}
 
     def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n = flat.numel()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Codec, Encoded, prepare, saturating_cast, check_input, finite_or_saturated
+from .base import Codec, Encoded, Field, Layout, prepare, saturating_cast, check_input, finite_or_saturated
 from .registry import CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register, seed_option
 
 FP8 = {
@@ -51,8 +51,11 @@ class CastCodec(Codec):
     def encode(self, x: torch.Tensor) -> Encoded:
         flat, absmax = finite_or_saturated(check_input(x, nonfinite=self.nonfinite), self.nonfinite)
         y, saturated = saturating_cast(flat, self.wire_dtype, absmax)
-        return Encoded(self.name, x.shape, x.dtype, {"values": y}, y.numel() * y.element_size(),
-                       {"saturated": saturated})
+        return self._payload(x, {"values": y}, y.numel() * y.element_size(), {"saturated": saturated})
+
+    def layout(self, n: int) -> Layout:
+        """n values of the cast's format."""
+        return (Field("values", self.wire_dtype, (n,)),)
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         v = enc.tensors["values"]
@@ -80,7 +83,11 @@ class Fp8Codec(Codec):
         absmax = _absmax(flat)
         y = (_unit(flat, absmax) * self.fmax).clamp(-self.fmax, self.fmax).to(self.wire_dtype)
         n = y.numel()
-        return Encoded(self.name, x.shape, x.dtype, {"values": y, "scales": absmax}, n + 4 if n else 0)
+        return self._payload(x, {"values": y, "scales": absmax}, n + 4 if n else 0)
+
+    def layout(self, n: int) -> Layout:
+        """n fp8 values and one float32 scale (the absmax)."""
+        return (Field("values", self.wire_dtype, (n,)), Field("scales", torch.float32, (1,)))
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         t = enc.tensors
@@ -103,7 +110,11 @@ class Int8Codec(Codec):
         absmax = _absmax(flat)
         q = torch.round(_unit(flat, absmax) * 127.0).clamp(-127, 127).to(torch.int8)
         n = q.numel()
-        return Encoded(self.name, x.shape, x.dtype, {"codes": q, "scales": absmax}, n + 4 if n else 0)
+        return self._payload(x, {"codes": q, "scales": absmax}, n + 4 if n else 0)
+
+    def layout(self, n: int) -> Layout:
+        """n int8 codes and one float32 scale (the absmax)."""
+        return (Field("codes", torch.int8, (n,)), Field("scales", torch.float32, (1,)))
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         t = enc.tensors

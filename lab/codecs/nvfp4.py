@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .base import (Codec, Encoded, SeededGenerator, check_input, check_seed, nonfinite_error, packed_bytes,
+from .base import (Codec, Encoded, Field, Layout, SeededGenerator, check_input, check_seed, nonfinite_error, packed_bytes,
                    saturate_nonfinite)
 from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, register, seed_option
 from .block_scaled import FORMATS, blocks, decode_blocks, pack_codes, round_elements, unpack_codes
@@ -51,9 +51,8 @@ class NVFP4Codec(SeededGenerator, Codec):
         meta = {"block_size": NV_BLOCK}
         if n == 0:
             z = flat.new_zeros(0, dtype=torch.uint8)
-            return Encoded(self.name, x.shape, x.dtype, {"codes": z, "scales": z.view(torch.float8_e4m3fn),
-                                                         "tensor_scale": flat.new_zeros(1, dtype=torch.float32)},
-                           0, meta)
+            return self._payload(x, {"codes": z, "scales": z.view(torch.float8_e4m3fn),
+                                     "tensor_scale": flat.new_zeros(1, dtype=torch.float32)}, 0, meta)
         x2d, _ = blocks(flat, NV_BLOCK)
         bamax = x2d.abs().amax(1)
         if not bool(torch.isfinite(bamax).all()):
@@ -62,9 +61,17 @@ class NVFP4Codec(SeededGenerator, Codec):
             x2d, _ = blocks(saturate_nonfinite(flat), NV_BLOCK)
             bamax = x2d.abs().amax(1)
         codes, bscale, tscale = self._encode_blocks(x2d, bamax)
-        return Encoded(self.name, x.shape, x.dtype,
-                       {"codes": pack_codes(codes.view(-1)[:n], 4), "scales": bscale, "tensor_scale": tscale},
-                       packed_bytes(n, 4) + bscale.numel() + 4, meta)
+        return self._payload(x, {"codes": pack_codes(codes.view(-1)[:n], 4), "scales": bscale,
+                                 "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
+
+    def layout(self, n: int) -> Layout:
+        """E2M1 codes two to a byte, one E4M3 scale per block of 16 and one float32 tensor scale."""
+        return (Field("codes", torch.uint8, (packed_bytes(n, 4),)),
+                Field("scales", torch.float8_e4m3fn, (-(-n // NV_BLOCK),)),
+                Field("tensor_scale", torch.float32, (1,)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"block_size": NV_BLOCK}
 
     def _encode_blocks(self, x2d: torch.Tensor, bamax: torch.Tensor):
         amax = bamax.amax().reshape(1)

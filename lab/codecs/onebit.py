@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.base import Codec, Encoded, Field, Layout, pack_bits, packed_bytes, prepare, unpack_bits
 from lab.codecs.registry import CodecInfo, WorkModel, check_nonfinite, nonfinite_option, register
 
 
@@ -47,12 +47,17 @@ class OneBit(Codec):
         neg_mean = sum_neg / n_neg if n_neg else sum_neg.new_zeros(())
         means = torch.stack([neg_mean, pos_mean]).to(torch.float32)
         return Encoded(
+            layout=self.layout(n),
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"signs": pack_bits(nonneg, 1), "means": means},
             wire_bytes=packed_bytes(n, 1) + 8 if n else 0,
         )
+
+    def layout(self, n: int) -> Layout:
+        """One sign bit per value (ceil(n/8) bytes) and the float32 (negative, non-negative) means."""
+        return (Field("signs", torch.uint8, ((n + 7) // 8,)), Field("means", torch.float32, (2,)))
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
         """The non-negative mean where the bit is 1, the negative mean where it is 0, into `flat`

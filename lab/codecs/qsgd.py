@@ -13,11 +13,11 @@ paper's Elias integer coding is not implemented.
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.base import Codec, Encoded, Field, Layout, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
 from lab.codecs.registry import CodecInfo, OptionSpec, check_nonfinite, nonfinite_option, register, seed_option
 
 MAX_LEVELS = 127  # sign + level code fit one byte (GRACE's int8 QSGD uses 127 levels too)
@@ -83,6 +83,7 @@ class QSGD(SeededGenerator, Codec):
             level = torch.zeros(n, dtype=torch.uint8, device=flat.device)
         codes = ((flat < 0).to(torch.uint8) << b) | level
         return Encoded(
+            layout=self.layout(n),
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,
@@ -90,6 +91,13 @@ class QSGD(SeededGenerator, Codec):
             wire_bytes=packed_bytes(n, 1 + b) + 4 if n else 0,
             meta={"levels": s},
         )
+
+    def layout(self, n: int) -> Layout:
+        """sign + level codes as `bits` bit planes of ceil(n/8) bytes, one float32 norm."""
+        return (Field("codes", torch.uint8, (self.bits * ((n + 7) // 8),)), Field("norm", torch.float32, (1,)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"levels": self.levels}
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         """Tensor of enc.dtype and enc.shape on the payload's device: norm * sign * l / s."""

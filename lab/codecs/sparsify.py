@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, prepare
+from lab.codecs.base import Codec, Encoded, Field, Layout, SeededGenerator, check_seed, prepare
 from lab.codecs.registry import CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register, seed_option
 
 DEFAULT_RATIO = 0.01  # Aji & Heafield drop 99% of the gradient
@@ -80,6 +80,7 @@ class TopK(Codec):
         k = kept_count(n, self.ratio, self.k)
         idx = torch.topk(flat.abs(), k, sorted=False).indices.sort().values
         return Encoded(
+            layout=self.layout(n),
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,
@@ -96,6 +97,14 @@ class TopK(Codec):
 
     def describe(self) -> str:
         return f"topk({_budget_text(self.ratio, self.k)})"
+
+    def layout(self, n: int) -> Layout:
+        """k float32 values and their k int32 indices."""
+        k = kept_count(n, self.ratio, self.k)
+        return (Field("values", torch.float32, (k,)), Field("indices", torch.int32, (k,)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"k": kept_count(n, self.ratio, self.k)}
 
 
 class RandomK(SeededGenerator, Codec):
@@ -134,6 +143,13 @@ class RandomK(SeededGenerator, Codec):
         self._gen: torch.Generator | None = None
 
 
+    def layout(self, n: int) -> Layout:
+        """k float32 values and the int64 seed their indices are drawn from."""
+        return (Field("values", torch.float32, (kept_count(n, self.ratio, self.k),)), Field("seed", torch.int64, (1,)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"k": kept_count(n, self.ratio, self.k)}
+
     @staticmethod
     def indices(n: int, k: int, seed: int, device: torch.device) -> torch.Tensor:
         """The k distinct indices (sorted) a payload seed stands for."""
@@ -156,6 +172,7 @@ class RandomK(SeededGenerator, Codec):
             meta["saturated"] = int((scaled.abs() > big).sum())
             values = scaled.clamp(-big, big).to(torch.float32)
         return Encoded(
+            layout=self.layout(n),
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,

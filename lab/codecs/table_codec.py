@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from . import cpu
-from .base import Codec, Encoded, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
+from .base import Codec, Encoded, Field, Layout, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
 from .registry import CodecInfo, OptionSpec, check_nonfinite, nonfinite_option, register
 from . import tables
 from .rounding import ROUNDINGS, bounds as make_bounds
@@ -126,8 +126,7 @@ class TableCodec(Codec):
         meta: dict[str, Any] = {"block_size": self.block_size}
         if self.scale == "none":
             meta["saturated"] = saturated
-        return Encoded(self.name, x.shape, x.dtype, {"codes": codes, "scales": scales},
-                       packed_bytes(flat.numel(), self.bits) + side, meta)
+        return self._payload(x, {"codes": codes, "scales": scales}, packed_bytes(flat.numel(), self.bits) + side, meta)
 
     def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(codes, scales, values saturated): with scale='none' a value beyond the table's largest
@@ -177,13 +176,16 @@ class TableCodec(Codec):
             raise _NonFinite
         return codes, scales, 0
 
-    def wire_field(self, key: str, t: torch.Tensor, n: int) -> tuple[int, bool]:
-        """Codes narrower than 8 bits travel packed; with scale='none' the all-ones scale is implied."""
-        if key == "scales" and self.scale == "none":
-            return 0, True
-        if key == "codes" and t.dtype == torch.uint8 and t.numel() == n and self.bits < 8:
-            return self.bits, False
-        return 0, False
+    def layout(self, n: int) -> Layout:
+        """uint8 codes[n] (packed to `bits` on the wire when narrower than 8) and float32
+        scales[one per block, one per tensor, none when empty]; with scale='none' the all-ones
+        scale is not sent."""
+        blocks = -(-n // self.block_size) if self.block_size else min(n, 1)
+        return (Field("codes", torch.uint8, (n,), packed_bits=self.bits if self.bits < 8 else 0),
+                Field("scales", torch.float32, (blocks,), wire=self.scale != "none"))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {"block_size": self.block_size}
 
     # ------------------------------------------------------------------ decode
 

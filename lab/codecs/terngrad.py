@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
+from lab.codecs.base import Codec, Encoded, Field, Layout, SeededGenerator, check_seed, pack_bits, packed_bytes, prepare, unpack_bits
 from lab.codecs.registry import CodecInfo, check_nonfinite, nonfinite_option, register, seed_option
 
 
@@ -50,12 +50,17 @@ class TernGrad(SeededGenerator, Codec):
         else:
             codes = torch.ones(n, dtype=torch.uint8, device=flat.device)
         return Encoded(
+            layout=self.layout(n),
             codec=self.name,
             shape=torch.Size(x.shape),
             dtype=x.dtype,
             tensors={"codes": pack_bits(codes, 2), "scale": scale.reshape(1).to(torch.float32)},
             wire_bytes=packed_bytes(n, 2) + 4 if n else 0,
         )
+
+    def layout(self, n: int) -> Layout:
+        """Ternary codes as 2 bit planes of ceil(n/8) bytes and one float32 scale (max |g|)."""
+        return (Field("codes", torch.uint8, (2 * ((n + 7) // 8),)), Field("scale", torch.float32, (1,)))
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         """Tensor of enc.dtype and enc.shape on the payload's device: values in {-s, 0, s}."""

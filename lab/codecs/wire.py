@@ -1,36 +1,26 @@
 """Codec payloads on the wire: one `Encoded` as one contiguous uint8 buffer, and back.
 
 A receiver must post a buffer of the right size before the bytes arrive, so the layout of a
-payload (its fields, dtypes and sizes) has to follow from (codec, n, dtype) alone. Every codec
-in the library has fixed-size payloads for a given length; `WireFormat.of` learns the layout
-once by encoding zeros with a copy of the codec (the real codec's random state is untouched)
-and caches it; how each field travels is the codec's own answer (`Codec.wire_field`): codes of
-tables narrower than 8 bits travel packed to their bit width (bit planes of ceil(n/8) bytes, so
-up to a few bytes over `Encoded.wire_bytes`); the all-ones scale of a table with scale='none'
-is not sent. A codec with memory (error feedback) writes its inner codec's payloads.
+payload (its fields, dtypes and sizes) has to follow from (codec, n) alone: it is the codec's
+declaration `Codec.layout(n)` (`base.Field`: name, dtype, shape, packed_bits, wire), read here
+with no knowledge of any codec's field names. Fields travel in declared order; a field with
+packed_bits travels as that many bit planes of ceil(count/8) bytes (so up to a few bytes over
+`Encoded.wire_bytes`); a field with wire=False is not sent and is rebuilt as ones. The meta a
+decoder needs comes from `Codec.wire_meta(n)`. A codec with memory (error feedback) writes its
+inner codec's payloads.
 """
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .base import Codec, Encoded, pack_bits, unpack_bits
+from .base import Codec, Encoded, Field, Layout, pack_bits, unpack_bits
 
-_CACHE: dict[tuple[int, int, torch.dtype, str], "WireFormat"] = {}
+__all__ = ["Field", "WireFormat"]
 
-
-@dataclass(frozen=True)
-class Field:
-    key: str
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    nbytes: int
-    packed_bits: int = 0  # > 0: uint8 codes packed to this many bits
-    implied: bool = False  # not sent: a scale of ones (tables with scale='none')
+_CACHE: dict[tuple[int, int, torch.dtype], "WireFormat"] = {}
 
 
 @dataclass(frozen=True)
@@ -40,35 +30,37 @@ class WireFormat:
     codec: Codec
     n: int
     dtype: torch.dtype
-    fields: tuple[Field, ...]
+    fields: Layout
     meta: dict[str, Any]
     nbytes: int
 
     @staticmethod
     def of(codec: Codec, n: int, dtype: torch.dtype = torch.float32,
            device: torch.device | str = "cpu") -> "WireFormat":
+        """The format of `codec`'s payloads of n values (`device` is accepted for callers; the
+        layout does not depend on it)."""
         codec = codec.payload_codec
-        device = torch.device(device)
-        key = (id(codec), n, dtype, device.type)
+        key = (id(codec), n, dtype)
         fmt = _CACHE.get(key)
         if fmt is None or fmt.codec is not codec:
-            fmt = _CACHE[key] = _learn(codec, n, dtype, device)
+            fields = tuple(codec.layout(n))
+            fmt = _CACHE[key] = WireFormat(codec, n, dtype, fields, dict(codec.wire_meta(n)),
+                                           sum(f.nbytes for f in fields))
         return fmt
 
     def pack(self, enc: Encoded) -> torch.Tensor:
         """The payload as one uint8 tensor of `nbytes` bytes."""
         parts = []
         for f in self.fields:
-            if f.implied:
+            if not f.wire:
                 continue
-            t = enc.tensors[f.key]
+            t = enc.tensors[f.name]
+            if t.dtype != f.dtype or tuple(t.shape) != f.shape:
+                raise ValueError(f"payload field {f.name!r} is {t.dtype} of shape {tuple(t.shape)}, its wire "
+                                 f"format {f.dtype} of shape {f.shape}")
             if f.packed_bits:
                 t = pack_bits(t, f.packed_bits)
-            t = t.contiguous().reshape(-1).view(torch.uint8)
-            if t.numel() != f.nbytes:
-                raise ValueError(f"payload field {f.key!r} has {t.numel()} bytes, its wire format {f.nbytes}: "
-                                 f"the codec's payload size changed with the data")
-            parts.append(t)
+            parts.append(t.contiguous().reshape(-1).view(torch.uint8))
         if not parts:
             return torch.zeros(0, dtype=torch.uint8)
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -79,16 +71,17 @@ class WireFormat:
             raise ValueError(f"wire buffer has {buf.numel()} bytes, the format {self.nbytes}")
         tensors, off = {}, 0
         for f in self.fields:
-            if f.implied:
-                tensors[f.key] = torch.ones(f.shape, dtype=f.dtype, device=buf.device)
+            if not f.wire:
+                tensors[f.name] = torch.ones(f.shape, dtype=f.dtype, device=buf.device)
                 continue
             raw = buf[off:off + f.nbytes]
             off += f.nbytes
             if f.packed_bits:
-                tensors[f.key] = unpack_bits(raw, f.packed_bits, math.prod(f.shape)).view(f.shape)
+                tensors[f.name] = unpack_bits(raw, f.packed_bits, f.numel).view(f.shape)
             else:
-                tensors[f.key] = _view(raw, f.dtype, f.shape)
-        return Encoded(self.codec.name, torch.Size([self.n]), self.dtype, tensors, self.nbytes, dict(self.meta))
+                tensors[f.name] = _view(raw, f.dtype, f.shape)
+        return Encoded(self.codec.name, torch.Size([self.n]), self.dtype, tensors, self.nbytes,
+                       dict(self.meta), self.fields)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.pack(self.codec.encode(x))
@@ -102,17 +95,3 @@ def _view(raw: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torc
     if raw.data_ptr() % size:
         raw = raw.clone()
     return raw.view(dtype).view(shape)
-
-
-def _learn(codec: Codec, n: int, dtype: torch.dtype, device: torch.device) -> WireFormat:
-    probe = copy.deepcopy(codec).encode(torch.zeros(n, dtype=dtype, device=device))
-    fields = []
-    for key in sorted(probe.tensors):
-        t = probe.tensors[key]
-        packed, implied = codec.wire_field(key, t, n)
-        if implied:
-            fields.append(Field(key, t.dtype, tuple(t.shape), 0, implied=True))
-            continue
-        nbytes = pack_bits(t, packed).numel() if packed else t.numel() * t.element_size()
-        fields.append(Field(key, t.dtype, tuple(t.shape), nbytes, packed))
-    return WireFormat(codec, n, dtype, tuple(fields), dict(probe.meta), sum(f.nbytes for f in fields))
