@@ -290,6 +290,40 @@ def test_ctrl_c_keeps_finished_rows(tmp_path):
     assert data["rows"][0]["codec"].startswith("fp16")
 
 
+# commands whose experiment is one call: it streams each finished run (on_row / on_point) into the session
+STOPPABLE = {
+    "dropout mlp": (["dropout", "mlp", "--smoke", "--rates", "0.1;0.2;0.3;0.5;0.6;0.7;0.8"], "done: 64x64 (0.1,0.1)",
+                    "rows"),
+    "train": (["train", "--hidden", "16", "--dropout", "0,0", "--epochs", "40", "--train-limit", "256",
+               "--evals", "2"], "done: evaluation at epoch 0.50", "curve"),
+    "fusion": (["fusion", "--dataset", "digits", "--epochs", "2", "--train-size", "200", "--test-size", "100",
+                "--scales", "8,10,12,14,16,18,20,24"], "done: 8 px", "rows"),
+}
+
+
+@pytest.mark.parametrize("command", list(STOPPABLE))
+def test_ctrl_c_keeps_what_a_one_call_experiment_finished(command, tmp_path):
+    args, marker, key = STOPPABLE[command]
+    out = tmp_path / "partial.json"
+    p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO, env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    deadline = time.monotonic() + 240
+    for line in p.stderr:
+        seen.append(line)
+        if line.startswith(marker):
+            p.send_signal(signal.SIGINT)
+            break
+        assert time.monotonic() < deadline, "".join(seen)
+    rest = p.stderr.read()
+    assert p.wait(timeout=120) == 130, "".join(seen) + rest
+    assert "interrupted" in rest and f"written to {out}" in rest and "Traceback" not in rest, rest
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, schema(command))
+    assert data["partial"] is True and data["stopped"] and len(data[key]) >= 1
+    assert data["stopped"].split(" (")[0] in rest  # stderr says where it stopped
+
+
 def test_known_third_party_messages_are_silenced():
     """bitsandbytes logs a kernels-community warning at import on AVX512-BF16 CPUs, and torch.compile's
     imports raise a torch.jit deprecation: both are emitted here as their libraries do; neither reaches

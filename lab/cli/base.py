@@ -184,7 +184,10 @@ def bench_out(out: Path | None, as_json: bool, name: str) -> Path | None:
 
 @dataclass
 class Session:
-    """A long command's state for Ctrl-C: the rows finished so far and where it is."""
+    """A long command's state for Ctrl-C: the rows finished so far and where it is. `extra` holds the
+    result's other keys as far as they got (e.g. the curve points so far); `shape`, when set, turns the
+    finished rows into the result's body for a command whose result is not plain rows (default
+    {"rows": rows})."""
 
     command: str
     config: dict
@@ -195,6 +198,9 @@ class Session:
     where: str = "starting"
     total: int | None = None
     callback: Callable[[float, str], None] | None = None
+    extra: dict = field(default_factory=dict)
+    shape: Callable[[list], dict] | None = None
+    what: str = "rows"
 
     def progress(self, frac: float, msg: str) -> None:
         self.where = f"{msg} ({frac:.0%})"
@@ -210,7 +216,15 @@ class Session:
         self.rows.extend(rows)
         self.where = f"after {label}"
         if isinstance(self.callback, _PlainProgress):
-            err_console.print(f"done: {label} ({len(self.rows)} rows)", highlight=False, soft_wrap=True)
+            err_console.print(f"done: {label} ({len(self.rows)} {self.what})", highlight=False, soft_wrap=True)
+
+    def partial(self) -> dict | None:
+        """The result of a stopped run: the finished rows marked "partial" (None when none finished)."""
+        if not self.rows:
+            return None
+        body = self.shape(self.rows) if self.shape is not None else {"rows": self.rows}
+        return result(self.command, self.config, device=self.device, partial=True, stopped=self.where,
+                      **body, **self.extra)
 
 
 @contextmanager
@@ -229,11 +243,11 @@ def session(command: str, config: dict, out: Path | None, as_json: bool, device:
     if not stopped:
         return
     msg = f"interrupted {s.where}"
-    if s.rows:
-        payload = result(command, config, device=device, rows=s.rows, partial=True, stopped=s.where)
+    payload = s.partial()
+    if payload is not None:
         if out:
             write_result(out, payload)
-            msg += f"; {len(s.rows)} finished rows written to {out} (marked partial)"
+            msg += f"; {len(s.rows)} finished {s.what} written to {out} (marked partial)"
         if as_json:
             sys.stdout.write(json.dumps(payload, indent=1, allow_nan=False) + "\n")
     else:

@@ -126,7 +126,11 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
               "test_size": test_size, "lr": lr, "seed": seed}
     try:
         with session("fusion", config, out, as_json) as s:
-            r = multiscale_fusion(dataset=dataset, scales=numbers(scales, "--scales", int), epochs=epochs,
+            # a stopped run: the trained scales' rows (no fused row, so no vs_best_single) and the curves so far
+            s.extra.update(info=None, agreement=None, curves=[])
+            r = multiscale_fusion(on_point=s.extra["curves"].append,
+                                  on_row=lambda row: s.add([{**row, "vs_best_single": None}], row["model"]),
+                                  dataset=dataset, scales=numbers(scales, "--scales", int), epochs=epochs,
                                   train_size=train_size or None, test_size=test_size or None, lr=lr, seed=seed,
                                   smoke=smoke, data_path=data_path, progress=s.progress)
     except (ValueError, DataError) as e:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import pandas as pd
 import torch
@@ -11,7 +11,7 @@ import typer
 from lab.experiments import DEFAULT_TILE, LAYER_KINDS, MODEL_KINDS
 
 from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
-                   session)
+                   Session, session)
 
 
 dropout_app = typer.Typer(no_args_is_help=True,
@@ -49,6 +49,13 @@ def _dropout_kinds(text: str) -> list[str]:
     if not kinds:
         fail("--kinds is empty")
     return kinds
+
+
+def _keep_finished(s: Session, label: Callable[[dict], str]) -> dict:
+    """on_row / on_point for a training table: each finished run's row and the curve points so far go
+    into the session, so Ctrl-C writes them (marked partial)."""
+    curves = s.extra.setdefault("curves", [])
+    return {"on_row": lambda r: s.add([r], label(r)), "on_point": curves.append}
 
 
 def _dropout_output(command: str, tables, title: str, out: Optional[Path], as_json: bool, config: dict,
@@ -178,7 +185,8 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
         with session("dropout mlp", config, out, as_json) as s:
             t = mlp_table(dataset, str(data_path) if data_path else None, hidden=hs, rates=rs, kinds=ks, epochs=epochs,
                           batch=batch, lr=lr, momentum=momentum, train_samples=train_samples,
-                          test_samples=test_samples, max_dp=max_dp, threads=threads, seed=seed, progress=s.progress)
+                          test_samples=test_samples, max_dp=max_dp, threads=threads, seed=seed, progress=s.progress,
+                          **_keep_finished(s, lambda r: f"{r['hidden']} {r['rates']} {r['pattern']}"))
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
         return
@@ -232,7 +240,7 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
             t = lstm_table(corpus, str(path) if path else None, hidden=hidden, layers=layers, rates=rs, kinds=ks,
                            epochs=epochs, batch=batch, bptt=bptt, lr=lr, lr_decay=lr_decay, vocab_size=vocab,
                            max_train_tokens=max_tokens, max_dp=max_dp, threads=threads, seed=seed,
-                           progress=s.progress)
+                           progress=s.progress, **_keep_finished(s, lambda r: f"{r['rates']} {r['pattern']}"))
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
         return

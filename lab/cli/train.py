@@ -109,7 +109,9 @@ def train(
             from lab.experiments import train as run_train
 
             with session("train", config, out, as_json) as s:
-                res = run_train(cfg, progress=s.progress)
+                s.what, s.shape = "curve points", lambda pts: {"summary": _partial_summary(cfg, pts), "curve": pts}
+                res = run_train(cfg, progress=s.progress,
+                                on_point=lambda r: s.add([r], f"evaluation at epoch {r['epoch']:.2f}"))
     except ValueError as e:
         fail(str(e))
         return
@@ -117,6 +119,20 @@ def train(
         return
     print_frame(res.curve, f"{res.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
     print_frame(pd.DataFrame({"": list(res.summary), "value": list(res.summary.values())}), "summary")
+
+
+def _partial_summary(cfg, points: list[dict]) -> dict:
+    """A stopped simulated run's summary: its curve so far (final = the last evaluation)."""
+    return {"label": cfg.label(), "final_test_error": points[-1]["test_error"],
+            "best_test_error": min(p["test_error"] for p in points), "bytes": points[-1]["bytes"],
+            "steps": points[-1]["step"], "modelled_time_s": points[-1]["time_s"], "parameters": None}
+
+
+def _partial_reproduction(runs: list[dict]) -> dict:
+    """A stopped --reproduce: the finished (type, seed) runs and their per-type means; no ANOVA."""
+    from lab.train.reproduce import type_summary
+
+    return {"rows": type_summary(pd.DataFrame(runs)), "runs": runs, "anova": None}
 
 
 def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict, out: Optional[Path],
@@ -140,7 +156,9 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
 
     config = {"reproduce": which, "seeds": seeds, "smoke": smoke, **asdict(cfg)}
     with session("train", config, out, as_json) as s:
-        rep = reproduction(which, seeds=seeds, smoke=smoke, progress=s.progress, **asdict(cfg))
+        s.what, s.shape = "runs", _partial_reproduction
+        rep = reproduction(which, seeds=seeds, smoke=smoke, progress=s.progress,
+                           on_run=lambda r: s.add([r], f"{r['type']} seed {r['seed']}"), **asdict(cfg))
     # rows: one per type (mean and 99% CI over seeds); runs: every run
     if emit(result("train", config, rows=rep.summary, runs=rep.runs, anova=rep.anova), out, as_json):
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -159,7 +159,8 @@ def _posteriors(model: torch.nn.Module, x: torch.Tensor, batch: int = 512) -> to
 def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56), epochs: int = 8,
                       train_size: int | None = 10000, test_size: int | None = 2000, batch: int = 64,
                       lr: float = 3e-3, seed: int = 0, smoke: bool = False, data_path=None,
-                      progress: Progress | None = None) -> FusionResult:
+                      progress: Progress | None = None, on_point: Callable[[dict], None] | None = None,
+                      on_row: Callable[[dict], None] | None = None) -> FusionResult:
     """Wu et al. 2015 §4.2: train one model per input scale, fuse by averaging softmax posteriors.
 
     The same SmallCNN (two conv + pool stages, dropout, one dense layer; Adam with a one-cycle
@@ -169,7 +170,9 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
     pooling, the complementarity §4.2 relies on. Test error (and NLL) of each model and of the
     fusion; seeded. Smoke mode's digits test set has 449 images (one error = 0.22 points), too few
     to show the fusion's edge reliably; Fashion-MNIST at 28 and 56 px does (docs/deep_image.md).
-    smoke=True: scikit-learn's digits at 16 and 32 px, 8 epochs (seconds on one CPU core)."""
+    smoke=True: scikit-learn's digits at 16 and 32 px, 8 epochs (seconds on one CPU core).
+    Each epoch's curve point streams through `on_point`, each scale's model row (model, scale_px,
+    test_error, test_nll, train_s) through `on_row` when that model is trained."""
     if smoke:
         dataset, scales, epochs, train_size, test_size, lr = "digits", (16, 32), 8, None, None, 3e-3
     scales = [int(s) for s in scales]
@@ -185,6 +188,13 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
     steps_total = len(scales) * epochs
     done = 0
     posts, curves, train_s = [], [], []
+
+    def nll(p: torch.Tensor) -> float:
+        return float(-p.clamp_min(1e-12).log().gather(1, data.test_y[:, None]).mean())
+
+    def error(p: torch.Tensor) -> float:
+        return 100.0 * float((p.argmax(1) != data.test_y).float().mean())
+
     for k, s in enumerate(scales):
         xtr, xte = _resize(data.train_x, shape, s), _resize(data.test_x, shape, s)
         with torch.random.fork_rng(devices=[]):
@@ -212,18 +222,20 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
                 err = 100.0 * float((p.argmax(1) != data.test_y).float().mean())
                 curves.append({"model": f"{s} px", "scale_px": s, "epoch": ep + 1, "train_loss": total / n,
                                "test_error": err})
+                if on_point:
+                    on_point(dict(curves[-1]))
                 done += 1
                 if progress:
                     progress(done / steps_total, f"{s} px epoch {ep + 1}: test error {err:.2f}%")
             train_s.append(time.perf_counter() - t0)
         posts.append(p)
+        if on_row:
+            on_row({"model": f"{s} px", "scale_px": s, "test_error": error(p), "test_nll": nll(p),
+                    "train_s": train_s[-1]})
     fused = torch.stack(posts).mean(0)
-    def nll(p: torch.Tensor) -> float:
-        return float(-p.clamp_min(1e-12).log().gather(1, data.test_y[:, None]).mean())
-
-    rows = [{"model": f"{s} px", "scale_px": s, "test_error": 100.0 * float((p.argmax(1) != data.test_y).float().mean()),
-             "test_nll": nll(p), "train_s": t} for s, p, t in zip(scales, posts, train_s)]
-    fused_err = 100.0 * float((fused.argmax(1) != data.test_y).float().mean())
+    rows = [{"model": f"{s} px", "scale_px": s, "test_error": error(p), "test_nll": nll(p), "train_s": t}
+            for s, p, t in zip(scales, posts, train_s)]
+    fused_err = error(fused)
     rows.append({"model": "fused (mean of softmax)", "scale_px": None, "test_error": fused_err, "test_nll": nll(fused),
                  "train_s": sum(train_s)})
     table = pd.DataFrame(rows)

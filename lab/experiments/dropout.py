@@ -16,6 +16,7 @@ from lab.dropout.kinds import DEFAULT_TILE, KIND_LABELS, LAYER_KINDS, MODEL_KIND
 from lab.backend import Progress
 
 OnPoint = Callable[[dict], None]
+OnRow = Callable[[dict], None]
 
 # Table I of the paper: MNIST, rates (0.7, 0.7); accuracy (change vs conventional) and speedup.
 # The 2048x2048 ROW change is printed as "(0.37%)" without a sign.
@@ -194,11 +195,13 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
               lr: float = 0.01, momentum: float = 0.9, train_samples: Optional[int] = None,
               test_samples: Optional[int] = None, max_dp: Optional[int] = None,
               tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None, seed: int = 0,
-              progress: Optional[Progress] = None, on_point: Optional[OnPoint] = None) -> TrainingTables:
+              progress: Optional[Progress] = None, on_point: Optional[OnPoint] = None,
+              on_row: Optional[OnRow] = None) -> TrainingTables:
     """The MLP experiments (§IV-A: rates (0.3,0.3)..(0.7,0.7) on 784-2048-2048-10; §IV-B, Table I:
     hidden sizes at (0.7,0.7)): test accuracy and time per epoch for each dropout kind, the change
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
-    Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc)."""
+    Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc), and each run's
+    table row through `on_row` as it finishes (before the change and speedup columns exist)."""
     from lab.dropout.train import train_mlp
     from lab.data.images import load_dataset
 
@@ -239,6 +242,8 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
         rows.append({"dataset": ds.name, "hidden": "x".join(map(str, hs)), "rates": _rates_label(r), "kind": kind,
                      "pattern": KIND_LABELS[kind], "test_acc": s["test_acc"], "epoch_s": s["epoch_s"],
                      "epochs": epochs, "train_samples": len(ds.train_y), "test_samples": len(ds.test_y)})
+        if on_row:
+            on_row(dict(rows[-1]))
     table = _finish(pd.DataFrame(rows), ["hidden", "rates"], "test_acc", "acc_change")
     if set(table.rates) == {"(0.7,0.7)"}:
         table = table.merge(PAPER_MLP_TABLE1, on=["hidden", "kind"], how="left")
@@ -265,13 +270,14 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                clip: float = 5.0, vocab_size: int = 10_000, max_train_tokens: Optional[int] = None,
                max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None,
                seed: int = 0, progress: Optional[Progress] = None,
-               on_point: Optional[OnPoint] = None) -> TrainingTables:
+               on_point: Optional[OnPoint] = None, on_row: Optional[OnRow] = None) -> TrainingTables:
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
     conventional dropout at the same rates and the speedup. `corpus` is one of
     `lab.data.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
     Python documentation that ships with Python); the table's `corpus` and `corpus_source`
-    columns say which one was used. A missing corpus raises FileNotFoundError."""
+    columns say which one was used. A missing corpus raises FileNotFoundError. Each run's table
+    row streams through `on_row` as it finishes (before the change and speedup columns exist)."""
     from lab.dropout.train import train_lstm
     from lab.data.text import load_corpus
 
@@ -307,6 +313,8 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                      "test_ppl": s["test_ppl"], "test_acc": s["test_acc"], "valid_ppl": s["valid_ppl"],
                      "epoch_s": s["epoch_s"], "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
                      "train_tokens": int(c.train.numel())})
+        if on_row:
+            on_row(dict(rows[-1]))
     table = _finish(pd.DataFrame(rows), ["rates"], "test_ppl", "ppl_change")
     base = table[table.kind == "bernoulli"].set_index("rates")["test_acc"]
     table["acc_change"] = [r.test_acc - base[r.rates] if r.rates in base.index else float("nan")

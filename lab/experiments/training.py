@@ -115,10 +115,13 @@ def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout
 
 
 def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,
-                 progress: Progress | None = None, on_point: OnPoint | None = None, **base: Any) -> Reproduction:
-    """Dettmers 2016 §3.4 (see lab.train.reproduce)."""
+                 progress: Progress | None = None, on_point: OnPoint | None = None,
+                 on_run: Callable[[dict], None] | None = None, **base: Any) -> Reproduction:
+    """Dettmers 2016 §3.4 (see lab.train.reproduce); each finished (type, seed) run's row streams
+    through `on_run`."""
     cfg = config(**{"dataset": "auto", "workers": 1, "epochs": 3.0, **base})
-    return reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=progress, on_point=on_point)
+    return reproduce(which, seeds=seeds, base=cfg, smoke=smoke, progress=progress, on_point=on_point,
+                     on_run=on_run)
 
 
 __all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",

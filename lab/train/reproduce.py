@@ -76,11 +76,12 @@ def anova(groups: dict[str, list[float]]) -> dict:
 
 
 def reproduce(which: str, *, seeds: int = 3, base: TrainConfig | None = None, smoke: bool = False,
-              progress: Progress | None = None,
-              on_point: Callable[[dict], None] | None = None) -> Reproduction:
+              progress: Progress | None = None, on_point: Callable[[dict], None] | None = None,
+              on_run: Callable[[dict], None] | None = None) -> Reproduction:
     """Run every type of `which` ('mnist-dp' | 'mnist-mp') for seeds 0..seeds-1 on `base`
     (default: the paper's MLP, RMSProp lr 0.003, 4 workers, data set 'auto'); smoke=True
-    shrinks it to a seconds-long run on scikit-learn's digits."""
+    shrinks it to a seconds-long run on scikit-learn's digits. Each finished (type, seed) run's
+    row streams through `on_run`."""
     if which not in REPRODUCTIONS:
         raise ValueError(f"unknown reproduction {which!r}; known: {', '.join(REPRODUCTIONS)}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
@@ -117,9 +118,23 @@ def reproduce(which: str, *, seeds: int = 3, base: TrainConfig | None = None, sm
             rows.append(dict(type=label, seed=seed, final_test_error=s["final_test_error"],
                              best_test_error=s["best_test_error"], bytes=s["bytes"],
                              modelled_time_s=s["modelled_time_s"], wall_s=time.perf_counter() - t))
+            if on_run:
+                on_run(dict(rows[-1]))
             curves.append(res.curve.assign(type=label, seed=seed))
             done += 1
     runs = pd.DataFrame(rows)
+    summary = type_summary(runs)
+    paper_types = {r.type: list(runs[runs.type == r.type].final_test_error)
+                   for r in summary.itertuples() if not r.type.startswith("ef(")}
+    test = anova(paper_types)
+    test["paper"] = dict(zip(("df_between", "df_within", "F", "p"), PAPER_ANOVA[which]))
+    return Reproduction(which, runs, summary, test, pd.concat(curves, ignore_index=True))
+
+
+def type_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per type of finished runs (type, seed, final_test_error, best_test_error, bytes): the
+    mean final test error (%) with its sd and 99% CI over the seeds, and the change against the first
+    type (32-bit)."""
     summary_rows = []
     for label, g in runs.groupby("type", sort=False):
         errs = list(g.final_test_error)
@@ -131,11 +146,7 @@ def reproduce(which: str, *, seeds: int = 3, base: TrainConfig | None = None, sm
     summary = pd.DataFrame(summary_rows)
     ref = summary.mean_test_error.iloc[0]
     summary["vs_32bit"] = summary.mean_test_error - ref
-    paper_types = {r.type: list(runs[runs.type == r.type].final_test_error)
-                   for r in summary.itertuples() if not r.type.startswith("ef(")}
-    test = anova(paper_types)
-    test["paper"] = dict(zip(("df_between", "df_within", "F", "p"), PAPER_ANOVA[which]))
-    return Reproduction(which, runs, summary, test, pd.concat(curves, ignore_index=True))
+    return summary
 
 
-__all__ = ["reproduce", "Reproduction", "REPRODUCTIONS", "PAPER_TYPES", "anova", "confidence_interval"]
+__all__ = ["reproduce", "type_summary", "Reproduction", "REPRODUCTIONS", "PAPER_TYPES", "anova", "confidence_interval"]
