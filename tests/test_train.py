@@ -453,7 +453,8 @@ def test_cli_train_and_reproduce(tmp_path):
     assert r.exit_code == 2 and "learning rate 0.0; it must be > 0" in r.output
 
 
-def test_a_stopped_run_leaves_no_result_file(tmp_path, monkeypatch):
+def test_a_stopped_run_keeps_its_curve_so_far(tmp_path, monkeypatch):
+    """Ctrl-C half-way: the finished curve points are written, marked partial, atomically (no .part)."""
     from typer.testing import CliRunner
 
     import lab.train.run as run_mod
@@ -471,8 +472,11 @@ def test_a_stopped_run_leaves_no_result_file(tmp_path, monkeypatch):
     monkeypatch.setattr(run_mod, "evaluate", stop_after_two)
     out = tmp_path / "run.json"
     r = CliRunner().invoke(app, ["train", "--hidden", "32", "--dropout", "0,0", "--out", str(out)])
-    assert r.exit_code == 130 and "interrupted" in r.output and "no result written" in r.output
-    assert not out.exists() and not list(tmp_path.iterdir())
+    assert r.exit_code == 130 and "interrupted" in r.output and "marked partial" in r.output
+    data = json.loads(out.read_text())
+    assert data["partial"] is True and len(data["curve"]) == 2
+    assert data["summary"]["final_test_error"] == data["curve"][-1]["test_error"]
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
 
 def test_experiment_functions_return_tidy_curves():

@@ -130,9 +130,9 @@ def _partial_summary(cfg, points: list[dict]) -> dict:
 
 def _partial_reproduction(runs: list[dict]) -> dict:
     """A stopped --reproduce: the finished (type, seed) runs and their per-type means; no ANOVA."""
-    from lab.train.reproduce import type_summary
+    from lab.experiments import reproduction_summary
 
-    return {"rows": type_summary(pd.DataFrame(runs)), "runs": runs, "anova": None}
+    return {"rows": reproduction_summary(runs), "runs": runs, "anova": None}
 
 
 def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict, out: Optional[Path],

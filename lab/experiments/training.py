@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from lab.train.reproduce import Reproduction, reproduce
+from lab.train.reproduce import Reproduction, reproduce, type_summary
 from lab.train.run import TrainConfig, TrainResult, load_data, train
 from lab.backend import Progress
 
@@ -126,3 +126,8 @@ def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False
 
 __all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",
            "ddp_comparison", "ddp_training", "reproduction", "config"]
+
+
+def reproduction_summary(runs: list[dict]) -> pd.DataFrame:
+    """Per-type means (and CIs) of finished §3.4 runs, as `reproduction` reports them (a stopped run's rows)."""
+    return type_summary(pd.DataFrame(runs))
