@@ -133,7 +133,14 @@ def test_a_control_changes_a_number_and_the_url(server, browser, tmp_path):
     again = browser.new_page(viewport={"width": 1400, "height": 2400})
     again.goto(page.url)
     _settle(again)
-    assert again.locator("[data-testid='stMetricValue']").first.inner_text() == value.inner_text()
+    want = value.inner_text()
+    try:  # a rerun from the URL's state may still be drawing: wait for it, then compare
+        again.wait_for_function("(w) => { const e = document.querySelector(\"[data-testid='stMetricValue']\");"
+                                " return e && e.innerText === w; }", arg=want, timeout=60_000)
+    except Exception:
+        pass
+    _settle(again)
+    assert again.locator("[data-testid='stMetricValue']").first.inner_text() == want
     again.close()
     page.close()
 
