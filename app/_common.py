@@ -290,3 +290,31 @@ def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int =
             store.pop(next(iter(store)))
         store[key] = value
     return store[key]
+
+
+# --- The lesson frame every page shares (issue 17): question, what to look at, a takeaway computed
+# from the data on screen, paper-vs-here callouts, and the settings folded under "More settings".
+# Each piece sits in a keyed container (CSS class `st-key-<key>`), which the browser tests look for.
+
+def lesson(question: str, look_at: str) -> None:
+    """The page's opening: the question it answers and what to look at, in plain words."""
+    with st.container(key="lesson"):
+        st.markdown(f"**{question}**  \n{look_at}")
+
+
+def takeaway(text: str, key: str = "takeaway") -> None:
+    """The one-sentence takeaway, computed by the page from the numbers it shows (markdown)."""
+    with st.container(key=key):
+        st.success(f"**Takeaway.** {text}", icon=":material/lightbulb:")
+
+
+def paper_callout(text: str, key: str) -> None:
+    """A view named after a paper's table or figure: where our numbers and the paper's agree or not, and
+    why, in one or two sentences (markdown). `key` names the view (unique on the page)."""
+    with st.container(key=f"paper-{key}"):
+        st.info(f"**Paper vs here.** {text}", icon=":material/menu_book:")
+
+
+def more_settings(label: str = "More settings", expanded: bool = False):
+    """The expander the page's less-used controls fold into (at most about six controls in view)."""
+    return st.expander(label, expanded=expanded)
