@@ -18,6 +18,7 @@ import torch
 
 # The progress callback every long experiment takes: (fraction done in [0, 1], message).
 Progress = Callable[[float, str], None]
+RowSink = Callable[[dict], None]  # a finished result row, handed on as soon as it is finished (a stop keeps it)
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 

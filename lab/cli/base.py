@@ -182,6 +182,13 @@ def bench_out(out: Path | None, as_json: bool, name: str) -> Path | None:
     return None if as_json else REPO / "bench" / "results" / f"{name}.json"
 
 
+def partial_out(as_json: bool, name: str) -> Path | None:
+    """Where a stopped benchmark without --out keeps its finished rows: beside its default result,
+    as bench/results/<name>.partial.json, so a stop never overwrites a complete result (None with
+    --json: the partial result goes to stdout)."""
+    return None if as_json else REPO / "bench" / "results" / f"{name}.partial.json"
+
+
 @dataclass
 class Session:
     """A long command's state for Ctrl-C: the rows finished so far and where it is. `extra` holds the
@@ -216,7 +223,8 @@ class Session:
         self.rows.extend(rows)
         self.where = f"after {label}"
         if isinstance(self.callback, _PlainProgress):
-            err_console.print(f"done: {label} ({len(self.rows)} {self.what})", highlight=False, soft_wrap=True)
+            err_console.print(f"done: {label} ({len(self.rows)} {self.what})", highlight=False, soft_wrap=True,
+                              markup=False)
 
     def partial(self) -> dict | None:
         """The result of a stopped run: the finished rows marked "partial" (None when none finished)."""
@@ -252,5 +260,5 @@ def session(command: str, config: dict, out: Path | None, as_json: bool, device:
             sys.stdout.write(json.dumps(payload, indent=1, allow_nan=False) + "\n")
     else:
         msg += "; nothing had finished, no result written"
-    err_console.print(msg, highlight=False, soft_wrap=True)
+    err_console.print(msg, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(130)

@@ -9,7 +9,7 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, numbers,
+from .base import (app, bench_app, bench_out, partial_out, console, deprecated, emit, fail, json_option, numbers,
                    out_option, print_frame, result, runs_under_torchrun, session)
 
 
@@ -111,7 +111,8 @@ def bench_collectives(
     Runs under torchrun too (one process per rank; rank 0 prints and writes the result):
     `torchrun --nproc-per-node 2 -m lab bench collectives -b 1M -e 4M`."""
     from lab import backend
-    from lab.experiments import algorithm_catalog, collectives_benchmark, format_collectives, in_torchrun
+    from lab.experiments import (algorithm_catalog, collective_rows, collectives_benchmark, format_collectives,
+                                 in_torchrun, size_sweep)
 
     try:
         algs = ([a.strip() for a in algorithms.split(",") if a.strip()] if algorithms is not None
@@ -122,24 +123,35 @@ def bench_collectives(
     config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
               "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
               "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
-    ctx = nullcontext(None) if in_torchrun() else session("bench collectives", config, None, as_json)
+    timing = "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"
+    tag = f"-shaped-{rate}" if rate else ""
+    ctx = (nullcontext(None) if in_torchrun() else
+           session("bench collectives", config, out or partial_out(
+               as_json, f"collectives-{'gpu' if backend_name == 'nccl' else 'cpu'}-P{procs}{tag}"),
+               as_json))
     try:
         with ctx as s:
+            on_row = None
+            if s is not None:  # a stop keeps the finished (algorithm, size) rows, in nccl-tests' columns
+                s.shape = lambda rows: {"rows": collective_rows(rows, shared=rate is None)}
+                s.extra = {"backend": backend_name, "procs": procs, "versions": backend.versions(),
+                           "sizes": size_sweep(lo, hi, factor), "ranks": [], "pingpong": [], "ratios_vs_native": [],
+                           "fit": None, "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms, "timing": timing}
+                on_row = lambda r: s.add([r], f"{r['algorithm']} {r['nbytes']} B")  # noqa: E731
             res = collectives_benchmark(lo, hi, factor, algs, procs=procs, backend_name=backend_name, codec=codec,
                                         iters=iters, warmup=warmup_iters, check=bool(check), target_s=target_s,
                                         link_rate=rate, link_delay_ms=delay_ms, timeout=timeout,
-                                        progress=None if s is None else s.progress)
+                                        progress=None if s is None else s.progress, on_row=on_row)
     except ValueError as e:
         fail(str(e))
     if res is None:  # torchrun rank > 0: rank 0 prints and writes
         return
     config["procs"] = res.procs
-    tag = f"-shaped-{rate}" if rate else ""
     path = bench_out(out, as_json, f"collectives-{backend.device_slug(res.device)}-P{res.procs}{tag}")
     extra = {"backend": backend_name, "procs": res.procs, "versions": backend.versions(), "sizes": res.sizes,
              "ranks": res.ranks, "pingpong": res.pingpong, "ratios_vs_native": res.ratios,
              "fit": res.fit_summary(), "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms,
-             "timing": "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"}
+             "timing": timing}
     if emit(result("bench collectives", config, device=backend.device_name(res.device), rows=res.rows, **extra),
             path, as_json):
         return
@@ -173,7 +185,7 @@ def bench_transfer(
     """Dettmers 2016 Figure 2: compress + transfer + decompress vs 32-bit, between two processes
     (or over a GPU's PCIe link), the speedup per size and the crossover size."""
     from lab import backend
-    from lab.experiments import transfer_benchmark
+    from lab.experiments import transfer_benchmark, transfer_rows
 
     try:
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, None, stepfactor, values=True)
@@ -182,14 +194,19 @@ def bench_transfer(
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names, "link_rate": rate,
               "pcie": pcie, "target_s": target_s}
+    timing = "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"
+    slug0 = "cuda-pcie" if pcie else "cpu" + (f"-shaped-{rate}" if rate else "")
     try:
-        with session("bench transfer", config, None, as_json) as s:
-            df, cross, dev_name, slug = transfer_benchmark(lo, hi, factor, names, link_rate=rate, pcie=pcie,
-                                                           target_s=target_s, progress=s.progress)
+        with session("bench transfer", config, out or partial_out(as_json, f"transfer-{slug0}"), as_json) as s:
+            # a stop keeps the finished (size, codec) rows, with their speedup where fp32 at that size finished
+            s.shape = lambda rows: {"rows": transfer_rows(rows), "crossover": {}}
+            s.extra = {"versions": backend.versions(), "link_rate": rate, "timing": timing}
+            df, cross, dev_name, slug = transfer_benchmark(
+                lo, hi, factor, names, link_rate=rate, pcie=pcie, target_s=target_s, progress=s.progress,
+                on_row=lambda r: s.add([r], f"{r['n_values']} values, {r['codec']}"))
     except ValueError as e:
         fail(str(e))
-    info = {"versions": backend.versions(), "link_rate": rate, "crossover": cross,
-            "timing": "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"}
+    info = {"versions": backend.versions(), "link_rate": rate, "crossover": cross, "timing": timing}
     if emit(result("bench transfer", config, device=dev_name, rows=df, **info),
             bench_out(out, as_json, f"transfer-{slug}"), as_json):
         return
@@ -216,7 +233,7 @@ def bench_compressed(
 ) -> None:
     """One allreduce with each codec on the wire vs fp32, same run: time, bytes, error, speedup."""
     from lab import backend
-    from lab.experiments import compressed_benchmark, parse_size
+    from lab.experiments import compressed_benchmark, parse_size, transfer_rows
 
     try:
         n = parse_size(values)
@@ -225,16 +242,19 @@ def bench_compressed(
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
-    try:
-        with session("bench compressed", config, None, as_json) as s:
-            df = compressed_benchmark(n, algorithm, names, procs=procs, mode=mode, link_rate=rate, target_s=target_s,
-                                      timeout=timeout, progress=s.progress)
-    except ValueError as e:
-        fail(str(e))
     info = {"procs": procs, "link_rate": rate, "mode": mode, "versions": backend.versions(),
             "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
     tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
         f"-shaped-{rate}" if rate else "")
+    try:
+        with session("bench compressed", config, out or partial_out(as_json, f"compressed-cpu-P{procs}{tag}"),
+                     as_json) as s:
+            s.shape, s.extra = (lambda rows: {"rows": transfer_rows(rows)}), info  # fp32 runs first: speedups kept
+            df = compressed_benchmark(n, algorithm, names, procs=procs, mode=mode, link_rate=rate, target_s=target_s,
+                                      timeout=timeout, progress=s.progress,
+                                      on_row=lambda r: s.add([r], f"codec {r['codec']}"))
+    except ValueError as e:
+        fail(str(e))
     if emit(result("bench compressed", config, device=backend.device_name("cpu"), rows=df, **info),
             bench_out(out, as_json, f"compressed-cpu-P{procs}{tag}"), as_json):
         return

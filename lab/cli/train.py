@@ -146,7 +146,16 @@ def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict,
         config["procs"] = int(os.environ["WORLD_SIZE"])
         return ddp_training(cfg, procs, backend=backend_name, timeout=timeout)
     with session("train", config, out, as_json) as s:
-        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress)
+        s.what, s.shape = "curve points", lambda pts: {"summary": _partial_ddp_summary(cfg, pts), "curve": pts}
+        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress,
+                            on_point=lambda r: s.add([r], f"evaluation at epoch {r['epoch']:.2f}"))
+
+
+def _partial_ddp_summary(cfg, points: list[dict]) -> dict:
+    """A stopped DDP run's summary: rank 0's curve so far (final = the last evaluation)."""
+    return {"label": cfg.label(), "mode": "ddp", "final_test_error": points[-1]["test_error"],
+            "best_test_error": min(p["test_error"] for p in points), "bytes": points[-1]["bytes"],
+            "steps": points[-1]["step"], "wall_s": points[-1]["wall_s"], "parameters": None}
 
 
 def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as_json: bool) -> None:

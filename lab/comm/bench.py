@@ -22,7 +22,7 @@ from . import cost
 from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec, resolve_mode
 from .base import Comm
 from lab.codecs.wire import WireFormat
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
 
@@ -101,11 +101,11 @@ def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: in
 def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec: str | None = None,
                      codec_options: dict | None = None, target_s: float = 0.2, max_iters: int = 50,
                      pingpong: bool = True, progress: Progress | None = None, iters: int | None = None,
-                     warmup: int = 1, check: bool = True) -> dict | None:
+                     warmup: int = 1, check: bool = True, on_row: RowSink | None = None) -> dict | None:
     """Time every algorithm at every size (bytes of fp32 input); rank 0 returns
     {'rows': [...], 'pingpong': [...], 'ranks': [...]} and the others None. iters / warmup / check
     are nccl-tests' -n / -w / -c (iters None: as many calls as fit target_s; check False: no
-    comparison with the exact sum, #wrong is None)."""
+    comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes."""
     if iters is not None and iters < 1:
         raise ValueError(f"iters={iters}; allowed: >= 1")
     if warmup < 0:
@@ -136,6 +136,8 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
             rows.append({"algorithm": a, "codec": cc.describe() if cc else "fp32", "P": P, "nbytes": nbytes,
                          "count": n, "type": "float", "redop": "sum", "seconds": t,
                          "wire_bytes_rank0": sent if a != NATIVE else None, "wrong": wrong, "rel_error": rel})
+            if on_row:
+                on_row(rows[-1])
             done += 1
             if progress:
                 progress(done / steps, f"{a} {nbytes} B")
@@ -262,10 +264,11 @@ def ratios(df: pd.DataFrame, min_bytes: int = 16 * 2**20) -> pd.DataFrame:
 # ------------------------------------------------------------------ transfer (Figure 2)
 
 def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target_s: float = 0.2,
-                  max_iters: int = 50, progress: Progress | None = None) -> list[dict] | None:
+                  max_iters: int = 50, progress: Progress | None = None,
+                  on_row: RowSink | None = None) -> list[dict] | None:
     """Dettmers 2016 §3.3 / Figure 2 between ranks 0 and 1: the one-way time of encode + transfer
     + decode of n values (half of a round trip in which each side encodes and decodes once),
-    for each codec (None = 32-bit). Rank 0 returns the rows."""
+    for each codec (None = 32-bit). Rank 0 returns the rows (and hands each to on_row as it finishes)."""
     if comm.size < 2:
         raise ValueError("the transfer experiment needs 2 ranks")
     rows, steps, done = [], len(sizes) * len(codecs), 0
@@ -294,13 +297,15 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
             t = _time_loop(comm, op, target_s, max_iters) / 2
             rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": nbytes,
                          "seconds": t})
+            if on_row:
+                on_row(rows[-1])
             done += 1
             if progress:
                 progress(done / steps, f"{n} values, {rows[-1]['codec']}")
-    return _speedups(rows) if comm.rank == 0 else None
+    return speedups(rows) if comm.rank == 0 else None
 
 
-def _speedups(rows: list[dict]) -> list[dict]:
+def speedups(rows: list[dict]) -> list[dict]:
     base = {r["n_values"]: r["seconds"] for r in rows if r["codec"] == "fp32"}
     for r in rows:
         r["speedup_vs_fp32"] = base[r["n_values"]] / r["seconds"] if r["n_values"] in base else None
@@ -353,11 +358,12 @@ def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cud
             done += 1
             if progress:
                 progress(done / steps, f"{n} values, {rows[-1]['codec']}")
-    return _speedups(rows)
+    return speedups(rows)
 
 
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
-                       max_iters: int = 20, progress: Progress | None = None, mode: str = "auto") -> list[dict] | None:
+                       max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
+                       on_row: RowSink | None = None) -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
     mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form)."""
@@ -376,6 +382,8 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
                      "mode": resolve_mode(codec, mode, algorithm), "P": comm.size,
                      "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
                      "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0})
+        if on_row:
+            on_row(rows[-1])
         if progress:
             progress((i + 1) / len(codecs), rows[-1]["codec"])
-    return _speedups(rows) if comm.rank == 0 else None
+    return speedups(rows) if comm.rank == 0 else None

@@ -9,6 +9,7 @@ is left running. `fn` must be importable (a module-level function).
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -45,13 +46,17 @@ def max_procs(backend: str = "gloo") -> int:
 
 
 def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", timeout: float = 120.0,
-        net: Any = None, progress: Progress | None = None, **kwargs: Any) -> list[Any]:
+        net: Any = None, progress: Progress | None = None, on_row: Callable[[dict], None] | None = None,
+        **kwargs: Any) -> list[Any]:
     """fn(comm, *args, **kwargs) on `procs` ranks; the results in rank order.
 
     timeout: seconds for any single transfer to wait on a peer, and (plus start-up) for the run.
     net: a ShapedLink whose namespaces the ranks run in (see lab/comm/shaped.py).
     progress: called in this process with rank 0's progress; fn then gets a `progress` keyword
     (a callback on rank 0, None on the others).
+    on_row: called in this process with each row rank 0 finishes, as it finishes (fn then gets an
+    `on_row` keyword: a callback on rank 0, None on the others), so a stopped run keeps them: on
+    KeyboardInterrupt every row rank 0 had reported is relayed before the ranks are killed.
     Raises CommError naming the rank that failed, died or hung.
     """
     check_backend(backend)
@@ -71,7 +76,7 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
     os.chmod(jobdir, 0o755)
     try:
         try:
-            job = pickle.dumps((fn, args, kwargs, backend, procs, timeout, progress is not None))
+            job = pickle.dumps((fn, args, kwargs, backend, procs, timeout, progress is not None, on_row is not None))
         except (pickle.PicklingError, AttributeError, TypeError) as e:
             raise ValueError(f"cannot hand {fn!r} and its arguments to rank processes ({e}); "
                              "pass a module-level function and picklable arguments") from None
@@ -79,7 +84,7 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
         with open(jobdir / "job.pkl", "wb") as f:
             pickle.dump((list(sys.path), main), f)
             f.write(job)
-        return _watch(_start(jobdir, procs, net), jobdir, timeout, progress)
+        return _watch(_start(jobdir, procs, net), jobdir, timeout, progress, _RowRelay(jobdir / ROWS, on_row))
     finally:
         shutil.rmtree(jobdir, ignore_errors=True)
 
@@ -102,12 +107,14 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[subprocess.Popen]:
 
 
 def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
-           progress: Progress | None = None) -> list[Any]:
+           progress: Progress | None = None, rows: "_RowRelay | None" = None) -> list[Any]:
     deadline = time.monotonic() + timeout + 60.0
     try:
         while True:
             if progress is not None:
                 _relay(jobdir, progress)
+            if rows is not None:
+                rows.relay()
             codes = [p.poll() for p in ps]
             failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
@@ -119,8 +126,14 @@ def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
                 raise CommError(f"timed out after {timeout + 60:.0f} s: rank(s) {alive} still running "
                                 "(hung); all ranks were stopped")
             time.sleep(0.02)
+    except KeyboardInterrupt:
+        if rows is not None:
+            rows.relay()  # what rank 0 finished before the stop
+        raise
     finally:
         _kill(ps)
+    if rows is not None:
+        rows.relay()
     return [torch.load(jobdir / f"result{r}.pt", weights_only=False) for r in range(len(ps))]
 
 
@@ -195,6 +208,48 @@ class _FileProgress:
         tmp.replace(self.path)
 
 
+ROWS = "rows.jsonl"
+
+
+class _FileRows:
+    """Rank 0's row callback: one JSON line per finished row, appended in one write (the parent
+    reads complete lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self, row: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row, default=_plain) + "\n")
+
+
+def _plain(v: Any) -> Any:
+    """A row value JSON does not know (a numpy or torch scalar) as a plain number or string."""
+    item = getattr(v, "item", None)
+    return item() if callable(item) else str(v)
+
+
+class _RowRelay:
+    """The parent's side of `on_row`: hands each complete line of rows.jsonl to the callback once."""
+
+    def __init__(self, path: Path, on_row: Callable[[dict], None] | None) -> None:
+        self.path, self.on_row, self.offset = path, on_row, 0
+
+    def relay(self) -> None:
+        if self.on_row is None:
+            return
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return
+        done = data[:data.rfind("\n") + 1]
+        self.offset += len(done.encode())
+        for line in done.splitlines():
+            self.on_row(json.loads(line))
+
+
 # What a rank reports when a peer, not itself, failed: Gloo's and NCCL's transfer timeouts, a
 # connection the dead peer's kernel closed or reset, and TorchComm's own "may have died or hung".
 _PEER_FAILURE = ("timed out", "timeout", "connection closed by peer", "connection reset by peer",
@@ -239,9 +294,11 @@ def _worker(jobdir: Path, rank: int) -> int:
             mod = types.ModuleType("__mp_main__")
             mod.__dict__.update(runpy.run_path(main, run_name="__mp_main__"))
             sys.modules["__main__"] = sys.modules["__mp_main__"] = mod
-        fn, args, kwargs, backend, procs, timeout, with_progress = pickle.load(f)
+        fn, args, kwargs, backend, procs, timeout, with_progress, with_rows = pickle.load(f)
     if with_progress:
         kwargs = {**kwargs, "progress": _FileProgress(jobdir / "progress.txt") if rank == 0 else None}
+    if with_rows:
+        kwargs = {**kwargs, "on_row": _FileRows(jobdir / ROWS) if rank == 0 else None}
     import torch.distributed as dist
 
     from .dist import TorchComm

@@ -38,6 +38,7 @@ _add("catalog", "check_codec_spec codec_catalog codec_spec")
 _add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
      "PAPER_CODEC_NS")
 _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
+     "collective_rows transfer_rows "
      "transfer_benchmark compressed_benchmark codec_bench_sizes codec_benchmark")
 _add("training", "TrainConfig TrainResult train training_curves codec_curves consistency_curves ddp_comparison "
      "reproduction_summary "

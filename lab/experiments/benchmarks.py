@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from lab import backend
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 from lab.comm import bench
 from lab.comm.dist import in_torchrun
 
@@ -62,10 +62,11 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
                           backend_name: str = "gloo", codec: str | None = None, iters: int | None = None,
                           warmup: int = 1, check: bool = True, target_s: float = 0.2, link_rate: str | None = None,
                           link_delay_ms: float = 0.0, timeout: float = 300.0,
-                          progress: Progress | None = None) -> CollectivesBenchmark | None:
+                          progress: Progress | None = None, on_row: RowSink | None = None) -> CollectivesBenchmark | None:
     """Allreduce of minbytes..maxbytes (x stepfactor) with each algorithm ('native' = the backend's
     all_reduce) on `procs` local ranks, on a shaped link, or on torchrun's ranks (then None on every
-    rank but 0). Times are medians per call after a barrier; busbw = algbw * 2(P-1)/P."""
+    rank but 0). Times are medians per call after a barrier; busbw = algbw * 2(P-1)/P. on_row: each
+    finished (algorithm, size) row as rank 0 finishes it (local ranks only)."""
     from lab.comm.allreduce import check_algorithm
     from lab.comm.dist import TorchComm, check_backend
     from lab.comm.launch import run
@@ -93,7 +94,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
     else:
         with _shaped(procs, link_rate, link_delay_ms, check=True) as net:
             res = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout, net=net,
-                      progress=progress, **kw)[0]
+                      progress=progress, on_row=on_row, **kw)[0]
         P = procs
         dev = torch.device("cuda") if backend_name == "nccl" else torch.device("cpu")
     df, fit = bench.table(res, shared=shared)
@@ -103,7 +104,8 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
 
 def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: list[str], *,
                        link_rate: str | None = None, pcie: bool = False, target_s: float = 0.2,
-                       progress: Progress | None = None) -> tuple[pd.DataFrame, dict, str, str]:
+                       progress: Progress | None = None,
+                       on_row: RowSink | None = None) -> tuple[pd.DataFrame, dict, str, str]:
     """Dettmers 2016 Figure 2: compress + transfer + decompress vs 32-bit between two processes (or over
     a GPU's PCIe link) for messages of minbytes..maxbytes (4 bytes a value). Returns the rows (one per
     size and codec, fp32 the baseline), the crossover size per codec, the device's name and its slug."""
@@ -121,7 +123,8 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
         dev_name, slug = backend.device_name("cuda"), backend.device_slug("cuda") + "-pcie"
     else:
         with _shaped(2, link_rate) as net:
-            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=progress, target_s=target_s)[0]
+            rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=progress, on_row=on_row,
+                       target_s=target_s)[0]
         dev_name = backend.device_name("cpu") + ", 2 processes, Gloo"
         slug = "cpu" + (f"-shaped-{link_rate}" if link_rate else "")
     df = pd.DataFrame(rows)
@@ -130,7 +133,7 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
 
 def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: int = 4, mode: str = "auto",
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
-                         progress: Progress | None = None) -> pd.DataFrame:
+                         progress: Progress | None = None, on_row: RowSink | None = None) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.)."""
     from lab.comm.allreduce import check_algorithm, resolve_codec, resolve_mode
@@ -142,11 +145,23 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
         resolve_mode(resolve_codec(c), mode, algorithm)
     with _shaped(procs, link_rate) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
-                   target_s=target_s, mode=mode, timeout=timeout)[0]
+                   on_row=on_row, target_s=target_s, mode=mode, timeout=timeout)[0]
     return pd.DataFrame(rows)
 
 
 CODEC_BENCH_MAXBYTES = {"cpu": 256 << 20, "cuda": 1 << 30}  # default -e: 2^26 values on a CPU, 2^28 on a GPU
+
+
+def collective_rows(rows: list[dict], shared: bool = True) -> pd.DataFrame:
+    """Finished allreduce rows of a sweep in nccl-tests' columns (algbw, busbw; no model): what a
+    stopped `bench collectives` keeps."""
+    return bench.table({"rows": rows, "pingpong": []}, link=None, shared=shared)[0] if rows else pd.DataFrame()
+
+
+def transfer_rows(rows: list[dict]) -> list[dict]:
+    """Finished rows of a transfer or compressed-allreduce run with their speedup over fp32 at the same
+    size (None where fp32 had not finished): what a stopped run keeps."""
+    return bench.speedups([dict(r) for r in rows])
 
 
 def codec_bench_sizes(device: str | None, minbytes: int, maxbytes: int | None, stepfactor: int = 4,
@@ -175,5 +190,5 @@ def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5,
 
 
 __all__ = ["parse_size", "size_sweep", "format_collectives", "in_torchrun", "CollectivesBenchmark",
-           "collectives_benchmark", "transfer_benchmark", "compressed_benchmark", "codec_bench_sizes",
+           "collectives_benchmark", "collective_rows", "transfer_rows", "transfer_benchmark", "compressed_benchmark", "codec_bench_sizes",
            "codec_benchmark", "CODEC_BENCH_MAXBYTES"]

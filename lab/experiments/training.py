@@ -99,9 +99,11 @@ def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, 
 
 
 def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout: float = 600.0,
-                 progress: Progress | None = None) -> TrainResult | None:
+                 progress: Progress | None = None,
+                 on_point: OnPoint | None = None) -> TrainResult | None:
     """PyTorch DDP with `cfg.codec` as the communication hook on `procs` local processes, or on
-    torchrun's ranks when started by torchrun (then None on every rank but 0)."""
+    torchrun's ranks when started by torchrun (then None on every rank but 0). on_point: each
+    evaluation of rank 0's curve as it is made (local processes only)."""
     from dataclasses import asdict
 
     from lab.comm.dist import TorchComm, in_torchrun
@@ -111,7 +113,7 @@ def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout
         comm = TorchComm.from_env(backend, timeout)
         every = comm.allgather_object(ddp_rank(comm, asdict(cfg)))
         return assemble(cfg, every, backend) if comm.rank == 0 else None
-    return train_ddp(cfg, procs, backend=backend, timeout=timeout, progress=progress)
+    return train_ddp(cfg, procs, backend=backend, timeout=timeout, progress=progress, on_point=on_point)
 
 
 def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,

@@ -24,11 +24,13 @@ from .ddp_hook import CodecHookState, codec_hook
 from .models import build_model, make_optimizer
 from .run import TrainConfig, TrainResult, evaluate, load_data
 from .stream import ShardStream
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 
-def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None) -> dict:
-    """Train on this rank; rank 0 returns the curve, every rank its bytes and step times."""
+def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
+             on_row: RowSink | None = None) -> dict:
+    """Train on this rank; rank 0 returns the curve (and hands each evaluation to on_row as it is
+    made), every rank its bytes and step times."""
     c = TrainConfig(**cfg)
     P, rank = comm.size, comm.rank
     device = comm.device
@@ -75,6 +77,8 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None) 
             rows.append(dict(step=step, samples=stream.samples, epoch=stream.samples / N,
                              train_loss=sum(losses) / len(losses), test_error=err, test_loss=tloss,
                              bytes=sent, wall_s=time.perf_counter() - t0))
+            if on_row:
+                on_row(rows[-1])
             losses = []
             if progress:
                 progress(min(stream.samples / total, 1.0), f"DDP {c.label()}: epoch {stream.samples / N:.2f}, "
@@ -88,12 +92,13 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None) 
 
 
 def train_ddp(cfg: TrainConfig, procs: int = 2, *, backend: str = "gloo", timeout: float = 300.0,
-              progress: Progress | None = None) -> TrainResult:
-    """`cfg` trained by `procs` real processes under DDP; rank 0's curve, every rank's bytes."""
+              progress: Progress | None = None, on_point: RowSink | None = None) -> TrainResult:
+    """`cfg` trained by `procs` real processes under DDP; rank 0's curve, every rank's bytes.
+    on_point: each evaluation of rank 0's curve as it is made (a stopped run keeps them)."""
     from lab.comm.launch import run
 
     cfg.check()
-    results = run(ddp_rank, procs, asdict(cfg), backend=backend, timeout=timeout, progress=progress)
+    results = run(ddp_rank, procs, asdict(cfg), backend=backend, timeout=timeout, progress=progress, on_row=on_point)
     return assemble(cfg, results, backend)
 
 

@@ -1,0 +1,86 @@
+"""Ctrl-C on the commands whose work runs in rank processes (bench collectives / transfer / compressed,
+train --mode ddp) and on the long single-process ones not covered in test_cli.py (dropout lstm,
+train --reproduce): the run stops at once with exit 130, says where it was, and the rows rank 0 had
+finished are written, marked partial, in the command's schema. Rank 0 streams each finished row to
+the parent (lab.comm.launch's on_row), so the parent has them when the stop comes."""
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import jsonschema
+import psutil
+import pytest
+
+from test_cli import ENV, REPO, schema
+
+# command -> (arguments, the stderr line to stop at, the result's key for finished rows, row check)
+STOPPABLE = {
+    "bench collectives": (["bench", "collectives", "-p", "2", "-b", "1K", "-e", "256M", "-f", "4",
+                           "--algorithms", "ring,tree", "-n", "2", "-w", "0"], "done: ring 1024 B", "rows",
+                          lambda r: r["algorithm"] == "ring" and r["nbytes"] == 1024 and r["busbw_GBps"] > 0),
+    "bench transfer": (["bench", "transfer", "-b", "4K", "-e", "256M", "-f", "4", "--codecs", "linear",
+                        "--target-s", "0.05"], "done: 1024 values, linear", "rows",
+                       lambda r: r["n_values"] == 1024 and r["speedup_vs_fp32"] > 0),
+    "bench compressed": (["bench", "compressed", "-p", "2", "--values", "64K",
+                          "--codecs", "linear," * 40 + "fp16", "--target-s", "0.2"], "done: codec linear", "rows",
+                         lambda r: r["codec"] == "fp32" and r["speedup_vs_fp32"] == 1.0),
+    "train --mode ddp": (["train", "--mode", "ddp", "--procs", "2", "--hidden", "16", "--dropout", "0,0",
+                          "--epochs", "200", "--train-limit", "256", "--evals", "2"],
+                         "done: evaluation at epoch 0.50", "curve", lambda r: r["step"] >= 1 and r["bytes"] > 0),
+    "dropout lstm": (["dropout", "lstm", "--smoke", "--corpus", "pydoc", "--rates", "0.1;0.2;0.3;0.4;0.5;0.6;0.7"],
+                     "done: ", "rows", lambda r: r["test_ppl"] > 1),
+    "train --reproduce": (["train", "--reproduce", "mnist-dp", "--seeds", "5", "--smoke"], "done: ", "runs",
+                          lambda r: 0 <= r["final_test_error"] <= 100),
+}
+
+
+def _orphans(tag: str) -> list[str]:
+    """Rank processes (`python -m lab.comm.launch`) of the run whose environment carries `tag`
+    (ranks inherit it) that still run: other runs on the machine don't count."""
+    left = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if "lab.comm.launch" in " ".join(p.info["cmdline"] or []) and p.environ().get("PARALAB_TEST_RUN") == tag:
+                left.append(" ".join(p.info["cmdline"]))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return left
+
+
+@pytest.mark.parametrize("command", list(STOPPABLE))
+def test_ctrl_c_keeps_what_rank_0_finished(command, tmp_path):
+    args, marker, key, check = STOPPABLE[command]
+    out = tmp_path / "partial.json"
+    tag = str(uuid.uuid4())
+    p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO,
+                         env={**ENV, "PARALAB_TEST_RUN": tag},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    deadline = time.monotonic() + 240
+    for line in p.stderr:
+        seen.append(line)
+        if line.startswith(marker):
+            p.send_signal(signal.SIGINT)
+            break
+        assert time.monotonic() < deadline, "".join(seen)
+    rest = p.stderr.read()
+    assert p.wait(timeout=120) == 130, "".join(seen) + rest
+    assert "interrupted" in rest and f"written to {out}" in rest and "Traceback" not in rest, rest
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, schema(command.split(" --")[0]))
+    assert data["partial"] is True and data["stopped"].split(" (")[0] in rest
+    assert len(data[key]) >= 1 and check(data[key][0]), data[key][0]
+    time.sleep(0.5)
+    assert not _orphans(tag), "rank processes left running after the stop"
+
+
+def test_a_stopped_benchmark_never_overwrites_its_complete_result():
+    """Without --out a stopped benchmark keeps its rows beside the default result, as .partial.json."""
+    sys.path.insert(0, str(REPO))
+    from lab.cli.base import partial_out
+
+    assert partial_out(False, "collectives-cpu-P4").name == "collectives-cpu-P4.partial.json"
+    assert partial_out(True, "collectives-cpu-P4") is None  # --json: the partial result goes to stdout
