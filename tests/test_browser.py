@@ -4,20 +4,15 @@ one control changes a number; screenshots go to the test's temporary directory (
 $PARALAB_SCREENSHOTS when set). Skipped when /usr/bin/chromium is absent (CI installs it)."""
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+sys.path.insert(0, str(ROOT / "bench"))
+from app_browser import CHROMIUM, launch, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
+
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
 # URL path -> text of the page's h1 (Home's is the lab's name): every page of the one page list
@@ -27,65 +22,27 @@ RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is draw
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _serve():
-    """`streamlit run app/Home.py` on a free loopback port; yields its URL, stops it after."""
-    port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
-                             "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                pytest.fail(f"streamlit did not start: see {log.name}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
 @pytest.fixture(scope="module")
 def server():
-    with _serve() as url:
-        yield url
+    try:
+        with serve() as url:
+            yield url
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    pytest.importorskip("playwright.sync_api")
+    with launch() as b:
         yield b
-        b.close()
 
 
-def _settle(page, timeout: float = 90_000) -> None:
-    page.wait_for_selector("[data-testid='stAppViewContainer']", timeout=timeout)
-    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout)
-    page.wait_for_timeout(300)
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=timeout)
-    page.wait_for_timeout(500)
+_serve = serve
+
+
+def _settle(page, timeout: float = 120_000) -> None:
+    settle(page, timeout)
 
 
 def _shot(page, tmp_path: Path, name: str) -> None:

@@ -1,0 +1,248 @@
+"""The dashboard's speed as a person sees it: each page of app/page_list.py opened in Debian's Chromium
+(Playwright) on a warm `streamlit run app/Home.py`, timed to a finished render (the script done, every
+plotly chart drawn), and one control change per page timed the same way. Median of 3 visits after one
+warm-up visit. Writes bench/results/app-browser-<device>.json with the machine's load at the time.
+
+    python bench/app_browser.py [--pages codecs,transfer] [--visits 3] [--out PATH]
+    python bench/app_browser.py --shots docs/screenshots      # each page at 1400 px, small PNGs
+
+The issue's targets (issue 17): a default view <= 2 s, a control change <= 1 s on this 2-core machine.
+tests/test_browser.py uses `serve`, `launch` and `settle` from here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "app"))  # as `streamlit run app/Home.py` has it
+import page_list  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+TARGET_VIEW_S, TARGET_CHANGE_S = 2.0, 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(threads: int = 1) -> Iterator[str]:
+    """`streamlit run app/Home.py` on a free loopback port (the repository's .streamlit/config.toml
+    applies); yields its URL and stops it after. Raises RuntimeError if it does not come up."""
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
+                             "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"streamlit did not start: see {log.name}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextmanager
+def launch():
+    """Debian's Chromium driven by Playwright (never `playwright install`)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+# True once the script has finished and every plotly chart on the page is drawn.
+_DONE = """() => {
+  const app = document.querySelector("[data-test-script-state]");
+  if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
+  if (!document.querySelector("[data-testid='stMain'] h1")) return false;
+  if (document.querySelector("[data-testid='stSpinner']")) return false;
+  const charts = document.querySelectorAll("[data-testid='stPlotlyChart']").length;
+  return document.querySelectorAll("[data-testid='stPlotlyChart'] .main-svg").length >= charts;
+}"""
+# Records each change of the script state after a control is touched.
+_WATCH = """() => {
+  window.__states = [];
+  const app = document.querySelector("[data-test-script-state]");
+  new MutationObserver(() => window.__states.push([performance.now(), app.getAttribute("data-test-script-state")]))
+    .observe(app, {attributes: true, attributeFilter: ["data-test-script-state"]});
+  return performance.now();
+}"""
+_RERAN = """() => {
+  const s = window.__states || [];
+  const app = document.querySelector("[data-test-script-state]");
+  return s.some(e => e[1] === "running") && app.getAttribute("data-test-script-state") === "notRunning";
+}"""
+
+
+def settle(page, timeout_ms: float = 120_000) -> None:
+    """Wait until the page's script has finished and its charts are drawn."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_function(_DONE, timeout=timeout_ms, polling=50)
+
+
+def open_page(browser, url: str, width: int = 1400):
+    """A new tab at `url`, timed to a finished render: (page, seconds)."""
+    page = browser.new_page(viewport={"width": width, "height": 1400})
+    t = time.perf_counter()
+    page.goto(url)
+    settle(page)
+    return page, time.perf_counter() - t
+
+
+# The control a person is most likely to touch first on each page (its visible label text); pages not
+# named here use their first radio option not chosen, else their first checkbox.
+CONTROL = {"codecs": "paper"}
+
+
+def _control(page, url_path: str):
+    """The page's control to touch, in the main area, and its description (None when it has none).
+    Run buttons are not counted: they start work on purpose, behind progress and Stop."""
+    main = page.locator("[data-testid='stMain']")
+    if url_path in CONTROL:
+        c = main.get_by_text(CONTROL[url_path], exact=True).first
+        return c, f"'{CONTROL[url_path]}'"
+    radios = main.locator("[data-testid='stRadioOption']:not([data-selected='true'])")
+    if radios.count():
+        return radios.first, f"radio '{radios.first.inner_text().strip()}'"
+    boxes = main.locator("[data-testid='stCheckbox'] label")
+    if boxes.count():
+        return boxes.first, f"checkbox '{boxes.first.inner_text().strip()}'"
+    return None, None
+
+
+def time_change(page, url_path: str) -> tuple[float | None, str | None]:
+    """Touch the page's control; seconds from the click to the rerun's finished render."""
+    control, what = _control(page, url_path)
+    if control is None:
+        return None, None
+    t0 = page.evaluate(_WATCH)
+    control.click()
+    try:
+        page.wait_for_function(_RERAN, timeout=120_000, polling=20)
+    except Exception:  # no rerun at all (a widget that changes nothing): zero work
+        return 0.0, what
+    settle(page)
+    t1 = page.evaluate("() => performance.now()")
+    return (t1 - t0) / 1000, what
+
+
+def measure(url: str, browser, pages: list[page_list.PageInfo], visits: int = 3) -> list[dict]:
+    """Per page: median default-view seconds over `visits` (after a warm-up visit) and the median of the
+    same number of control changes."""
+    rows = []
+    for p in pages:
+        path = f"{url}/{p.url_path}"
+        warm, _ = open_page(browser, path)
+        warm.close()
+        views, changes, what = [], [], None
+        for _ in range(visits):
+            page, s = open_page(browser, path)
+            views.append(s)
+            c, what = time_change(page, p.url_path)
+            if c is not None:
+                changes.append(c)
+            page.close()
+        row = {"page": p.title, "url_path": p.url_path, "view_s": statistics.median(views), "view_runs_s": views,
+               "control": what, "change_s": statistics.median(changes) if changes else None, "change_runs_s": changes}
+        row["view_ok"] = row["view_s"] <= TARGET_VIEW_S
+        row["change_ok"] = row["change_s"] is None or row["change_s"] <= TARGET_CHANGE_S
+        rows.append(row)
+        print(f"{p.title:12s} view {row['view_s']:.2f} s  change {row['change_s'] if row['change_s'] is None else round(row['change_s'], 2)} s ({what})",
+              flush=True)
+    return rows
+
+
+def screenshots(url: str, browser, pages: list[page_list.PageInfo], folder: Path, width: int = 1400,
+                max_height: int = 2600) -> list[Path]:
+    """Each page's default view at `width` px (top `max_height` px), saved as a small palette PNG
+    (docs/screenshots/<page>.png)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for p in pages:
+        page, _ = open_page(browser, f"{url}/{p.url_path}", width)
+        page.wait_for_timeout(500)  # fonts and the last chart transitions
+        tmp = folder / f".{p.url_path or 'home'}.raw.png"
+        page.screenshot(path=str(tmp), full_page=True)
+        page.close()
+        img = Image.open(tmp).convert("RGB")
+        img = img.crop((0, 0, img.width, min(img.height, max_height)))
+        img = img.resize((img.width * 2 // 3, img.height * 2 // 3), Image.LANCZOS)
+        path = folder / f"{p.url_path or 'home'}.png"
+        img.quantize(colors=128, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+        tmp.unlink()
+        saved.append(path)
+    return saved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", default="", help="comma-separated URL paths (home = ''), default: every page")
+    ap.add_argument("--visits", type=int, default=3)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "app-browser-cpu.json"))
+    ap.add_argument("--shots", default="", help="only save each page's screenshot to this folder (docs/screenshots)")
+    a = ap.parse_args()
+    want = [w.strip() for w in a.pages.split(",")] if a.pages else None
+    pages = [p for p in page_list.PAGES if want is None or (p.url_path or "home") in want]
+    if a.shots:
+        with serve() as url, launch() as browser:
+            for path in screenshots(url, browser, pages, Path(a.shots)):
+                print(f"wrote {path} ({path.stat().st_size // 1024} KB)")
+        return
+    load_before = os.getloadavg()
+    with serve() as url, launch() as browser:
+        rows = measure(url, browser, pages, a.visits)
+    sys.path.insert(0, str(ROOT))
+    from lab import backend
+
+    out = {"benchmark": "app-browser", "device": backend.device_name("cpu"), "cores": os.cpu_count(),
+           "browser": "Debian chromium, headless, 1400 px", "visits": a.visits,
+           "load_avg_1_5_15_before": load_before, "load_avg_1_5_15_after": os.getloadavg(),
+           "targets_s": {"view": TARGET_VIEW_S, "change": TARGET_CHANGE_S},
+           "timing": "median of visits after one warm-up visit on a warm server; a view is finished when the "
+                     "script has stopped and every plotly chart is drawn; a change is a click on the page's "
+                     "first radio option (else checkbox) until its rerun has finished",
+           "rows": rows}
+    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
