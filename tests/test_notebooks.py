@@ -28,3 +28,12 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_is_valid_and_every_cell_has_an_id(path):
+    """nbformat 4.5 wants a unique id on every cell (Jupyter otherwise rewrites the file on open)."""
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    ids = [c.get("id") for c in nb.cells]
+    assert all(ids) and len(set(ids)) == len(ids), ids
