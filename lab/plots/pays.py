@@ -29,9 +29,11 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
                                  marker={"symbol": "x", "size": 10, "color": "black"}, text=[p[0] for p in pts],
                                  hovertemplate="%{text} pays below %{x:.3g} GB/s per NIC<extra></extra>"))
     fig.add_hline(y=1.0, line={"dash": "dot", "color": "gray"})
-    if nic_GBps:
-        fig.add_vline(x=nic_GBps, line={"dash": "dash", "color": "gray"}, annotation_text="this cluster",
-                      annotation_position="top")
+    if nic_GBps:  # on a log axis a shape takes the value, an annotation its log10
+        fig.add_shape(type="line", xref="x", yref="paper", x0=nic_GBps, x1=nic_GBps, y0=0, y1=1,
+                      line={"dash": "dash", "color": "gray"})
+        fig.add_annotation(x=math.log10(nic_GBps), y=1, xref="x", yref="paper",
+                           text=f"this cluster ({nic_GBps:g} GB/s)", showarrow=False, yanchor="bottom")
     fig.update_layout(xaxis_title="network bandwidth per NIC (GB/s per direction, log scale)",
                       yaxis_title="speedup of a training step vs bf16 (x, log scale)", xaxis_type="log",
                       yaxis_type="log", legend_title="codec", margin={"t": 30})
