@@ -51,7 +51,7 @@ def test_break_even_is_where_the_speedup_crosses_one(default):
     below = pp.pays("gpt2_small", "8x8", inter="ib_ndr", codecs=["mxfp4_e2m1"], bandwidths=[be * 0.9, be * 1.1])
     rows = below.sweep[below.sweep["codec"] == "mxfp4_e2m1"]
     best = rows.groupby("inter_GBps")["speedup_vs_bf16"].max().sort_index()
-    assert best.iloc[0] > 1.0 > best.iloc[1]
+    assert best.iloc[0] > 1.0 + pp.PAYS_MARGIN > best.iloc[1]
 
 
 def test_speedups_are_against_the_best_bf16_step(default):
@@ -129,7 +129,7 @@ def test_cli_json_matches_schema_and_bad_input_is_one_line(tmp_path):
     assert data == json.loads(out.read_text()) and data["command"] == "pays"
     assert data["config"]["overlap"] is True and data["config"]["inter"] == "100gbe"
     assert {r["codec"] for r in data["rows"]} == {"bf16", *pp.candidate_codecs()}
-    assert data["takeaway"].startswith("Codecs that beat the best bf16 step")
+    assert data["takeaway"].startswith("Codecs at least 1% faster than the best bf16 step")
     for args, words in ((["--cluster", "0x8"], "must be >= 1"), (["--inter", "foo"], "allowed: ib_qdr"),
                         (["--cluster", "300x8"], "at most 256 nodes")):
         r = runner.invoke(app, ["pays", *args])

@@ -15,8 +15,9 @@ that codec, else a roofline of the GPU preset: bytes read + written / memory ban
 (`lab.plan.wire`: encode 4 + w (+ extra) bytes, decode w + 4), plus a kernel launch per kernel
 (`Device.launch_us`). Each row says which.
 
-Break-even: the NIC bandwidth (GB/s per direction) below which a codec's step is shorter than the
-best bf16 step (Agarwal et al., MLSys 2022: compression must beat a tuned 16-bit baseline end to end).
+Break-even: the NIC bandwidth (GB/s per direction) below which a codec's step is at least 1 %
+(`PAYS_MARGIN`) shorter than the best bf16 step (Agarwal et al., MLSys 2022: compression must beat a
+tuned 16-bit baseline end to end).
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "bench" / "results"
 BASELINE = "bf16"
 DEFAULT_BANDWIDTHS = tuple(float(x) for x in np.logspace(-2, 3.5, 45))  # GB/s per NIC: 0.01 .. 3162
+# a codec "pays" when its step is at least this much faster than the best bf16 step (a model's 0.1 % is no
+# win anyone measures; Agarwal et al. 2022 counted wins on measured time)
+PAYS_MARGIN = 0.01
 Progress = Callable[[float, str], None]
 
 
@@ -247,7 +251,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                 "speedup_vs_bf16": base_step / t,
                 "speedup_vs_bf16_same_algorithm": (base_here[a][0] / t) if a in base_here else math.nan,
                 "cross_node_MB": sum(x.node_egress_bytes for x in layers) / 1e6,
-                "break_even_GBps": _crossing(bw, grid - base_grid) if cc is not BF16 else math.nan,
+                "break_even_GBps": _crossing(bw, grid - base_grid / (1 + PAYS_MARGIN)) if cc is not BF16 else math.nan,
                 "codec_time": cc.source or "none (bf16 baseline)"})
             sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
                        "speedup_vs_bf16": float(bg / g)} for b, g, bg in zip(bw, grid, base_grid)]
@@ -256,8 +260,9 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
             env = np.min(np.stack([g for _, g in per_alg.values()]), axis=0)
             summary.append({"codec": cc.name, "best_algorithm": best, "bits_per_value": 8.0 * cc.bytes_per_value,
                             "step_ms": 1e3 * per_alg[best][0], "speedup_vs_bf16": base_step / per_alg[best][0],
-                            "pays": bool(per_alg[best][0] < base_step * (1 - 1e-9)),
-                            "break_even_GBps": _crossing(bw, env - base_grid) if cc is not BF16 else math.nan,
+                            "pays": bool(per_alg[best][0] < base_step / (1 + PAYS_MARGIN)),
+                            "break_even_GBps": _crossing(bw, env - base_grid / (1 + PAYS_MARGIN))
+                            if cc is not BF16 else math.nan,
                             "codec_time": cc.source or "none (bf16 baseline)"})
         if progress:
             progress((k + 1) / (len(costs) + 1), cc.name)
@@ -268,8 +273,8 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                    f"for a {dev.name} GPU)")
     notes = [f"baseline: bf16 gradients with the fastest of {', '.join(base_algos)} ({best_base}, "
              f"{1e3 * base_step:.2f} ms per step)",
-             "break_even_GBps: NIC bandwidth (GB/s per direction) below which the codec beats the best bf16 step; "
-             "inf: at every bandwidth swept; null: at none",
+             f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "
+             "(GB/s per direction) below which it pays; inf: at every bandwidth swept; null: at none",
              "flat: every hop at one GPU's share of the network (a single ring); NCCL's rail-aligned rings move "
              "bytes like the hierarchical model"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
@@ -284,7 +289,7 @@ SLOW = "eth10g"  # the slow network of the lesson: 10 Gb/s Ethernet, as in Agarw
 
 
 def _paying(s: Setting, costs: list[CodecCost], algos: list[str]) -> list[tuple[str, float]]:
-    """(codec, speedup) of every codec whose best algorithm beats the best bf16 step of setting s."""
+    """(codec, speedup) of every codec whose best algorithm pays (PAYS_MARGIN) against the best bf16 step of s."""
     ba = [a for a in algos if available(a, BF16, s.cluster)]
     if not ba:
         return []
@@ -292,7 +297,7 @@ def _paying(s: Setting, costs: list[CodecCost], algos: list[str]) -> list[tuple[
     out = []
     for cc in costs:
         ts = [step(s, cc, a)[0] for a in algos if available(a, cc, s.cluster)]
-        if ts and min(ts) < base * (1 - 1e-9):
+        if ts and min(ts) < base / (1 + PAYS_MARGIN):
             out.append((cc.name, base / min(ts)))
     return out
 
@@ -336,8 +341,8 @@ def lesson_sentence(lesson: dict) -> str:
     be = lesson["median_break_even_GBps"]
     tail = (f"; the median codec pays below {be:.3g} GB/s per NIC (this cluster: {lesson['nic_GBps']:g})"
             if be is not None else "")
-    return "Codecs that beat the best bf16 step — " + "; ".join(parts) + tail + "."
+    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 step — " + "; ".join(parts) + tail + ".")
 
 
-__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "candidate_codecs", "measured_codec_file", "codec_cost", "ddp_step",
+__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost", "ddp_step",
            "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]
