@@ -74,7 +74,8 @@ def test_nvls_factor_and_why_its_busbw_beats_the_ring():
     assert cl.nvls_wire_factor(1) == 1.0
     d = cl.nvls_explained(8, 450.0, 370.0, 480.0)
     assert d["nvls_wire_GBps"] == pytest.approx(480 * 9 / 14)  # 308.6 GB/s on the wire
-    assert d["nvls_line_fraction"] == pytest.approx(480 * 9 / 14 / 450) and d["ring_line_fraction"] == pytest.approx(370 / 450)
+    assert d["nvls_line_fraction"] == pytest.approx(480 * 9 / 14 / 450)
+    assert d["ring_line_fraction"] == pytest.approx(370 / 450)
     assert d["measured_speedup"] == pytest.approx(480 / 370) and d["model_speedup_same_wire"] == pytest.approx(14 / 9)
     assert d["measured_speedup"] < d["model_speedup_same_wire"]  # NVLS gets less of the line than the ring does
     # one H100 node: NVLS time = 2 L + m·(9/8)/450 GB/s against the ring's 14 L + 2m·(7/8)/450 GB/s

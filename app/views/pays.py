@@ -37,8 +37,9 @@ def render() -> None:
                       help="nvlink4: H100 SXM, 450 GB/s per direction; nvlink5: 900 GB/s; pcie4_x16 / pcie5_x16: "
                            "31.5 / 63 GB/s (lab.comm.cost's presets, data-sheet line rates)")
     inter = ui.select("Between nodes (one NIC)", list(INTER_LINKS), "inter", "ib_ndr", where=c4,
-                      help="ib_ndr: InfiniBand NDR400, 50 GB/s; ib_hdr: 25 GB/s; eth100g: 12.5 GB/s; eth10g: 1.25 GB/s. "
-                           "Aliases on the CLI: " + ", ".join(f"{a}={v}" for a, v in LINK_ALIASES.items()))
+                      help="ib_ndr: InfiniBand NDR400, 50 GB/s; ib_hdr: 25 GB/s; eth100g: 12.5 GB/s; "
+                           "eth10g: 1.25 GB/s. Aliases on the CLI: "
+                           + ", ".join(f"{a}={v}" for a, v in LINK_ALIASES.items()))
     model = ui.select("Model", list(MODELS), "model", "gpt2_small", where=c5,
                       help="the planner's layer lists: each layer's gradient is one allreduce bucket")
     overlap = ui.checkbox("Overlap with backward", "overlap", False, where=c6,
@@ -105,9 +106,9 @@ def render() -> None:
     b16 = zero[(zero["codec"] == "bf16") & (zero["algorithm"] == "hierarchical")]["cross_node_MB"]
     q4 = zero[(zero["codec"] == "mxfp4_e2m1") & (zero["algorithm"] == "alltoall_quantized")]["cross_node_MB"]
     ratio = (float(b16.iloc[0]) / float(q4.iloc[0])) if len(b16) and len(q4) and float(q4.iloc[0]) > 0 else None
-    vol = (f"our alltoall_quantized with mxfp4_e2m1 (4.25 bits with its scales) sends {ratio:.2f}x fewer bytes across "
-           f"nodes than the bf16 hierarchical allreduce" if ratio else "pick a cluster of more than one node to compare "
-                                                                         "the cross-node volume")
+    vol = (f"our alltoall_quantized with mxfp4_e2m1 (4.25 bits with its scales) sends {ratio:.2f}x fewer bytes "
+           "across nodes than the bf16 hierarchical allreduce" if ratio
+           else "pick a cluster of more than one node to compare the cross-node volume")
     ui.paper_callout(
         f"ZeRO++'s qgZ sends INT4 instead of FP16 gradients: {PAPER_PAYS['zeropp_volume_reduction']:g}x less volume "
         f"(ZeRO-3's cross-node {PAPER_PAYS['zeropp_cross_node_before_M']:g}M → "

@@ -45,8 +45,8 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
     if emit(result("pays", config, rows=res.summary, **extra), out, as_json):
         return
     cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "pays", "break_even_GBps"]
-    print_frame(res.summary[cols], f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} across), "
-                                   f"overlap {'on' if overlap else 'off'}: speedup vs the best bf16 step")
+    print_frame(res.summary[cols], f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} "
+                                   f"across), overlap {'on' if overlap else 'off'}: speedup vs the best bf16 step")
     if all_rows:
         print_frame(res.rows.drop(columns=["codec_time"]), "every codec × algorithm")
     console.print(f"codec time: {res.codec_time}", highlight=False, soft_wrap=True)

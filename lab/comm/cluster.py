@@ -170,7 +170,8 @@ class Cluster:
 
     def with_inter_bandwidth(self, GBps: float) -> "Cluster":
         """The same cluster with the NIC's bandwidth set to `GBps` (1e9 bytes/s per direction)."""
-        lk = Link(self.inter.name, self.inter.latency_s, GBps * 1e9, f"{self.inter.source}; bandwidth set to {GBps:g} GB/s")
+        lk = Link(self.inter.name, self.inter.latency_s, GBps * 1e9,
+                  f"{self.inter.source}; bandwidth set to {GBps:g} GB/s")
         return replace(self, inter=lk)
 
 

@@ -158,7 +158,8 @@ def available(algorithm: str, codec: CodecCost, c: Cluster) -> bool:
     return True
 
 
-def step(s: Setting, codec: CodecCost, algorithm: str, c: Cluster | None = None) -> tuple[float, list[cl.CollectiveTime]]:
+def step(s: Setting, codec: CodecCost, algorithm: str,
+         c: Cluster | None = None) -> tuple[float, list[cl.CollectiveTime]]:
     """(step seconds, per-layer allreduce times) of one codec × algorithm."""
     c = c or s.cluster
     memo: dict[float, cl.CollectiveTime] = {}  # layers of one size (a transformer's blocks) cost the same
@@ -323,7 +324,8 @@ def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool,
             "here": c.name, "pay_here": len(here), "best_here": best(here)[0], "best_speedup_here": best(here)[1],
             "slow": slow_c.name, "pay_slow": len(slow), "best_slow": best(slow)[0], "best_speedup_slow": best(slow)[1],
             "median_break_even_GBps": float(np.median(finite)) if finite else None,
-            "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base, "baseline_step_ms": 1e3 * base_step}
+            "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base,
+            "baseline_step_ms": 1e3 * base_step}
 
 
 def lesson_sentence(lesson: dict) -> str:
@@ -344,5 +346,6 @@ def lesson_sentence(lesson: dict) -> str:
     return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 step — " + "; ".join(parts) + tail + ".")
 
 
-__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost", "ddp_step",
+__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
+           "ddp_step",
            "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]

@@ -23,7 +23,7 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
                                  hovertemplate=c + ": %{y:.2f}x at %{x:.3g} GB/s per NIC<extra></extra>"))
     be = summary[summary["codec"].isin(keep)]
     pts = [(r.codec, r.break_even_GBps) for r in be.itertuples()
-           if r.break_even_GBps is not None and isinstance(r.break_even_GBps, float) and math.isfinite(r.break_even_GBps)]
+           if isinstance(r.break_even_GBps, float) and math.isfinite(r.break_even_GBps)]
     if pts:
         fig.add_trace(go.Scatter(x=[p[1] for p in pts], y=[1.0] * len(pts), mode="markers", name="break-even",
                                  marker={"symbol": "x", "size": 10, "color": "black"}, text=[p[0] for p in pts],
