@@ -115,5 +115,6 @@ def render() -> None:
         f"{PAPER_PAYS['zeropp_cross_node_after_M']:g}M with qwZ and hpZ); {vol} — the block scales cost the rest. "
         f"Agarwal et al. (MLSys 2022) found compression beating a tuned 16-bit baseline in about "
         f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here {lesson['pay_here']} of {lesson['codecs']} "
-        f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. The model counts time only: "
-        "it does not say whether a lossy codec still reaches the same accuracy (docs/pays.md).", "pays")
+        f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. Where we find more wins, the "
+        "model is kinder than their measurements: codec time is a memory roofline, codec kernels do not slow the "
+        "backward pass here, and it counts time per step, not time to the same accuracy (docs/pays.md).", "pays")
