@@ -27,6 +27,8 @@ def test_flat_ring_on_the_slowest_link_by_hand():
     t = cl.flat_time(C, N_VALUES)
     assert t.seconds == approx(3.6e-4) and t.codec_s == 0
     assert cl.flat_time(C, N_VALUES).seconds == approx(cost.allreduce_time("ring", 4, 2e6, C.slowest))
+    # any registered algorithm: tree over 4 ranks = 2·2 messages of the whole vector
+    assert cl.flat_time(C, N_VALUES, BF16, "tree").seconds == approx(2 * 2 * (10e-6 + 2e6 * 1e-10))
 
 
 def test_hierarchical_by_hand():

@@ -41,6 +41,9 @@ def test_lesson_inside_nvlink_rarely_across_slow_network_it_does(default):
     assert les["baseline_algorithm"] == "in_network"    # NVLS inside + SHARP across is the fastest bf16 here
     fp16 = default.summary.set_index("codec").loc["fp16"]
     assert not fp16["pays"] and math.isnan(fp16["break_even_GBps"])  # bf16's bits plus a cast: pays nowhere
+    assert fp16["pays_below"] == "never"
+    assert (pp.pays_below(math.inf), pp.pays_below(None), pp.pays_below(1.234)) == (
+        "every bandwidth swept", "never", "1.23 GB/s")
     assert "roofline: h100 3350 GB/s" in fp16["codec_time"]
 
 

@@ -2,8 +2,6 @@
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
-import math
-
 import streamlit as st
 
 import _common as ui
@@ -12,12 +10,6 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, PAPER_PA
                              pays_takeaway)
 
 SHOWN = ("fp8_e4m3", "dynamic_tree", "mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "onebit", "topk", "powersgd")
-
-
-def _fmt_be(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "never"
-    return "always" if math.isinf(x) else f"{x:.3g} GB/s"
 
 
 def render() -> None:
@@ -84,8 +76,7 @@ def render() -> None:
 
     t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
     with t1:
-        table = summary.assign(break_even=[_fmt_be(x) for x in summary["break_even_GBps"]])
-        ui.table(table.drop(columns=["break_even_GBps"]), "pays_summary")
+        ui.table(summary.drop(columns=["break_even_GBps"]), "pays_summary")
     with t2:
         rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
         ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")

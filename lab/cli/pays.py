@@ -44,7 +44,7 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
              "notes": res.notes}
     if emit(result("pays", config, rows=res.summary, **extra), out, as_json):
         return
-    cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "pays", "break_even_GBps"]
+    cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "pays", "pays_below"]
     print_frame(res.summary[cols], f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} "
                                    f"across), overlap {'on' if overlap else 'off'}: speedup vs the best bf16 step")
     if all_rows:

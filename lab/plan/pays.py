@@ -186,6 +186,13 @@ def _crossing(bw: np.ndarray, f: np.ndarray) -> float | None:
     return float(math.exp(x0 + (x1 - x0) * (y0 / (y0 - y1)))) if y0 != y1 else float(bw[i])
 
 
+def pays_below(break_even: float | None) -> str:
+    """A break-even bandwidth in words: 'never', 'every bandwidth swept' or '<x> GB/s' (JSON keeps no inf)."""
+    if break_even is None or (isinstance(break_even, float) and math.isnan(break_even)):
+        return "never"
+    return "every bandwidth swept" if math.isinf(break_even) else f"{break_even:.3g} GB/s"
+
+
 @dataclass
 class PaysResult:
     """rows: one per codec × algorithm at the configured cluster; summary: one per codec (its best
@@ -254,6 +261,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                 "cross_node_MB": sum(x.node_egress_bytes for x in layers) / 1e6,
                 "break_even_GBps": _crossing(bw, grid - base_grid / (1 + PAYS_MARGIN)) if cc is not BF16 else math.nan,
                 "codec_time": cc.source or "none (bf16 baseline)"})
+            rows[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(rows[-1]["break_even_GBps"])
             sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
                        "speedup_vs_bf16": float(bg / g)} for b, g, bg in zip(bw, grid, base_grid)]
         if per_alg:
@@ -265,6 +273,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                             "break_even_GBps": _crossing(bw, env - base_grid / (1 + PAYS_MARGIN))
                             if cc is not BF16 else math.nan,
                             "codec_time": cc.source or "none (bf16 baseline)"})
+            summary[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(summary[-1]["break_even_GBps"])
         if progress:
             progress((k + 1) / (len(costs) + 1), cc.name)
     summary_df = pd.DataFrame(summary)
@@ -275,7 +284,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
     notes = [f"baseline: bf16 gradients with the fastest of {', '.join(base_algos)} ({best_base}, "
              f"{1e3 * base_step:.2f} ms per step)",
              f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "
-             "(GB/s per direction) below which it pays; inf: at every bandwidth swept; null: at none",
+             "(GB/s per direction) below which it pays (pays_below says it in words: never, every bandwidth swept)",
              "flat: every hop at one GPU's share of the network (a single ring); NCCL's rail-aligned rings move "
              "bytes like the hierarchical model"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
@@ -347,5 +356,5 @@ def lesson_sentence(lesson: dict) -> str:
 
 
 __all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
-           "ddp_step",
+           "ddp_step", "pays_below",
            "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]
