@@ -6,8 +6,8 @@ import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, PAPER_PAYS, LINK_ALIASES, nvls_table, pays,
-                             pays_takeaway)
+from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MODELS, PAPER_PAYS,
+                             does_compression_pay, nvls_table, pays_takeaway)
 
 SHOWN = ("fp8_e4m3", "dynamic_tree", "mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "onebit", "topk", "powersgd")
 
@@ -49,7 +49,7 @@ def render() -> None:
     params = dict(model=model, cluster=f"{int(nodes)}x{int(gpus)}", gpu=gpu, intra=intra, inter=inter,
                   nics_per_node=int(nics) or None, batch_per_gpu=int(batch), overlap=bool(overlap))
     with ui.guard():
-        res = ui.cached_run("pays", params, lambda: pays(**params))
+        res = ui.cached_run("pays", params, lambda: does_compression_pay(**params))
     summary = res.summary
     lesson = res.lesson
     comp = summary[summary["codec"] != "bf16"]

@@ -28,13 +28,13 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Per codec: step-time speedup against bf16 (its best algorithm: flat ring, hierarchical, ZeRO++'s
     alltoall_quantized, in-network), codec time counted, and the NIC bandwidth below which it pays."""
-    from lab.experiments import USER_ERRORS, pays as run_pays, pays_takeaway
+    from lab.experiments import USER_ERRORS, does_compression_pay, pays_takeaway
 
     codecs = [c.strip() for c in codec.split(",") if c.strip()] if codec else None
     config = {"model": model, "cluster": cluster, "gpu": gpu, "intra": intra, "inter": inter, "nics_per_node": nics,
               "batch": batch, "overlap": overlap, "codecs": codecs}
     try:
-        res = run_pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics, batch_per_gpu=batch,
+        res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics, batch_per_gpu=batch,
                        overlap=overlap, codecs=codecs)
     except USER_ERRORS as e:
         fail(str(e))

@@ -48,8 +48,8 @@ _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_tab
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
      "augmentation_throughput FusionResult multiscale_fusion")
 _add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")
-_add("pays", "CLUSTER_ALGORITHMS INTRA_LINKS INTER_LINKS LINK_ALIASES PAYS_BANDWIDTHS PAPER_PAYS PaysResult pays "
-     "pays_takeaway nvls_table")
+_add("pays", "CLUSTER_ALGORITHMS INTRA_LINKS INTER_LINKS LINK_ALIASES PAYS_BANDWIDTHS PAPER_PAYS PaysResult "
+     "does_compression_pay pays_takeaway nvls_table")
 _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "
      "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
      "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "

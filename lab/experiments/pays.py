@@ -31,11 +31,13 @@ PAPER_PAYS = {
 }
 
 
-def pays(model: str = "gpt2_small", cluster: str = "8x8", *, gpu: str = "h100", intra: str = "nvlink4",
-         inter: str = "ib_ndr", nics_per_node: int | None = None, batch_per_gpu: int = 8, overlap: bool = False,
-         codecs: Sequence[str] | None = None, algorithms: Sequence[str] = CLUSTER_ALGORITHMS,
-         bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
-    """Per codec × algorithm: step time, speedup against the best bf16 step, break-even NIC bandwidth
+def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu: str = "h100",
+                         intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None,
+                         batch_per_gpu: int = 8, overlap: bool = False, codecs: Sequence[str] | None = None,
+                         algorithms: Sequence[str] = CLUSTER_ALGORITHMS,
+                         bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
+    """Does compression pay? (the function is not called `pays`: that is this module's name, and the
+    package's lazy names would return the module once it is imported.) Per codec × algorithm: step time, speedup against the best bf16 step, break-even NIC bandwidth
     (`lab.plan.pays.pays`); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                       batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
@@ -69,4 +71,4 @@ def nvls_table(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 37
 
 
 __all__ = ["CLUSTER_ALGORITHMS", "INTRA_LINKS", "INTER_LINKS", "LINK_ALIASES", "PAYS_BANDWIDTHS", "PAPER_PAYS",
-           "PaysResult", "pays", "pays_takeaway", "nvls_table"]
+           "PaysResult", "does_compression_pay", "pays_takeaway", "nvls_table"]
