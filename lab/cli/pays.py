@@ -34,8 +34,8 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
     config = {"model": model, "cluster": cluster, "gpu": gpu, "intra": intra, "inter": inter, "nics_per_node": nics,
               "batch": batch, "overlap": overlap, "codecs": codecs}
     try:
-        res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics, batch_per_gpu=batch,
-                       overlap=overlap, codecs=codecs)
+        res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics,
+                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs)
     except USER_ERRORS as e:
         fail(str(e))
         return

@@ -37,7 +37,8 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
                          algorithms: Sequence[str] = CLUSTER_ALGORITHMS,
                          bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
     """Does compression pay? (the function is not called `pays`: that is this module's name, and the
-    package's lazy names would return the module once it is imported.) Per codec × algorithm: step time, speedup against the best bf16 step, break-even NIC bandwidth
+    package's lazy names would return the module once it is imported.) Per codec × algorithm: step time,
+    speedup against the best bf16 step, break-even NIC bandwidth
     (`lab.plan.pays.pays`); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                       batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
