@@ -113,6 +113,7 @@ def test_measured_codec_time_is_used_for_its_device(tmp_path):
     (dict(gpu="h200x"), ["unknown device", "h100"]),
     (dict(model="gpt5"), ["unknown model", "gpt2_small"]),
     (dict(codecs=["fp32"]), ["uncompressed fp32"]),
+    (dict(codecs=["bf16"]), ["at least one codec that compresses", "mxfp4_e2m1"]),
     (dict(algorithms=["tree2"]), ["unknown algorithm", "hierarchical"]),
     (dict(batch_per_gpu=0), ["batch_per_gpu must be an int >= 1"]),
 ])

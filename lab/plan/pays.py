@@ -230,6 +230,9 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
         raise ValueError("bandwidths: give at least two finite NIC bandwidths > 0 (GB/s)")
     bench_file = measured_codec_file(dev, bench_dir)
     costs = [codec_cost(n, dev, bench_file) for n in names if n != BASELINE]
+    if not costs:
+        raise ValueError(f"codecs: give at least one codec that compresses (bf16 is the baseline); registered: "
+                         f"{', '.join(candidate_codecs())}")
     s = Setting(spec, c, dev, batch_per_gpu, overlap)
 
     # the bf16 baseline at the cluster and at every bandwidth of the grid
