@@ -365,10 +365,11 @@ def hierarchical_time(cluster: Cluster, n_values: float, inter_codec: CodecCost 
         if mode == "gather":
             a, b = cost.allgather_coefficients(inter_algorithm, N, m)
             launch = (inter_codec.encode_kernels + a * inter_codec.decode_kernels) * inter_codec.launch_s
+            egress = b * g
         else:
-            a, b = cost.coefficients(inter_algorithm, N, m)
+            a, _ = cost.coefficients(inter_algorithm, N, m)
             launch = a * (inter_codec.encode_kernels + inter_codec.decode_kernels) * inter_codec.launch_s
-        egress = b * g
+            egress = cost.total_bytes(inter_algorithm, N, m) / N * g
     return out + CollectiveTime(name, t, codec_s, launch, egress)
 
 
