@@ -44,6 +44,12 @@ PAGES: list[PageInfo] = [
              "compressed allreduce at scale.",
              f"[Ben-Nun & Hoefler 2018]({BENNUN}) (allreduce and its cost model); [Deep Image]({DEEPIMAGE}) §3.1 "
              "(butterfly sync)"),
+    PageInfo("Does compression pay?", ":material/balance:", "views.pays", "pays",
+             "Every codec × allreduce (flat ring, hierarchical, ZeRO++'s all-to-all, in-network NVLS/SHARP) on a "
+             "two-level cluster against a bf16 baseline, codec time and overlap counted: the speedup of a training "
+             "step against the network bandwidth and the break-even bandwidth below which each codec pays.",
+             "[ZeRO++](https://arxiv.org/abs/2306.10209) §4.3 (qgZ); [Agarwal et al. 2022]"
+             "(https://arxiv.org/abs/2103.00543) (does compression pay?); nccl-tests' busbw of NVLS"),
     PageInfo("Training", ":material/model_training:", "views.training", "training",
              "Data- and model-parallel training with a codec on the wire, and the consistency models (sync, "
              "stale-synchronous, async, EASGD): live curves of loss, test error, bytes and modelled time.",

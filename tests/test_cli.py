@@ -32,6 +32,7 @@ SMOKE = {
     "train": ["train", "--hidden", "16", "--dropout", "0,0", "--epochs", "0.2", "--train-limit", "256",
               "--evals", "1"],
     "plan": ["plan", "--gpus", "1,2", "--strategy", "data,pipeline", "--layers", "--advice"],
+    "pays": ["pays", "--cluster", "2x4", "--codecs", "mxfp4_e2m1,dynamic_tree"],
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],

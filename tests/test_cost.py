@@ -161,7 +161,8 @@ def test_custom_link_and_errors():
 def test_link_presets():
     expected_GBps = {"pcie3": 7, "pcie3_2gpu": 14, "ib_qdr": 3, "ib_fdr": 7, "pcie4_x16": 31.5,
                      "pcie5_x16": 63, "nvlink3": 300, "nvlink4": 450, "ib_hdr": 25, "ib_ndr": 50,
-                     "eth1g": 0.125, "eth10g": 1.25, "eth25g": 3.125, "eth100g": 12.5}
+                     "eth1g": 0.125, "eth10g": 1.25, "eth25g": 3.125, "eth100g": 12.5,
+                     "nvlink5": 900, "eth200g": 25, "eth400g": 50}
     assert set(LINKS) == set(expected_GBps)
     for name, GBps in expected_GBps.items():
         lk = LINKS[name]

@@ -7,9 +7,9 @@ from . import quiet  # noqa: F401  first: filters known third-party import-time 
 from .base import TORCHRUN_COMMANDS, app, bench_app  # noqa: E402
 
 # each module registers its commands on import, in the order `paralab --help` lists them
-from . import codecs, comm, train, dropout, deep_image  # noqa: E402,I001
+from . import codecs, comm, train, dropout, deep_image, pays  # noqa: E402,I001
 
-CAPABILITIES = (codecs, comm, train, dropout, deep_image)
+CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays)
 
 __all__ = ["app", "bench_app", "main", "CAPABILITIES", "TORCHRUN_COMMANDS"]
 

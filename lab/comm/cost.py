@@ -95,6 +95,8 @@ LINKS: dict[str, Link] = {link.name: link for link in (
             f"direction; {_NOMINAL} 1 µs"),
     _preset("nvlink4", 1.0, 450.0, "NVLink 4 (H100 SXM) line rate 900 GB/s total = 450 GB/s per "
             f"direction; {_NOMINAL} 1 µs"),
+    _preset("nvlink5", 1.0, 900.0, "NVLink 5 (B200 / GB200) line rate 1.8 TB/s total = 900 GB/s per "
+            f"direction; {_NOMINAL} 1 µs"),
     _preset("ib_qdr", 1.5, 3.0, "Dettmers 2016 §2.3.2: InfiniBand QDR ~3 GB/s practical; "
             f"{_NOMINAL} 1.5 µs"),
     _preset("ib_fdr", 1.5, 7.0, "Dettmers 2016 §2.3.2: InfiniBand FDR ~7 GB/s practical; "
@@ -105,6 +107,8 @@ LINKS: dict[str, Link] = {link.name: link for link in (
     _preset("eth10g", 20.0, 1.25, f"Ethernet 10 Gb/s line rate = 1.25 GB/s; {_NOMINAL} 20 µs (TCP)"),
     _preset("eth25g", 15.0, 3.125, f"Ethernet 25 Gb/s line rate = 3.125 GB/s; {_NOMINAL} 15 µs (TCP)"),
     _preset("eth100g", 10.0, 12.5, f"Ethernet 100 Gb/s line rate = 12.5 GB/s; {_NOMINAL} 10 µs (TCP)"),
+    _preset("eth200g", 5.0, 25.0, f"Ethernet 200 Gb/s line rate = 25 GB/s; {_NOMINAL} 5 µs (RoCE)"),
+    _preset("eth400g", 5.0, 50.0, f"Ethernet 400 Gb/s line rate = 50 GB/s; {_NOMINAL} 5 µs (RoCE)"),
 )}
 
 

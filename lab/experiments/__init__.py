@@ -13,6 +13,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
+    pays         does compression pay on a two-level cluster against bf16 (issue 19)
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_tab
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
      "augmentation_throughput FusionResult multiscale_fusion")
 _add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")
+_add("pays", "CLUSTER_ALGORITHMS INTRA_LINKS INTER_LINKS LINK_ALIASES PAYS_BANDWIDTHS PAPER_PAYS PaysResult "
+     "does_compression_pay pays_takeaway nvls_table")
 _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "
      "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
      "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "

@@ -1,6 +1,6 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan; `refresh`
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
@@ -12,6 +12,7 @@ from .dropout import (DROPOUT_LABELS, dropout_mask_figure, drop_frequency_figure
 from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_figure, augment_throughput_figure,
                          fusion_figure, fusion_curve_figure)
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
+from .pays import pays_sweep_figure, pays_bars_figure
 from .widgets import refresh
 
 __all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
@@ -21,4 +22,4 @@ __all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', '
            'dropout_table_figure', 'dropout_curve_figure', 'dropout_pattern_figure', 'AUGMENT_LABELS',
            'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
            'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
-           'codec_advice_figure', 'refresh']
+           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'refresh']

@@ -1,0 +1,111 @@
+"""Does compression pay? (issue 19): every registered codec × allreduce algorithm on a two-level cluster
+against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
+bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
+lab.comm.cluster), instant: no Run button."""
+import streamlit as st
+
+import _common as ui
+from lab import plots
+from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MODELS, PAPER_PAYS,
+                             does_compression_pay, nvls_table, pays_takeaway)
+
+SHOWN = ("fp8_e4m3", "dynamic_tree", "mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "onebit", "topk", "powersgd")
+
+
+def render() -> None:
+    """Render the page (called by Home's navigation on every rerun)."""
+    st.title("Does compression pay?")
+    ui.lesson("Does compressing the gradients make a training step faster than plain bf16, and on which network?",
+              "Each line is one codec's step-time speedup against the best bf16 allreduce, as the network between "
+              "nodes gets faster to the right. A codec pays left of its ×, where its line is above 1x; the dashed "
+              "line is the cluster you picked.")
+
+    c1, c2, c3, c4, c5, c6 = st.columns([1, 1, 2, 2, 2, 2])
+    nodes = ui.number("Nodes", "nodes", 8, where=c1, min_value=1, max_value=4096, step=1,
+                      help="machines; each has the GPUs below and one NIC per GPU")
+    gpus = ui.number("GPUs per node", "gpus", 8, where=c2, min_value=1, max_value=72, step=1,
+                     help="GPUs joined by the link inside a node (8 on an HGX board, 72 on a GB200 NVL72)")
+    intra = ui.select("Inside a node", list(INTRA_LINKS), "intra", "nvlink4", where=c3,
+                      help="nvlink4: H100 SXM, 450 GB/s per direction; nvlink5: 900 GB/s; pcie4_x16 / pcie5_x16: "
+                           "31.5 / 63 GB/s (lab.comm.cost's presets, data-sheet line rates)")
+    inter = ui.select("Between nodes (one NIC)", list(INTER_LINKS), "inter", "ib_ndr", where=c4,
+                      help="ib_ndr: InfiniBand NDR400, 50 GB/s; ib_hdr: 25 GB/s; eth100g: 12.5 GB/s; "
+                           "eth10g: 1.25 GB/s. Aliases on the CLI: "
+                           + ", ".join(f"{a}={v}" for a, v in LINK_ALIASES.items()))
+    model = ui.select("Model", list(MODELS), "model", "gpt2_small", where=c5,
+                      help="the planner's layer lists: each layer's gradient is one allreduce bucket")
+    overlap = ui.checkbox("Overlap with backward", "overlap", False, where=c6,
+                          help="each layer's allreduce starts when its backward is done (DDP's buckets) and runs "
+                               "while the rest of the backward computes")
+    with ui.more_settings():
+        m1, m2, m3 = st.columns(3)
+        gpu = ui.select("GPU", [d for d in DEVICES if d != "dettmers2016"], "gpu", "h100", where=m1,
+                        help="compute (peak × 0.4) and memory bandwidth, for the codec's roofline time")
+        batch = ui.number("Samples per GPU", "batch", 8, where=m2, min_value=1, max_value=4096, step=1,
+                          help="per step; gpt2_small's sample is a 1024-token sequence")
+        nics = ui.number("NICs per node", "nics", 0, where=m3, min_value=0, max_value=72, step=1,
+                         help="0: one per GPU (DGX H100: 8x NDR400); fewer NICs share the node's network")
+
+    params = dict(model=model, cluster=f"{int(nodes)}x{int(gpus)}", gpu=gpu, intra=intra, inter=inter,
+                  nics_per_node=int(nics) or None, batch_per_gpu=int(batch), overlap=bool(overlap))
+    with ui.guard():
+        res = ui.cached_run("pays", params, lambda: does_compression_pay(**params))
+    summary = res.summary
+    lesson = res.lesson
+    comp = summary[summary["codec"] != "bf16"]
+    with ui.more_settings("Codecs on the chart"):
+        shown = ui.multiselect("Codecs", comp["codec"].tolist(), "codecs",
+                               [c for c in SHOWN if c in set(comp["codec"])],
+                               help="every registered codec that compresses is computed; these are drawn")
+
+    k1, k2, k3, k4 = st.columns(4)
+    k1.metric("Best bf16 step", f"{lesson['baseline_step_ms']:.2f} ms", delta=lesson["baseline_algorithm"],
+              delta_color="off", help="the baseline: bf16 gradients with the fastest allreduce on this cluster")
+    best = comp.sort_values("speedup_vs_bf16", ascending=False).iloc[0]
+    k2.metric("Best codec here", f"{best['speedup_vs_bf16']:.2f}x", delta=f"{best['codec']}, {best['best_algorithm']}",
+              delta_color="off", help="step-time speedup against the best bf16 step (below 1x: slower)")
+    k3.metric("Codecs that pay inside one node", f"{lesson['pay_inside_node']} of {lesson['codecs']}",
+              help=f"{lesson['inside_node']}: the same step without a network")
+    k4.metric("Codecs that pay here", f"{lesson['pay_here']} of {lesson['codecs']}",
+              delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
+    ui.takeaway(pays_takeaway(res))
+
+    fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown)
+    ui.figure(fig, res.sweep[res.sweep["codec"].isin(["bf16", *shown])], "pays_sweep")
+    st.caption(f"Codec time: {res.codec_time}. " + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
+
+    t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
+    with t1:
+        ui.table(summary.drop(columns=["break_even_GBps"]), "pays_summary")
+    with t2:
+        rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
+        ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
+        ui.table(res.rows, "pays_rows")
+    with t3:
+        nv = nvls_table()
+        ui.table(nv, "nvls")
+        r = nv.set_index("quantity")
+        st.markdown(
+            f"NVLS (NVLink SHARP) sums inside the NVSwitch: each GPU moves {r.loc[r.index[0], 'nvls']:.3f} bytes per "
+            f"byte of the vector instead of the ring's {r.loc[r.index[0], 'ring']:.3f}. nccl-tests applies the ring's "
+            f"busbw convention to both, so at the same wire speed NVLS would report "
+            f"{r.loc[r.index[2], 'nvls']:.3f}x the ring's busbw; the measured 480 vs 370 GB/s means NVLS runs its "
+            f"wire at {r.loc[r.index[4], 'nvls']:.0f} GB/s ({r.loc[r.index[5], 'nvls']:.0%} of the line rate) "
+            f"against the ring's {r.loc[r.index[4], 'ring']:.0f} GB/s ({r.loc[r.index[5], 'ring']:.0%}).")
+
+    zero = res.rows[res.rows["algorithm"].isin(["hierarchical", "alltoall_quantized"])]
+    b16 = zero[(zero["codec"] == "bf16") & (zero["algorithm"] == "hierarchical")]["cross_node_MB"]
+    q4 = zero[(zero["codec"] == "mxfp4_e2m1") & (zero["algorithm"] == "alltoall_quantized")]["cross_node_MB"]
+    ratio = (float(b16.iloc[0]) / float(q4.iloc[0])) if len(b16) and len(q4) and float(q4.iloc[0]) > 0 else None
+    vol = (f"our alltoall_quantized with mxfp4_e2m1 (4.25 bits with its scales) sends {ratio:.2f}x fewer bytes "
+           "across nodes than the bf16 hierarchical allreduce" if ratio
+           else "pick a cluster of more than one node to compare the cross-node volume")
+    ui.paper_callout(
+        f"ZeRO++'s qgZ sends INT4 instead of FP16 gradients: {PAPER_PAYS['zeropp_volume_reduction']:g}x less volume "
+        f"(ZeRO-3's cross-node {PAPER_PAYS['zeropp_cross_node_before_M']:g}M → "
+        f"{PAPER_PAYS['zeropp_cross_node_after_M']:g}M with qwZ and hpZ); {vol} — the block scales cost the rest. "
+        f"Agarwal et al. (MLSys 2022) found compression beating a tuned 16-bit baseline in about "
+        f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here {lesson['pay_here']} of {lesson['codecs']} "
+        f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. Where we find more wins, the "
+        "model is kinder than their measurements: codec time is a memory roofline, codec kernels do not slow the "
+        "backward pass here, and it counts time per step, not time to the same accuracy (docs/pays.md).", "pays")

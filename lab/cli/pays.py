@@ -1,0 +1,55 @@
+"""`paralab pays`: does compression pay on a two-level cluster against a bf16 baseline (issue 19)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .base import app, console, emit, fail, json_option, out_option, print_frame, result
+
+
+@app.command()
+def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small"),
+         cluster: str = typer.Option("8x8", help="NODESxGPUS, e.g. 8x8: 8 nodes of 8 GPUs"),
+         gpu: str = typer.Option("h100", help="GPU preset: gtx_titan | k40m | v100 | a100 | h100 (compute, memory "
+                                              "bandwidth for the codec roofline)"),
+         intra: str = typer.Option("nvlink4", help="link inside a node: nvlink3 | nvlink4 | nvlink5 | pcie3 | "
+                                                   "pcie4_x16 | pcie5_x16 (aliases pcie4, pcie5)"),
+         inter: str = typer.Option("ib_ndr", help="one NIC between nodes: ib_hdr | ib_ndr | eth10g | eth25g | eth100g "
+                                                  "| eth200g | eth400g ... (aliases hdr, ndr400, 100gbe, ...)"),
+         nics: Optional[int] = typer.Option(None, "--nics-per-node", help="NICs per node (default: one per GPU)"),
+         batch: int = typer.Option(8, "--batch", help="samples per GPU per step (gpt2-small: 1024-token sequences)"),
+         overlap: bool = typer.Option(False, "--overlap/--no-overlap",
+                                      help="overlap each layer's allreduce with the rest of the backward pass"),
+         codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs (default: every "
+                                                                     "registered codec that compresses)"),
+         all_rows: bool = typer.Option(False, "--all", help="also print every codec × algorithm row"),
+         as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
+    """Per codec: step-time speedup against bf16 (its best algorithm: flat ring, hierarchical, ZeRO++'s
+    alltoall_quantized, in-network), codec time counted, and the NIC bandwidth below which it pays."""
+    from lab.experiments import USER_ERRORS, does_compression_pay, pays_takeaway
+
+    codecs = [c.strip() for c in codec.split(",") if c.strip()] if codec else None
+    config = {"model": model, "cluster": cluster, "gpu": gpu, "intra": intra, "inter": inter, "nics_per_node": nics,
+              "batch": batch, "overlap": overlap, "codecs": codecs}
+    try:
+        res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics,
+                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs)
+    except USER_ERRORS as e:
+        fail(str(e))
+        return
+    lesson = pays_takeaway(res)
+    extra = {"algorithms": res.rows, "lesson": res.lesson, "takeaway": lesson, "codec_time": res.codec_time,
+             "notes": res.notes}
+    if emit(result("pays", config, rows=res.summary, **extra), out, as_json):
+        return
+    cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "pays", "pays_below"]
+    print_frame(res.summary[cols], f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} "
+                                   f"across), overlap {'on' if overlap else 'off'}: speedup vs the best bf16 step")
+    if all_rows:
+        print_frame(res.rows.drop(columns=["codec_time"]), "every codec × algorithm")
+    console.print(f"codec time: {res.codec_time}", highlight=False, soft_wrap=True)
+    for n in res.notes:
+        console.print(f"note: {n}", highlight=False, soft_wrap=True)
+    console.print(lesson, highlight=False, soft_wrap=True)

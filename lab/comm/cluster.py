@@ -1,0 +1,521 @@
+"""The two-level machine: nodes × GPUs per node, a fast link inside a node and a slower one between
+nodes, and alpha-beta times of an allreduce on it, per level, with a codec per level and its work.
+
+Notation of `lab.comm.cost` (paper 001): L seconds per message, G seconds per byte, m bytes.
+A cluster is N nodes of g GPUs (P = N·g). Links are `lab.comm.cost.LINKS` presets (one place per
+link); this module adds which level a link serves and how many GPUs (intra) or NICs (inter) one
+switch level connects, with data-sheet sources. The inter link is one NIC; a node has
+`nics_per_node` of them (DGX H100: 8 ConnectX-7 NDR400, one per GPU), so one GPU's share of the
+node's network bandwidth is B_nic · nics / g.
+
+Algorithms (each returns a `CollectiveTime`: transfer, codec work, kernel launches, bytes leaving a
+node):
+
+- flat: any registered algorithm (`lab.comm.algorithms`) over all P ranks as if every hop were
+  the slowest one (latency of the inter link, one GPU's share of the network bandwidth), codec as
+  `cost.compressed_time` runs it (requantize per hop, or gather).
+- hierarchical: intra-node ring reduce-scatter, an allreduce of each 1/g shard among the N ranks
+  that hold it (any registered algorithm, on one GPU's share of the network), intra-node ring
+  allgather; a codec per level (e.g. bf16 inside, 8-bit across).
+- alltoall_quantized (ZeRO++ qgZ, arXiv 2306.10209 §4.3): every rank encodes its P chunks once,
+  one all-to-all, the owner decodes and sums in fp32 and encodes its sum once, an allgather of the
+  encoded sums; each value is encoded twice whatever P. Hierarchical as ZeRO++ runs it: an
+  all-to-all inside the node first (codec per level), then across nodes among same-local-rank GPUs.
+  In the alpha-beta model an all-to-all moves the same bytes as a ring reduce-scatter (each rank
+  sends (k−1)/k of its data) in k−1 messages; what differs is the codec work (encoded once per
+  level, not at every hop, in a constant number of kernel launches) and the error.
+- in_network (NVLink SHARP / NCCL NVLS inside a node, InfiniBand SHARP across): a cost model only
+  (it needs the switch). NVLS as NCCL implements it (multimem ld_reduce reduce-scatter, multimem
+  store allgather; sjeaugey in NVIDIA/nccl issue 1083): each rank sends m(n+1)/n and receives
+  m(n+1)/n, pipelined, instead of the ring's 2m(n−1)/n; SHARP's aggregation tree: send m, receive m.
+  nccl-tests still reports busbw = algbw · 2(n−1)/n (doc/PERFORMANCE.md; issues 212, 272, PR 239),
+  so an NVLS busbw is 2(n−1)/(n+1) × the bytes per second on the wire: `nvls_explained`.
+
+Codec work (`CodecCost`): seconds per value to encode and to decode (measured or a roofline),
+kernels per message and a launch time; each algorithm counts the values encoded and decoded on
+its critical path and its codec kernel launches. Codec work is not overlapped with transfers.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from numbers import Integral
+
+from . import cost
+from .cost import Link, get_link
+
+__all__ = ["INTRA", "INTER", "ALIASES", "ALGORITHMS", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
+           "Cluster", "parse_cluster", "make_cluster", "resolve_level_link", "CodecCost", "BF16", "CollectiveTime",
+           "flat_time", "hierarchical_time", "alltoall_quantized_time", "in_network_time", "in_network_coefficients",
+           "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce"]
+
+
+@dataclass(frozen=True)
+class LinkLimit:
+    """How many endpoints one level of this link type connects: GPUs per node (intra) or NICs of a
+    two-tier non-blocking fat tree of the link's switches, radix k: k²/2 (inter)."""
+
+    link: str
+    max_endpoints: int
+    source: str
+
+
+# intra-node links: GPUs one node's link connects (all-to-all through the switch or host bridge)
+INTRA: dict[str, LinkLimit] = {x.link: x for x in (
+    LinkLimit("nvlink3", 8, "HGX A100: 8 GPUs on 6 NVSwitches (NVIDIA A100 data sheet)"),
+    LinkLimit("nvlink4", 8, "HGX H100: 8 GPUs on 4 NVSwitches (NVIDIA H100 data sheet); the 256-GPU NVLink Switch "
+                            "System is not modelled"),
+    LinkLimit("nvlink5", 72, "GB200 NVL72: 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 data sheet)"),
+    LinkLimit("pcie3", 8, "a two-socket server's PCIe switches: 8 x16 GPUs (Dettmers 2016 §2.3.2's setting)"),
+    LinkLimit("pcie3_2gpu", 2, "Dettmers 2016 §2.3.2: two GPUs on one PCIe 3.0 switch"),
+    LinkLimit("pcie4_x16", 8, "a two-socket PCIe 4.0 server: 8 x16 GPUs (e.g. 8x A100 PCIe)"),
+    LinkLimit("pcie5_x16", 8, "a two-socket PCIe 5.0 server: 8 x16 GPUs (e.g. 8x H100 PCIe)"),
+)}
+
+# inter-node links: NICs a two-tier fat tree of the link's switches connects (k²/2 for radix k)
+INTER: dict[str, LinkLimit] = {x.link: x for x in (
+    LinkLimit("ib_qdr", 648, "InfiniBand QDR, 36-port switches: 36²/2 = 648 NICs in two tiers"),
+    LinkLimit("ib_fdr", 648, "InfiniBand FDR, 36-port SX6036 switches: 36²/2 = 648 NICs in two tiers"),
+    LinkLimit("ib_hdr", 800, "InfiniBand HDR, 40-port Quantum QM8700 switches: 40²/2 = 800 NICs in two tiers"),
+    LinkLimit("ib_ndr", 2048, "InfiniBand NDR400, 64-port Quantum-2 QM9700 switches: 64²/2 = 2048 NICs in two tiers"),
+    LinkLimit("eth1g", 1152, "Ethernet 1 Gb/s, 48-port switches: 48²/2 = 1152 NICs in two tiers"),
+    LinkLimit("eth10g", 1152, "Ethernet 10 Gb/s, 48-port switches: 48²/2 = 1152 NICs in two tiers"),
+    LinkLimit("eth25g", 1152, "Ethernet 25 Gb/s, 48-port switches: 48²/2 = 1152 NICs in two tiers"),
+    LinkLimit("eth100g", 2048, "Ethernet 100 Gb/s, 64-port switches: 64²/2 = 2048 NICs in two tiers"),
+    LinkLimit("eth200g", 2048, "Ethernet 200 Gb/s, 64-port switches: 64²/2 = 2048 NICs in two tiers"),
+    LinkLimit("eth400g", 2048, "Ethernet 400 Gb/s, 64-port switches (e.g. Spectrum-4 at 400G): 64²/2 = 2048 NICs"),
+)}
+
+# the names people type (the issue's `--inter ndr400`) for the presets above
+ALIASES: dict[str, str] = {"ndr400": "ib_ndr", "ndr": "ib_ndr", "hdr": "ib_hdr", "hdr200": "ib_hdr",
+                           "100gbe": "eth100g", "200gbe": "eth200g", "400gbe": "eth400g",
+                           "pcie4": "pcie4_x16", "pcie5": "pcie5_x16"}
+
+# links whose switches reduce in the network: NVLink SHARP needs NVSwitch gen 3 (H100) or later;
+# InfiniBand SHARP v2+ runs on HDR Quantum and NDR Quantum-2 switches. 16-bit and 32-bit floats only.
+IN_NETWORK_INTRA = ("nvlink4", "nvlink5")
+IN_NETWORK_INTER = ("ib_hdr", "ib_ndr")
+
+ALGORITHMS: tuple[str, ...] = ("flat", "hierarchical", "alltoall_quantized", "in_network")
+
+
+def resolve_level_link(name: str | Link, level: str) -> Link:
+    """The Link of a preset name (or alias) allowed at `level` ('intra' | 'inter'), or a Link as is."""
+    if isinstance(name, Link):
+        return name
+    table = INTRA if level == "intra" else INTER
+    key = ALIASES.get(name, name) if isinstance(name, str) else name
+    if key not in table:
+        names = [*table, *(a for a, v in ALIASES.items() if v in table)]
+        raise ValueError(f"unknown {level}-node link {name!r}; allowed: {', '.join(names)}")
+    return get_link(key)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """N nodes × g GPUs per node; `intra` joins a node's GPUs, `inter` is one NIC (bandwidth per
+    direction), `nics_per_node` NICs per node (default g: one per GPU)."""
+
+    nodes: int
+    gpus_per_node: int
+    intra: Link
+    inter: Link
+    nics_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        for what, v in (("nodes", self.nodes), ("gpus_per_node", self.gpus_per_node)):
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < 1:
+                raise ValueError(f"{what} must be an int >= 1, got {v!r}")
+        nics = self.gpus_per_node if self.nics_per_node is None else self.nics_per_node
+        if isinstance(nics, bool) or not isinstance(nics, Integral) or nics < 1:
+            raise ValueError(f"nics_per_node must be an int >= 1, got {self.nics_per_node!r}")
+        object.__setattr__(self, "nics_per_node", int(nics))
+        lim = INTRA.get(self.intra.name)
+        if lim is not None and self.gpus_per_node > lim.max_endpoints:
+            allowed = ", ".join(f"{k}: {v.max_endpoints}" for k, v in INTRA.items())
+            raise ValueError(f"{self.gpus_per_node} GPUs per node is more than {self.intra.name} connects "
+                             f"({lim.max_endpoints}: {lim.source}); GPUs per node allowed: {allowed}")
+        lim = INTER.get(self.inter.name)
+        if lim is not None and self.nodes > 1 and self.nodes * self.nics_per_node > lim.max_endpoints:
+            raise ValueError(f"{self.nodes} nodes × {self.nics_per_node} NICs = {self.nodes * self.nics_per_node} "
+                             f"NICs is more than the {self.inter.name} network model supports "
+                             f"({lim.max_endpoints}: {lim.source}); at most "
+                             f"{lim.max_endpoints // self.nics_per_node} nodes of {self.nics_per_node} NICs")
+
+    @property
+    def P(self) -> int:
+        """Ranks (GPUs) in all."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def name(self) -> str:
+        return f"{self.nodes}x{self.gpus_per_node} ({self.intra.name} inside, {self.inter.name} across)"
+
+    @property
+    def inter_per_gpu(self) -> Link:
+        """One GPU's share of its node's network: the NIC's latency, bandwidth × nics / g."""
+        bw = self.inter.bandwidth_Bps * self.nics_per_node / self.gpus_per_node
+        return Link(f"{self.inter.name} per GPU", self.inter.latency_s, bw, self.inter.source)
+
+    @property
+    def slowest(self) -> Link:
+        """The link a flat algorithm's every hop is modelled on: the intra link on one node, else the
+        larger latency and the smaller bandwidth of the two levels."""
+        if self.nodes == 1:
+            return self.intra
+        e = self.inter_per_gpu
+        return Link(f"slowest of {self.intra.name}, {self.inter.name}", max(self.intra.L, e.L),
+                    min(self.intra.bandwidth_Bps, e.bandwidth_Bps), "the slower of the two levels")
+
+    def with_inter_bandwidth(self, GBps: float) -> "Cluster":
+        """The same cluster with the NIC's bandwidth set to `GBps` (1e9 bytes/s per direction)."""
+        lk = Link(self.inter.name, self.inter.latency_s, GBps * 1e9,
+                  f"{self.inter.source}; bandwidth set to {GBps:g} GB/s")
+        return replace(self, inter=lk)
+
+
+_CLUSTER = re.compile(r"\s*(\d+)\s*[x×]\s*(\d+)\s*\Z")
+
+
+def parse_cluster(text: str) -> tuple[int, int]:
+    """'8x8' -> (8 nodes, 8 GPUs per node)."""
+    m = _CLUSTER.match(text) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"cluster {text!r}: give NODESxGPUS, e.g. 8x8 (8 nodes of 8 GPUs)")
+    nodes, gpus = int(m.group(1)), int(m.group(2))
+    if nodes < 1 or gpus < 1:
+        raise ValueError(f"cluster {text!r}: nodes and GPUs per node must be >= 1 (e.g. 8x8), got {nodes}x{gpus}")
+    return nodes, gpus
+
+
+def make_cluster(cluster: str | tuple[int, int] = "8x8", intra: str | Link = "nvlink4", inter: str | Link = "ib_ndr",
+                 nics_per_node: int | None = None) -> Cluster:
+    """A Cluster from 'NODESxGPUS' (or a tuple) and link preset names (aliases such as ndr400 allowed)."""
+    nodes, gpus = parse_cluster(cluster) if isinstance(cluster, str) else cluster
+    return Cluster(nodes, gpus, resolve_level_link(intra, "intra"), resolve_level_link(inter, "inter"), nics_per_node)
+
+
+# -- codec work
+
+@dataclass(frozen=True)
+class CodecCost:
+    """A codec as the two-level model sees it: wire bytes = bytes_per_value·n + side_bytes per
+    encoded message; seconds per value to encode / decode; kernels per encode / decode and the
+    launch time of one; mode raw (no codec: the baseline's 16-bit values), requantize or gather;
+    where the seconds come from."""
+
+    name: str
+    bytes_per_value: float
+    side_bytes: float = 0.0
+    encode_s_per_value: float = 0.0
+    decode_s_per_value: float = 0.0
+    encode_kernels: int = 0
+    decode_kernels: int = 0
+    launch_s: float = 0.0
+    mode: str = "raw"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("raw", "requantize", "gather"):
+            raise ValueError(f"codec {self.name!r}: mode {self.mode!r}; allowed: raw, requantize, gather")
+        for what in ("bytes_per_value", "side_bytes", "encode_s_per_value", "decode_s_per_value", "launch_s"):
+            v = getattr(self, what)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"codec {self.name!r}: {what} must be a finite number >= 0, got {v!r}")
+
+    @property
+    def raw(self) -> bool:
+        return self.mode == "raw"
+
+    def wire(self, n: float) -> float:
+        """Bytes of one encoded message of n values."""
+        return self.bytes_per_value * n + (0.0 if self.raw else self.side_bytes)
+
+
+BF16 = CodecCost("bf16", 2.0, source="bf16 gradients reduced as they are (NCCL sums bf16 natively): no codec work")
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """One allreduce on the cluster: seconds of transfer, codec work and codec kernel launches (their sum
+    is `seconds`), and the bytes that leave one node (both directions' worth of sends)."""
+
+    algorithm: str
+    transfer_s: float
+    codec_s: float
+    launch_s: float
+    node_egress_bytes: float
+
+    @property
+    def seconds(self) -> float:
+        return self.transfer_s + self.codec_s + self.launch_s
+
+    def __add__(self, other: "CollectiveTime") -> "CollectiveTime":
+        return CollectiveTime(self.algorithm, self.transfer_s + other.transfer_s, self.codec_s + other.codec_s,
+                              self.launch_s + other.launch_s, self.node_egress_bytes + other.node_egress_bytes)
+
+
+def _n(n_values: float) -> float:
+    if isinstance(n_values, bool) or not isinstance(n_values, (int, float)) or not math.isfinite(n_values) \
+            or n_values < 0:
+        raise ValueError(f"n_values must be a finite number >= 0, got {n_values!r}")
+    return float(n_values)
+
+
+def _zero(name: str) -> CollectiveTime:
+    return CollectiveTime(name, 0.0, 0.0, 0.0, 0.0)
+
+
+def _codec_s(c: CodecCost, E: float, D: float) -> float:
+    return E * c.encode_s_per_value + D * c.decode_s_per_value
+
+
+# -- one level's pieces (ring reduce-scatter / allgather on k ranks; all-to-all on k ranks)
+
+def _ring_rs(k: int, n: float, link: Link, c: CodecCost) -> tuple[float, float, float]:
+    """Ring reduce-scatter of n values on k ranks: (transfer, codec, launch) seconds.
+    (k−1)(L + w(n/k)G); requantize: k−1 hops decode-add-encode n/k values, (k−1) × kernels."""
+    if k == 1 or n == 0:
+        return 0.0, 0.0, 0.0
+    t = (k - 1) * (link.L + c.wire(n / k) * link.G)
+    if c.raw:
+        return t, 0.0, 0.0
+    v = (k - 1) * n / k
+    return t, _codec_s(c, v, v), (k - 1) * (c.encode_kernels + c.decode_kernels) * c.launch_s
+
+
+def _ring_ag(k: int, n: float, link: Link, c: CodecCost, encode: bool = True) -> tuple[float, float, float]:
+    """Ring allgather of k pieces of n/k values: (k−1)(L + w(n/k)G); the owner encodes its piece once
+    (unless it arrives encoded), k−1 arrivals are decoded."""
+    if k == 1 or n == 0:
+        return 0.0, 0.0, 0.0
+    t = (k - 1) * (link.L + c.wire(n / k) * link.G)
+    if c.raw:
+        return t, 0.0, 0.0
+    E = n / k if encode else 0.0
+    return t, _codec_s(c, E, (k - 1) * n / k), ((c.encode_kernels if encode else 0)
+                                                  + (k - 1) * c.decode_kernels) * c.launch_s
+
+
+def _alltoall(k: int, n: float, link: Link, c: CodecCost) -> float:
+    """Transfer of an all-to-all of k chunks of n/k values each (one per rank): (k−1)(L + w(n/k)G)."""
+    return 0.0 if k == 1 or n == 0 else (k - 1) * (link.L + c.wire(n / k) * link.G)
+
+
+# -- the algorithms
+
+def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "ring") -> CollectiveTime:
+    """A registered algorithm over all P ranks, every hop on `cluster.slowest`; the codec as
+    `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one decode set
+    per message on the critical path; gather: one encode, a decode set per message)."""
+    n = _n(n_values)
+    P, lk = cluster.P, cluster.slowest
+    name = f"flat {algorithm}"
+    if P == 1 or n == 0:
+        cost.check_algorithm(algorithm)
+        return _zero(name)
+    m = codec.wire(n)
+    egress = cost.total_bytes(algorithm, P, m) / P * (cluster.gpus_per_node if cluster.nodes > 1 else 0)
+    if codec.raw:
+        return CollectiveTime(name, cost.allreduce_time(algorithm, P, m, lk), 0.0, 0.0, egress)
+    E, D = cost.codec_counts(algorithm, P, int(round(n)), codec.mode)
+    if codec.mode == "gather":
+        a, b = cost.allgather_coefficients(algorithm, P, m)
+        launches = codec.encode_kernels + a * codec.decode_kernels
+        egress = b * (cluster.gpus_per_node if cluster.nodes > 1 else 0)
+    else:
+        a, b = cost.coefficients(algorithm, P, m)
+        launches = a * (codec.encode_kernels + codec.decode_kernels)
+    return CollectiveTime(name, a * lk.L + b * lk.G, _codec_s(codec, E, D), launches * codec.launch_s, egress)
+
+
+def hierarchical_time(cluster: Cluster, n_values: float, inter_codec: CodecCost = BF16,
+                      intra_codec: CodecCost = BF16, inter_algorithm: str = "ring") -> CollectiveTime:
+    """Intra-node ring reduce-scatter (intra_codec), an allreduce of each n/g shard among the N ranks that
+    hold it (`inter_algorithm`, inter_codec, on one GPU's share of the network: `cost.compressed_time`),
+    intra-node ring allgather (intra_codec). All g shards cross the network at once, one per GPU."""
+    n = _n(n_values)
+    N, g = cluster.nodes, cluster.gpus_per_node
+    cost.check_algorithm(inter_algorithm)
+    name = "hierarchical"
+    if cluster.P == 1 or n == 0:
+        return _zero(name)
+    rs = _ring_rs(g, n, cluster.intra, intra_codec)
+    ag = _ring_ag(g, n, cluster.intra, intra_codec)
+    out = CollectiveTime(name, rs[0] + ag[0], rs[1] + ag[1], rs[2] + ag[2], 0.0)
+    if N == 1:
+        return out
+    shard = n / g
+    e = cluster.inter_per_gpu
+    m = inter_codec.wire(shard)
+    if inter_codec.raw:
+        t, codec_s, launch = cost.allreduce_time(inter_algorithm, N, m, e), 0.0, 0.0
+        egress = cost.total_bytes(inter_algorithm, N, m) / N * g
+    else:
+        mode = inter_codec.mode
+        full = cost.compressed_time(inter_algorithm, N, max(1, int(round(shard))), e,
+                                    wire_bytes_per_value=inter_codec.bytes_per_value,
+                                    encode_s_per_value=inter_codec.encode_s_per_value,
+                                    decode_s_per_value=inter_codec.decode_s_per_value,
+                                    side_bytes=inter_codec.side_bytes, mode=mode)
+        E, D = cost.codec_counts(inter_algorithm, N, max(1, int(round(shard))), mode)
+        codec_s = _codec_s(inter_codec, E, D)
+        t = full - codec_s
+        if mode == "gather":
+            a, b = cost.allgather_coefficients(inter_algorithm, N, m)
+            launch = (inter_codec.encode_kernels + a * inter_codec.decode_kernels) * inter_codec.launch_s
+            egress = b * g
+        else:
+            a, _ = cost.coefficients(inter_algorithm, N, m)
+            launch = a * (inter_codec.encode_kernels + inter_codec.decode_kernels) * inter_codec.launch_s
+            egress = cost.total_bytes(inter_algorithm, N, m) / N * g
+    return out + CollectiveTime(name, t, codec_s, launch, egress)
+
+
+def alltoall_quantized_time(cluster: Cluster, n_values: float, codec: CodecCost, *, hierarchical: bool = True,
+                            intra_codec: CodecCost | None = None) -> CollectiveTime:
+    """ZeRO++ qgZ: encode once, all-to-all, decode and sum in fp32 at the owner, encode the sum once,
+    allgather of the encoded sums (decoded on arrival). Flat: one all-to-all over all P ranks (its
+    intra- and inter-node messages go out at once: the slower of the two sets), each value encoded
+    twice. Hierarchical (ZeRO++'s): all-to-all inside the node (intra_codec, default the same codec),
+    decode-sum-encode, all-to-all across nodes among same-local-rank GPUs, decode-sum-encode; the
+    encoded sums are allgathered across, then inside the node, as they are. Kernel launches: one encode
+    set and one decode set per all-to-all, and per allgather (batched over its chunks)."""
+    n = _n(n_values)
+    N, g, P = cluster.nodes, cluster.gpus_per_node, cluster.P
+    name = "alltoall_quantized" + ("" if hierarchical else " (flat)")
+    if P == 1 or n == 0:
+        return _zero(name)
+    if codec.raw:
+        intra_codec = intra_codec or codec
+    ic = intra_codec or codec
+    e, a = cluster.inter_per_gpu, cluster.intra
+    k_enc, k_dec = codec.encode_kernels, codec.decode_kernels
+    if not hierarchical or N == 1 or g == 1:
+        # one all-to-all over P ranks: (g−1) chunks inside, (P−g) across, sent at once
+        q = codec.wire(n / P)
+        inside = (g - 1) * (a.L + q * a.G)
+        across = (P - g) * (e.L + q * e.G) if N > 1 else 0.0
+        t = 2.0 * max(inside, across)  # the all-to-all, then the allgather of the encoded sums
+        E = n + n / P                   # every chunk once, the owner's sum once
+        D = 2.0 * (P - 1) * n / P       # P−1 chunks summed, P−1 sums received
+        egress = 2.0 * (P - g) * q * g if N > 1 else 0.0
+        launch = 2 * (k_enc + k_dec) * codec.launch_s if not codec.raw else 0.0
+        return CollectiveTime(name, t, 0.0 if codec.raw else _codec_s(codec, E, D), launch, egress)
+    shard, piece = n / g, n / P
+    t = _alltoall(g, n, a, ic) + _alltoall(N, shard, e, codec)          # reduce-scatter: inside, then across
+    t += _alltoall(N, shard, e, codec) + (g - 1) * (a.L + codec.wire(shard) * a.G)  # allgather: across, inside
+    codec_s = 0.0
+    launch = 0.0
+    if not ic.raw:
+        codec_s += _codec_s(ic, n, (g - 1) * shard)     # encode all g chunks; sum g−1 arrivals
+        launch += (ic.encode_kernels + ic.decode_kernels) * ic.launch_s
+    if not codec.raw:
+        codec_s += _codec_s(codec, shard + piece, (N - 1) * piece)  # encode the shard, its sum; N−1 arrivals
+        codec_s += _codec_s(codec, 0.0, (N - 1) * piece + (g - 1) * shard)  # the encoded sums as they arrive
+        launch += (2 * k_enc + 3 * k_dec) * codec.launch_s
+    egress = 2.0 * (N - 1) * codec.wire(piece) * g
+    return CollectiveTime(name, t, codec_s, launch, egress)
+
+
+def in_network_coefficients(P: int, m: float, kind: str = "nvls") -> tuple[float, float]:
+    """(a, b) of an in-network allreduce, time = a·L + b·G: 'nvls' (NCCL's NVLink SHARP: each rank sends
+    and receives m(P+1)/P, pipelined: m to reduce-scatter, m/P to allgather; NVIDIA/nccl issue 1083),
+    'sharp' (an aggregation tree: send m up, receive m down). Two messages' latency (up and down)."""
+    P = cost.check_P(P)
+    if kind not in ("nvls", "sharp"):
+        raise ValueError(f"in-network kind {kind!r}; allowed: nvls, sharp")
+    if P == 1:
+        return 0.0, 0.0
+    return 2.0, m * (P + 1) / P if kind == "nvls" else float(m)
+
+
+def nvls_wire_factor(P: int) -> float:
+    """nccl-tests' busbw of an NVLS allreduce over the bytes per second on the wire: algbw = wire·P/(P+1)
+    (each rank moves m(P+1)/P) and busbw = algbw·2(P−1)/P, so busbw = wire·2(P−1)/(P+1) (the (n−1)/(n+1)
+    correction of nccl-tests issues 212/272 and PR 239, times the convention's 2)."""
+    P = cost.check_P(P)
+    return 1.0 if P == 1 else 2.0 * (P - 1) / (P + 1)
+
+
+def nvls_explained(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 370.0,
+                   nvls_busbw_GBps: float = 480.0) -> dict:
+    """Why NVLS busbw exceeds the ring's (NVIDIA/nccl issues 1374, 1455: 480 vs 370 GB/s on 8x H100): a
+    ring's busbw is its wire bandwidth (2m(P−1)/P bytes per rank); NVLS moves m(P+1)/P, so the same wire
+    speed would report 2(P−1)/(P+1) × more. Returns the model's factors and the wire bandwidths the
+    measured busbw imply (GB/s) with their fraction of the line rate."""
+    f = nvls_wire_factor(P)
+    ring_bytes, nvls_bytes = 2.0 * (P - 1) / P, (P + 1) / P
+    return {"P": P, "line_GBps": line_GBps, "ring_bytes_per_m": ring_bytes, "nvls_bytes_per_m": nvls_bytes,
+            "model_speedup_same_wire": ring_bytes / nvls_bytes, "nvls_busbw_per_wire": f,
+            "ring_busbw_GBps": ring_busbw_GBps, "nvls_busbw_GBps": nvls_busbw_GBps,
+            "measured_speedup": nvls_busbw_GBps / ring_busbw_GBps,
+            "ring_wire_GBps": ring_busbw_GBps, "nvls_wire_GBps": nvls_busbw_GBps / f,
+            "ring_line_fraction": ring_busbw_GBps / line_GBps, "nvls_line_fraction": nvls_busbw_GBps / f / line_GBps}
+
+
+def in_network_available(cluster: Cluster) -> bool:
+    """True when some level reduces in the network: NVLS inside (nvlink4/5) or SHARP across (InfiniBand
+    HDR/NDR); a level without it runs as a ring (inside) or the shards' ring (across)."""
+    intra = cluster.gpus_per_node > 1 and cluster.intra.name in IN_NETWORK_INTRA
+    inter = cluster.nodes > 1 and cluster.inter.name in IN_NETWORK_INTER
+    return intra or inter
+
+
+def in_network_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16) -> CollectiveTime:
+    """In-network allreduce of 16-bit values (switches sum fp16/bf16/fp32, not block-scaled codes; a
+    compressed codec is refused). Inside: NVLS (nvlink4/5) or a ring reduce-scatter + allgather;
+    across: SHARP on each GPU's n/g shard (InfiniBand HDR/NDR) or a ring of the shards. NVLS inside
+    and SHARP across pipeline through the switches: the slower level's bandwidth term counts."""
+    n = _n(n_values)
+    if not codec.raw:
+        raise ValueError(f"in-network reduction sums 16/32-bit floats in the switch; codec {codec.name!r} is not "
+                         "one (allowed: bf16)")
+    N, g = cluster.nodes, cluster.gpus_per_node
+    name = "in_network"
+    if not in_network_available(cluster):
+        raise ValueError(f"no in-network reduction on {cluster.name}: it needs NVLink SHARP inside "
+                         f"({', '.join(IN_NETWORK_INTRA)}) or InfiniBand SHARP across ({', '.join(IN_NETWORK_INTER)})")
+    if cluster.P == 1 or n == 0:
+        return _zero(name)
+    m = codec.wire(n)
+    a, e = cluster.intra, cluster.inter_per_gpu
+    nvls = g > 1 and a.name in IN_NETWORK_INTRA
+    sharp = N > 1 and cluster.inter.name in IN_NETWORK_INTER
+    egress = 0.0
+    if N > 1:
+        egress = m if sharp else 2.0 * m * (N - 1) / N  # g shards of m/g sent up once (or the shards' rings)
+    if nvls and (sharp or N == 1):
+        ia, ib = in_network_coefficients(g, m, "nvls")
+        lat, band = ia * a.L, ib * a.G
+        if N > 1:
+            sa, sb = in_network_coefficients(N, m / g, "sharp")
+            lat += sa * e.L
+            band = max(band, sb * e.G)
+        return CollectiveTime(name, lat + band, 0.0, 0.0, egress)
+    if nvls:  # NVLS inside, the shards' ring across (not pipelined with the switch)
+        ia, ib = in_network_coefficients(g, m, "nvls")
+        t = ia * a.L + ib * a.G + cost.allreduce_time("ring", N, m / g, e)
+        return CollectiveTime(name, t, 0.0, 0.0, egress)
+    # a ring inside, SHARP on the shards across
+    rs, ag = _ring_rs(g, n, a, codec), _ring_ag(g, n, a, codec)
+    sa, sb = in_network_coefficients(N, m / g, "sharp")
+    return CollectiveTime(name, rs[0] + ag[0] + sa * e.L + sb * e.G, 0.0, 0.0, egress)
+
+
+def cluster_allreduce(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "hierarchical",
+                      *, flat_algorithm: str = "ring", inter_algorithm: str = "ring",
+                      intra_codec: CodecCost | None = None) -> CollectiveTime:
+    """One allreduce of n values per rank by `algorithm` (one of ALGORITHMS). hierarchical: intra_codec
+    inside (default bf16), the codec across; alltoall_quantized: the codec at both levels unless
+    intra_codec is given (ZeRO++ quantizes inside too)."""
+    if algorithm == "flat":
+        return flat_time(cluster, n_values, codec, flat_algorithm)
+    if algorithm == "hierarchical":
+        return hierarchical_time(cluster, n_values, codec, intra_codec or BF16, inter_algorithm)
+    if algorithm == "alltoall_quantized":
+        return alltoall_quantized_time(cluster, n_values, codec, intra_codec=intra_codec)
+    if algorithm == "in_network":
+        return in_network_time(cluster, n_values, codec)
+    raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")

@@ -1,0 +1,75 @@
+"""Does compression pay? (issue 19): every registered codec × allreduce algorithm on a two-level cluster
+against a bf16 baseline, codec time counted, optional overlap with the backward pass; the break-even
+NIC bandwidth per codec; and why NVLS busbw exceeds the ring's. Predictions of `lab.plan.pays` and
+`lab.comm.cluster` (no measurement); docs/pays.md compares them with the papers."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from lab.backend import Progress
+from lab.comm import cluster as _cluster
+from lab.plan import pays as _pays
+from lab.plan.pays import PaysResult, lesson_sentence
+
+CLUSTER_ALGORITHMS = _cluster.ALGORITHMS
+INTRA_LINKS = tuple(_cluster.INTRA)
+INTER_LINKS = tuple(_cluster.INTER)
+LINK_ALIASES = dict(_cluster.ALIASES)
+PAYS_BANDWIDTHS = _pays.DEFAULT_BANDWIDTHS
+
+# published results the model is held against (docs/pays.md)
+PAPER_PAYS = {
+    "zeropp_volume_reduction": 4.0,      # ZeRO++ (arXiv 2306.10209) qgZ: INT4 instead of FP16 gradients, 4x less
+    "zeropp_cross_node_before_M": 3.0,   # ZeRO-3's cross-node volume per step, in model sizes M ...
+    "zeropp_cross_node_after_M": 0.75,   # ... and ZeRO++'s (qwZ + hpZ + qgZ)
+    "zeropp_max_speedup": 2.16,          # up to 2.16x throughput at 384 GPUs (low-bandwidth clusters)
+    "agarwal_winning_settings": 6,       # Agarwal et al. MLSys 2022: compression won in ~6 of 200+ settings
+    "nvls_busbw_GBps": 480.0,            # nccl-tests on 8x H100: NVLS allreduce busbw ...
+    "ring_busbw_GBps": 370.0,            # ... against the ring's (NVIDIA/nccl issues 1374, 1455)
+}
+
+
+def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu: str = "h100",
+                         intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None,
+                         batch_per_gpu: int = 8, overlap: bool = False, codecs: Sequence[str] | None = None,
+                         algorithms: Sequence[str] = CLUSTER_ALGORITHMS,
+                         bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
+    """Does compression pay? (the function is not called `pays`: that is this module's name, and the
+    package's lazy names would return the module once it is imported.) Per codec × algorithm: step time,
+    speedup against the best bf16 step, break-even NIC bandwidth
+    (`lab.plan.pays.pays`); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
+    return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
+                      batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
+                      bandwidths=bandwidths, progress=progress)
+
+
+def pays_takeaway(result: PaysResult) -> str:
+    """The computed one-sentence lesson of a `pays` result."""
+    return lesson_sentence(result.lesson)
+
+
+def nvls_table(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 370.0,
+               nvls_busbw_GBps: float = 480.0) -> pd.DataFrame:
+    """Why NVLS busbw exceeds the ring's: bytes per rank, the busbw convention, and the wire bandwidth the
+    measured busbw imply (`lab.comm.cluster.nvls_explained`), as rows quantity / ring / nvls."""
+    d = _cluster.nvls_explained(P, line_GBps, ring_busbw_GBps, nvls_busbw_GBps)
+    return pd.DataFrame([
+        {"quantity": "bytes each rank sends, per byte of the vector", "ring": d["ring_bytes_per_m"],
+         "nvls": d["nvls_bytes_per_m"], "how": f"ring 2(P−1)/P; NVLS (P+1)/P (P = {P})"},
+        {"quantity": "nccl-tests busbw / algbw", "ring": 2 * (P - 1) / P, "nvls": 2 * (P - 1) / P,
+         "how": "the same convention for both: 2(P−1)/P"},
+        {"quantity": "busbw / wire bandwidth", "ring": 1.0, "nvls": d["nvls_busbw_per_wire"],
+         "how": "NVLS: 2(P−1)/(P+1) (nccl-tests issues 212/272, PR 239)"},
+        {"quantity": "busbw measured, GB/s", "ring": ring_busbw_GBps, "nvls": nvls_busbw_GBps,
+         "how": "8x H100 SXM (NVIDIA/nccl issues 1374, 1455)"},
+        {"quantity": "wire bandwidth implied, GB/s", "ring": d["ring_wire_GBps"], "nvls": d["nvls_wire_GBps"],
+         "how": "busbw / (busbw / wire)"},
+        {"quantity": "fraction of the NVLink line rate", "ring": d["ring_line_fraction"],
+         "nvls": d["nvls_line_fraction"], "how": f"of {line_GBps:g} GB/s per direction"},
+    ])
+
+
+__all__ = ["CLUSTER_ALGORITHMS", "INTRA_LINKS", "INTER_LINKS", "LINK_ALIASES", "PAYS_BANDWIDTHS", "PAPER_PAYS",
+           "PaysResult", "does_compression_pay", "pays_takeaway", "nvls_table"]

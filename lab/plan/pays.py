@@ -1,0 +1,363 @@
+"""Does compression pay? One data-parallel training step on a two-level cluster (`lab.comm.cluster`)
+with every registered codec × allreduce algorithm against a **bf16** baseline (16-bit gradients
+reduced as they are, the best bf16 algorithm), the codec's own encode/decode time counted, and
+communication optionally overlapped with the backward pass.
+
+Step (DDP's bucketed allreduce, one bucket per layer): compute = 3 × forward FLOPs × batch / the
+device's achieved FLOP/s (`lab.plan.devices`). Without overlap every allreduce runs after the
+backward pass; with overlap layer i's allreduce starts when its backward is done (on a separate
+stream, one after another) and the step ends when the backward and the last allreduce are done.
+Codec work runs on the communication stream (its contention with compute kernels is not modelled).
+
+Codec time per value: measured (`bench/results/codecs-<device>.json` of a CUDA run whose device
+name matches the GPU preset: the largest size's encode and decode_into ns/value) when it exists for
+that codec, else a roofline of the GPU preset: bytes read + written / memory bandwidth
+(`lab.plan.wire`: encode 4 + w (+ extra) bytes, decode w + 4), plus a kernel launch per kernel
+(`Device.launch_us`). Each row says which.
+
+Break-even: the NIC bandwidth (GB/s per direction) below which a codec's step is at least 1 %
+(`PAYS_MARGIN`) shorter than the best bf16 step (Agarwal et al., MLSys 2022: compression must beat a
+tuned 16-bit baseline end to end).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lab.comm import cluster as cl
+from lab.comm.cluster import BF16, Cluster, CodecCost
+
+from .devices import Device, get_device
+from .layers import ModelSpec, get_model
+from .wire import wire_codec
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH_DIR = REPO / "bench" / "results"
+BASELINE = "bf16"
+DEFAULT_BANDWIDTHS = tuple(float(x) for x in np.logspace(-2, 3.5, 45))  # GB/s per NIC: 0.01 .. 3162
+# a codec "pays" when its step is at least this much faster than the best bf16 step (a model's 0.1 % is no
+# win anyone measures; Agarwal et al. 2022 counted wins on measured time)
+PAYS_MARGIN = 0.01
+Progress = Callable[[float, str], None]
+
+
+def _model(name: str | ModelSpec) -> ModelSpec:
+    if isinstance(name, str):
+        name = name.replace("-", "_")
+    return get_model(name)
+
+
+def candidate_codecs() -> list[str]:
+    """Every registered codec that compresses a bf16 gradient: not raw fp32, not bf16 (the baseline)."""
+    from lab.codecs import codec_infos
+    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE]
+
+
+def measured_codec_file(device: Device, bench_dir: Path | str | None = None) -> Path | None:
+    """The `codecs-<device>.json` of a CUDA run on the GPU the preset names (e.g. h100 -> an 'NVIDIA H100 ...'
+    run), or None."""
+    d = Path(bench_dir) if bench_dir is not None else BENCH_DIR
+    for p in sorted(d.glob("codecs-*.json")):
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("device_type") == "cuda" and \
+                device.name.lower() in str(data.get("device", "")).lower().replace(" ", ""):
+            return p
+    return None
+
+
+def _measured(path: Path | None, codec: str) -> tuple[float, float] | None:
+    """(encode, decode) seconds per value of `codec` at the largest measured size, or None."""
+    if path is None:
+        return None
+    rows = json.loads(path.read_text()).get("rows", [])
+    labels = (codec, f"{codec} tensor", f"{codec} (lut)", f"{codec} tensor (lut)")
+    for label in labels:
+        mine = [r for r in rows if r.get("contestant") == label]
+        if not mine:
+            continue
+        n = max(r["n"] for r in mine)
+        ops = {r["op"]: r["ns_per_value"] for r in mine if r["n"] == n}
+        dec = ops.get("decode_into", ops.get("decode"))
+        if "encode" in ops and dec is not None:
+            return ops["encode"] * 1e-9, dec * 1e-9
+    return None
+
+
+def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> CodecCost:
+    """The CodecCost of a codec name or spec on `device`: wire bytes measured from the codec
+    (`lab.plan.wire`), its time per value measured (bench_file) or a roofline of the device."""
+    if codec == BASELINE:
+        return BF16
+    wc = wire_codec(codec)
+    if wc.raw:
+        raise ValueError(f"codec {codec!r} is uncompressed fp32: against a bf16 baseline it only doubles the bytes; "
+                         "pick a codec that compresses")
+    got = _measured(bench_file, codec.split(":")[0])
+    if got is not None:
+        enc, dec = got
+        source = f"measured: {bench_file.name}"
+    else:
+        bw = device.memory_GBps * 1e9
+        enc, dec = wc.enc_traffic / bw, wc.dec_traffic / bw
+        source = f"roofline: {device.name} {device.memory_GBps:g} GB/s"
+    return CodecCost(codec, wc.bytes_per_value, wc.side_bytes, enc, dec, wc.enc_kernels, wc.dec_kernels,
+                     device.launch_us * 1e-6, wc.mode, source)
+
+
+def ddp_step(fwd: Sequence[float], bwd: Sequence[float], comm: Sequence[float], overlap: bool) -> float:
+    """Seconds of one step: forward, backward (last layer first), each layer's allreduce after its backward
+    (overlap: on its own stream, one at a time, the step ends when both streams are done)."""
+    t = float(sum(fwd))
+    if not overlap:
+        return t + float(sum(bwd)) + float(sum(comm))
+    chan = 0.0
+    for i in reversed(range(len(bwd))):
+        t += bwd[i]
+        if comm[i]:
+            chan = max(chan, t) + comm[i]
+    return max(t, chan)
+
+
+@dataclass
+class Setting:
+    """What the step is computed for."""
+
+    model: ModelSpec
+    cluster: Cluster
+    device: Device
+    batch_per_gpu: int
+    overlap: bool
+    fwd: list[float] = field(default_factory=list)
+    bwd: list[float] = field(default_factory=list)
+    params: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        F = self.device.flops_per_s
+        self.fwd = [lay.flops * self.batch_per_gpu / F for lay in self.model.layers]
+        self.bwd = [2.0 * f for f in self.fwd]
+        self.params = [float(lay.params) for lay in self.model.layers]
+
+    @property
+    def compute_s(self) -> float:
+        return 3.0 * sum(self.fwd)
+
+
+def available(algorithm: str, codec: CodecCost, c: Cluster) -> bool:
+    """in_network: 16-bit values only, on a cluster whose switches reduce."""
+    if algorithm == "in_network":
+        return codec.raw and cl.in_network_available(c)
+    return True
+
+
+def step(s: Setting, codec: CodecCost, algorithm: str,
+         c: Cluster | None = None) -> tuple[float, list[cl.CollectiveTime]]:
+    """(step seconds, per-layer allreduce times) of one codec × algorithm."""
+    c = c or s.cluster
+    memo: dict[float, cl.CollectiveTime] = {}  # layers of one size (a transformer's blocks) cost the same
+    times = []
+    for n in s.params:
+        if n not in memo:
+            memo[n] = cl.cluster_allreduce(c, n, codec, algorithm)
+        times.append(memo[n])
+    return ddp_step(s.fwd, s.bwd, [t.seconds for t in times], s.overlap), times
+
+
+def _crossing(bw: np.ndarray, f: np.ndarray) -> float | None:
+    """The bandwidth below which f < 0 (pays) on the grid, interpolated in log bandwidth; None: never pays
+    on the grid; inf: pays at every bandwidth of the grid."""
+    pays = f < 0
+    if not pays.any():
+        return None
+    if pays.all():
+        return math.inf
+    i = int(np.nonzero(pays)[0].max())
+    if i == len(bw) - 1:
+        return math.inf
+    x0, x1, y0, y1 = math.log(bw[i]), math.log(bw[i + 1]), f[i], f[i + 1]
+    return float(math.exp(x0 + (x1 - x0) * (y0 / (y0 - y1)))) if y0 != y1 else float(bw[i])
+
+
+def pays_below(break_even: float | None) -> str:
+    """A break-even bandwidth in words: 'never', 'every bandwidth swept' or '<x> GB/s' (JSON keeps no inf)."""
+    if break_even is None or (isinstance(break_even, float) and math.isnan(break_even)):
+        return "never"
+    return "every bandwidth swept" if math.isinf(break_even) else f"{break_even:.3g} GB/s"
+
+
+@dataclass
+class PaysResult:
+    """rows: one per codec × algorithm at the configured cluster; summary: one per codec (its best
+    algorithm, speedup against the best bf16 step, break-even NIC bandwidth); sweep: speedup against
+    NIC bandwidth; lesson: the same question inside one node and across the network; notes."""
+
+    rows: pd.DataFrame
+    summary: pd.DataFrame
+    sweep: pd.DataFrame
+    lesson: dict
+    codec_time: str
+    notes: list[str]
+
+
+def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] = "8x8", *, gpu: str | Device = "h100",
+         intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None, batch_per_gpu: int = 8,
+         overlap: bool = False, codecs: Sequence[str] | None = None,
+         algorithms: Sequence[str] = cl.ALGORITHMS, bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
+         bench_dir: Path | str | None = None, progress: Progress | None = None) -> PaysResult:
+    """Does compression pay on this cluster? (see the module docstring)."""
+    spec = _model(model)
+    dev = get_device(gpu)
+    c = cl.make_cluster(cluster, intra, inter, nics_per_node)
+    if isinstance(batch_per_gpu, bool) or not isinstance(batch_per_gpu, int) or batch_per_gpu < 1:
+        raise ValueError(f"batch_per_gpu must be an int >= 1, got {batch_per_gpu!r}")
+    if not isinstance(overlap, bool):
+        raise ValueError(f"overlap must be True or False, got {overlap!r}")
+    algos = list(algorithms)
+    bad = [a for a in algos if a not in cl.ALGORITHMS]
+    if bad or not algos:
+        raise ValueError(f"unknown algorithm {bad[0] if bad else None!r}; allowed: {', '.join(cl.ALGORITHMS)}")
+    names = candidate_codecs() if codecs is None else list(codecs)
+    bw = np.array(sorted(float(b) for b in bandwidths))
+    if len(bw) < 2 or not np.all(np.isfinite(bw)) or bw[0] <= 0:
+        raise ValueError("bandwidths: give at least two finite NIC bandwidths > 0 (GB/s)")
+    bench_file = measured_codec_file(dev, bench_dir)
+    costs = [codec_cost(n, dev, bench_file) for n in names if n != BASELINE]
+    if not costs:
+        raise ValueError(f"codecs: give at least one codec that compresses (bf16 is the baseline); registered: "
+                         f"{', '.join(candidate_codecs())}")
+    s = Setting(spec, c, dev, batch_per_gpu, overlap)
+
+    # the bf16 baseline at the cluster and at every bandwidth of the grid
+    base_algos = [a for a in algos if available(a, BF16, c)]
+    clusters = [c.with_inter_bandwidth(b) for b in bw]
+    base_here = {a: step(s, BF16, a) for a in base_algos}
+    best_base = min(base_algos, key=lambda a: base_here[a][0])
+    base_grid = np.array([min(step(s, BF16, a, cb)[0] for a in base_algos) for cb in clusters])
+    base_step = base_here[best_base][0]
+
+    rows, sweep, summary = [], [], []
+    for k, cc in enumerate([BF16, *costs]):
+        per_alg = {}
+        for a in algos:
+            if not available(a, cc, c):
+                continue
+            t, layers = step(s, cc, a)
+            grid = np.array([step(s, cc, a, cb)[0] for cb in clusters])
+            per_alg[a] = (t, grid)
+            rows.append({
+                "codec": cc.name, "algorithm": a, "mode": cc.mode,
+                "bits_per_value": 8.0 * cc.bytes_per_value,
+                "compute_ms": 1e3 * s.compute_s, "comm_ms": 1e3 * sum(x.seconds for x in layers),
+                "transfer_ms": 1e3 * sum(x.transfer_s for x in layers),
+                "codec_ms": 1e3 * sum(x.codec_s for x in layers), "launch_ms": 1e3 * sum(x.launch_s for x in layers),
+                "exposed_comm_ms": 1e3 * max(0.0, t - s.compute_s), "step_ms": 1e3 * t,
+                "speedup_vs_bf16": base_step / t,
+                "speedup_vs_bf16_same_algorithm": (base_here[a][0] / t) if a in base_here else math.nan,
+                "cross_node_MB": sum(x.node_egress_bytes for x in layers) / 1e6,
+                "break_even_GBps": _crossing(bw, grid - base_grid / (1 + PAYS_MARGIN)) if cc is not BF16 else math.nan,
+                "codec_time": cc.source or "none (bf16 baseline)"})
+            rows[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(rows[-1]["break_even_GBps"])
+            sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
+                       "speedup_vs_bf16": float(bg / g)} for b, g, bg in zip(bw, grid, base_grid)]
+        if per_alg:
+            best = min(per_alg, key=lambda a: per_alg[a][0])
+            env = np.min(np.stack([g for _, g in per_alg.values()]), axis=0)
+            summary.append({"codec": cc.name, "best_algorithm": best, "bits_per_value": 8.0 * cc.bytes_per_value,
+                            "step_ms": 1e3 * per_alg[best][0], "speedup_vs_bf16": base_step / per_alg[best][0],
+                            "pays": bool(per_alg[best][0] < base_step / (1 + PAYS_MARGIN)),
+                            "break_even_GBps": _crossing(bw, env - base_grid / (1 + PAYS_MARGIN))
+                            if cc is not BF16 else math.nan,
+                            "codec_time": cc.source or "none (bf16 baseline)"})
+            summary[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(summary[-1]["break_even_GBps"])
+        if progress:
+            progress((k + 1) / (len(costs) + 1), cc.name)
+    summary_df = pd.DataFrame(summary)
+    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, summary_df, best_base, base_step)
+    source = (f"measured: {bench_file.name} (roofline for codecs it does not time)" if bench_file is not None
+              else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no bench/results/codecs-*.json "
+                   f"for a {dev.name} GPU)")
+    notes = [f"baseline: bf16 gradients with the fastest of {', '.join(base_algos)} ({best_base}, "
+             f"{1e3 * base_step:.2f} ms per step)",
+             f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "
+             "(GB/s per direction) below which it pays (pays_below says it in words: never, every bandwidth swept)",
+             "flat: every hop at one GPU's share of the network (a single ring); NCCL's rail-aligned rings move "
+             "bytes like the hierarchical model"]
+    return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
+
+
+def _count(summary: pd.DataFrame) -> tuple[int, int]:
+    comp = summary[summary["codec"] != BASELINE]
+    return int(comp["pays"].sum()), len(comp)
+
+
+SLOW = "eth10g"  # the slow network of the lesson: 10 Gb/s Ethernet, as in Agarwal et al. 2022's cloud settings
+
+
+def _paying(s: Setting, costs: list[CodecCost], algos: list[str]) -> list[tuple[str, float]]:
+    """(codec, speedup) of every codec whose best algorithm pays (PAYS_MARGIN) against the best bf16 step of s."""
+    ba = [a for a in algos if available(a, BF16, s.cluster)]
+    if not ba:
+        return []
+    base = min(step(s, BF16, a)[0] for a in ba)
+    out = []
+    for cc in costs:
+        ts = [step(s, cc, a)[0] for a in algos if available(a, cc, s.cluster)]
+        if ts and min(ts) < base / (1 + PAYS_MARGIN):
+            out.append((cc.name, base / min(ts)))
+    return out
+
+
+def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool, costs: list[CodecCost],
+            algos: list[str], summary: pd.DataFrame, best_base: str, base_step: float) -> dict:
+    """The same question inside one node of this cluster (no network), at this cluster and at this
+    cluster on 10 Gb/s Ethernet: how many codecs pay and the best one; the median break-even bandwidth."""
+    inside = _paying(Setting(spec, Cluster(1, c.gpus_per_node, c.intra, c.inter, c.nics_per_node), dev, batch,
+                             overlap), costs, algos)
+    slow_c = c if c.nodes == 1 else Cluster(c.nodes, c.gpus_per_node, c.intra, cl.resolve_level_link(SLOW, "inter"),
+                                            c.nics_per_node)
+    slow = _paying(Setting(spec, slow_c, dev, batch, overlap), costs, algos)
+    comp = summary[summary["codec"] != BASELINE] if len(summary) else summary
+    here = [(r.codec, r.speedup_vs_bf16) for r in comp.itertuples() if r.pays]
+    finite = [b for b in comp["break_even_GBps"] if b is not None and np.isfinite(b)] if len(comp) else []
+
+    def best(x):
+        return max(x, key=lambda t: t[1]) if x else (None, None)
+
+    return {"codecs": len(costs), "inside_node": f"1x{c.gpus_per_node} {c.intra.name}", "pay_inside_node": len(inside),
+            "best_inside": best(inside)[0], "best_speedup_inside": best(inside)[1],
+            "here": c.name, "pay_here": len(here), "best_here": best(here)[0], "best_speedup_here": best(here)[1],
+            "slow": slow_c.name, "pay_slow": len(slow), "best_slow": best(slow)[0], "best_speedup_slow": best(slow)[1],
+            "median_break_even_GBps": float(np.median(finite)) if finite else None,
+            "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base,
+            "baseline_step_ms": 1e3 * base_step}
+
+
+def lesson_sentence(lesson: dict) -> str:
+    """The takeaway in one sentence, from the numbers of `PaysResult.lesson`."""
+    n = lesson["codecs"]
+
+    def part(where: str, k: int, best: str | None, x: float | None) -> str:
+        return f"{where}: {k} of {n}" + (f" (best {best}, {x:.2f}x)" if best else "")
+
+    parts = [part(f"inside one node ({lesson['inside_node']})", lesson["pay_inside_node"], lesson["best_inside"],
+                  lesson["best_speedup_inside"]),
+             part(f"on {lesson['here']}", lesson["pay_here"], lesson["best_here"], lesson["best_speedup_here"])]
+    if lesson["slow"] != lesson["here"]:
+        parts.append(part(f"on {lesson['slow']}", lesson["pay_slow"], lesson["best_slow"], lesson["best_speedup_slow"]))
+    be = lesson["median_break_even_GBps"]
+    tail = (f"; the median codec pays below {be:.3g} GB/s per NIC (this cluster: {lesson['nic_GBps']:g})"
+            if be is not None else "")
+    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 step — " + "; ".join(parts) + tail + ".")
+
+
+__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
+           "ddp_step", "pays_below",
+           "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]

@@ -1,0 +1,175 @@
+"""`paralab pays` and the "Does compression pay?" page: the DDP step model by hand, the lesson (inside an
+NVLink node compression rarely pays, across a slow network it does), break-even points, measured vs
+roofline codec time, the JSON schema, bad input, and the page through AppTest."""
+import json
+import math
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
+
+from lab.cli import app
+from lab.comm import cluster as cl
+from lab.plan import pays as pp
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def test_ddp_step_by_hand():
+    fwd, bwd, comm = [1.0, 1.0], [2.0, 2.0], [3.0, 1.0]
+    assert pp.ddp_step(fwd, bwd, comm, overlap=False) == 10.0  # 2 + 4 + 4
+    # overlap: layer 1's backward ends at 4, its allreduce 4..5; layer 0's backward ends at 6, allreduce 6..9
+    assert pp.ddp_step(fwd, bwd, comm, overlap=True) == 9.0
+    assert pp.ddp_step(fwd, bwd, [0.5, 0.5], overlap=True) == 6.5  # only the last allreduce sticks out
+
+
+@pytest.fixture(scope="module")
+def default():
+    return pp.pays("gpt2-small", "8x8", gpu="h100", intra="nvlink4", inter="ndr400")
+
+
+def test_lesson_inside_nvlink_rarely_across_slow_network_it_does(default):
+    les = default.lesson
+    n = les["codecs"]
+    assert n == len(pp.candidate_codecs()) >= 15
+    assert les["pay_inside_node"] <= n // 10            # inside one NVLink node: (almost) never
+    assert les["pay_slow"] >= 3 * n // 4                 # across 10 Gb/s Ethernet: most do
+    assert les["baseline_algorithm"] == "in_network"    # NVLS inside + SHARP across is the fastest bf16 here
+    fp16 = default.summary.set_index("codec").loc["fp16"]
+    assert not fp16["pays"] and math.isnan(fp16["break_even_GBps"])  # bf16's bits plus a cast: pays nowhere
+    assert fp16["pays_below"] == "never"
+    assert (pp.pays_below(math.inf), pp.pays_below(None), pp.pays_below(1.234)) == (
+        "every bandwidth swept", "never", "1.23 GB/s")
+    assert "roofline: h100 3350 GB/s" in fp16["codec_time"]
+
+
+def test_break_even_is_where_the_speedup_crosses_one(default):
+    s = default.summary.set_index("codec").loc["mxfp4_e2m1"]
+    be = s["break_even_GBps"]
+    assert 1.0 < be < 50.0
+    below = pp.pays("gpt2_small", "8x8", inter="ib_ndr", codecs=["mxfp4_e2m1"], bandwidths=[be * 0.9, be * 1.1])
+    rows = below.sweep[below.sweep["codec"] == "mxfp4_e2m1"]
+    best = rows.groupby("inter_GBps")["speedup_vs_bf16"].max().sort_index()
+    assert best.iloc[0] > 1.0 + pp.PAYS_MARGIN > best.iloc[1]
+
+
+def test_speedups_are_against_the_best_bf16_step(default):
+    rows = default.rows
+    base = rows[rows["codec"] == "bf16"]
+    assert base["speedup_vs_bf16"].max() == pytest.approx(1.0)
+    best = base.loc[base["step_ms"].idxmin()]
+    r = rows[(rows["codec"] == "dynamic_tree") & (rows["algorithm"] == "hierarchical")].iloc[0]
+    assert r["speedup_vs_bf16"] == pytest.approx(best["step_ms"] / r["step_ms"])
+    # in-network reduction sums 16-bit floats only: no compressed codec rides on it
+    assert set(rows[rows["algorithm"] == "in_network"]["codec"]) == {"bf16"}
+
+
+def test_slow_network_hierarchical_ring_numbers():
+    """At 8x8 over 10 Gb/s Ethernet: the bf16 step and an 8-bit codec's, from the cluster model by hand."""
+    r = pp.pays("gpt2_small", "8x8", inter="eth10g", codecs=["dynamic_tree"], algorithms=["hierarchical"])
+    s = pp.Setting(pp._model("gpt2_small"), cl.make_cluster("8x8", "nvlink4", "eth10g"), pp.get_device("h100"), 8,
+                   False)
+    comm = sum(cl.hierarchical_time(s.cluster, n).seconds for n in s.params)
+    assert r.rows.iloc[0]["step_ms"] == pytest.approx(1e3 * (s.compute_s + comm))
+    dt = pp.codec_cost("dynamic_tree", s.device)
+    comm8 = sum(cl.hierarchical_time(s.cluster, n, dt).seconds for n in s.params)
+    speedup = r.summary.set_index("codec").loc["dynamic_tree", "speedup_vs_bf16"]
+    assert speedup == pytest.approx((s.compute_s + comm) / (s.compute_s + comm8))
+    assert 1.3 < speedup < 2.0  # half the bytes on a slow link; compute (18 ms) does not shrink
+
+
+def test_measured_codec_time_is_used_for_its_device(tmp_path):
+    rows = [{"contestant": "dynamic_tree tensor (lut)", "op": op, "n": n, "ns_per_value": ns}
+            for n, ops in ((1 << 20, (("encode", 9.0), ("decode_into", 9.0))),
+                           (1 << 26, (("encode", 0.25), ("decode_into", 0.125)))) for op, ns in ops]
+    (tmp_path / "codecs-nvidia-h100-80gb-hbm3.json").write_text(json.dumps(
+        {"device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "rows": rows}))
+    (tmp_path / "codecs-cpu.json").write_text(json.dumps({"device": "CPU", "device_type": "cpu", "rows": []}))
+    dev = pp.get_device("h100")
+    f = pp.measured_codec_file(dev, tmp_path)
+    assert f is not None and f.name == "codecs-nvidia-h100-80gb-hbm3.json"
+    c = pp.codec_cost("dynamic_tree", dev, f)
+    assert (c.encode_s_per_value, c.decode_s_per_value) == (0.25e-9, 0.125e-9)  # the largest size
+    assert c.source == "measured: codecs-nvidia-h100-80gb-hbm3.json"
+    roof = pp.codec_cost("mxfp4_e2m1", dev, f)  # not in the file: the roofline
+    assert roof.source.startswith("roofline") and roof.encode_s_per_value == pytest.approx(
+        pp.wire_codec("mxfp4_e2m1").enc_traffic / 3350e9)
+    assert pp.measured_codec_file(pp.get_device("a100"), tmp_path) is None
+    r = pp.pays("gpt2_small", "2x8", codecs=["dynamic_tree"], bench_dir=tmp_path)
+    assert r.codec_time.startswith("measured: codecs-nvidia-h100-80gb-hbm3.json")
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(cluster="0x8"), ["nodes and GPUs per node must be >= 1", "8x8"]),
+    (dict(cluster="eight"), ["NODESxGPUS"]),
+    (dict(cluster="8x16"), ["16 GPUs per node", "nvlink4: 8", "nvlink5: 72"]),
+    (dict(cluster="300x8"), ["2400 NICs", "at most 256 nodes"]),
+    (dict(inter="infiniband"), ["unknown inter-node link", "ib_ndr", "ndr400"]),
+    (dict(intra="ib_ndr"), ["unknown intra-node link", "nvlink4"]),
+    (dict(gpu="h200x"), ["unknown device", "h100"]),
+    (dict(model="gpt5"), ["unknown model", "gpt2_small"]),
+    (dict(codecs=["fp32"]), ["uncompressed fp32"]),
+    (dict(codecs=["bf16"]), ["at least one codec that compresses", "mxfp4_e2m1"]),
+    (dict(algorithms=["tree2"]), ["unknown algorithm", "hierarchical"]),
+    (dict(batch_per_gpu=0), ["batch_per_gpu must be an int >= 1"]),
+])
+def test_bad_input_names_what_is_allowed(kw, words):
+    with pytest.raises(ValueError) as e:
+        pp.pays(**{"codecs": ["dynamic_tree"], **kw})
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_cli_json_matches_schema_and_bad_input_is_one_line(tmp_path):
+    out = tmp_path / "pays.json"
+    r = runner.invoke(app, ["pays", "--cluster", "2x8", "--inter", "100gbe", "--overlap", "--json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    jsonschema.validate(data, json.loads((REPO / "docs" / "schemas" / "pays.schema.json").read_text()))
+    assert data == json.loads(out.read_text()) and data["command"] == "pays"
+    assert data["config"]["overlap"] is True and data["config"]["inter"] == "100gbe"
+    assert {r["codec"] for r in data["rows"]} == {"bf16", *pp.candidate_codecs()}
+    assert data["takeaway"].startswith("Codecs at least 1% faster than the best bf16 step")
+    for args, words in ((["--cluster", "0x8"], "must be >= 1"), (["--inter", "foo"], "allowed: ib_qdr"),
+                        (["--cluster", "300x8"], "at most 256 nodes")):
+        r = runner.invoke(app, ["pays", *args])
+        assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output, r.output
+
+
+def _render(module: str) -> None:
+    import importlib
+
+    importlib.import_module(module).render()
+
+
+def _page(**query) -> AppTest:
+    at = AppTest.from_function(_render, args=("views.pays",), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_page_default_view_is_fast_and_has_a_computed_takeaway():
+    t = time.perf_counter()
+    at = _page()
+    took = time.perf_counter() - t
+    assert not at.exception and not at.error
+    text = " ".join(str(s.value) for s in at.success)
+    assert "Takeaway." in text and "inside one node (1x8 nvlink4): 0 of" in text
+    assert any("Paper vs here" in str(i.value) and "ZeRO++" in str(i.value) for i in at.info)
+    assert len(at.get("plotly_chart")) >= 1
+    assert took < 10.0  # AppTest's own overhead included; the browser check times the real page
+
+
+def test_page_reacts_and_says_bad_input():
+    at = _page(nodes="4", inter="eth10g")
+    assert not at.exception and not at.error
+    assert [m.value for m in at.metric if m.label.startswith("Codecs that pay here")][0].split()[0] != "0"
+    at = _page(nodes="400")  # 3200 NICs: more than NDR's two-tier fat tree
+    assert not at.exception and at.error and "at most 256 nodes" in at.error[0].value
+    at = _page(nodes="0")
+    assert not at.exception and at.error and "allowed" in at.error[0].value
