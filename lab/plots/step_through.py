@@ -1,0 +1,275 @@
+"""The step-through of one allreduce (`lab.experiments.step_through`), as one animated plotly figure:
+ranks on a circle with each step's messages drawn as arrows (a packet moves along each while playing),
+every rank's buffer filling with partial sums, bytes sent per link so far, and the codec's error at
+each hop. One frame per step (plus an in-between frame per step for the moving packets), with
+play/pause buttons and a step slider; Ben-Nun & Hoefler 2018 (the algorithms), Dettmers 2016 §3.2
+(decode-add-encode at every hop)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+#: message kinds (`StepThrough.messages.kind`) and their colours, in legend order
+KIND_COLORS = {"own data": "#7f7f7f", "partial sum": "#1f77b4", "full sum": "#2ca02c", "mixed": "#d62728",
+               "unknown": "#d62728"}
+_KINDS = ["own data", "partial sum", "full sum", "mixed"]
+_NODE_R = 0.17      # node radius in circle coordinates (arrows stop short of it)
+_OFFSET = 0.05      # arrows a→b and b→a run side by side
+_PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes as B / kB / MB (powers of 1000, as nccl-tests prints)."""
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _positions(P: int) -> np.ndarray:
+    """Rank r on the unit circle, rank 0 at the top, clockwise."""
+    a = math.pi / 2 - 2 * math.pi * np.arange(P) / P
+    return np.stack([np.cos(a), np.sin(a)], 1)
+
+
+def _r(x: float) -> float:
+    return round(float(x), 3)
+
+
+def _arrows(tr) -> dict[int, list[dict]]:
+    """Per step, the arrows of its messages: one per (src, dst) with start/end points, angle, bytes,
+    kind and a hover text (computed once per figure: plain lists, no pandas per frame)."""
+    pos = _positions(tr.P)
+    out: dict[int, list[dict]] = {}
+    groups: dict[tuple[int, int, int], list[dict]] = {}
+    for m in tr.messages.to_dict("records"):
+        groups.setdefault((m["step"], m["src"], m["dst"]), []).append(m)
+    for (step, s, d), ms in sorted(groups.items()):
+        p0, p1 = pos[s], pos[d]
+        u = (p1 - p0) / np.linalg.norm(p1 - p0)
+        perp = np.array([u[1], -u[0]]) * _OFFSET
+        a, b = p0 + u * _NODE_R + perp, p1 - u * _NODE_R + perp
+        kinds = {m["kind"] for m in ms}
+        kind = kinds.pop() if len(kinds) == 1 else "mixed"
+        errs = [m["max_abs_error"] for m in ms if not pd.isna(m["max_abs_error"])]
+        nbytes = sum(m["bytes"] for m in ms)
+        text = (f"rank {s} → rank {d}: {fmt_bytes(nbytes)} ({sum(m['values'] for m in ms)} values)<br>"
+                f"carries {kind}: ranks {', '.join(sorted({m['ranks'] for m in ms}))}"
+                + (f"<br>largest |error| vs exact partial sum: {max(errs):.3g}" if errs else ""))
+        out.setdefault(step, []).append({"src": s, "dst": d, "bytes": nbytes, "kind": kind, "text": text,
+                                         "x0": _r(a[0]), "y0": _r(a[1]), "x1": _r(b[0]), "y1": _r(b[1]),
+                                         "angle": round(math.degrees(math.atan2(u[0], u[1])), 1)})
+    return out
+
+
+def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> list[dict]:
+    """Traces 0-4 (plain dicts: a figure of many frames builds fast unvalidated): arrow lines,
+    arrowheads, byte labels, packets, rank nodes."""
+    lx, ly = [], []
+    for a in arrows:
+        lx += [a["x0"], a["x1"], None]
+        ly += [a["y0"], a["y1"], None]
+    labels = len(arrows) <= 16
+    mid = [(_r((a["x0"] + a["x1"]) / 2 + (a["y1"] - a["y0"]) * 0.2), _r((a["y0"] + a["y1"]) / 2 - (a["x1"] - a["x0"]) * 0.2))
+           for a in arrows] if labels else []
+    t = [] if packet is None else [(_r(a["x0"] + (a["x1"] - a["x0"]) * packet), _r(a["y0"] + (a["y1"] - a["y0"]) * packet))
+                                   for a in arrows]
+    pos = _positions(tr.P)
+    full = tr.counts[frame]
+    share = np.where(full >= 0, full, 0).mean(1) / tr.P
+    done = (full == tr.P).mean(1)
+    node_text = [f"rank {r}<br>buffer: {share[r]:.0%} of all contributions summed;<br>"
+                 f"{done[r]:.0%} of its values hold the full sum" for r in range(tr.P)]
+    xy = {"xaxis": "x", "yaxis": "y", "showlegend": False}
+    return [
+        {"type": "scatter", "x": lx, "y": ly, "mode": "lines", "line": {"color": "#4c78a8", "width": 2.5},
+         "hoverinfo": "skip", **xy},
+        {"type": "scatter", "x": [a["x1"] for a in arrows], "y": [a["y1"] for a in arrows], "mode": "markers",
+         "hovertext": [a["text"] for a in arrows], "hoverinfo": "text",
+         "marker": {"symbol": "arrow", "size": 15, "angle": [a["angle"] for a in arrows],
+                    "color": [KIND_COLORS.get(a["kind"], "#d62728") for a in arrows], "line": {"width": 0}}, **xy},
+        {"type": "scatter", "x": [p[0] for p in mid], "y": [p[1] for p in mid], "mode": "text",
+         "text": [fmt_bytes(a["bytes"]) for a in arrows] if labels else [],
+         "textfont": {"size": 11, "color": "#333"}, "hoverinfo": "skip", **xy},
+        {"type": "scatter", "x": [p[0] for p in t], "y": [p[1] for p in t], "mode": "markers", "hoverinfo": "skip",
+         "marker": {"size": 12, "color": "#ff7f0e", "line": {"width": 1, "color": "white"}}, **xy},
+        {"type": "scatter", "x": [_r(v) for v in pos[:, 0]], "y": [_r(v) for v in pos[:, 1]], "mode": "markers+text",
+         "text": [str(r) for r in range(tr.P)], "textfont": {"color": "white", "size": 15}, "hovertext": node_text,
+         "hoverinfo": "text", "marker": {"size": 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
+                                         "colorscale": [[0, "#9ecae1"], [1, "#08306b"]],
+                                         "line": {"width": 1, "color": "#08306b"}}, **xy},
+    ]
+
+
+#: buffer columns drawn at most (longer vectors are shown in bins of consecutive values)
+_MAX_COLUMNS = 120
+
+
+def _buffer_trace(tr, frame: int) -> dict:
+    """Trace 5: ranks × values, how many ranks' contributions each value holds (bins of consecutive
+    values, their fewest, when n > 120)."""
+    c = tr.counts[frame].astype(float)
+    c[c < 0] = np.nan
+    width = -(-tr.n // _MAX_COLUMNS)
+    if width > 1:
+        cols = -(-tr.n // width)
+        pad = np.full((tr.P, cols * width), np.inf)
+        pad[:, :tr.n] = np.where(np.isnan(c), -np.inf, c)
+        c = pad.reshape(tr.P, cols, width).min(2)
+        c[np.isneginf(c)] = np.nan
+        x = [f"{i * width}–{min((i + 1) * width, tr.n) - 1}" for i in range(cols)]
+        hover = None
+    else:
+        x = list(range(tr.n))
+        who = tr.masks[frame]
+        hover = [[_ranks(who[r, i]) for i in range(tr.n)] for r in range(tr.P)]
+    small = tr.n <= 24
+    out = {"type": "heatmap", "z": [[None if np.isnan(v) else v for v in row] for row in c], "x": x,
+           "y": [f"rank {r}" for r in range(tr.P)], "zmin": 0, "zmax": tr.P, "colorscale": "Blues",
+           "xgap": 1 if len(x) <= 60 else 0, "ygap": 2, "xaxis": "x2", "yaxis": "y2",
+           "colorbar": {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
+                        "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 1.0, "thickness": 14}}
+    if hover is not None:
+        out.update(customdata=hover, hovertemplate=f"%{{y}}, value %{{x}}: sum of ranks %{{customdata}} "
+                   f"(%{{z}} of {tr.P})<extra></extra>")
+    else:
+        out["hovertemplate"] = "%{y}, values %{x}: at least %{z} ranks summed<extra></extra>"
+    if small:
+        out.update(text=[[None if np.isnan(v) else int(v) for v in row] for row in c], texttemplate="%{text}")
+    return out
+
+
+def _ranks(mask: int) -> str:
+    return ",".join(str(r) for r in range(8) if mask >> r & 1) if mask >= 0 else "?"
+
+
+def _link_trace(tr, step: int | None, zmax: float) -> dict:
+    """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters)."""
+    z = tr.link_bytes(step) if step is not None else np.zeros((tr.P, tr.P))
+    text = [["" if s == d else fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)]
+            for s in range(tr.P)] if tr.P <= 6 else None
+    return {"type": "heatmap", "z": z.tolist(), "x": [str(d) for d in range(tr.P)], "y": [str(s) for s in range(tr.P)],
+            "zmin": 0, "zmax": max(zmax, 1.0), "colorscale": "Oranges", "text": text,
+            "texttemplate": "%{text}" if text else "", "xgap": 2, "ygap": 2, "xaxis": "x3", "yaxis": "y3",
+            "hovertemplate": "rank %{y} → rank %{x}: %{z:,.0f} B so far<extra></extra>",
+            "colorbar": {"title": {"text": "bytes", "side": "top"}, "len": 0.36, "y": 0.19, "yanchor": "middle",
+                         "x": 0.42, "thickness": 14}}
+
+
+def _error_traces(tr, step: int | None) -> list[dict]:
+    """Traces 7-11: each message's largest |error| against the exact partial sum it carries, by kind,
+    up to `step`, and the largest per step so far."""
+    m = tr.messages.iloc[0:0] if step is None else tr.messages[tr.messages.step <= step]
+    out = []
+    for kind in _KINDS:
+        part = m[m.kind.isin([kind] if kind != "mixed" else ["mixed", "unknown"])]
+        out.append({"type": "scatter", "x": list(part.step + 1), "y": [None if pd.isna(e) else e for e in part.max_abs_error],
+                    "mode": "markers", "name": kind, "legendgroup": kind, "xaxis": "x4", "yaxis": "y4",
+                    "marker": {"color": KIND_COLORS[kind], "size": 8, "opacity": 0.8},
+                    "customdata": [f"rank {a} → {b}, ranks {w}" for a, b, w in zip(part.src, part.dst, part.ranks)],
+                    "hovertemplate": f"step %{{x}}: %{{customdata}} ({kind}): largest |error| %{{y:.3g}}<extra></extra>"})
+    per = m.groupby("step").max_abs_error.max()
+    out.append({"type": "scatter", "x": list(per.index + 1), "y": [None if pd.isna(e) else e for e in per.values],
+                "mode": "lines", "name": "largest in the step", "line": {"color": "#444", "dash": "dot"},
+                "hoverinfo": "skip", "xaxis": "x4", "yaxis": "y4"})
+    return out
+
+
+# subplot domains (paper coordinates): circle | buffers on top, link bytes | error below
+_X = {1: [0.0, 0.36], 2: [0.47, 0.93], 3: [0.03, 0.36], 4: [0.56, 1.0]}
+_Y = {1: [0.52, 1.0], 2: [0.56, 0.96], 3: [0.04, 0.36], 4: [0.04, 0.36]}
+
+
+def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
+    """The animated step-through of `tr` (a `StepThrough`), showing frame `step` (0 = start, k = after
+    step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
+    error per message. Play/pause buttons and a slider move through the frames in the browser."""
+    S = tr.steps
+    step = int(min(max(step, 0), S))
+    total = tr.link_bytes()
+    zmax = float(total.max()) if total.size else 1.0
+    err = tr.messages.max_abs_error
+    errmax = float(err.max()) if err.notna().any() else 1.0
+    what = "fp32 rounding only" if tr.codec == "fp32" else tr.codec.split("[")[0]
+
+    arrows = _arrows(tr)
+
+    def frame_data(f: int, packet: float | None = None, partial: bool = False) -> list[dict]:
+        s = None if f == 0 else f - 1
+        a = arrows.get(s, []) if s is not None else []
+        if partial:  # in-between frame of step f: the messages of step f-1 moving, buffers as at f-1
+            return _circle_traces(tr, a, f - 1, packet)[:4]
+        return [*_circle_traces(tr, a, f, None), _buffer_trace(tr, f), _link_trace(tr, s, zmax),
+                *_error_traces(tr, s)]
+
+    frames = []
+    for f in range(S + 1):
+        if f > 0:
+            for j, at in enumerate(_PACKET_AT):
+                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3]})
+        frames.append({"name": str(f), "data": frame_data(f)})
+    lim = 1.0 + _NODE_R + 0.14
+    axes = {
+        "xaxis": {"domain": _X[1], "range": [-lim, lim], "visible": False, "anchor": "y"},
+        "yaxis": {"domain": _Y[1], "range": [-lim, lim], "visible": False, "anchor": "x", "scaleanchor": "x",
+                  "scaleratio": 1},
+        "xaxis2": {"domain": _X[2], "anchor": "y2", "title": {"text": "value index in the vector", "standoff": 4},
+                   "type": "category" if tr.n > _MAX_COLUMNS else "linear"},
+        "yaxis2": {"domain": _Y[2], "anchor": "x2", "autorange": "reversed"},
+        "xaxis3": {"domain": _X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "type": "category"},
+        "yaxis3": {"domain": _Y[3], "anchor": "x3", "title": {"text": "from rank"}, "autorange": "reversed",
+                   "type": "category"},
+        "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
+                   "dtick": 1 if S <= 16 else 2},
+        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error| in a message"},
+                   "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
+    }
+    titles = [(_X[1], _Y[1][1], "Messages between ranks (this step)"),
+              (_X[2], _Y[2][1] + 0.035, "Each rank's buffer: how many ranks are summed into each value"),
+              (_X[3], _Y[3][1] + 0.05, "Bytes sent so far, per link"),
+              (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
+    annotations = [{"text": f"<b>{t}</b>", "x": (x[0] + x[1]) / 2, "y": y, "xref": "paper", "yref": "paper",
+                    "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
+                   for x, y, t in titles]
+    play = {"frame": {"duration": 260, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": True,
+            "mode": "immediate"}
+    layout = {
+        "height": height, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
+        "legend": {"orientation": "h", "y": -0.08, "x": 0.56, "xanchor": "left", "yanchor": "top",
+                   "title": {"text": "message carries: "}},
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.07, "xanchor": "left",
+                         "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 6},
+                         "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
+                                     {"label": "❚❚ Pause", "method": "animate",
+                                      "args": [[None], {"frame": {"duration": 0, "redraw": False},
+                                                        "mode": "immediate", "transition": {"duration": 0}}]}]}],
+        "sliders": [{"active": step, "x": 0.15, "len": 0.34, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
+                     "currentvalue": {"prefix": "step ", "font": {"size": 12}},
+                     "steps": [{"label": "start" if f == 0 else str(f), "method": "animate",
+                                "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
+                                                    "transition": {"duration": 0}}]} for f in range(S + 1)]}],
+        **axes}
+    return go.Figure({"data": frame_data(step), "layout": layout, "frames": frames}, _validate=False)
+
+
+def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
+    """Bytes through the busiest rank of each algorithm (`algorithm_traffic`), as multiples of n,
+    against nccl-tests' 2(P−1)/P·n, which busbw assumes."""
+    ok = df[df.note.fillna("") == ""]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_rank_x_n, name="busiest rank (sent or received)",
+                         marker_color="#4c78a8", text=[f"{v:.3g}·n" for v in ok.busiest_rank_x_n], textposition="outside"))
+    fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_link_x_n, name="busiest single link",
+                         marker_color="#f58518", text=[f"{v:.3g}·n" for v in ok.busiest_link_x_n], textposition="outside"))
+    if len(ok):
+        share = float(ok.nccl_share_x_n.iloc[0])
+        fig.add_hline(y=share, line_dash="dash", line_color="black",
+                      annotation_text=f"2(P−1)/P·n = {share:.3g}·n", annotation_position="top left")
+    top = float(max(ok.busiest_rank_x_n.max(), ok.busiest_link_x_n.max())) if len(ok) else 1.0
+    fig.update_layout(barmode="group", yaxis_title="bytes per allreduce (× n)", xaxis_title="algorithm",
+                      yaxis_range=[0, top * 1.25], legend={"orientation": "h", "y": 1.12, "x": 0},
+                      margin={"t": 40, "b": 10}, height=340)
+    return fig
