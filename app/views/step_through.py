@@ -148,18 +148,24 @@ def render() -> None:
                f"the link — compression shows up as bandwidth the link does not have."))
     with right:
         st.plotly_chart(plots.step_traffic_figure(traffic), key="fig_step_traffic")
-        view = traffic.rename(columns={
-            "algorithm": "Algorithm", "steps": "Steps", "messages": "Messages",
-            "busiest_link_x_n": "Busiest link (× n)", "busiest_rank_x_n": "Busiest rank (× n)",
-            "nccl_share_x_n": "2(P−1)/P", "busbw_factor": "busbw factor", "busbw_of_link": "busbw / link",
-            "note": "Note"})
-        st.dataframe(view, hide_index=True, column_config={
-            "busbw / link": st.column_config.NumberColumn(format="percent",
-                                                          help=f"modelled busbw on {link} at {_fmt_bytes(size)}"),
-            "Busiest link (× n)": st.column_config.NumberColumn(format="%.3g"),
-            "Busiest rank (× n)": st.column_config.NumberColumn(format="%.3g"),
-            "2(P−1)/P": st.column_config.NumberColumn(format="%.3g"),
-            "busbw factor": st.column_config.NumberColumn(format="%.3g")})
+    cols = ["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n", "nccl_share_x_n", "busbw_of_link"]
+    if (traffic.busbw_factor.round(9) != traffic.nccl_share_x_n.round(9)).any():  # a plugin with its own factor
+        cols.append("busbw_factor")
+    if (traffic.note.fillna("") != "").any():
+        cols.append("note")
+    st.markdown(f"**Every algorithm at P = {P}** (fp32, traced the same way; × n = multiples of one rank's vector)")
+    view = traffic[cols].rename(columns={
+        "algorithm": "Algorithm", "steps": "Steps", "messages": "Messages",
+        "busiest_link_x_n": "Busiest link (× n)", "busiest_rank_x_n": "Busiest rank (× n)",
+        "nccl_share_x_n": "2(P−1)/P", "busbw_factor": "busbw factor", "busbw_of_link": "busbw / link",
+        "note": "Note"})
+    st.dataframe(view, hide_index=True, column_config={
+        "busbw / link": st.column_config.NumberColumn(format="percent",
+                                                      help=f"modelled busbw on {link} at {_fmt_bytes(size)}"),
+        "Busiest link (× n)": st.column_config.NumberColumn(format="%.3g"),
+        "Busiest rank (× n)": st.column_config.NumberColumn(format="%.3g"),
+        "2(P−1)/P": st.column_config.NumberColumn(format="%.3g"),
+        "busbw factor": st.column_config.NumberColumn(format="%.3g")})
 
     errs = tr.messages.dropna(subset=["max_abs_error"])
     if tr.codec == "fp32" or not len(errs):

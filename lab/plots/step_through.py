@@ -105,12 +105,33 @@ def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> 
 
 
 #: buffer columns drawn at most (longer vectors are shown in bins of consecutive values)
-_MAX_COLUMNS = 120
+_MAX_COLUMNS = 48
+
+
+_BLUES = [[0, "#f7fbff"], [0.5, "#6baed6"], [1, "#08306b"]]
+_ORANGES = [[0, "#fff5eb"], [0.5, "#fd8d3c"], [1, "#7f2704"]]
+
+
+def _grid(z: np.ndarray, text: list | None, custom: list, hovertemplate: str, axes: tuple[str, str], cmax: float,
+          colorscale: list, colorbar: dict) -> dict:
+    """A grid of coloured cells (rows × columns of z; NaN cells left out) as one bar trace: cell (r, c) is
+    a bar at x = c from r − 0.45 to r + 0.45. Bars redraw at once in an animation, where a heatmap's
+    image blinks while it is re-rendered."""
+    rows, cols = np.nonzero(~np.isnan(z))
+    out = {"type": "bar", "x": cols.tolist(), "y": [0.9] * len(rows), "base": (rows - 0.45).round(2).tolist(),
+           "width": 0.92 if z.shape[1] <= 60 else 1.0, "xaxis": axes[0], "yaxis": axes[1], "showlegend": False,
+           "marker": {"color": [_r(v) for v in z[rows, cols]], "cmin": 0, "cmax": cmax, "colorscale": colorscale,
+                      "showscale": True, "colorbar": colorbar, "line": {"width": 0}},
+           "customdata": [custom[r][c] for r, c in zip(rows, cols)], "hovertemplate": hovertemplate}
+    if text is not None:
+        out.update(text=[text[r][c] for r, c in zip(rows, cols)], textposition="inside", insidetextanchor="middle",
+                   textangle=0, textfont={"size": 11}, constraintext="none")
+    return out
 
 
 def _buffer_trace(tr, frame: int) -> dict:
     """Trace 5: ranks × values, how many ranks' contributions each value holds (bins of consecutive
-    values, their fewest, when n > 120)."""
+    values, their fewest, when n > 48)."""
     c = tr.counts[frame].astype(float)
     c[c < 0] = np.nan
     width = -(-tr.n // _MAX_COLUMNS)
@@ -120,26 +141,17 @@ def _buffer_trace(tr, frame: int) -> dict:
         pad[:, :tr.n] = np.where(np.isnan(c), -np.inf, c)
         c = pad.reshape(tr.P, cols, width).min(2)
         c[np.isneginf(c)] = np.nan
-        x = [f"{i * width}–{min((i + 1) * width, tr.n) - 1}" for i in range(cols)]
-        hover = None
+        custom = [[r] * cols for r in range(tr.P)]
     else:
-        x = list(range(tr.n))
         who = tr.masks[frame]
-        hover = [[_ranks(who[r, i]) for i in range(tr.n)] for r in range(tr.P)]
-    small = tr.n <= 24
-    out = {"type": "heatmap", "z": [[None if np.isnan(v) else v for v in row] for row in c], "x": x,
-           "y": [f"rank {r}" for r in range(tr.P)], "zmin": 0, "zmax": tr.P, "colorscale": "Blues",
-           "xgap": 1 if len(x) <= 60 else 0, "ygap": 2, "xaxis": "x2", "yaxis": "y2",
-           "colorbar": {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
-                        "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 1.0, "thickness": 14}}
-    if hover is not None:
-        out.update(customdata=hover, hovertemplate=f"%{{y}}, value %{{x}}: sum of ranks %{{customdata}} "
-                   f"(%{{z}} of {tr.P})<extra></extra>")
-    else:
-        out["hovertemplate"] = "%{y}, values %{x}: at least %{z} ranks summed<extra></extra>"
-    if small:
-        out.update(text=[[None if np.isnan(v) else int(v) for v in row] for row in c], texttemplate="%{text}")
-    return out
+        custom = [[[r, _ranks(who[r, i])] for i in range(tr.n)] for r in range(tr.P)]
+    text = [[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c] if tr.n <= 24 else None
+    return _grid(c, text, custom, f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
+                 f"(%{{marker.color}} of {tr.P})<extra></extra>" if width == 1
+                 else f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
+                      "ranks summed<extra></extra>", ("x2", "y2"), tr.P, _BLUES,
+                 {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
+                  "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 1.0, "thickness": 14})
 
 
 def _ranks(mask: int) -> str:
@@ -149,14 +161,12 @@ def _ranks(mask: int) -> str:
 def _link_trace(tr, step: int | None, zmax: float) -> dict:
     """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters)."""
     z = tr.link_bytes(step) if step is not None else np.zeros((tr.P, tr.P))
-    text = [["" if s == d else fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)]
-            for s in range(tr.P)] if tr.P <= 6 else None
-    return {"type": "heatmap", "z": z.tolist(), "x": [str(d) for d in range(tr.P)], "y": [str(s) for s in range(tr.P)],
-            "zmin": 0, "zmax": max(zmax, 1.0), "colorscale": "Oranges", "text": text,
-            "texttemplate": "%{text}" if text else "", "xgap": 2, "ygap": 2, "xaxis": "x3", "yaxis": "y3",
-            "hovertemplate": "rank %{y} → rank %{x}: %{z:,.0f} B so far<extra></extra>",
-            "colorbar": {"title": {"text": "bytes", "side": "top"}, "len": 0.36, "y": 0.19, "yanchor": "middle",
-                         "x": 0.42, "thickness": 14}}
+    z[np.eye(tr.P, dtype=bool)] = np.nan  # no link to itself
+    text = [[fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
+    custom = [[s] * tr.P for s in range(tr.P)]
+    return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>", ("x3", "y3"), max(zmax, 1.0), _ORANGES,
+                 {"title": {"text": "bytes", "side": "top"}, "len": 0.36, "y": 0.19, "yanchor": "middle",
+                  "x": 0.42, "thickness": 14})
 
 
 def _error_traces(tr, step: int | None) -> list[dict]:
@@ -200,7 +210,7 @@ def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
     def frame_data(f: int, packet: float | None = None, partial: bool = False) -> list[dict]:
         s = None if f == 0 else f - 1
         a = arrows.get(s, []) if s is not None else []
-        if partial:  # in-between frame of step f: the messages of step f-1 moving, buffers as at f-1
+        if partial:  # in-between frame of step f: the messages of step f-1 moving (the rest: its base frame)
             return _circle_traces(tr, a, f - 1, packet)[:4]
         return [*_circle_traces(tr, a, f, None), _buffer_trace(tr, f), _link_trace(tr, s, zmax),
                 *_error_traces(tr, s)]
@@ -209,19 +219,29 @@ def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
     for f in range(S + 1):
         if f > 0:
             for j, at in enumerate(_PACKET_AT):
-                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3]})
+                # merged with frame f-1 in the browser: every trace redrawn (a frame of traces 0-3
+                # alone makes plotly drop the bars while it redraws), none sent twice
+                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3],
+                               "baseframe": str(f - 1)})
         frames.append({"name": str(f), "data": frame_data(f)})
     lim = 1.0 + _NODE_R + 0.14
+    bin_width = -(-tr.n // _MAX_COLUMNS)
+    ncols = -(-tr.n // bin_width)
+    ticks = list(range(0, ncols, max(1, ncols // 6)))
     axes = {
         "xaxis": {"domain": _X[1], "range": [-lim, lim], "visible": False, "anchor": "y"},
         "yaxis": {"domain": _Y[1], "range": [-lim, lim], "visible": False, "anchor": "x", "scaleanchor": "x",
                   "scaleratio": 1},
-        "xaxis2": {"domain": _X[2], "anchor": "y2", "title": {"text": "value index in the vector", "standoff": 4},
-                   "type": "category" if tr.n > _MAX_COLUMNS else "linear"},
-        "yaxis2": {"domain": _Y[2], "anchor": "x2", "autorange": "reversed"},
-        "xaxis3": {"domain": _X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "type": "category"},
-        "yaxis3": {"domain": _Y[3], "anchor": "x3", "title": {"text": "from rank"}, "autorange": "reversed",
-                   "type": "category"},
+        "xaxis2": {"domain": _X[2], "anchor": "y2", "range": [-0.5, ncols - 0.5], "zeroline": False,
+                   "title": {"text": "value index in the vector" if bin_width == 1 else
+                             f"values, in bins of {bin_width}", "standoff": 4},
+                   **({} if bin_width == 1 else {"tickvals": ticks, "ticktext": [str(t * bin_width) for t in ticks]})},
+        "yaxis2": {"domain": _Y[2], "anchor": "x2", "range": [tr.P - 0.5, -0.5], "tickvals": list(range(tr.P)),
+                   "ticktext": [f"rank {r}" for r in range(tr.P)], "zeroline": False, "showgrid": False},
+        "xaxis3": {"domain": _X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "range": [-0.5, tr.P - 0.5],
+                   "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
+        "yaxis3": {"domain": _Y[3], "anchor": "x3", "title": {"text": "from rank"}, "range": [tr.P - 0.5, -0.5],
+                   "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
         "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
                    "dtick": 1 if S <= 16 else 2},
         "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error| in a message"},
@@ -237,16 +257,16 @@ def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
     play = {"frame": {"duration": 260, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": True,
             "mode": "immediate"}
     layout = {
-        "height": height, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
+        "height": height, "barmode": "overlay", "bargap": 0, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
         "legend": {"orientation": "h", "y": -0.08, "x": 0.56, "xanchor": "left", "yanchor": "top",
                    "title": {"text": "message carries: "}},
-        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.07, "xanchor": "left",
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.09, "xanchor": "left",
                          "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 6},
                          "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                      {"label": "❚❚ Pause", "method": "animate",
                                       "args": [[None], {"frame": {"duration": 0, "redraw": False},
                                                         "mode": "immediate", "transition": {"duration": 0}}]}]}],
-        "sliders": [{"active": step, "x": 0.15, "len": 0.34, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
+        "sliders": [{"active": step, "x": 0.2, "len": 0.3, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
                      "currentvalue": {"prefix": "step ", "font": {"size": 12}},
                      "steps": [{"label": "start" if f == 0 else str(f), "method": "animate",
                                 "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
@@ -266,10 +286,11 @@ def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
                          marker_color="#f58518", text=[f"{v:.3g}·n" for v in ok.busiest_link_x_n], textposition="outside"))
     if len(ok):
         share = float(ok.nccl_share_x_n.iloc[0])
-        fig.add_hline(y=share, line_dash="dash", line_color="black",
-                      annotation_text=f"2(P−1)/P·n = {share:.3g}·n", annotation_position="top left")
+        fig.add_trace(go.Scatter(x=list(ok.algorithm), y=[share] * len(ok), mode="lines",
+                                 line={"dash": "dash", "color": "black"}, hoverinfo="skip",
+                                 name=f"2(P−1)/P·n = {share:.3g}·n: what busbw assumes"))
     top = float(max(ok.busiest_rank_x_n.max(), ok.busiest_link_x_n.max())) if len(ok) else 1.0
     fig.update_layout(barmode="group", yaxis_title="bytes per allreduce (× n)", xaxis_title="algorithm",
-                      yaxis_range=[0, top * 1.25], legend={"orientation": "h", "y": 1.12, "x": 0},
-                      margin={"t": 40, "b": 10}, height=340)
+                      yaxis_range=[0, top * 1.25], legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+                      margin={"t": 60, "b": 10}, height=360)
     return fig
