@@ -111,6 +111,10 @@ def _check(algorithm: str, P: int, n: int, codec, seed: int):
     check_seed(seed)
     c = resolve_codec(codec)
     algo = get_algorithm(algorithm)
+    if c is not None and c.stateful:
+        raise ValueError(f"codec {c.describe()!r} keeps an error-feedback residual of its own encoding, which "
+                         "re-encoded partial sums do not have; allowed here: a codec without 'ef:' (error "
+                         "feedback runs in gather mode, on the Collectives and Training pages)")
     if c is not None and not c.requantize and not algo.two_stage:
         two = [a.name for a in algorithm_infos() if a.two_stage]
         raise ValueError(f"codec {c.name!r} cannot be re-encoded at every hop (sparse or sign payloads), so it "
@@ -170,6 +174,18 @@ def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
 
     out = simulate(rank_fn, P)
     return log, snaps, out
+
+
+def lamport_trace(algorithm: str, xs: list[torch.Tensor], *, codec=None) -> tuple[pd.DataFrame, list[torch.Tensor]]:
+    """One allreduce of the vectors xs (one per rank, P = len(xs) SimComm ranks) with a registered
+    `algorithm` and `codec` (requantize mode): every message in send order (step = Lamport round, src,
+    dst, bytes, order) and every rank's result."""
+    c = resolve_codec(codec)
+    resolve_mode(c, "requantize", algorithm)
+    log, _, out = _run(get_algorithm(algorithm), len(xs), [x.reshape(-1).float() for x in xs], c, snapshots=False)
+    df = pd.DataFrame([{"step": m["step"], "src": m["src"], "dst": m["dst"], "bytes": m["bytes"], "order": i}
+                       for i, m in enumerate(log)], columns=["step", "src", "dst", "bytes", "order"])
+    return df, out
 
 
 def _provenance(P: int, n: int) -> list[torch.Tensor]:
@@ -369,5 +385,5 @@ def step_codecs() -> list[str]:
     return [c.name for c in codec_infos() if not c.work.raw and (not c.gather_only or (two and c.two_stage))]
 
 
-__all__ = ["StepThrough", "step_through", "step_algorithms", "step_codecs", "traffic_summary", "step_time",
+__all__ = ["StepThrough", "step_through", "lamport_trace", "step_algorithms", "step_codecs", "traffic_summary", "step_time",
            "busbw_table", "algorithm_traffic", "STEP_P", "STEP_VALUES", "MAX_VALUES"]
