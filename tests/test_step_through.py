@@ -218,7 +218,7 @@ def test_page_renders_with_takeaway_and_explains_busbw():
     assert not at.exception
     take = at.get("success")[0].value
     assert "Ring at P = 4" in take and "1.5·n" in take and "dynamic_tree" in take
-    assert _metric(at, "busiest rank moves") == "1.5·n"
+    assert _metric(at, "Busiest rank") == "1.5·n"
     assert _metric(at, "Step") == "0 of 6"
     text = " ".join(m.value for m in at.markdown)
     assert "Why 2(P−1)/P" in text
@@ -229,12 +229,12 @@ def test_page_url_state_of_step_algorithm_and_p():
     at = page(algorithm="tree", P="8", step="3", codec="none")
     assert not at.exception
     assert _metric(at, "Step") == "3 of 6"
-    assert _metric(at, "busiest rank moves") == "3·n"
+    assert _metric(at, "Busiest rank") == "3·n"
     assert at.query_params["algorithm"] == "tree" and at.query_params["P"] == "8"
     at.button(key="step_next").click().run()
     assert _metric(at, "Step") == "4 of 6" and at.query_params["step"] == "4"
     at.slider(key="w_step").set_value(6).run()
-    assert _metric(at, "Values holding the full sum") == "100%"
+    assert _metric(at, "Full sums") == "100%"
     at.number_input(key="w_P").set_value(2).run()  # fewer steps than the step shown: the last one
     assert not at.exception and _metric(at, "Step") == "2 of 2"
 

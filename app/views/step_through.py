@@ -83,13 +83,13 @@ def render() -> None:
     def move(d: int) -> None:
         ui.set_state(step=min(max(st.session_state.get(wkey, 0) + d, 0), S))
 
-    s1, s2, s3 = st.columns([1, 8, 1], vertical_alignment="bottom")
-    s1.button("◀ Back", on_click=move, args=(-1,), key="step_back", help="One step back",
+    s1, s2, s3 = st.columns([1, 10, 1], vertical_alignment="bottom")
+    s1.button("◀", on_click=move, args=(-1,), key="step_back", help="One step back",
               width="stretch")
     step = ui.slider("Step", "step", 0, 0, max(S, 1), where=s2,
                      help=f"0: before any message. k: after the messages of step k arrived and were added "
                           f"({S} steps here). ▶ Play in the figure animates every step in the browser.")
-    s3.button("Next ▶", on_click=move, args=(1,), key="step_next", help="One step forward",
+    s3.button("▶", on_click=move, args=(1,), key="step_next", help="One step forward",
               width="stretch")
     step = min(int(step), S)
 
@@ -99,12 +99,13 @@ def render() -> None:
     k1, k2, k3, k4 = st.columns(4)
     k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "
               "in step k + 1 or later")
-    k2.metric("Messages in this step", f"{len(now)}", help=f"{len(tr.messages)} in the whole allreduce")
-    k3.metric("Bytes on the wire so far", f"{int(shown.bytes.sum()):,} B",
+    k2.metric("Messages now", f"{len(now)}", help=f"Messages of this step; {len(tr.messages)} in the whole allreduce")
+    k3.metric("Bytes sent so far", f"{int(shown.bytes.sum()):,} B",
               help=f"all ranks together; {int(tr.messages.bytes.sum()):,} B in the whole allreduce "
                    f"({tr.codec})")
     full = (tr.counts[step] == P).mean()
-    k4.metric("Values holding the full sum", f"{full:.0%}", help="over all ranks' buffers at this step")
+    k4.metric("Full sums", f"{full:.0%}", help="Share of the values in all ranks' buffers that hold the sum of all "
+              "P ranks at this step")
 
     st.subheader("algbw vs busbw for this run")
     s = tr.summary
@@ -113,18 +114,18 @@ def render() -> None:
         traffic = _traffic(int(P), int(n), link, int(size))
     share, x = s["nccl_share"], s["busiest_rank_x_n"]
     fp = bw.iloc[0]
-    left, right = st.columns([2, 3])
+    left, right = st.columns([1, 1])
     with left:
         b1, b2 = st.columns(2)
-        b1.metric("algbw (fp32)", f"{fp.algbw_GBps:,.1f} GB/s",
+        b1.metric("algbw, GB/s", f"{fp.algbw_GBps:,.3g}",
                   help=f"size / time: {_fmt_bytes(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
-                       "step costing one latency + its busiest rank's bytes / bandwidth")
-        b2.metric("busbw (fp32)", f"{fp.busbw_GBps:,.1f} GB/s", help="algbw × 2(P−1)/P (nccl-tests)")
+                       "step costing one latency + its busiest rank's bytes / bandwidth (fp32 on the wire)")
+        b2.metric("busbw, GB/s", f"{fp.busbw_GBps:,.3g}", help="algbw × 2(P−1)/P (nccl-tests), fp32 on the wire")
         b3, b4 = st.columns(2)
-        b3.metric("busiest rank moves", f"{x:.3g}·n", help=f"rank {s['busiest_rank']}: {s['busiest_rank_bytes']:,.0f} B "
+        b3.metric("Busiest rank", f"{x:.3g}·n", help=f"rank {s['busiest_rank']}: {s['busiest_rank_bytes']:,.0f} B "
                   f"of n = {tr.nbytes} B, the larger of what it sends and receives (fp32)")
-        b4.metric("busbw / link bandwidth", f"{fp.busbw_of_link:.0%}",
-                  help=f"{link}: {fp.link_GBps:g} GB/s per direction")
+        b4.metric("busbw / link", f"{fp.busbw_of_link:.1%}",
+                  help=f"busbw over the link's bandwidth ({link}: {fp.link_GBps:g} GB/s per direction)")
         eq = abs(x - share) < 1e-9
         st.markdown(
             f"**Why 2(P−1)/P.** algbw = size / time. An allreduce cannot finish with fewer than 2(P−1)/P·n bytes "
@@ -136,7 +137,7 @@ def render() -> None:
             f"n = {tr.nbytes} B), its busiest single link {s['busiest_link_x_n']:.3g}·n (rank "
             f"{s['busiest_link'][0]} → {s['busiest_link'][1]}). "
             + (f"That is exactly the {share:.3g}·n busbw assumes, so busbw can reach the link bandwidth "
-               f"({fp.busbw_of_link:.0%} of it here, the rest is latency)."
+               f"({fp.busbw_of_link:.1%} of it here, the rest is latency)."
                if eq else
                f"That is {x / share:.2g}× the {share:.3g}·n busbw assumes, so its busbw reaches at most "
                f"{share / x:.0%} of the link bandwidth even with no latency ({fp.busbw_of_link:.0%} here)."
@@ -180,7 +181,7 @@ def render() -> None:
         f"{algorithm.capitalize()} at P = {P}: the busiest rank moves {x:.3g}·n, "
         + ("exactly " if eq else f"{x / share:.2g}× ")
         + f"the 2(P−1)/P·n = {share:.3g}·n that busbw = algbw × {share:.3g} assumes, so its modelled busbw on "
-        f"{link} at {_fmt_bytes(size)} is {fp.busbw_of_link:.0%} of the link bandwidth"
+        f"{link} at {_fmt_bytes(size)} is {fp.busbw_of_link:.1%} of the link bandwidth"
         + (f"; {err_part}." if err_part else "."))
     with st.expander("Final error on every rank and the buffers as a table"):
         ui.table(tr.final.rename(columns={"max_abs_error": "largest |error| vs exact sum",

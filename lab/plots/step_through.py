@@ -113,7 +113,7 @@ _ORANGES = [[0, "#fff5eb"], [0.5, "#fd8d3c"], [1, "#7f2704"]]
 
 
 def _grid(z: np.ndarray, text: list | None, custom: list, hovertemplate: str, axes: tuple[str, str], cmax: float,
-          colorscale: list, colorbar: dict) -> dict:
+          colorscale: list, colorbar: dict | None) -> dict:
     """A grid of coloured cells (rows × columns of z; NaN cells left out) as one bar trace: cell (r, c) is
     a bar at x = c from r − 0.45 to r + 0.45. Bars redraw at once in an animation, where a heatmap's
     image blinks while it is re-rendered."""
@@ -121,11 +121,12 @@ def _grid(z: np.ndarray, text: list | None, custom: list, hovertemplate: str, ax
     out = {"type": "bar", "x": cols.tolist(), "y": [0.9] * len(rows), "base": (rows - 0.45).round(2).tolist(),
            "width": 0.92 if z.shape[1] <= 60 else 1.0, "xaxis": axes[0], "yaxis": axes[1], "showlegend": False,
            "marker": {"color": [_r(v) for v in z[rows, cols]], "cmin": 0, "cmax": cmax, "colorscale": colorscale,
-                      "showscale": True, "colorbar": colorbar, "line": {"width": 0}},
+                      "showscale": colorbar is not None, "line": {"width": 0},
+                      **({"colorbar": colorbar} if colorbar else {})},
            "customdata": [custom[r][c] for r, c in zip(rows, cols)], "hovertemplate": hovertemplate}
     if text is not None:
         out.update(text=[text[r][c] for r, c in zip(rows, cols)], textposition="inside", insidetextanchor="middle",
-                   textangle=0, textfont={"size": 11}, constraintext="none")
+                   textangle=0, textfont={"size": 11})
     return out
 
 
@@ -151,7 +152,7 @@ def _buffer_trace(tr, frame: int) -> dict:
                  else f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
                       "ranks summed<extra></extra>", ("x2", "y2"), tr.P, _BLUES,
                  {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
-                  "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 1.0, "thickness": 14})
+                  "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 0.92, "xanchor": "left", "thickness": 12})
 
 
 def _ranks(mask: int) -> str:
@@ -164,9 +165,9 @@ def _link_trace(tr, step: int | None, zmax: float) -> dict:
     z[np.eye(tr.P, dtype=bool)] = np.nan  # no link to itself
     text = [[fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
     custom = [[s] * tr.P for s in range(tr.P)]
-    return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>", ("x3", "y3"), max(zmax, 1.0), _ORANGES,
-                 {"title": {"text": "bytes", "side": "top"}, "len": 0.36, "y": 0.19, "yanchor": "middle",
-                  "x": 0.42, "thickness": 14})
+    # no colour bar: the cells say their bytes (P <= 6) or on hover; the colour only ranks them
+    return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>",
+                 ("x3", "y3"), max(zmax, 1.0), _ORANGES, None)
 
 
 def _error_traces(tr, step: int | None) -> list[dict]:
@@ -183,13 +184,13 @@ def _error_traces(tr, step: int | None) -> list[dict]:
                     "hovertemplate": f"step %{{x}}: %{{customdata}} ({kind}): largest |error| %{{y:.3g}}<extra></extra>"})
     per = m.groupby("step").max_abs_error.max()
     out.append({"type": "scatter", "x": list(per.index + 1), "y": [None if pd.isna(e) else e for e in per.values],
-                "mode": "lines", "name": "largest in the step", "line": {"color": "#444", "dash": "dot"},
+                "mode": "lines", "name": "largest per step", "line": {"color": "#444", "dash": "dot"},
                 "hoverinfo": "skip", "xaxis": "x4", "yaxis": "y4"})
     return out
 
 
 # subplot domains (paper coordinates): circle | buffers on top, link bytes | error below
-_X = {1: [0.0, 0.36], 2: [0.47, 0.93], 3: [0.03, 0.36], 4: [0.56, 1.0]}
+_X = {1: [0.0, 0.36], 2: [0.47, 0.9], 3: [0.04, 0.34], 4: [0.5, 1.0]}
 _Y = {1: [0.52, 1.0], 2: [0.56, 0.96], 3: [0.04, 0.36], 4: [0.04, 0.36]}
 
 
@@ -244,29 +245,28 @@ def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
                    "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
         "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
                    "dtick": 1 if S <= 16 else 2},
-        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error| in a message"},
+        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error|"},
                    "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
     }
-    titles = [(_X[1], _Y[1][1], "Messages between ranks (this step)"),
-              (_X[2], _Y[2][1] + 0.035, "Each rank's buffer: how many ranks are summed into each value"),
-              (_X[3], _Y[3][1] + 0.05, "Bytes sent so far, per link"),
+    titles = [(_X[1], _Y[1][1], "Messages in this step"),
+              (_X[2], _Y[2][1] + 0.035, "Buffers: ranks summed into each value"),
+              (_X[3], _Y[3][1] + 0.05, "Bytes sent per link so far"),
               (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
-    annotations = [{"text": f"<b>{t}</b>", "x": (x[0] + x[1]) / 2, "y": y, "xref": "paper", "yref": "paper",
-                    "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
+    annotations = [{"text": f"<b>{t}</b>", "x": x[0], "y": y, "xref": "paper", "yref": "paper",
+                    "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
                    for x, y, t in titles]
     play = {"frame": {"duration": 260, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": True,
             "mode": "immediate"}
     layout = {
-        "height": height, "barmode": "overlay", "bargap": 0, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
-        "legend": {"orientation": "h", "y": -0.08, "x": 0.56, "xanchor": "left", "yanchor": "top",
-                   "title": {"text": "message carries: "}},
+        "height": height, "barmode": "overlay", "bargap": 0, "uniformtext": {"minsize": 9, "mode": "hide"}, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
+        "legend": {"orientation": "h", "y": -0.075, "x": 1.0, "xanchor": "right", "yanchor": "top"},
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.09, "xanchor": "left",
                          "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 6},
                          "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                      {"label": "❚❚ Pause", "method": "animate",
                                       "args": [[None], {"frame": {"duration": 0, "redraw": False},
                                                         "mode": "immediate", "transition": {"duration": 0}}]}]}],
-        "sliders": [{"active": step, "x": 0.2, "len": 0.3, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
+        "sliders": [{"active": step, "x": 0.17, "len": 0.28, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
                      "currentvalue": {"prefix": "step ", "font": {"size": 12}},
                      "steps": [{"label": "start" if f == 0 else str(f), "method": "animate",
                                 "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
