@@ -281,9 +281,9 @@ def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
     ok = df[df.note.fillna("") == ""]
     fig = go.Figure()
     fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_rank_x_n, name="busiest rank (sent or received)",
-                         marker_color="#4c78a8", text=[f"{v:.3g}·n" for v in ok.busiest_rank_x_n], textposition="outside"))
+                         marker_color="#4c78a8", text=[f"{v:.3g}" for v in ok.busiest_rank_x_n], textposition="outside"))
     fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_link_x_n, name="busiest single link",
-                         marker_color="#f58518", text=[f"{v:.3g}·n" for v in ok.busiest_link_x_n], textposition="outside"))
+                         marker_color="#f58518", text=[f"{v:.3g}" for v in ok.busiest_link_x_n], textposition="outside"))
     if len(ok):
         share = float(ok.nccl_share_x_n.iloc[0])
         fig.add_trace(go.Scatter(x=list(ok.algorithm), y=[share] * len(ok), mode="lines",
