@@ -24,10 +24,16 @@ def _trace(algorithm: str, P: int, n: int, codec: str, seed: int):
     return step_through(algorithm, P, n, codec=None if codec == "none" else codec, seed=seed)
 
 
-@st.cache_resource(max_entries=128, show_spinner=False)
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _frames(algorithm: str, P: int, n: int, codec: str, seed: int):
+    """The animation's frames, built once per run and shared read-only by the figure of every step."""
+    return plots.step_through_frames(_trace(algorithm, P, n, codec, seed))
+
+
 def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int):
-    """The animated figure opened at `step` (one object per view, shared read-only)."""
-    return plots.step_through_figure(_trace(algorithm, P, n, codec, seed), step)
+    """The animated figure opened at `step` (cheap: the frames are shared)."""
+    return plots.step_through_figure(_trace(algorithm, P, n, codec, seed), step,
+                                     frames=_frames(algorithm, P, n, codec, seed))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -194,12 +194,34 @@ _X = {1: [0.0, 0.36], 2: [0.47, 0.9], 3: [0.04, 0.34], 4: [0.5, 1.0]}
 _Y = {1: [0.52, 1.0], 2: [0.56, 0.96], 3: [0.04, 0.36], 4: [0.04, 0.36]}
 
 
-def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
-    """The animated step-through of `tr` (a `StepThrough`), showing frame `step` (0 = start, k = after
-    step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
-    error per message. Play/pause buttons and a slider move through the frames in the browser."""
+class AnimatedFigure(go.Figure):
+    """A go.Figure whose animation frames stay the plain dicts this module built (valid by
+    construction): go.Figure validates every trace of every frame when it is made, ~0.1-0.5 s per figure
+    here, and the page makes one figure per step shown, all sharing the frames of one trace.
+    `frames` validates them on access; `to_dict` (what Streamlit and `to_json` serialise) carries them."""
+
+    def __init__(self, data=None, layout=None, frames=None, **kwargs) -> None:
+        if isinstance(data, dict):  # go.Figure's pickling and copying pass one dict
+            data, layout, frames = data.get("data"), data.get("layout"), data.get("frames", frames)
+        super().__init__({"data": data or [], "layout": layout or {}}, _validate=False)
+        self._raw_frames = list(frames or [])
+
+    @property
+    def frames(self) -> tuple:
+        return tuple(go.Frame(f) for f in self._raw_frames)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self._raw_frames:
+            d["frames"] = list(self._raw_frames)
+        return d
+
+
+def step_through_frames(tr, *, height: int = 780) -> dict:
+    """The animation of `tr` (a `StepThrough`), built once: {"frames": the plotly frames (one per step,
+    named "0".."S", and an in-between frame "k.0" per step with the packets halfway), "layout"}.
+    `step_through_figure` opens it at any step without rebuilding it."""
     S = tr.steps
-    step = int(min(max(step, 0), S))
     total = tr.link_bytes()
     zmax = float(total.max()) if total.size else 1.0
     err = tr.messages.max_abs_error
@@ -266,13 +288,25 @@ def step_through_figure(tr, step: int = 0, *, height: int = 780) -> go.Figure:
                                      {"label": "❚❚ Pause", "method": "animate",
                                       "args": [[None], {"frame": {"duration": 0, "redraw": False},
                                                         "mode": "immediate", "transition": {"duration": 0}}]}]}],
-        "sliders": [{"active": step, "x": 0.17, "len": 0.28, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
+        "sliders": [{"active": 0, "x": 0.17, "len": 0.28, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
                      "currentvalue": {"prefix": "step ", "font": {"size": 12}},
                      "steps": [{"label": "start" if f == 0 else str(f), "method": "animate",
                                 "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
                                                     "transition": {"duration": 0}}]} for f in range(S + 1)]}],
         **axes}
-    return go.Figure({"data": frame_data(step), "layout": layout, "frames": frames}, _validate=False)
+    return {"frames": frames, "layout": layout}
+
+
+def step_through_figure(tr, step: int = 0, *, frames: dict | None = None) -> go.Figure:
+    """The animated step-through of `tr` (a `StepThrough`), opened at frame `step` (0 = start, k = after
+    step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
+    error per message. Play/pause buttons and a slider move through the frames in the browser.
+    `frames`: `step_through_frames(tr)`, when already built."""
+    anim = frames if frames is not None else step_through_frames(tr)
+    step = int(min(max(step, 0), tr.steps))
+    data = next(f["data"] for f in anim["frames"] if f["name"] == str(step))
+    layout = dict(anim["layout"], sliders=[dict(sl, active=step) for sl in anim["layout"]["sliders"]])
+    return AnimatedFigure(data, layout, anim["frames"])
 
 
 def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
