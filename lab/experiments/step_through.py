@@ -124,6 +124,16 @@ def _check(algorithm: str, P: int, n: int, codec, seed: int):
     return c, algo
 
 
+def _channel(comm, algo, codec, n: int) -> Channel:
+    """The channel `allreduce` would give `algo` (requantize mode), with the algorithm's own options
+    at their defaults where the front door configures them (`lab.comm.allreduce.configure`)."""
+    from lab.comm import allreduce as front
+
+    how = "raw" if codec is None else "requantize"
+    opts = front.configure(algo.name, comm.size, codec, how, {}) if hasattr(front, "configure") else {}
+    return Channel(comm, codec, scratch=algo.scratch(n, comm.size), **({"options": opts} if opts else {}))
+
+
 def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
     """Run algo.reduce on P SimComm ranks from xs; the messages (with a copy of each payload), each
     rank's buffer snapshots (clock, values) and the results."""
@@ -168,7 +178,7 @@ def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
 
         comm._isend, comm._irecv = isend, irecv
         snap()
-        algo.reduce(comm, buf, Channel(comm, codec, scratch=algo.scratch(n, P)))
+        algo.reduce(comm, buf, _channel(comm, algo, codec, n))
         snap()
         return buf
 
