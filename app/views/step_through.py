@@ -67,7 +67,9 @@ def render() -> None:
         n = ui.select("Values per rank", list(STEP_VALUES), "n", 24, where=m1,
                       help="Length of each rank's vector (n = 4 × this many bytes in fp32). 840 splits evenly "
                            "for every P from 2 to 8.")
-        seed = ui.seed(where=m2)
+        seed = ui.number("Seed", "seed", 0, where=m2, min_value=0, step=1,
+                         help="Seed of every rank's random vector (N(0, 1) values) and of stochastic codecs: an "
+                              "integer ≥ 0; the same seed repeats the run exactly.")
         link = ui.select("Link for the timing", list(LINKS), "link", "nvlink4", where=m3,
                          help="Latency and bandwidth used to time this run's steps: "
                               + "; ".join(f"{k}: {v.source}" for k, v in LINKS.items()))

@@ -267,7 +267,7 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
                    "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
         "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
                    "dtick": 1 if S <= 16 else 2},
-        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error|"},
+        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error|, inputs N(0,1)"},
                    "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
     }
     titles = [(_X[1], _Y[1][1], "Messages in this step"),
