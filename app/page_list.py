@@ -44,6 +44,12 @@ PAGES: list[PageInfo] = [
              "compressed allreduce at scale.",
              f"[Ben-Nun & Hoefler 2018]({BENNUN}) (allreduce and its cost model); [Deep Image]({DEEPIMAGE}) §3.1 "
              "(butterfly sync)"),
+    PageInfo("Step through", ":material/animation:", "views.step_through", "step_through",
+             "One allreduce on 2..8 ranks, message by message, for any registered algorithm: arrows between ranks, "
+             "bytes per link, each rank's buffer filling with partial sums, the codec's error at each re-quantising "
+             "hop; algbw vs busbw for the same run and why busbw = algbw·2(P−1)/P.",
+             f"[Ben-Nun & Hoefler 2018]({BENNUN}) (allreduce algorithms); [Dettmers 2016]({DETTMERS}) §3.2 "
+             "(decode-add-encode per hop); nccl-tests PERFORMANCE.md (busbw)"),
     PageInfo("Does compression pay?", ":material/balance:", "views.pays", "pays",
              "Every codec × allreduce (flat ring, hierarchical, ZeRO++'s all-to-all, in-network NVLS/SHARP) on a "
              "two-level cluster against a bf16 baseline, codec time and overlap counted: the speedup of a training "

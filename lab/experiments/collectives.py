@@ -190,45 +190,18 @@ def allreduce_trace(algorithm: str = "ring", P: int = 4, n: int = 16, *, codec: 
                     seed: int = 0) -> pd.DataFrame:
     """Every message of one allreduce of n values on P SimComm ranks, in order: step (a Lamport
     round: a message sent after receiving one from step s is in step s+1 or later), src, dst,
-    bytes. `.attrs['rel_error']` is the result's relative L2 error against the exact sum."""
-    from collections import defaultdict, deque
+    bytes. `.attrs['rel_error']` is the result's relative L2 error against the exact sum. The same
+    tracer as the step-through (`step_through.lamport_trace`), which adds buffers and errors per hop."""
+    from .step_through import lamport_trace
 
     check_algorithm(algorithm)
     if isinstance(P, bool) or not isinstance(P, int) or not 2 <= P <= 64:
         raise ValueError(f"P={P!r}: the step-by-step view shows 2..64 ranks")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r}: need an integer >= 1")
-    log: list[dict] = []
-    clocks = [0] * P
-    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
-
-    def rank_fn(comm):
-        send0, recv0 = comm._isend, comm._irecv
-
-        def isend(t, dst):
-            stamps[(comm.rank, dst)].append(clocks[comm.rank])
-            log.append({"step": clocks[comm.rank], "src": comm.rank, "dst": dst,
-                        "bytes": t.numel() * t.element_size(), "order": len(log)})
-            return send0(t, dst)
-
-        def irecv(t, src):
-            work = recv0(t, src)
-            wait0 = work.wait
-
-            def wait():
-                done = getattr(work, "done", False)
-                wait0()
-                if not done:
-                    clocks[comm.rank] = max(clocks[comm.rank], stamps[(src, comm.rank)].popleft() + 1)
-            work.wait = wait
-            return work
-
-        comm._isend, comm._irecv = isend, irecv
-        return allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec)
-
-    out = simulate(rank_fn, P)
-    exact = sum(_vector(r, n, seed).double() for r in range(P))
-    df = pd.DataFrame(log, columns=["step", "src", "dst", "bytes", "order"])
+    xs = [_vector(r, n, seed) for r in range(P)]
+    df, out = lamport_trace(algorithm, xs, codec=codec)
+    exact = sum(x.double() for x in xs)
     df.attrs["rel_error"] = float((out[0].double() - exact).norm() / exact.norm())
     df.attrs["steps"] = int(df.step.max()) + 1 if len(df) else 0
     return df

@@ -13,6 +13,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
                          fusion_figure, fusion_curve_figure)
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .pays import pays_sweep_figure, pays_bars_figure
+from .step_through import step_through_figure, step_through_frames, step_traffic_figure
 from .widgets import refresh
 
 __all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
@@ -22,4 +23,5 @@ __all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', '
            'dropout_table_figure', 'dropout_curve_figure', 'dropout_pattern_figure', 'AUGMENT_LABELS',
            'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
            'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
-           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'refresh']
+           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'step_through_figure',
+           'step_through_frames', 'step_traffic_figure', 'refresh']

@@ -1,0 +1,200 @@
+"""Step through page (issue 17, "See a collective happen"): one allreduce on 2..8 simulated ranks,
+message by message, for any registered algorithm — arrows between ranks, bytes per link, buffers
+filling with partial sums, the codec's error at each hop — and, beside it, algbw vs busbw for the
+same run: why nccl-tests multiplies by 2(P−1)/P."""
+import streamlit as st
+
+import _common as ui
+from lab import plots
+from lab.experiments import (LINKS, STEP_P, STEP_VALUES, algorithm_catalog, algorithm_traffic, busbw_table,
+                             step_codecs, step_through)
+
+SIZES = [1 << k for k in range(10, 31, 2)]  # 1 kB .. 1 GB per rank, for the timing
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if b >= f:
+            return f"{b / f:g} {unit}"
+    return f"{b:g} B"
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _trace(algorithm: str, P: int, n: int, codec: str, seed: int):
+    return step_through(algorithm, P, n, codec=None if codec == "none" else codec, seed=seed)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _frames(algorithm: str, P: int, n: int, codec: str, seed: int):
+    """The animation's frames, built once per run and shared read-only by the figure of every step."""
+    return plots.step_through_frames(_trace(algorithm, P, n, codec, seed))
+
+
+def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int):
+    """The animated figure opened at `step` (cheap: the frames are shared)."""
+    return plots.step_through_figure(_trace(algorithm, P, n, codec, seed), step,
+                                     frames=_frames(algorithm, P, n, codec, seed))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _traffic(P: int, n: int, link: str, size: int):
+    return algorithm_traffic(P, n, link, size)
+
+
+def render() -> None:
+    """Render the page (called by Home's navigation on every rerun)."""
+    catalog = algorithm_catalog()  # read per run: an algorithm registered later shows too
+    algorithms = catalog.name.tolist()
+    st.title("Step through an allreduce")
+    ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
+              "Press **▶ Play** under the figure, or move **Step**. Arrows are the messages of that step with "
+              "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
+              "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
+              "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
+              "against the 2(P−1)/P·n that busbw assumes.")
+    c1, c2, c3 = st.columns(3)
+    algorithm = ui.select("Algorithm", algorithms, "algorithm", "ring" if "ring" in algorithms else algorithms[0],
+                          where=c1, help="Every registered allreduce algorithm (plugins too): "
+                          + "; ".join(f"{r.name}: {r.summary}" for r in catalog.itertuples()))
+    P = ui.number("Ranks P", "P", 4, where=c2, min_value=STEP_P[0], max_value=STEP_P[1], step=1,
+                  help=f"Simulated ranks (GPUs), {STEP_P[0]} to {STEP_P[1]}: small enough to see every message.")
+    codecs = ["none", *step_codecs()]
+    codec_name = ui.select("Codec on the wire", codecs, "codec", "dynamic_tree", where=c3,
+                           help="What each message is encoded with. 'none' sends fp32. A codec is decoded, added "
+                                "and re-encoded at every hop (requantize mode), so its error grows with the hops.")
+    with ui.more_settings():
+        m1, m2, m3, m4 = st.columns(4)
+        n = ui.select("Values per rank", list(STEP_VALUES), "n", 24, where=m1,
+                      help="Length of each rank's vector (n = 4 × this many bytes in fp32). 840 splits evenly "
+                           "for every P from 2 to 8.")
+        seed = ui.number("Seed", "seed", 0, where=m2, min_value=0, step=1,
+                         help="Seed of every rank's random vector (N(0, 1) values) and of stochastic codecs: an "
+                              "integer ≥ 0; the same seed repeats the run exactly.")
+        link = ui.select("Link for the timing", list(LINKS), "link", "nvlink4", where=m3,
+                         help="Latency and bandwidth used to time this run's steps: "
+                              + "; ".join(f"{k}: {v.source}" for k, v in LINKS.items()))
+        size = ui.select_slider("Message size for the timing", SIZES, "size", 1 << 28, where=m4,
+                                format_func=_fmt_bytes,
+                                help="Bytes per rank (nccl-tests' size) the traced pattern is scaled to for algbw "
+                                     "and busbw: 1 kB to 1 GB. Small sizes are latency-bound.")
+        spec = ui.codec_options(codec_name, "codec_opt") if codec_name != "none" else "none"
+    with ui.guard():
+        tr = _trace(algorithm, int(P), int(n), spec, int(seed))
+    info = catalog.set_index("name").loc[algorithm]
+    st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
+
+    S = tr.steps
+    wkey = ui._wkey("step")
+    if st.session_state.get(wkey, 0) > S:  # fewer steps than the last view: the last step
+        ui.set_state(step=S)
+
+    def move(d: int) -> None:
+        ui.set_state(step=min(max(st.session_state.get(wkey, 0) + d, 0), S))
+
+    s1, s2, s3 = st.columns([1, 10, 1], vertical_alignment="bottom")
+    s1.button("◀", on_click=move, args=(-1,), key="step_back", help="One step back",
+              width="stretch")
+    step = ui.slider("Step", "step", 0, 0, max(S, 1), where=s2,
+                     help=f"0: before any message. k: after the messages of step k arrived and were added "
+                          f"({S} steps here). ▶ Play in the figure animates every step in the browser.")
+    s3.button("▶", on_click=move, args=(1,), key="step_next", help="One step forward",
+              width="stretch")
+    step = min(int(step), S)
+
+    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step), tr.messages, "step_through")
+    shown = tr.messages[tr.messages.step < step]
+    now = tr.messages[tr.messages.step == step - 1]
+    k1, k2, k3, k4 = st.columns(4)
+    k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "
+              "in step k + 1 or later")
+    k2.metric("Messages now", f"{len(now)}", help=f"Messages of this step; {len(tr.messages)} in the whole allreduce")
+    k3.metric("Bytes sent so far", f"{int(shown.bytes.sum()):,} B",
+              help=f"all ranks together; {int(tr.messages.bytes.sum()):,} B in the whole allreduce "
+                   f"({tr.codec})")
+    full = (tr.counts[step] == P).mean()
+    k4.metric("Full sums", f"{full:.0%}", help="Share of the values in all ranks' buffers that hold the sum of all "
+              "P ranks at this step")
+
+    st.subheader("algbw vs busbw for this run")
+    s = tr.summary
+    with ui.guard():
+        bw = busbw_table(tr, link, float(size))
+        traffic = _traffic(int(P), int(n), link, int(size))
+    share, x = s["nccl_share"], s["busiest_rank_x_n"]
+    fp = bw.iloc[0]
+    left, right = st.columns([1, 1])
+    with left:
+        b1, b2 = st.columns(2)
+        b1.metric("algbw, GB/s", f"{fp.algbw_GBps:,.3g}",
+                  help=f"size / time: {_fmt_bytes(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
+                       "step costing one latency + its busiest rank's bytes / bandwidth (fp32 on the wire)")
+        b2.metric("busbw, GB/s", f"{fp.busbw_GBps:,.3g}", help="algbw × 2(P−1)/P (nccl-tests), fp32 on the wire")
+        b3, b4 = st.columns(2)
+        b3.metric("Busiest rank", f"{x:.3g}·n", help=f"rank {s['busiest_rank']}: {s['busiest_rank_bytes']:,.0f} B "
+                  f"of n = {tr.nbytes} B, the larger of what it sends and receives (fp32)")
+        b4.metric("busbw / link", f"{fp.busbw_of_link:.1%}",
+                  help=f"busbw over the link's bandwidth ({link}: {fp.link_GBps:g} GB/s per direction)")
+        eq = abs(x - share) < 1e-9
+        st.markdown(
+            f"**Why 2(P−1)/P.** algbw = size / time. An allreduce cannot finish with fewer than 2(P−1)/P·n bytes "
+            f"through each rank: it must send out the (P−1)/P of its vector that others reduce, and receive the "
+            f"(P−1)/P of the result it did not compute. At P = {P} that is {share:.3g}·n. Multiplying algbw by "
+            f"{share:.3g} turns it into the bytes per second each rank's link carried *if* the algorithm moves "
+            f"only that minimum — a number to hold against the link's bandwidth, which does not shrink as P grows.\n\n"
+            f"**Here.** {algorithm}'s busiest rank moves {x:.3g}·n ({s['busiest_rank_bytes']:,.0f} B of "
+            f"n = {tr.nbytes} B), its busiest single link {s['busiest_link_x_n']:.3g}·n (rank "
+            f"{s['busiest_link'][0]} → {s['busiest_link'][1]}). "
+            + (f"That is exactly the {share:.3g}·n busbw assumes, so busbw can reach the link bandwidth "
+               f"({fp.busbw_of_link:.1%} of it here, the rest is latency)."
+               if eq else
+               f"That is {x / share:.2g}× the {share:.3g}·n busbw assumes, so its busbw reaches at most "
+               f"{share / x:.0%} of the link bandwidth even with no latency ({fp.busbw_of_link:.0%} here)."
+               if x > share else
+               f"That is less than the {share:.3g}·n busbw assumes (its factor is {s['busbw_factor']:.3g}).")
+            + ("" if len(bw) < 2 else
+               f" With {tr.codec.split('[')[0]} the busiest rank moves {s['wire_busiest_rank_bytes']:,.0f} B "
+               f"on the wire instead: busbw counted from the fp32 size is then {bw.iloc[1].busbw_of_link:.0%} of "
+               f"the link — compression shows up as bandwidth the link does not have."))
+    with right:
+        st.plotly_chart(plots.step_traffic_figure(traffic), key="fig_step_traffic")
+    cols = ["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n", "nccl_share_x_n", "busbw_of_link"]
+    if (traffic.busbw_factor.round(9) != traffic.nccl_share_x_n.round(9)).any():  # a plugin with its own factor
+        cols.append("busbw_factor")
+    if (traffic.note.fillna("") != "").any():
+        cols.append("note")
+    st.markdown(f"**Every algorithm at P = {P}** (fp32, traced the same way; × n = multiples of one rank's vector)")
+    view = traffic[cols].rename(columns={
+        "algorithm": "Algorithm", "steps": "Steps", "messages": "Messages",
+        "busiest_link_x_n": "Busiest link (× n)", "busiest_rank_x_n": "Busiest rank (× n)",
+        "nccl_share_x_n": "2(P−1)/P", "busbw_factor": "busbw factor", "busbw_of_link": "busbw / link",
+        "note": "Note"})
+    st.dataframe(view, hide_index=True, column_config={
+        "busbw / link": st.column_config.NumberColumn(format="percent",
+                                                      help=f"modelled busbw on {link} at {_fmt_bytes(size)}"),
+        "Busiest link (× n)": st.column_config.NumberColumn(format="%.3g"),
+        "Busiest rank (× n)": st.column_config.NumberColumn(format="%.3g"),
+        "2(P−1)/P": st.column_config.NumberColumn(format="%.3g"),
+        "busbw factor": st.column_config.NumberColumn(format="%.3g")})
+
+    errs = tr.messages.dropna(subset=["max_abs_error"])
+    if tr.codec == "fp32" or not len(errs):
+        err_part = (f"in fp32 the largest error on any message is {errs.max_abs_error.max():.1g} (rounding only)"
+                    if len(errs) else "")
+    else:
+        first = errs[errs.step == errs.step.min()].max_abs_error.max()
+        peak = errs.loc[errs.max_abs_error.idxmax()]
+        err_part = (f"with {tr.codec.split('[')[0]} the largest |error| grows from {first:.2g} on the first hop to "
+                    f"{peak.max_abs_error:.2g} at step {int(peak.step) + 1} ({peak.kind} of ranks {peak.ranks})")
+    ui.takeaway(
+        f"{algorithm.capitalize()} at P = {P}: the busiest rank moves {x:.3g}·n, "
+        + ("exactly " if eq else f"{x / share:.2g}× ")
+        + f"the 2(P−1)/P·n = {share:.3g}·n that busbw = algbw × {share:.3g} assumes, so its modelled busbw on "
+        f"{link} at {_fmt_bytes(size)} is {fp.busbw_of_link:.1%} of the link bandwidth"
+        + (f"; {err_part}." if err_part else "."))
+    with st.expander("Final error on every rank and the buffers as a table"):
+        ui.table(tr.final.rename(columns={"max_abs_error": "largest |error| vs exact sum",
+                                          "rel_error": "relative L2 error",
+                                          "exact_provenance": "fp32 run summed every rank once"}),
+                 "step_through_final")
+        st.download_button("⬇ buffers per step (CSV)", tr.buffers.to_csv(index=False), "step_through_buffers.csv",
+                           "text/csv", key="csv_step_buffers", on_click="ignore")

@@ -1,0 +1,399 @@
+"""See a collective happen (issue 17): one allreduce on P = 2..8 SimComm ranks, traced message by
+message, for any registered algorithm (the real `Algorithm.reduce` runs; nothing is redrawn by hand).
+
+Two runs of the same algorithm:
+  provenance run  fp32, rank r holds x_r[i] = 2^r + 256·i, so every partial sum of value i over a
+                  set S of ranks is the exact integer mask(S) + 256·|S|·i: each buffer cell and each
+                  value on the wire says which ranks' contributions it holds (P <= 8: mask < 256, all
+                  sums < 2^24, exact in fp32).
+  data run        seeded N(0, 1) vectors through the chosen codec (requantize mode: decode-add-encode
+                  at every hop, Dettmers 2016 §3.2); each message is decoded and compared with the
+                  exact (float64) partial sum of the values it carries, as the provenance run names them.
+Steps are Lamport rounds: a message sent after receiving one from step s is in step s + 1 or later.
+
+Then the nccl-tests arithmetic for the same run: algbw = message size / time and busbw = algbw ·
+2(P−1)/P (nccl-tests docs/PERFORMANCE.md), with the time from the traced steps on a link (each step:
+one latency plus the most bytes any rank sends or receives in it, over the link bandwidth).
+"""
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from lab.codecs.base import check_seed
+from lab.comm import cost
+from lab.comm.algorithms import algorithm_infos, get_algorithm
+from lab.comm.allreduce import NATIVE, resolve_codec, resolve_mode
+from lab.comm.channel import Channel
+from lab.comm.sim import simulate
+
+#: ranks the step-through shows (the provenance encoding holds 8 ranks in one byte)
+STEP_P = (2, 8)
+#: values per rank: 256·8·(n−1) + 255 must stay below 2^24 (exact fp32 integers)
+MAX_VALUES = 4096
+#: values-per-rank choices a UI offers (840 = lcm(1..8): every P splits it evenly)
+STEP_VALUES = (8, 24, 120, 840)
+_BASE = 256
+
+
+@dataclass
+class StepThrough:
+    """One traced allreduce (`step_through`). Frames: 0 = before any message, f = after the messages
+    of step f−1 arrived and were added (f = 1..steps).
+
+    messages: one row per message, in send order: step, src, dst, values, bytes (on the wire, this
+        run's codec), fp32_bytes, seq (index among src→dst messages), contributions_min/max (ranks
+        summed into its values; −1 unknown), kind (own data, partial sum, full sum, mixed),
+        max_abs_error (decoded vs the exact partial sum of what it carries), max_abs_value.
+    masks: frames × P × n array, which ranks are summed into each value of each rank's buffer (bit r:
+        rank r; −1: the buffer holds no partial sum there); counts: how many (−1 unknown).
+    final: rank, max_abs_error, rel_error of the data run's result against the exact sum.
+    `buffers` is the same as a tidy table.
+    """
+
+    algorithm: str
+    P: int
+    n: int
+    codec: str
+    seed: int
+    steps: int
+    messages: pd.DataFrame
+    masks: np.ndarray
+    counts: np.ndarray
+    final: pd.DataFrame
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """The message size n of nccl-tests: bytes of one rank's fp32 vector."""
+        return 4 * self.n
+
+    def contributions(self, frame: int) -> np.ndarray:
+        """P × n array: ranks summed into each value of each rank's buffer at `frame` (−1 unknown)."""
+        return self.counts[frame]
+
+    @property
+    def buffers(self) -> pd.DataFrame:
+        """Tidy: frame, rank, index, contributions, ranks (which, e.g. "0,2,3"; "?" unknown)."""
+        F, P, n = self.counts.shape
+        f, r, i = np.meshgrid(np.arange(F), np.arange(P), np.arange(n), indexing="ij")
+        return pd.DataFrame({"frame": f.ravel(), "rank": r.ravel(), "index": i.ravel(),
+                             "contributions": self.counts.ravel(),
+                             "ranks": [_ranks_text(int(m)) for m in self.masks.ravel()]})
+
+    def link_bytes(self, upto_step: int | None = None, wire: bool = True) -> np.ndarray:
+        """P × P array: bytes sent src → dst in steps 0..upto_step (all when None); wire=False: fp32 bytes."""
+        m = self.messages if upto_step is None else self.messages[self.messages.step <= upto_step]
+        out = np.zeros((self.P, self.P))
+        np.add.at(out, (m.src.to_numpy(), m.dst.to_numpy()), m["bytes" if wire else "fp32_bytes"].to_numpy())
+        return out
+
+
+def step_algorithms() -> list[str]:
+    """Every registered allreduce algorithm, in display order (plugins included): what the step-through offers."""
+    return [a.name for a in algorithm_infos()]
+
+
+def _check(algorithm: str, P: int, n: int, codec, seed: int):
+    names = step_algorithms()
+    if algorithm == NATIVE or algorithm not in names:
+        raise ValueError(f"algorithm {algorithm!r}: the step-through traces a registered algorithm; "
+                         f"allowed: {', '.join(names)}")
+    if isinstance(P, bool) or not isinstance(P, int) or not STEP_P[0] <= P <= STEP_P[1]:
+        raise ValueError(f"P={P!r}: the step-through shows {STEP_P[0]}..{STEP_P[1]} ranks; allowed: an integer "
+                         f"from {STEP_P[0]} to {STEP_P[1]}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_VALUES:
+        raise ValueError(f"n={n!r} values per rank; allowed: an integer from 1 to {MAX_VALUES}")
+    check_seed(seed)
+    c = resolve_codec(codec)
+    algo = get_algorithm(algorithm)
+    if c is not None and c.stateful:
+        raise ValueError(f"codec {c.describe()!r} keeps an error-feedback residual of its own encoding, which "
+                         "re-encoded partial sums do not have; allowed here: a codec without 'ef:' (error "
+                         "feedback runs in gather mode, on the Collectives and Training pages)")
+    if c is not None and not c.requantize and not algo.two_stage:
+        two = [a.name for a in algorithm_infos() if a.two_stage]
+        raise ValueError(f"codec {c.name!r} cannot be re-encoded at every hop (sparse or sign payloads), so it "
+                         f"has no partial sums to step through on {algorithm}; allowed with it: "
+                         f"{', '.join(two) or 'no registered algorithm'}, or pick a dense codec")
+    resolve_mode(c, "requantize", algorithm)  # stateful codecs (error feedback) say why not
+    return c, algo
+
+
+def _channel(comm, algo, codec, n: int) -> Channel:
+    """The channel `allreduce` would give `algo` (requantize mode), with the algorithm's own options
+    at their defaults where the front door configures them (`lab.comm.allreduce.configure`)."""
+    from lab.comm import allreduce as front
+
+    how = "raw" if codec is None else "requantize"
+    opts = front.configure(algo.name, comm.size, codec, how, {}) if hasattr(front, "configure") else {}
+    return Channel(comm, codec, scratch=algo.scratch(n, comm.size), **({"options": opts} if opts else {}))
+
+
+def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
+    """Run algo.reduce on P SimComm ranks from xs; the messages (with a copy of each payload), each
+    rank's buffer snapshots (clock, values) and the results."""
+    log: list[dict] = []
+    clocks = [0] * P
+    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
+    seqs: dict[tuple[int, int], int] = defaultdict(int)
+    snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
+    n = xs[0].numel()
+
+    def rank_fn(comm):
+        r = comm.rank
+        buf = xs[r].clone()
+
+        def snap() -> None:
+            if snapshots:
+                snaps[r].append((clocks[r], buf.clone()))
+
+        send0, recv0 = comm._isend, comm._irecv
+
+        def isend(t, dst):
+            snap()
+            stamps[(r, dst)].append(clocks[r])
+            log.append({"step": clocks[r], "src": r, "dst": dst, "seq": seqs[(r, dst)],
+                        "bytes": t.numel() * t.element_size(), "payload": t.detach().clone()})
+            seqs[(r, dst)] += 1
+            return send0(t, dst)
+
+        def irecv(t, src):
+            work = recv0(t, src)
+            wait0 = work.wait
+
+            def wait():
+                done = getattr(work, "done", False)
+                if not done:
+                    snap()
+                wait0()
+                if not done:
+                    clocks[r] = max(clocks[r], stamps[(src, r)].popleft() + 1)
+            work.wait = wait
+            return work
+
+        comm._isend, comm._irecv = isend, irecv
+        snap()
+        algo.reduce(comm, buf, _channel(comm, algo, codec, n))
+        snap()
+        return buf
+
+    out = simulate(rank_fn, P)
+    return log, snaps, out
+
+
+def lamport_trace(algorithm: str, xs: list[torch.Tensor], *, codec=None) -> tuple[pd.DataFrame, list[torch.Tensor]]:
+    """One allreduce of the vectors xs (one per rank, P = len(xs) SimComm ranks) with a registered
+    `algorithm` and `codec` (requantize mode): every message in send order (step = Lamport round, src,
+    dst, bytes, order) and every rank's result."""
+    c = resolve_codec(codec)
+    resolve_mode(c, "requantize", algorithm)
+    log, _, out = _run(get_algorithm(algorithm), len(xs), [x.reshape(-1).float() for x in xs], c, snapshots=False)
+    df = pd.DataFrame([{"step": m["step"], "src": m["src"], "dst": m["dst"], "bytes": m["bytes"], "order": i}
+                       for i, m in enumerate(log)], columns=["step", "src", "dst", "bytes", "order"])
+    return df, out
+
+
+def _provenance(P: int, n: int) -> list[torch.Tensor]:
+    idx = torch.arange(n, dtype=torch.float32) * _BASE
+    return [idx + float(1 << r) for r in range(P)]
+
+
+def _decode_masks(v: torch.Tensor, index: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(mask, index) of provenance values; mask −1 where a value is no partial sum of them."""
+    a = v.double().cpu().numpy()
+    ok = np.isfinite(a) & (a == np.round(a)) & (a >= 0)
+    ai = np.where(ok, a, 0).astype(np.int64)
+    mask = ai % _BASE
+    count = _popcount(mask)
+    if index is None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(count > 0, (ai - mask) // np.maximum(_BASE * count, 1), -1)
+        ok &= (count > 0) & ((ai - mask) == q * _BASE * count)
+        index = q
+    else:
+        ok &= (ai - mask) == _BASE * count * index
+    return np.where(ok, mask, -1), np.where(ok, index, -1)
+
+
+def _popcount(mask: np.ndarray) -> np.ndarray:
+    """Set bits of each mask (< 256); −1 stays −1."""
+    m = np.asarray(mask, dtype=np.int64)
+    bits = ((np.where(m >= 0, m, 0)[..., None] >> np.arange(8)) & 1).sum(-1)
+    return np.where(m >= 0, bits, -1)
+
+
+def _ranks_text(mask: int) -> str:
+    return ",".join(str(r) for r in range(8) if mask >= 0 and mask >> r & 1) if mask >= 0 else "?"
+
+
+def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str | None = None,
+                 seed: int = 0) -> StepThrough:
+    """Trace one allreduce of n values per rank on P = 2..8 SimComm ranks with `algorithm` (any
+    registered one) and `codec` on the wire (None: fp32; requantize mode): every message with its
+    step, bytes, the ranks summed into it and its error against the exact partial sum; every rank's
+    buffer at every step; the final error. Ben-Nun & Hoefler 2018 (the algorithms), Dettmers 2016
+    §3.2 (decode-add-encode at every hop)."""
+    c, algo = _check(algorithm, P, n, codec, seed)
+    P = int(P)
+    # provenance run: fp32, who is in each buffer cell and each message value
+    plog, snaps, pout = _run(algo, P, _provenance(P, n), None, snapshots=True)
+    steps = max((m["step"] for m in plog), default=-1) + 1
+    # data run: seeded N(0,1) through the codec
+    gen = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, generator=gen) for _ in range(P)]
+    X = torch.stack(xs).double().numpy()  # P × n
+    dlog, _, dout = _run(algo, P, xs, c, snapshots=False)
+
+    prov = {(m["src"], m["dst"], m["seq"]): m for m in plog}
+    rows = []
+    for m in dlog:
+        p = prov.get((m["src"], m["dst"], m["seq"]))
+        k = p["payload"].numel() if p is not None else -1
+        row = {"step": m["step"], "src": m["src"], "dst": m["dst"], "values": k, "bytes": m["bytes"],
+               "fp32_bytes": p["bytes"] if p is not None else np.nan, "seq": m["seq"],
+               "contributions_min": -1, "contributions_max": -1, "kind": "unknown",
+               "max_abs_error": np.nan, "max_abs_value": np.nan, "ranks": "?"}
+        if p is not None:
+            mask, idx = _decode_masks(p["payload"])
+            cnt = _popcount(mask)
+            if len(cnt) and (cnt >= 0).all():
+                row["contributions_min"], row["contributions_max"] = int(cnt.min()), int(cnt.max())
+                lo, hi = row["contributions_min"], row["contributions_max"]
+                row["kind"] = ("own data" if hi == 1 else "full sum" if lo == P else
+                               "partial sum" if lo > 1 or hi < P else "mixed")
+                union = int(np.bitwise_or.reduce(mask))
+                row["ranks"] = _ranks_text(union)
+                bits = (mask[:, None] >> np.arange(P)[None, :]) & 1  # k × P
+                exact = (bits * X[:, idx].T).sum(1)
+                try:
+                    got = (m["payload"] if c is None else c.wire_format(k, torch.float32, m["payload"].device)
+                           .decode(m["payload"])).double().reshape(-1).numpy()
+                    row["max_abs_error"] = float(np.abs(got - exact).max())
+                except (ValueError, RuntimeError):  # a payload that is not one codec message of k values
+                    pass
+                row["max_abs_value"] = float(np.abs(exact).max())
+        rows.append(row)
+    messages = pd.DataFrame(rows, columns=["step", "src", "dst", "values", "bytes", "fp32_bytes", "seq",
+                                           "contributions_min", "contributions_max", "kind", "ranks",
+                                           "max_abs_error", "max_abs_value"])
+
+    # buffers per frame: the last snapshot of each rank taken while its clock was <= frame
+    idx = np.arange(n)
+    masks = np.full((steps + 1, P, n), -1, dtype=np.int64)
+    for f in range(steps + 1):
+        for r in range(P):
+            cands = [t for clk, t in snaps[r] if clk <= f] or [snaps[r][0][1]]
+            masks[f, r] = _decode_masks(cands[-1], idx)[0]
+    counts = _popcount(masks)
+
+    exact = X.sum(0)
+    final = pd.DataFrame([{"rank": r, "max_abs_error": float(np.abs(dout[r].double().numpy() - exact).max()),
+                           "rel_error": float(np.linalg.norm(dout[r].double().numpy() - exact)
+                                              / max(np.linalg.norm(exact), 1e-300)),
+                           "exact_provenance": bool(torch.equal(pout[r], _provenance_sum(P, n)))}
+                          for r in range(P)])
+    tr = StepThrough(algorithm, P, n, c.describe() if c is not None else "fp32", seed, steps, messages,
+                     masks, counts, final)
+    tr.summary = traffic_summary(tr)
+    return tr
+
+
+def _provenance_sum(P: int, n: int) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.float32) * (_BASE * P) + float((1 << P) - 1)
+
+
+def traffic_summary(tr: StepThrough) -> dict:
+    """Bytes of the traced run against the busbw convention, as multiples of n (one rank's fp32
+    vector): the busiest directed link, the busiest rank (max of sent and received), every rank's
+    share 2(P−1)/P of nccl-tests, and the wire bytes with the codec."""
+    P, nb = tr.P, tr.nbytes
+    fp = tr.link_bytes(wire=False)
+    wire = tr.link_bytes(wire=True)
+    sent, recv = fp.sum(1), fp.sum(0)
+    s, d = np.unravel_index(int(np.argmax(fp)), fp.shape)
+    rank = int(np.argmax(np.maximum(sent, recv)))
+    f = cost.busbw_factor(P, tr.algorithm)
+    return {"n_bytes": nb, "busbw_factor": f, "nccl_share": 2 * (P - 1) / P,
+            "busiest_link": (int(s), int(d)), "busiest_link_bytes": float(fp.max()),
+            "busiest_link_x_n": float(fp.max()) / nb,
+            "busiest_rank": rank, "busiest_rank_bytes": float(max(sent[rank], recv[rank])),
+            "busiest_rank_x_n": float(max(sent[rank], recv[rank])) / nb,
+            "total_bytes": float(fp.sum()), "total_x_n": float(fp.sum()) / nb,
+            "wire_busiest_rank_bytes": float(max(wire.sum(1).max(), wire.sum(0).max())),
+            "wire_total_bytes": float(wire.sum()), "messages": len(tr.messages), "steps": tr.steps}
+
+
+def step_time(tr: StepThrough, link: str | cost.Link = "nvlink4", size_bytes: float | None = None,
+              wire: bool = True) -> float:
+    """Seconds of the traced run on `link`: each step costs one latency plus the most bytes any rank
+    sends or receives in it over the link bandwidth (full duplex, one port per rank), bytes scaled
+    from the traced n to `size_bytes` per rank (None: as traced)."""
+    lk = cost.get_link(link)
+    scale = 1.0 if size_bytes is None else float(size_bytes) / tr.nbytes
+    col = "bytes" if wire else "fp32_bytes"
+    t = 0.0
+    for _, part in tr.messages.groupby("step"):
+        out = part.groupby("src")[col].sum()
+        inn = part.groupby("dst")[col].sum()
+        t += lk.L + max(out.max(), inn.max()) * scale * lk.G
+    return t
+
+
+def busbw_table(tr: StepThrough, link: str | cost.Link = "nvlink4", size_bytes: float = 1 << 28) -> pd.DataFrame:
+    """nccl-tests' numbers for the traced run at `size_bytes` per rank on `link`, fp32 and (with a
+    codec) on the wire: time_us, algbw_GBps = size / time, busbw_GBps = algbw · 2(P−1)/P, and busbw as
+    a fraction of the link bandwidth. A run whose busiest rank moves exactly 2(P−1)/P·n (ring,
+    Rabenseifner, butterfly sync) reaches busbw = link bandwidth when latency is negligible."""
+    lk = cost.get_link(link)
+    if not isinstance(size_bytes, (int, float)) or not size_bytes > 0:
+        raise ValueError(f"size_bytes={size_bytes!r}; allowed: a number of bytes > 0")
+    f = cost.busbw_factor(tr.P, tr.algorithm)
+    rows = []
+    for what, wire in (("fp32", False), (tr.codec, True)) if tr.codec != "fp32" else (("fp32", False),):
+        t = step_time(tr, lk, size_bytes, wire=wire)
+        algbw = size_bytes / t
+        rows.append({"on the wire": what, "time_us": t * 1e6, "algbw_GBps": algbw / 1e9,
+                     "busbw_GBps": algbw * f / 1e9, "busbw_of_link": algbw * f / lk.bandwidth_Bps,
+                     "link": lk.name, "link_GBps": lk.bandwidth_Bps / 1e9, "size_bytes": float(size_bytes)})
+    return pd.DataFrame(rows)
+
+
+def algorithm_traffic(P: int = 4, n: int = 24, link: str | cost.Link = "nvlink4",
+                      size_bytes: float = 1 << 28) -> pd.DataFrame:
+    """Every registered algorithm traced at P ranks (fp32): steps, messages, bytes through the
+    busiest link and the busiest rank as multiples of n, nccl-tests' 2(P−1)/P, and the busbw the
+    step model gives on `link` as a fraction of its bandwidth. An algorithm that cannot run at this
+    P is a row whose `note` says why."""
+    rows = []
+    for name in step_algorithms():
+        try:
+            tr = step_through(name, P, n)
+        except ValueError as e:
+            rows.append({"algorithm": name, "note": str(e)})
+            continue
+        s = tr.summary
+        b = busbw_table(tr, link, size_bytes).iloc[0]
+        rows.append({"algorithm": name, "steps": tr.steps, "messages": s["messages"],
+                     "busiest_link_x_n": s["busiest_link_x_n"], "busiest_rank_x_n": s["busiest_rank_x_n"],
+                     "nccl_share_x_n": s["nccl_share"], "busbw_factor": s["busbw_factor"],
+                     "busbw_of_link": float(b.busbw_of_link), "note": ""})
+    return pd.DataFrame(rows, columns=["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n",
+                                       "nccl_share_x_n", "busbw_factor", "busbw_of_link", "note"])
+
+
+def step_codecs() -> list[str]:
+    """Codec names the step-through offers: every registered codec that carries partial sums (not
+    fp32 itself, not gather-only ones unless an algorithm runs them in two stages)."""
+    from lab.codecs.registry import codec_infos
+
+    two = any(a.two_stage for a in algorithm_infos())
+    return [c.name for c in codec_infos() if not c.work.raw and (not c.gather_only or (two and c.two_stage))]
+
+
+__all__ = ["StepThrough", "step_through", "lamport_trace", "step_algorithms", "step_codecs", "traffic_summary", "step_time",
+           "busbw_table", "algorithm_traffic", "STEP_P", "STEP_VALUES", "MAX_VALUES"]

@@ -1,0 +1,330 @@
+"""The step-through of one allreduce (`lab.experiments.step_through`), as one animated plotly figure:
+ranks on a circle with each step's messages drawn as arrows (a packet moves along each while playing),
+every rank's buffer filling with partial sums, bytes sent per link so far, and the codec's error at
+each hop. One frame per step (plus an in-between frame per step for the moving packets), with
+play/pause buttons and a step slider; Ben-Nun & Hoefler 2018 (the algorithms), Dettmers 2016 §3.2
+(decode-add-encode at every hop)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+#: message kinds (`StepThrough.messages.kind`) and their colours, in legend order
+KIND_COLORS = {"own data": "#7f7f7f", "partial sum": "#1f77b4", "full sum": "#2ca02c", "mixed": "#d62728",
+               "unknown": "#d62728"}
+_KINDS = ["own data", "partial sum", "full sum", "mixed"]
+_NODE_R = 0.17      # node radius in circle coordinates (arrows stop short of it)
+_OFFSET = 0.05      # arrows a→b and b→a run side by side
+_PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes as B / kB / MB (powers of 1000, as nccl-tests prints)."""
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _positions(P: int) -> np.ndarray:
+    """Rank r on the unit circle, rank 0 at the top, clockwise."""
+    a = math.pi / 2 - 2 * math.pi * np.arange(P) / P
+    return np.stack([np.cos(a), np.sin(a)], 1)
+
+
+def _r(x: float) -> float:
+    return round(float(x), 3)
+
+
+def _arrows(tr) -> dict[int, list[dict]]:
+    """Per step, the arrows of its messages: one per (src, dst) with start/end points, angle, bytes,
+    kind and a hover text (computed once per figure: plain lists, no pandas per frame)."""
+    pos = _positions(tr.P)
+    out: dict[int, list[dict]] = {}
+    groups: dict[tuple[int, int, int], list[dict]] = {}
+    for m in tr.messages.to_dict("records"):
+        groups.setdefault((m["step"], m["src"], m["dst"]), []).append(m)
+    for (step, s, d), ms in sorted(groups.items()):
+        p0, p1 = pos[s], pos[d]
+        u = (p1 - p0) / np.linalg.norm(p1 - p0)
+        perp = np.array([u[1], -u[0]]) * _OFFSET
+        a, b = p0 + u * _NODE_R + perp, p1 - u * _NODE_R + perp
+        kinds = {m["kind"] for m in ms}
+        kind = kinds.pop() if len(kinds) == 1 else "mixed"
+        errs = [m["max_abs_error"] for m in ms if not pd.isna(m["max_abs_error"])]
+        nbytes = sum(m["bytes"] for m in ms)
+        text = (f"rank {s} → rank {d}: {fmt_bytes(nbytes)} ({sum(m['values'] for m in ms)} values)<br>"
+                f"carries {kind}: ranks {', '.join(sorted({m['ranks'] for m in ms}))}"
+                + (f"<br>largest |error| vs exact partial sum: {max(errs):.3g}" if errs else ""))
+        out.setdefault(step, []).append({"src": s, "dst": d, "bytes": nbytes, "kind": kind, "text": text,
+                                         "x0": _r(a[0]), "y0": _r(a[1]), "x1": _r(b[0]), "y1": _r(b[1]),
+                                         "angle": round(math.degrees(math.atan2(u[0], u[1])), 1)})
+    return out
+
+
+def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> list[dict]:
+    """Traces 0-4 (plain dicts: a figure of many frames builds fast unvalidated): arrow lines,
+    arrowheads, byte labels, packets, rank nodes."""
+    lx, ly = [], []
+    for a in arrows:
+        lx += [a["x0"], a["x1"], None]
+        ly += [a["y0"], a["y1"], None]
+    labels = len(arrows) <= 16
+    mid = [(_r((a["x0"] + a["x1"]) / 2 + (a["y1"] - a["y0"]) * 0.2), _r((a["y0"] + a["y1"]) / 2 - (a["x1"] - a["x0"]) * 0.2))
+           for a in arrows] if labels else []
+    t = [] if packet is None else [(_r(a["x0"] + (a["x1"] - a["x0"]) * packet), _r(a["y0"] + (a["y1"] - a["y0"]) * packet))
+                                   for a in arrows]
+    pos = _positions(tr.P)
+    full = tr.counts[frame]
+    share = np.where(full >= 0, full, 0).mean(1) / tr.P
+    done = (full == tr.P).mean(1)
+    node_text = [f"rank {r}<br>buffer: {share[r]:.0%} of all contributions summed;<br>"
+                 f"{done[r]:.0%} of its values hold the full sum" for r in range(tr.P)]
+    xy = {"xaxis": "x", "yaxis": "y", "showlegend": False}
+    return [
+        {"type": "scatter", "x": lx, "y": ly, "mode": "lines", "line": {"color": "#4c78a8", "width": 2.5},
+         "hoverinfo": "skip", **xy},
+        {"type": "scatter", "x": [a["x1"] for a in arrows], "y": [a["y1"] for a in arrows], "mode": "markers",
+         "hovertext": [a["text"] for a in arrows], "hoverinfo": "text",
+         "marker": {"symbol": "arrow", "size": 15, "angle": [a["angle"] for a in arrows],
+                    "color": [KIND_COLORS.get(a["kind"], "#d62728") for a in arrows], "line": {"width": 0}}, **xy},
+        {"type": "scatter", "x": [p[0] for p in mid], "y": [p[1] for p in mid], "mode": "text",
+         "text": [fmt_bytes(a["bytes"]) for a in arrows] if labels else [],
+         "textfont": {"size": 11, "color": "#333"}, "hoverinfo": "skip", **xy},
+        {"type": "scatter", "x": [p[0] for p in t], "y": [p[1] for p in t], "mode": "markers", "hoverinfo": "skip",
+         "marker": {"size": 12, "color": "#ff7f0e", "line": {"width": 1, "color": "white"}}, **xy},
+        {"type": "scatter", "x": [_r(v) for v in pos[:, 0]], "y": [_r(v) for v in pos[:, 1]], "mode": "markers+text",
+         "text": [str(r) for r in range(tr.P)], "textfont": {"color": "white", "size": 15}, "hovertext": node_text,
+         "hoverinfo": "text", "marker": {"size": 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
+                                         "colorscale": [[0, "#9ecae1"], [1, "#08306b"]],
+                                         "line": {"width": 1, "color": "#08306b"}}, **xy},
+    ]
+
+
+#: buffer columns drawn at most (longer vectors are shown in bins of consecutive values)
+_MAX_COLUMNS = 48
+
+
+_BLUES = [[0, "#f7fbff"], [0.5, "#6baed6"], [1, "#08306b"]]
+_ORANGES = [[0, "#fff5eb"], [0.5, "#fd8d3c"], [1, "#7f2704"]]
+
+
+def _grid(z: np.ndarray, text: list | None, custom: list, hovertemplate: str, axes: tuple[str, str], cmax: float,
+          colorscale: list, colorbar: dict | None) -> dict:
+    """A grid of coloured cells (rows × columns of z; NaN cells left out) as one bar trace: cell (r, c) is
+    a bar at x = c from r − 0.45 to r + 0.45. Bars redraw at once in an animation, where a heatmap's
+    image blinks while it is re-rendered."""
+    rows, cols = np.nonzero(~np.isnan(z))
+    out = {"type": "bar", "x": cols.tolist(), "y": [0.9] * len(rows), "base": (rows - 0.45).round(2).tolist(),
+           "width": 0.92 if z.shape[1] <= 60 else 1.0, "xaxis": axes[0], "yaxis": axes[1], "showlegend": False,
+           "marker": {"color": [_r(v) for v in z[rows, cols]], "cmin": 0, "cmax": cmax, "colorscale": colorscale,
+                      "showscale": colorbar is not None, "line": {"width": 0},
+                      **({"colorbar": colorbar} if colorbar else {})},
+           "customdata": [custom[r][c] for r, c in zip(rows, cols)], "hovertemplate": hovertemplate}
+    if text is not None:
+        out.update(text=[text[r][c] for r, c in zip(rows, cols)], textposition="inside", insidetextanchor="middle",
+                   textangle=0, textfont={"size": 11})
+    return out
+
+
+def _buffer_trace(tr, frame: int) -> dict:
+    """Trace 5: ranks × values, how many ranks' contributions each value holds (bins of consecutive
+    values, their fewest, when n > 48)."""
+    c = tr.counts[frame].astype(float)
+    c[c < 0] = np.nan
+    width = -(-tr.n // _MAX_COLUMNS)
+    if width > 1:
+        cols = -(-tr.n // width)
+        pad = np.full((tr.P, cols * width), np.inf)
+        pad[:, :tr.n] = np.where(np.isnan(c), -np.inf, c)
+        c = pad.reshape(tr.P, cols, width).min(2)
+        c[np.isneginf(c)] = np.nan
+        custom = [[r] * cols for r in range(tr.P)]
+    else:
+        who = tr.masks[frame]
+        custom = [[[r, _ranks(who[r, i])] for i in range(tr.n)] for r in range(tr.P)]
+    text = [[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c] if tr.n <= 24 else None
+    return _grid(c, text, custom, f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
+                 f"(%{{marker.color}} of {tr.P})<extra></extra>" if width == 1
+                 else f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
+                      "ranks summed<extra></extra>", ("x2", "y2"), tr.P, _BLUES,
+                 {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
+                  "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 0.92, "xanchor": "left", "thickness": 12})
+
+
+def _ranks(mask: int) -> str:
+    return ",".join(str(r) for r in range(8) if mask >> r & 1) if mask >= 0 else "?"
+
+
+def _link_trace(tr, step: int | None, zmax: float) -> dict:
+    """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters)."""
+    z = tr.link_bytes(step) if step is not None else np.zeros((tr.P, tr.P))
+    z[np.eye(tr.P, dtype=bool)] = np.nan  # no link to itself
+    text = [[fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
+    custom = [[s] * tr.P for s in range(tr.P)]
+    # no colour bar: the cells say their bytes (P <= 6) or on hover; the colour only ranks them
+    return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>",
+                 ("x3", "y3"), max(zmax, 1.0), _ORANGES, None)
+
+
+def _error_traces(tr, step: int | None) -> list[dict]:
+    """Traces 7-11: each message's largest |error| against the exact partial sum it carries, by kind,
+    up to `step`, and the largest per step so far."""
+    m = tr.messages.iloc[0:0] if step is None else tr.messages[tr.messages.step <= step]
+    out = []
+    for kind in _KINDS:
+        part = m[m.kind.isin([kind] if kind != "mixed" else ["mixed", "unknown"])]
+        out.append({"type": "scatter", "x": list(part.step + 1), "y": [None if pd.isna(e) else e for e in part.max_abs_error],
+                    "mode": "markers", "name": kind, "legendgroup": kind, "xaxis": "x4", "yaxis": "y4",
+                    "marker": {"color": KIND_COLORS[kind], "size": 8, "opacity": 0.8},
+                    "customdata": [f"rank {a} → {b}, ranks {w}" for a, b, w in zip(part.src, part.dst, part.ranks)],
+                    "hovertemplate": f"step %{{x}}: %{{customdata}} ({kind}): largest |error| %{{y:.3g}}<extra></extra>"})
+    per = m.groupby("step").max_abs_error.max()
+    out.append({"type": "scatter", "x": list(per.index + 1), "y": [None if pd.isna(e) else e for e in per.values],
+                "mode": "lines", "name": "largest per step", "line": {"color": "#444", "dash": "dot"},
+                "hoverinfo": "skip", "xaxis": "x4", "yaxis": "y4"})
+    return out
+
+
+# subplot domains (paper coordinates): circle | buffers on top, link bytes | error below
+_X = {1: [0.0, 0.36], 2: [0.47, 0.9], 3: [0.04, 0.34], 4: [0.5, 1.0]}
+_Y = {1: [0.52, 1.0], 2: [0.56, 0.96], 3: [0.04, 0.36], 4: [0.04, 0.36]}
+
+
+class AnimatedFigure(go.Figure):
+    """A go.Figure whose animation frames stay the plain dicts this module built (valid by
+    construction): go.Figure validates every trace of every frame when it is made, ~0.1-0.5 s per figure
+    here, and the page makes one figure per step shown, all sharing the frames of one trace.
+    `frames` validates them on access; `to_dict` (what Streamlit and `to_json` serialise) carries them."""
+
+    def __init__(self, data=None, layout=None, frames=None, **kwargs) -> None:
+        if isinstance(data, dict):  # go.Figure's pickling and copying pass one dict
+            data, layout, frames = data.get("data"), data.get("layout"), data.get("frames", frames)
+        super().__init__({"data": data or [], "layout": layout or {}}, _validate=False)
+        self._raw_frames = list(frames or [])
+
+    @property
+    def frames(self) -> tuple:
+        return tuple(go.Frame(f) for f in self._raw_frames)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        if self._raw_frames:
+            d["frames"] = list(self._raw_frames)
+        return d
+
+
+def step_through_frames(tr, *, height: int = 780) -> dict:
+    """The animation of `tr` (a `StepThrough`), built once: {"frames": the plotly frames (one per step,
+    named "0".."S", and an in-between frame "k.0" per step with the packets halfway), "layout"}.
+    `step_through_figure` opens it at any step without rebuilding it."""
+    S = tr.steps
+    total = tr.link_bytes()
+    zmax = float(total.max()) if total.size else 1.0
+    err = tr.messages.max_abs_error
+    errmax = float(err.max()) if err.notna().any() else 1.0
+    what = "fp32 rounding only" if tr.codec == "fp32" else tr.codec.split("[")[0]
+
+    arrows = _arrows(tr)
+
+    def frame_data(f: int, packet: float | None = None, partial: bool = False) -> list[dict]:
+        s = None if f == 0 else f - 1
+        a = arrows.get(s, []) if s is not None else []
+        if partial:  # in-between frame of step f: the messages of step f-1 moving (the rest: its base frame)
+            return _circle_traces(tr, a, f - 1, packet)[:4]
+        return [*_circle_traces(tr, a, f, None), _buffer_trace(tr, f), _link_trace(tr, s, zmax),
+                *_error_traces(tr, s)]
+
+    frames = []
+    for f in range(S + 1):
+        if f > 0:
+            for j, at in enumerate(_PACKET_AT):
+                # merged with frame f-1 in the browser: every trace redrawn (a frame of traces 0-3
+                # alone makes plotly drop the bars while it redraws), none sent twice
+                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3],
+                               "baseframe": str(f - 1)})
+        frames.append({"name": str(f), "data": frame_data(f)})
+    lim = 1.0 + _NODE_R + 0.14
+    bin_width = -(-tr.n // _MAX_COLUMNS)
+    ncols = -(-tr.n // bin_width)
+    ticks = list(range(0, ncols, max(1, ncols // 6)))
+    axes = {
+        "xaxis": {"domain": _X[1], "range": [-lim, lim], "visible": False, "anchor": "y"},
+        "yaxis": {"domain": _Y[1], "range": [-lim, lim], "visible": False, "anchor": "x", "scaleanchor": "x",
+                  "scaleratio": 1},
+        "xaxis2": {"domain": _X[2], "anchor": "y2", "range": [-0.5, ncols - 0.5], "zeroline": False,
+                   "title": {"text": "value index in the vector" if bin_width == 1 else
+                             f"values, in bins of {bin_width}", "standoff": 4},
+                   **({} if bin_width == 1 else {"tickvals": ticks, "ticktext": [str(t * bin_width) for t in ticks]})},
+        "yaxis2": {"domain": _Y[2], "anchor": "x2", "range": [tr.P - 0.5, -0.5], "tickvals": list(range(tr.P)),
+                   "ticktext": [f"rank {r}" for r in range(tr.P)], "zeroline": False, "showgrid": False},
+        "xaxis3": {"domain": _X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "range": [-0.5, tr.P - 0.5],
+                   "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
+        "yaxis3": {"domain": _Y[3], "anchor": "x3", "title": {"text": "from rank"}, "range": [tr.P - 0.5, -0.5],
+                   "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
+        "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
+                   "dtick": 1 if S <= 16 else 2},
+        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error|, inputs N(0,1)"},
+                   "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
+    }
+    titles = [(_X[1], _Y[1][1], "Messages in this step"),
+              (_X[2], _Y[2][1] + 0.035, "Buffers: ranks summed into each value"),
+              (_X[3], _Y[3][1] + 0.05, "Bytes sent per link so far"),
+              (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
+    annotations = [{"text": f"<b>{t}</b>", "x": x[0], "y": y, "xref": "paper", "yref": "paper",
+                    "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
+                   for x, y, t in titles]
+    play = {"frame": {"duration": 260, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": True,
+            "mode": "immediate"}
+    layout = {
+        "height": height, "barmode": "overlay", "bargap": 0, "uniformtext": {"minsize": 9, "mode": "hide"}, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
+        "legend": {"orientation": "h", "y": -0.075, "x": 1.0, "xanchor": "right", "yanchor": "top"},
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.09, "xanchor": "left",
+                         "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 6},
+                         "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
+                                     {"label": "❚❚ Pause", "method": "animate",
+                                      "args": [[None], {"frame": {"duration": 0, "redraw": False},
+                                                        "mode": "immediate", "transition": {"duration": 0}}]}]}],
+        "sliders": [{"active": 0, "x": 0.17, "len": 0.28, "y": -0.05, "yanchor": "top", "pad": {"t": 0},
+                     "currentvalue": {"prefix": "step ", "font": {"size": 12}},
+                     "steps": [{"label": "start" if f == 0 else str(f), "method": "animate",
+                                "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
+                                                    "transition": {"duration": 0}}]} for f in range(S + 1)]}],
+        **axes}
+    return {"frames": frames, "layout": layout}
+
+
+def step_through_figure(tr, step: int = 0, *, frames: dict | None = None) -> go.Figure:
+    """The animated step-through of `tr` (a `StepThrough`), opened at frame `step` (0 = start, k = after
+    step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
+    error per message. Play/pause buttons and a slider move through the frames in the browser.
+    `frames`: `step_through_frames(tr)`, when already built."""
+    anim = frames if frames is not None else step_through_frames(tr)
+    step = int(min(max(step, 0), tr.steps))
+    data = next(f["data"] for f in anim["frames"] if f["name"] == str(step))
+    layout = dict(anim["layout"], sliders=[dict(sl, active=step) for sl in anim["layout"]["sliders"]])
+    return AnimatedFigure(data, layout, anim["frames"])
+
+
+def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
+    """Bytes through the busiest rank of each algorithm (`algorithm_traffic`), as multiples of n,
+    against nccl-tests' 2(P−1)/P·n, which busbw assumes."""
+    ok = df[df.note.fillna("") == ""]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_rank_x_n, name="busiest rank (sent or received)",
+                         marker_color="#4c78a8", text=[f"{v:.3g}" for v in ok.busiest_rank_x_n], textposition="outside"))
+    fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_link_x_n, name="busiest single link",
+                         marker_color="#f58518", text=[f"{v:.3g}" for v in ok.busiest_link_x_n], textposition="outside"))
+    if len(ok):
+        share = float(ok.nccl_share_x_n.iloc[0])
+        fig.add_trace(go.Scatter(x=list(ok.algorithm), y=[share] * len(ok), mode="lines",
+                                 line={"dash": "dash", "color": "black"}, hoverinfo="skip",
+                                 name=f"2(P−1)/P·n = {share:.3g}·n: what busbw assumes"))
+    top = float(max(ok.busiest_rank_x_n.max(), ok.busiest_link_x_n.max())) if len(ok) else 1.0
+    fig.update_layout(barmode="group", yaxis_title="bytes per allreduce (× n)", xaxis_title="algorithm",
+                      yaxis_range=[0, top * 1.25], legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"},
+                      margin={"t": 60, "b": 10}, height=360)
+    return fig
