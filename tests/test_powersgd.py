@@ -1,0 +1,209 @@
+"""PowerSGD (Vogels et al., NeurIPS 2019) as a codec: the anchor is PyTorch's own
+`powerSGD_hook`: the same 2-rank Gloo DDP job with torch's hook and with ours (lab.train.ddp_hook
++ lab.codecs.powersgd) at the same rank, warm-up, min_compression_rate, error feedback and warm
+start ends with the same parameters, bit for bit."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from lab.codecs import get_codec
+from lab.codecs.powersgd import PowerSGD, matrix_shape, orthogonalize, should_compress
+from lab.comm import simulate
+from lab.comm.allreduce import allreduce
+
+
+# ------------------------------------------------------------------ rank functions (module level)
+
+def _model() -> nn.Module:
+    """An MLP with matrices that compress (64x32, 48x64), one that does not at rank 4 (10x48 at
+    rate 2: (10+48)*4*2 > 480) and biases (vectors: never)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 48), nn.ReLU(), nn.Linear(48, 10))
+
+
+def _train(which: str, cfg: dict, steps: int) -> dict:
+    """`steps` SGD steps of a DDP model (one bucket: torch's hook issues its P and Q all_reduces from
+    future callbacks, which Gloo can interleave across buckets differently on each rank) with torch's
+    powerSGD_hook (which='torch') or ours (which='lab'); the final parameters and bytes."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+    from torch.nn.parallel import DistributedDataParallel
+
+    from lab.train.ddp_hook import CodecHookState, codec_hook
+
+    model = _model()
+    ddp = DistributedDataParallel(model)
+    if which == "torch":
+        state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=cfg["rank"],
+                                 start_powerSGD_iter=cfg["start"], min_compression_rate=cfg["rate"],
+                                 use_error_feedback=cfg["ef"], warm_start=cfg["warm"], random_seed=cfg["seed"])
+        ddp.register_comm_hook(state, ps.powerSGD_hook)
+    else:
+        codec = get_codec("powersgd", rank=cfg["rank"], min_compression_rate=float(cfg["rate"]),
+                          error_feedback=cfg["ef"], warm_start=cfg["warm"], seed=cfg["seed"])
+        state = CodecHookState.of(codec, model=model, start_iter=cfg["start"], min_numel=0)
+        ddp.register_comm_hook(state, codec_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for step in range(steps):
+        g = torch.Generator().manual_seed(1000 * step + dist.get_rank())
+        x, y = torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    dist.barrier()
+    out = {"params": [p.detach().clone() for p in model.parameters()]}
+    if which == "lab":
+        out.update(sent=state.bytes_sent, fp32=state.fp32_bytes)
+    else:
+        out.update(stats=state.compression_stats())
+    return out
+
+
+def ddp_powersgd(comm, configs: dict, steps: int) -> dict:
+    """Every config with torch's hook and with ours, in one process group (one start-up)."""
+    return {name: {which: _train(which, cfg, steps) for which in ("torch", "lab")} for name, cfg in configs.items()}
+
+
+# ------------------------------------------------------------------ the anchor
+
+CONFIGS = {
+    "rank1 (Gram-Schmidt), error feedback, warm start": dict(rank=1, start=2, rate=2, ef=True, warm=True, seed=0),
+    "rank4 (Householder QR), error feedback, warm start": dict(rank=4, start=3, rate=2, ef=True, warm=True, seed=7),
+    "rank2, no error feedback, no warm start": dict(rank=2, start=2, rate=1, ef=False, warm=False, seed=3),
+}
+
+
+@pytest.fixture(scope="module")
+def anchor_runs() -> list[dict]:
+    from lab.comm.launch import run
+
+    return run(ddp_powersgd, 2, CONFIGS, STEPS, timeout=120)
+
+
+STEPS = 8
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_same_ddp_job_as_torchs_powersgd_hook_bit_for_bit(name: str, anchor_runs: list[dict]) -> None:
+    """2 Gloo ranks, 8 SGD steps: the parameters after torch's powerSGD_hook and after ours are
+    equal bit for bit (tolerance 0). With 2 ranks a sum is a + b whatever the order, g/2 and sum/2
+    are exact, and we run torch's own sequence of operations: Q seeds from numpy's RandomState,
+    randn per Q in shape-grouped order, the same Gram-Schmidt / linalg.qr and bmm calls, on the
+    gradient where it lies in the bucket (a rank-1 M Q is a matrix-vector product whose rounding
+    follows M's alignment). At P > 2, ours pre-divides by P (g/P is then inexact): not bit for bit."""
+    cfg, start = CONFIGS[name], _model()
+    n_params = sum(p.numel() for p in start.parameters())
+    for r in range(2):
+        ref, ours = anchor_runs[r][name]["torch"], anchor_runs[r][name]["lab"]
+        for a, b, p0 in zip(ref["params"], ours["params"], start.parameters()):
+            assert not torch.equal(a, p0.detach())  # it trained
+            assert torch.equal(a, b), f"{name}: rank {r} differs by {(a - b).abs().max().item():.3g}"
+    # bytes: warm-up steps carry every value; then what torch's own stats count, in fp32 ring
+    # all_reduce volumes (2(P-1)/P = 1 at P = 2)
+    ref, ours = anchor_runs[0][name]["torch"], anchor_runs[0][name]["lab"]
+    ratio, before, after = ref["stats"]
+    assert before == (STEPS - cfg["start"]) * n_params
+    assert ours["sent"] == 4 * (cfg["start"] * n_params + after) and ours["sent"] < ours["fp32"]
+
+
+# ------------------------------------------------------------------ the codec on one rank and on SimComm
+
+def test_rules_match_torchs_hook() -> None:
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+
+    for n, m, r, rate in [(64, 32, 1, 2), (10, 48, 4, 2), (4, 4, 2, 1), (1, 1000, 4, 2), (100, 100, 50, 2)]:
+        assert should_compress(n, m, r, rate) == ps._should_compress(n, m, min(n, m, r), rate)[0]
+    assert matrix_shape((5, 3, 3, 2)) == (5, 18) and matrix_shape((7,)) == (7, 1) and matrix_shape(()) == (1, 1)
+    assert matrix_shape((10,), cols=4) == (3, 4)
+    g = torch.Generator().manual_seed(0)
+    for r in (1, 2, 5):
+        a = torch.randn(1, 40, r, generator=g)
+        b = a.clone()
+        orthogonalize(a)
+        ps._orthogonalize(b)
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a[0].T @ a[0], torch.eye(r), atol=1e-5, rtol=0)
+    z = torch.zeros(1, 8, 2)
+    orthogonalize(z)
+    assert torch.equal(z, torch.zeros(1, 8, 2))  # torch's hook leaves NaN here
+
+
+def test_low_rank_matrix_is_recovered_and_wire_is_n_plus_m_times_r() -> None:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 3, generator=g) @ torch.randn(3, 128, generator=g)
+    c = PowerSGD(rank=3)
+    enc = c.encode(x)
+    assert enc.wire_bytes == 4 * (256 + 128) * 3 and enc.meta["compressed"]
+    assert 32 * 128 * 256 / (8 * enc.wire_bytes) == pytest.approx(256 * 128 / (384 * 3))
+    y = c.decode(enc)
+    assert ((y - x).norm() / x.norm()).item() < 1e-4  # rank 3 data, rank 3 approximation
+    # a full-rank matrix at rank 1: the error is what one power step leaves, < 1
+    w = torch.randn(128, 64, generator=g)
+    e1 = (c.decode(PowerSGD(rank=1).encode(w)) - w).norm() / w.norm()
+    assert 0.9 < e1.item() < 1.0
+    # vectors go uncompressed (torch's (n, 1) view) unless cols= views them as rows
+    v = torch.randn(10_000, generator=g)
+    assert not PowerSGD(rank=4).encode(v).meta["compressed"] and PowerSGD().encode(v).wire_bytes == 40_000
+    enc = PowerSGD(rank=4, cols=100).encode(v)
+    assert enc.meta["compressed"] and enc.wire_bytes == 4 * (100 + 100) * 4
+    assert torch.isfinite(PowerSGD(rank=4, cols=100).decode(enc)).all()
+
+
+def test_warm_start_and_error_feedback_on_one_rank() -> None:
+    """encode_as runs the stream: warm-started power iteration converges to the top singular
+    directions of a fixed matrix; error feedback sends, over steps, everything that came in."""
+    g = torch.Generator().manual_seed(2)
+    u, _ = torch.linalg.qr(torch.randn(96, 96, generator=g))
+    v, _ = torch.linalg.qr(torch.randn(48, 48, generator=g))
+    s = torch.tensor([10.0, 5.0] + [0.1] * 46)
+    x = (u[:, :48] * s) @ v.T
+    best = (x - (u[:, :2] * s[:2]) @ v[:, :2].T).norm() / x.norm()  # Eckart-Young at rank 2
+    c = PowerSGD(rank=2, error_feedback=False)
+    errs = [((c.decode(c.encode_as(x, "w")) - x).norm() / x.norm()).item() for _ in range(6)]
+    assert errs[-1] < 1.01 * best.item() and errs[-1] < errs[0]
+    c = PowerSGD(rank=1)
+    sent = torch.zeros_like(x)
+    for _ in range(20):
+        sent += c.decode(c.encode_as(x, "w"))
+    torch.testing.assert_close(sent + c.residual("w"), 20 * x, atol=1e-3, rtol=1e-5)
+
+
+def test_allreduce_on_simcomm_is_the_same_on_every_rank_and_sends_p_and_q() -> None:
+    g = torch.Generator().manual_seed(3)
+    low = torch.randn(200, 2, generator=g)
+    xs = [low @ torch.randn(2, 100, generator=g) for _ in range(4)]
+    exact = sum(xs)
+
+    def rank(comm):
+        return allreduce(comm, xs[comm.rank], codec="powersgd:rank=4", key="w"), comm.bytes_sent
+
+    outs = simulate(rank, 4)
+    assert all(torch.equal(outs[0][0], o) for o, _ in outs)
+    assert ((outs[0][0] - exact).norm() / exact.norm()).item() < 1e-4  # rank 8 at most, seen at 4: ... 2 each
+    fp32 = simulate(lambda comm: (allreduce(comm, xs[comm.rank], key="w"), comm.bytes_sent)[1], 4)[0]
+    assert outs[0][1] / fp32 == pytest.approx((200 + 100) * 4 / (200 * 100), rel=0.01)
+
+
+def test_bad_modes_and_wrappers_are_clear_errors() -> None:
+    x = torch.randn(32, 16)
+    for mode in ("gather", "requantize"):
+        with pytest.raises(Exception, match="runs its own collective.*use mode='auto'"):
+            simulate(lambda comm: allreduce(comm, x, codec="powersgd", mode=mode), 2)
+    with pytest.raises(Exception, match="keeps its own error feedback"):
+        simulate(lambda comm: allreduce(comm, x, codec="ef:powersgd"), 2)
+    for bad in ("powersgd:rank=0", "powersgd:min_compression_rate=-1", "powersgd:cols=0"):
+        with pytest.raises(ValueError, match="allowed"):
+            get_codec(bad)
+    with pytest.raises(ValueError, match="non-finite"):
+        PowerSGD().encode(torch.tensor([[1.0, float("nan")]] * 8))
+
+
+def test_start_iter_sends_uncompressed_first() -> None:
+    x = torch.randn(64, 64)
+    c = PowerSGD(rank=1, start_iter=2)
+    assert [c.encode_as(x, "w").meta["compressed"] for _ in range(3)] == [False, False, True]
+    assert c.residual("w") is not None and math.isfinite(float(c.residual("w").norm()))
