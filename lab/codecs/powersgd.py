@@ -338,9 +338,7 @@ class PowerSGD(Codec):
         return flat.to(enc.dtype).view(enc.shape)
 
     def describe(self) -> str:
-        opts = [f"rank={self.rank}"]
-        if self.cols is not None:
-            opts.append(f"cols={self.cols}")
+        opts = [f"rank={self.rank}", f"cols={self.cols}" if self.cols is not None else "vectors uncompressed"]
         if not self.error_feedback:
             opts.append("no error feedback")
         if not self.warm_start:
