@@ -352,6 +352,9 @@ def test_cli_train_sim_and_ddp_take_the_new_formats() -> None:
         s = _cli([*ddp, "--codec", c])["summary"]
         assert s["compressed_buckets"] > 0 and 0 < s["bytes"] < s["fp32_allreduce_bytes"], (c, s)
         assert math.isfinite(s["final_test_error"])
+        if c.startswith("powersgd"):  # 64-32-10: the 32x64 weight as rank-4 P and Q (384 values), the
+            # rest (32 + 320 + 10 values) in fp32: 746 of 2410 values once the hook's warm-up is over
+            assert s["bytes_ratio_compressed"] == pytest.approx(746 / 2410, rel=0.01)
     assert "keeps its own error feedback" in _cli_error([*base, "--codec", "powersgd", "--error-feedback"])
     assert "runs its own collective" in _cli_error([*base, "--codec", "powersgd", "--scheme", "paper"])
     assert "model parallelism sends activations" in _cli_error([*base, "--codec", "powersgd", "--parallel", "model",

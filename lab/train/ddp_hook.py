@@ -44,6 +44,8 @@ class CodecHookState:
     bytes_sent: int = 0
     fp32_bytes: int = 0
     compressed_buckets: int = 0
+    compressed_bytes: int = 0  # bytes_sent and fp32_bytes of the compressed steps only (after warm-up)
+    compressed_fp32_bytes: int = 0
     _param_keys: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +114,7 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
     if not compress:
         return _allreduce(state, buf.div_(P)).then(lambda f: f.value()[0])
     state.compressed_buckets += 1
+    before, before_fp32 = state.bytes_sent, state.fp32_bytes
     grads = bucket.gradients()
     keys = [state.key(p) for p in bucket.parameters()]
     small = [i for i, g in enumerate(grads) if g.numel() < state.min_numel]
@@ -122,6 +125,8 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
         futures.append(_allreduce(state, flat).then(lambda f: _split(f.value()[0], [grads[i] for i in small])))
     if big:
         futures.append(_compressed(state, [keys[i] for i in big], [grads[i] for i in big]))
+    state.compressed_bytes += state.bytes_sent - before  # counted when issued
+    state.compressed_fp32_bytes += state.fp32_bytes - before_fp32
 
     def assemble(fut: Future) -> torch.Tensor:
         for part, where in zip(fut.value(), [small, big] if small else [big]):
