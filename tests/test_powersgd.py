@@ -337,7 +337,8 @@ def test_cli_bench_compressed_takes_the_new_formats() -> None:
     out = _cli(["bench", "compressed", "-p", "2", "--values", "4K", "--target-s", "0.01",
                 "--codecs", "mxfp8_e4m3,mxfp4_e2m1,nvfp4,powersgd:cols=64"])
     rows = {r["codec"]: r for r in out["rows"]}
-    assert rows["mxfp4_e2m1"]["wire_bytes_rank0"] < rows["mxfp8_e4m3"]["wire_bytes_rank0"] < rows["fp32"]["wire_bytes_rank0"]
+    wire = {c: r["wire_bytes_rank0"] for c, r in rows.items()}
+    assert wire["mxfp4_e2m1"] < wire["nvfp4"] < wire["mxfp8_e4m3"] < wire["fp32"]
     psgd = rows["powersgd(rank=1, cols=64)"]
     assert psgd["mode"] == "phased" and psgd["wire_bytes_rank0"] == 4 * (64 + 64)  # P and Q of a 64x64 view
 

@@ -33,9 +33,11 @@ import numpy as np
 import torch
 
 from lab.codecs.base import Codec, Encoded, Field, Layout, check_seed, prepare
-from lab.codecs.registry import CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register, seed_option
+from lab.codecs.registry import (CodecInfo, OptionSpec, WorkModel, check_nonfinite, nonfinite_option, register,
+                                 seed_option)
 
 Allreduce = Callable[[torch.Tensor], torch.Tensor]
+_Payload = "tuple[torch.Tensor, torch.Tensor] | None"  # one tensor's (P^, Q), None when sent uncompressed
 
 
 def matrix_shape(shape: Sequence[int], cols: int | None = None) -> tuple[int, int]:
@@ -190,7 +192,7 @@ class PowerSGD(Codec):
         return self._run(xs, list(keys), allreduce, ranks, stateful=True, inplace=True)[0]
 
     def _run(self, xs: Sequence[torch.Tensor], keys: list[str] | None, allreduce: Allreduce, ranks: int,
-             stateful: bool, inplace: bool = False) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor] | None]]:
+             stateful: bool, inplace: bool = False) -> tuple[list[torch.Tensor], list[_Payload]]:
         if keys is not None and len(keys) != len(xs):
             raise ValueError(f"{len(xs)} tensors but {len(keys)} keys")
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
@@ -220,7 +222,7 @@ class PowerSGD(Codec):
                 c = torch.cat([c, c.new_zeros(n * m - c.numel())])
             items.append(_Item(i, n, m, r, c.view(n, m)))
         out: list[torch.Tensor | None] = [None] * len(xs)
-        payloads: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(xs)
+        payloads: list[_Payload] = [None] * len(xs)
         # phase 0: the uncompressed tensors in one fp32 allreduce (torch's hook does this first)
         if plain:
             summed = _sum(allreduce, torch.cat([corrected[i] for i in plain]))
@@ -273,13 +275,15 @@ class PowerSGD(Codec):
         for it, p, q in zip(order, pv, qv):
             torch.bmm(it.M.unsqueeze(0), q, out=p)
         p_buf = _sum(allreduce, p_buf)
-        pv = [p_buf[o:o + it.n * it.r].view(1, it.n, it.r) for o, it in zip(_offsets([i.n * i.r for i in order]), order)]
+        pv = [p_buf[o:o + it.n * it.r].view(1, it.n, it.r)  # (an allreduce may return a new tensor)
+              for o, it in zip(_offsets([i.n * i.r for i in order]), order)]
         for p in pv:
             orthogonalize(p, self.eps)
         for it, p, q in zip(order, pv, qv):
             torch.bmm(it.M.unsqueeze(0).transpose(1, 2), p, out=q)
         q_buf = _sum(allreduce, q_buf)
-        qv = [q_buf[o:o + it.m * it.r].view(1, it.m, it.r) for o, it in zip(_offsets([i.m * i.r for i in order]), order)]
+        qv = [q_buf[o:o + it.m * it.r].view(1, it.m, it.r)
+              for o, it in zip(_offsets([i.m * i.r for i in order]), order)]
         for it, p, q in zip(order, pv, qv):
             it.p, it.q = p[0], q[0]
         if item_keys is not None:
@@ -291,7 +295,7 @@ class PowerSGD(Codec):
 
     # -- the codec interface (one rank)
     def _encoded(self, x: torch.Tensor, results: list[torch.Tensor],
-                 payloads: list[tuple[torch.Tensor, torch.Tensor] | None]) -> Encoded:
+                 payloads: list[_Payload]) -> Encoded:
         pq = payloads[0]
         if pq is None:
             tensors = {"values": results[0].reshape(-1).contiguous()}
