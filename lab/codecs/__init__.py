@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from . import native, onebit, qsgd, sparsify, table_codec, terngrad  # noqa: F401  (register themselves)
 from . import mx, nvfp4  # noqa: F401  (the block-scaled formats register themselves)
+from . import powersgd  # noqa: F401  (PowerSGD, Vogels et al. 2019)
 from .error_feedback import ErrorFeedback
 from .base import Codec, Encoded
 from .native import FP8, CastCodec, Fp8Codec, Int8Codec

@@ -153,6 +153,16 @@ class Codec:
         memory compensates x with that stream's residual, a stateless codec ignores the key."""
         return self.encode(x)
 
+    #: fp32 allreduces of the codec's own collective (PowerSGD: 2, P then Q); 0: collectives move its payloads
+    phases: ClassVar[int] = 0
+
+    def reduce_phased(self, xs: "list[torch.Tensor]", keys: "list[str]", allreduce: Any,
+                      ranks: int) -> "list[torch.Tensor]":
+        """A codec with `phases` > 0 runs its collective itself: the sums over `ranks` ranks of the
+        tensors xs (streams `keys`), through `allreduce(t)`, an fp32 sum of a flat tensor over the
+        ranks (lab/comm/allreduce.py and lab/train/ddp_hook.py both call this)."""
+        raise NotImplementedError(f"codec {self.name!r} has no collective of its own; collectives move its payloads")
+
     @property
     def payload_codec(self) -> "Codec":
         """The codec whose payloads this one writes and reads (itself; memory wrappers: the inner one)."""

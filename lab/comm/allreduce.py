@@ -10,6 +10,8 @@ order. With a codec (Dettmers 2016 §3.3: compress, transfer, decompress) two mo
               mode takes a codec with memory (`ef:<codec>`: the rank's residual, under `key`), and
               `own="exact"`: the paper's scheme, a rank adds its own vector in fp32 and only
               the incoming ones decoded (Dettmers 2016 §3.4).
+  phased:     a codec with its own collective (`Codec.phases`; PowerSGD, Vogels et al. 2019) runs
+              it (`Codec.reduce_phased`): its fp32 sums (P, then Q) travel raw on the algorithm.
 Every rank ends with the same result (for stochastic codecs under recursive doubling, see there;
 with own="exact" each rank's sum differs by its own quantisation error).
 """
@@ -50,6 +52,8 @@ def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -
         raise ValueError(f"mode={mode!r}; allowed: {', '.join(MODES)}")
     if codec is None:
         return "raw"
+    if codec.payload_codec.phases:
+        return _phased_mode(codec, mode)
     if mode == "requantize" and codec.stateful:
         raise ValueError(f"codec {codec.name!r} keeps an error-feedback residual of its own encoding; "
                          "re-encoded partial sums have none: use mode='gather'")
@@ -63,6 +67,22 @@ def resolve_mode(codec: Codec | None, mode: str, algorithm: str | None = None) -
         raise ValueError(f"algorithm {algorithm!r} has no gather form, which codec {codec.name!r} in mode "
                          f"'gather' needs; algorithms with one: {', '.join(a.name for a in algorithm_infos() if a.gather)}")
     return how
+
+
+def _phased_mode(codec: Codec, mode: str) -> str:
+    """'phased' for a codec that runs its own collective (`Codec.phases`: PowerSGD's P, then Q, as
+    fp32 sums on the algorithm), which neither requantizes nor gathers and keeps its own memory."""
+    inner = codec.payload_codec
+    if codec is not inner:
+        raise ValueError(f"{codec.describe()}: {inner.name} keeps its own error feedback (its option error_feedback, "
+                         f"on by default: the residual against the sum over ranks); use {inner.name!r} without ef: "
+                         "or --error-feedback")
+    if mode != "auto":
+        raise ValueError(f"codec {inner.name!r} runs its own collective: {inner.phases} fp32 allreduces "
+                         f"(P, then Q) on the chosen algorithm, after one for its uncompressed tensors; modes "
+                         f"'requantize' and 'gather' do not apply to it (and neither does scheme='paper'): "
+                         "use mode='auto'")
+    return "phased"
 
 
 def check_algorithm(algorithm: str) -> None:
@@ -103,7 +123,7 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError(f"allreduce takes a floating-point torch.Tensor, got {type(x).__name__}"
                          + (f" of {x.dtype}" if isinstance(x, torch.Tensor) else ""))
-    if algorithm == NATIVE and codec is not None:
+    if algorithm == NATIVE and codec is not None and how != "phased":
         raise ValueError("the native all_reduce carries fp32 only; pick one of "
                          f"{', '.join(_registered())} to put a codec on the wire")
     if check:
@@ -112,7 +132,9 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
     buf = x.detach().reshape(-1).to(device=comm.device, dtype=torch.float32, copy=True)
     n, P = buf.numel(), comm.size
     if n and P > 1:
-        if algorithm == NATIVE:
+        if how == "phased":  # the codec's own collective: its fp32 sums ride the algorithm's raw wire
+            buf = codec.reduce_phased([buf.view(x.shape)], [key], _fp32_sum(comm, algorithm), P)[0].reshape(-1)
+        elif algorithm == NATIVE:
             comm.native_allreduce(buf)
         elif how == "gather":
             buf = _gather_sum(comm, buf, codec, get_algorithm(algorithm).gather, own, key)
@@ -120,6 +142,18 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
             algo = get_algorithm(algorithm)
             algo.reduce(comm, buf, Channel(comm, codec, scratch=algo.scratch(n, P)))
     return buf.view(x.shape).to(x.dtype)
+
+
+def _fp32_sum(comm: Comm, algorithm: str):
+    """t -> the sum over ranks of the flat fp32 t, in place, by `algorithm` (or the backend's own)."""
+    def total(t: torch.Tensor) -> torch.Tensor:
+        if algorithm == NATIVE:
+            comm.native_allreduce(t)
+        else:
+            algo = get_algorithm(algorithm)
+            algo.reduce(comm, t, Channel(comm, None, scratch=algo.scratch(t.numel(), comm.size)))
+        return t
+    return total
 
 
 def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, key: str) -> torch.Tensor:

@@ -21,7 +21,8 @@ from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
 from .strategies import MODEL_PARALLEL_KINDS, check_P, plan_step
-from .wire import (allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds, wire_codec)
+from .wire import (allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds, wire_bytes,
+                   wire_codec)
 
 CANDIDATES: tuple[str, ...] = ("none", "dynamic_tree", "onebit")
 
@@ -29,7 +30,7 @@ CANDIDATES: tuple[str, ...] = ("none", "dynamic_tree", "onebit")
 def _layer_time(role: str, lay, P: int, total: float, lk: Link, algorithm: str, codec, dev: Device,
                 first: bool, last_out: bool) -> float:
     if role == "data":
-        return allreduce_seconds(lay.params, P, lk, algorithm, codec, dev)
+        return allreduce_seconds(lay.params, P, lk, algorithm, codec, dev, lay.matrices)
     t = 0.0 if first else (allgather_seconds(total * lay.inputs, P, lk, algorithm, codec, dev)
                            + reduce_scatter_seconds(total * lay.inputs, P, lk, algorithm, codec, dev))
     return t + (allgather_seconds(total * lay.outputs, P, lk, algorithm, codec, dev) if last_out else 0.0)
@@ -38,8 +39,9 @@ def _layer_time(role: str, lay, P: int, total: float, lk: Link, algorithm: str, 
 def codec_advice(model: str | ModelSpec, P: int, *, device: str | Device = "v100", link: str | Link = "pcie3",
                  strategy: str = "data", batch_per_gpu: int | None = None, global_batch: int | None = None,
                  algorithm: str = "ring", candidates=CANDIDATES) -> pd.DataFrame:
-    """Per layer: role (data | model), values sent, each candidate's predicted time (ms), the fastest
-    codec and its saving against uncompressed fp32 (ms and %). Strategy: data, model or hybrid.
+    """Per layer: role (data | model), values sent, each candidate's predicted time (ms) and, for
+    gradients, its payload (MB, one rank, before the collective's own factor), the fastest codec
+    and its saving against uncompressed fp32 (ms and %). Strategy: data, model or hybrid.
     candidates: codec names or spec strings, or "all" (every registered codec)."""
     spec = get_model(model)
     P = check_P(P)
@@ -77,6 +79,8 @@ def codec_advice(model: str | ModelSpec, P: int, *, device: str | Device = "v100
                 continue
             times[c.name] = _layer_time(role, lay, P, total, lk, algorithm, c, dev, i == 0, last_out)
             row[f"{c.name}_ms"] = 1e3 * times[c.name]
+            if role == "data":  # one rank's gradient payload (PowerSGD: from the layer's matrix shapes)
+                row[f"{c.name}_MB"] = wire_bytes(values, c, lay.matrices) / 1e6
         best = min(times, key=lambda k: (times[k], k != "none"))
         base = times["none"]
         row.update({"best": best if values and P > 1 else "none", "saving_ms": 1e3 * (base - times[best]),

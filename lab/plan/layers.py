@@ -20,7 +20,9 @@ KINDS = ("conv", "fc", "embedding", "block", "head")
 class Layer:
     """One layer: `params` weights, `flops` forward FLOPs per sample, `inputs` / `outputs` values
     per sample it reads / writes. kind: conv | fc | embedding | block | head (Krizhevsky's hybrid
-    makes the "fc" layers model-parallel and keeps the rest data-parallel)."""
+    makes the "fc" layers model-parallel and keeps the rest data-parallel). `matrices`: the (rows,
+    cols) of its weight tensors as PyTorch's PowerSGD hook views them ((out, in·k·k) for a
+    convolution); the rest of `params` (biases, norms) are vectors; () when unknown."""
 
     name: str
     kind: str
@@ -28,6 +30,7 @@ class Layer:
     flops: float
     inputs: int
     outputs: int
+    matrices: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -36,6 +39,11 @@ class Layer:
             v = getattr(self, what)
             if not v >= 0:
                 raise ValueError(f"layer {self.name!r}: {what} must be >= 0, got {v!r}")
+        mats = tuple(tuple(int(d) for d in m) for m in self.matrices)
+        if any(len(m) != 2 or min(m) < 1 for m in mats) or sum(a * b for a, b in mats) > self.params:
+            raise ValueError(f"layer {self.name!r}: matrices {self.matrices!r} must be (rows, cols) pairs >= 1 "
+                             f"holding at most its {self.params} parameters")
+        object.__setattr__(self, "matrices", mats)
 
 
 @dataclass(frozen=True)
@@ -74,13 +82,15 @@ def conv(name: str, c_in: int, c_out: int, k: int, out_hw: int | tuple[int, int]
     oh, ow = (out_hw, out_hw) if isinstance(out_hw, int) else out_hw
     ih, iw = (oh, ow) if in_hw is None else ((in_hw, in_hw) if isinstance(in_hw, int) else in_hw)
     weights = c_out * (c_in // groups) * k * k
+    mats = ((c_out, c_in // groups * k * k),)  # the weight (c_out, c_in/groups, k, k) as (c_out, -1)
     return Layer(name, "conv", weights + (c_out if bias else 0), 2.0 * weights * oh * ow, c_in * ih * iw,
-                 c_out * oh * ow)
+                 c_out * oh * ow, mats)
 
 
 def fc(name: str, n_in: int, n_out: int, *, bias: bool = True) -> Layer:
     """A dense layer n_in → n_out."""
-    return Layer(name, "fc", n_in * n_out + (n_out if bias else 0), 2.0 * n_in * n_out, n_in, n_out)
+    return Layer(name, "fc", n_in * n_out + (n_out if bias else 0), 2.0 * n_in * n_out, n_in, n_out,
+                 ((n_out, n_in),))
 
 
 # -- presets
@@ -136,7 +146,7 @@ def resnet50() -> ModelSpec:
 
     def cbn(name, c_in, c_out, k, out_hw, in_hw=None):
         c = conv(name, c_in, c_out, k, out_hw, in_hw=in_hw, bias=False)
-        layers.append(Layer(c.name, "conv", c.params + 2 * c_out, c.flops, c.inputs, c.outputs))
+        layers.append(Layer(c.name, "conv", c.params + 2 * c_out, c.flops, c.inputs, c.outputs, c.matrices))
 
     cbn("conv1", 3, 64, 7, 112, in_hw=224)
     c_in, hw = 64, 56  # after the 3×3 max-pool
@@ -165,9 +175,11 @@ def gpt2_small(seq_len: int = 1024) -> ModelSpec:
         raise ValueError(f"seq_len must be an int in 1..{ctx}, got {seq_len!r}")
     T = seq_len
     block_params = 12 * d * d + 13 * d  # qkv 3d²+3d, proj d²+d, mlp 8d²+5d, two layer norms 4d
-    layers = [Layer("embed", "embedding", vocab * d + ctx * d, 0.0, T, T * d)]
+    layers = [Layer("embed", "embedding", vocab * d + ctx * d, 0.0, T, T * d, ((vocab, d), (ctx, d)))]
+    block_mats = ((3 * d, d), (d, d), (4 * d, d), (d, 4 * d))  # qkv, projection, MLP in and out
     for i in range(n_layer):
-        layers.append(Layer(f"block{i + 1}", "block", block_params, T * (24.0 * d * d + 4.0 * T * d), T * d, T * d))
+        layers.append(Layer(f"block{i + 1}", "block", block_params, T * (24.0 * d * d + 4.0 * T * d), T * d, T * d,
+                            block_mats))
     layers.append(Layer("lm_head", "head", 2 * d, T * 2.0 * d * vocab, T * d, T * vocab))  # final norm; tied
     return ModelSpec("gpt2_small", tuple(layers), f"sequence of {T} tokens",
                      "Radford et al. 2019 (GPT-2 small: 12 layers, d=768)")

@@ -241,7 +241,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
             samples, held = per_gpu, lay.params
             f = lay.flops * per_gpu / F
             wc = grad_codecs[lay.name]
-            gcomm = allreduce_seconds(lay.params, P, lk, algorithm, wc, dev)
+            gcomm = allreduce_seconds(lay.params, P, lk, algorithm, wc, dev, lay.matrices)
             fcomm = bcomm = 0.0
             what = "gradients" if lay.params and P > 1 else "-"
             codec_name = wc.name

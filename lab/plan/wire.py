@@ -9,6 +9,14 @@ in 1 kernel. 1-bit SGD (`onebit`) carries Seide et al.'s error feedback: encode 
 writes the 4-byte residual, in 4 kernels (add residual, two means, pack, update residual), and
 it runs as a two-stage (requantize) allreduce. Sparse codecs (top-k, random-k) gather. Each codec's
 numbers and flags come from its registry entry (`CodecInfo.work`, `two_stage`, `gradient_only`).
+
+A codec with its own collective (`Codec.phases`: PowerSGD, Vogels et al. 2019) is mode "phased": its
+wire depends on each layer's matrix shapes (`Layer.matrices`), not on a rate per value: per layer
+one fp32 allreduce of the uncompressed values (vectors, and matrices where (n+m)·r·rate >= n·m)
+and one each of P (n·r) and Q (m·r) values, from the codec's own `wire_values(shape)`; its work:
+4 + extra_encode_bytes read/written per compressed value to encode (residual, M Q, M^T P) and 4 to
+decode (P Q^T), encode_kernels + decode_kernels launches per compressed matrix. A layer with no
+known matrices is a vector to it (uncompressed), as a flat tensor is to torch's hook.
 """
 from __future__ import annotations
 
@@ -57,6 +65,7 @@ class WireCodec:
     enc_kernels: int
     dec_kernels: int
     gradient_only: bool = False
+    phased: bool = False  # the codec runs its own fp32 allreduces (PowerSGD): bytes follow the matrix shapes
 
     @property
     def raw(self) -> bool:
@@ -91,6 +100,9 @@ def _wire_codec(spec: str, base: str) -> WireCodec:
     if work.raw:
         return _raw()
     codec = parse_spec(spec)
+    if codec.payload_codec.phases:  # its sums travel as fp32; what it saves is in phased_values
+        return WireCodec(spec, 4.0, 0.0, "phased", 4.0 + work.extra_encode_bytes, 4.0, work.encode_kernels,
+                         work.decode_kernels, info.gradient_only, phased=True)
     g = torch.Generator().manual_seed(0)
     n1, n2 = 1 << 10, 1 << 14  # below lab.codecs.cpu.MIN_COMPILED: eager encode, no torch.compile
     b1 = codec.encode(torch.randn(n1, generator=g)).wire_bytes
@@ -100,6 +112,36 @@ def _wire_codec(spec: str, base: str) -> WireCodec:
     mode = "requantize" if (codec.requantize or info.two_stage) else "gather"
     return WireCodec(spec, w, side, mode, 4.0 + w + work.extra_encode_bytes, w + 4.0, work.encode_kernels,
                      work.decode_kernels, info.gradient_only)
+
+
+@functools.cache
+def _phased_codec(spec: str):
+    from lab.codecs import parse_spec
+    return parse_spec(spec).payload_codec
+
+
+def phased_values(codec: WireCodec, n: float, matrices: tuple[tuple[int, int], ...] = ()) -> tuple[float, ...]:
+    """fp32 values one rank puts into each allreduce of a phased codec for a layer of n values with
+    weight `matrices`: (uncompressed, P, Q) from the codec's `wire_values`, and the values that are
+    compressed (its work); raw or per-value codecs: (n·bytes_per_value/4,) and 0."""
+    if not codec.phased:
+        return (n * codec.bytes_per_value / 4.0,)
+    c = _phased_codec(codec.name)
+    plain, p, q, squeezed = max(0.0, n - sum(a * b for a, b in matrices)), 0.0, 0.0, 0.0
+    for shape in matrices:
+        vp, vq, vu = c.wire_values(shape)
+        plain, p, q = plain + vu, p + vp, q + vq
+        squeezed += 0 if vu else shape[0] * shape[1]
+    return plain, p, q, squeezed
+
+
+def _phased_seconds(n: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device,
+                    matrices: tuple[tuple[int, int], ...]) -> float:
+    plain, p, q, squeezed = phased_values(codec, n, matrices)
+    comm = sum(cost.allreduce_time(algorithm, P, 4.0 * v, link) for v in (plain, p, q) if v > 0)
+    mats = sum(1 for m in matrices if not _phased_codec(codec.name).wire_values(m)[2])
+    work = squeezed * (_per_value(codec.enc_traffic, device) + _per_value(codec.dec_traffic, device))
+    return comm + work + mats * (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6
 
 
 def _per_value(traffic: float, device: Device) -> float:
@@ -113,10 +155,14 @@ def _messages(algorithm: str, P: int, nbytes: float, link: Link, mode: str) -> f
     return (cost.shared_coefficients if link.shared else cost.coefficients)(algorithm, P, nbytes)[0]
 
 
-def allreduce_seconds(n: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device) -> float:
-    """Allreduce of n gradient values on P ranks with the codec on the wire (cost.compressed_time)."""
+def allreduce_seconds(n: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device,
+                      matrices: tuple[tuple[int, int], ...] = ()) -> float:
+    """Allreduce of n gradient values on P ranks with the codec on the wire (cost.compressed_time);
+    `matrices`: the layer's weight shapes, which a phased codec (PowerSGD) compresses."""
     if P == 1 or n <= 0:
         return 0.0
+    if codec.phased:
+        return _phased_seconds(n, P, link, algorithm, codec, device, matrices)
     if codec.raw:
         return cost.allreduce_time(algorithm, P, 4.0 * n, link)
     t = cost.compressed_time(algorithm, P, int(round(n)), link, wire_bytes_per_value=codec.bytes_per_value,
@@ -164,10 +210,13 @@ def transfer_seconds(n: float, link: Link, codec: WireCodec, device: Device) -> 
             + (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6)
 
 
-def wire_bytes(n: float, codec: WireCodec) -> float:
-    """Bytes of one payload of n values."""
+def wire_bytes(n: float, codec: WireCodec, matrices: tuple[tuple[int, int], ...] = ()) -> float:
+    """Bytes of one payload of n values (a phased codec: the fp32 values of its allreduces, from
+    the layer's `matrices`)."""
+    if codec.phased:
+        return 4.0 * sum(phased_values(codec, n, matrices)[:3])
     return codec.bytes_per_value * n + (codec.side_bytes if not codec.raw else 0.0)
 
 
 __all__ = ["two_stage", "gradient_only", "WireCodec", "wire_codec", "allreduce_seconds", "allgather_seconds", "reduce_scatter_seconds",
-           "transfer_seconds", "wire_bytes"]
+           "transfer_seconds", "wire_bytes", "phased_values"]

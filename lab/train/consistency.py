@@ -104,7 +104,7 @@ class Update:
 class Timing:
     """Modelled seconds: compute per worker step, communication from the cost model (transfer
     only: codec time is left out, as on a GPU where it is ~100x below the transfer). mode:
-    'raw' (fp32), 'requantize' or 'gather'."""
+    'raw' (fp32), 'requantize', 'gather' or 'phased' (a codec's own fp32 allreduces: PowerSGD)."""
 
     compute_s: float
     link: cost.Link
@@ -120,6 +120,9 @@ class Timing:
         algorithm = "ring" if self.algorithm == "native" else self.algorithm
         if self.mode == "raw":
             return cost.allreduce_time(algorithm, self.K, 4.0 * self.n_values, self.link)
+        if self.mode == "phased":  # PowerSGD: fp32 sums of its wire bytes, in 3 allreduces (plain, P, Q)
+            return (cost.allreduce_time(algorithm, self.K, self.wire_bytes_per_value * self.n_values, self.link)
+                    + 2 * cost.allreduce_time(algorithm, self.K, 0.0, self.link))
         return cost.compressed_time(algorithm, self.K, self.n_values, self.link,
                                     wire_bytes_per_value=self.wire_bytes_per_value,
                                     encode_s_per_value=0.0, decode_s_per_value=0.0, mode=self.mode)

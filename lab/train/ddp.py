@@ -88,7 +88,9 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
     warm = times[min(len(times) - 1, 2):]
     return dict(rows=rows, bytes_sent=sent, fp32_bytes=fp32_step * step, steps=step,
                 step_s=statistics.median(warm), parameters=n_values,
-                compressed_buckets=state.compressed_buckets if state else 0)
+                compressed_buckets=state.compressed_buckets if state else 0,
+                compressed_bytes=state.compressed_bytes if state else 0,
+                compressed_fp32_bytes=state.compressed_fp32_bytes if state else 0)
 
 
 def train_ddp(cfg: TrainConfig, procs: int = 2, *, backend: str = "gloo", timeout: float = 300.0,
@@ -111,6 +113,10 @@ def assemble(cfg: TrainConfig, results: list[dict], backend: str) -> TrainResult
                    bytes=int(sent), fp32_allreduce_bytes=int(fp32), bytes_ratio=sent / fp32 if fp32 else float("nan"),
                    steps=results[0]["steps"], step_s=max(r["step_s"] for r in results),
                    parameters=results[0]["parameters"], compressed_buckets=results[0]["compressed_buckets"])
+    c_sent = sum(r.get("compressed_bytes", 0) for r in results)
+    c_fp32 = sum(r.get("compressed_fp32_bytes", 0) for r in results)
+    # the codec's own ratio, without the hook's fp32 warm-up steps (PowerSGD: 0.0055 where the run's is 0.043)
+    summary["bytes_ratio_compressed"] = c_sent / c_fp32 if c_fp32 else float("nan")
     return TrainResult(cfg, curve, summary)
 
 

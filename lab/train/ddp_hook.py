@@ -16,6 +16,8 @@ gradient. Here, per bucket:
   - with error feedback the residual of each tensor lives in the state, keyed by its
     parameter (its name, or "param<n>" in order of first sight), not by bucket: DDP rebuilds its buckets
     after the first iteration, and a residual must follow its parameter into the new bucket;
+  - a codec with its own collective (`Codec.phases`, PowerSGD) gets g/P and runs its fp32
+    all_reduces itself (`Codec.reduce_phased`: the uncompressed tensors, P, then Q);
   - the result is divided by P inside the hook.
 `state.bytes_sent` counts what this rank put on the wire, with the ring algorithms' volumes
 that Gloo and NCCL use: all_reduce 2(P-1)/P·m, all_gather (P-1)·q.
@@ -42,6 +44,8 @@ class CodecHookState:
     bytes_sent: int = 0
     fp32_bytes: int = 0
     compressed_buckets: int = 0
+    compressed_bytes: int = 0  # bytes_sent and fp32_bytes of the compressed steps only (after warm-up)
+    compressed_fp32_bytes: int = 0
     _param_keys: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -50,6 +54,9 @@ class CodecHookState:
         if isinstance(self.start_iter, bool) or not isinstance(self.start_iter, int) or self.start_iter < 0:
             raise ValueError(f"start_iter={self.start_iter!r}; it must be an int >= 0 (iterations of plain "
                              "fp32 all_reduce before the codec takes over)")
+        if self.codec.payload_codec.phases and self.codec is not self.codec.payload_codec:
+            raise ValueError(f"{self.codec.describe()}: {self.codec.payload_codec.name} runs its own collective with "
+                             "its own error feedback (its option error_feedback); use it without ef: / error feedback")
         if isinstance(self.min_numel, bool) or not isinstance(self.min_numel, int) or self.min_numel < 0:
             raise ValueError(f"min_numel={self.min_numel!r}; it must be >= 0")
 
@@ -107,6 +114,7 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
     if not compress:
         return _allreduce(state, buf.div_(P)).then(lambda f: f.value()[0])
     state.compressed_buckets += 1
+    before, before_fp32 = state.bytes_sent, state.fp32_bytes
     grads = bucket.gradients()
     keys = [state.key(p) for p in bucket.parameters()]
     small = [i for i, g in enumerate(grads) if g.numel() < state.min_numel]
@@ -117,6 +125,8 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
         futures.append(_allreduce(state, flat).then(lambda f: _split(f.value()[0], [grads[i] for i in small])))
     if big:
         futures.append(_compressed(state, [keys[i] for i in big], [grads[i] for i in big]))
+    state.compressed_bytes += state.bytes_sent - before  # counted when issued
+    state.compressed_fp32_bytes += state.fp32_bytes - before_fp32
 
     def assemble(fut: Future) -> torch.Tensor:
         for part, where in zip(fut.value(), [small, big] if small else [big]):
@@ -140,6 +150,8 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
     codec, P = state.codec, state.world_size
     inner = codec.payload_codec
     state.fp32_bytes += _ring_allreduce_bytes(sum(g.numel() for g in grads) * 4, P)
+    if inner.phases:
+        return _phased(state, inner, keys, grads)
     if inner.summable:
         return _summed(state, inner, keys, grads)
     fmts = [codec.wire_format(g.numel(), torch.float32, g.device) for g in grads]
@@ -155,6 +167,22 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
         return out
 
     return dist.all_gather(rows, row, group=state.process_group, async_op=True).get_future().then(decode)
+
+
+def _phased(state: CodecHookState, codec: Codec, keys: list[str], grads: list[torch.Tensor]) -> Future:
+    """A codec with its own collective (PowerSGD: P, then Q): it gets g/P, like the summable
+    codecs, and sums through dist.all_reduce (uncompressed part, P, Q), so its result is the average."""
+    P, group = state.world_size, state.process_group
+
+    def allreduce(t: torch.Tensor) -> torch.Tensor:
+        state.bytes_sent += _ring_allreduce_bytes(t.numel() * t.element_size(), P)
+        dist.all_reduce(t, group=group)
+        return t
+
+    # g/P in the bucket itself: the codec works there, like torch's powerSGD_hook (same alignment)
+    out = codec.reduce_phased([g.div_(P) if g.dtype == torch.float32 else g.float() / P for g in grads],
+                              keys, allreduce, P)
+    return _done([o.reshape(-1) for o in out])
 
 
 def _summed(state: CodecHookState, inner: Codec, keys: list[str], grads: list[torch.Tensor]) -> Future:

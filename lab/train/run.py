@@ -114,8 +114,10 @@ class TrainConfig(Consistency):
     def model_exchange_codec(self) -> str | None:
         from lab.codecs.base import get_codec
 
-        if self.codec not in (None, "", "none", "fp32"):
-            get_codec(self.codec)
+        if self.codec not in (None, "", "none", "fp32") and get_codec(self.codec).payload_codec.phases:
+            raise ValueError(f"codec {self.codec!r} compresses gradient matrices inside a data-parallel allreduce "
+                             "(its own collective); model parallelism sends activations and deltas: use "
+                             "--parallel data, or a codec such as dynamic_tree or mxfp8_e4m3")
         if self.scheme not in ("all", "paper"):
             raise ValueError(f"scheme={self.scheme!r}; allowed: all, paper")
         return self.codec
