@@ -56,7 +56,7 @@ def _model(name: str | ModelSpec) -> ModelSpec:
 def candidate_codecs() -> list[str]:
     """Every registered codec that compresses a bf16 gradient: not raw fp32, not bf16 (the baseline)."""
     from lab.codecs import codec_infos
-    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE]
+    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE and not wire_codec(i.name).phased]
 
 
 def measured_codec_file(device: Device, bench_dir: Path | str | None = None) -> Path | None:
@@ -98,6 +98,10 @@ def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Co
     if codec == BASELINE:
         return BF16
     wc = wire_codec(codec)
+    if wc.phased:
+        raise ValueError(f"codec {codec!r} runs its own collective (low-rank P and Q sums): its bytes follow each "
+                         "layer's matrix shapes, which this per-value model cannot price; `paralab plan --advice` "
+                         "does (lab.plan.advice)")
     if wc.raw:
         raise ValueError(f"codec {codec!r} is uncompressed fp32: against a bf16 baseline it only doubles the bytes; "
                          "pick a codec that compresses")
