@@ -9,6 +9,7 @@ import torch
 from cuda_emu import harness, nvrtc
 from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cuda as C
+from lab.codecs import cuda_block as CB
 from lab.codecs import cuda_hop as H
 from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
 from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting,
@@ -35,12 +36,15 @@ def _reachable_kernels() -> set[str]:
                 names |= {p.kernel for p in H.hop_plan(kind, 100, block_size=bs, scale=scale, search=search,
                                                        aligned=True)}
     names.add(H.decode_sum_plan(100, block_size=None, aligned=True).kernel)
+    for dtype in DTYPES:  # kernels/block_scaled.cu (OCP MX, NVFP4)
+        names |= {CB.encode_plan(kind, 100, dtype).kernel for kind in ("mx", "nvfp4")}
+        names.add(CB.decode_plan(100, dtype).kernel)
     return names
 
 
 def test_emulator_builds_every_kernel() -> None:
     found = {k for name in SOURCES for k in harness.module(name).kernels}
-    assert len(found) == 29, sorted(found)
+    assert len(found) == 38, sorted(found)
     assert found == _reachable_kernels(), "a kernel in kernels/*.cu that no launcher reaches, or the reverse"
 
 

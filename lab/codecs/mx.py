@@ -15,8 +15,9 @@ import torch
 from . import cpu
 from .base import Codec, Encoded, Field, Layout, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
 from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, register
-from .block_scaled import (FORMATS, SCALE_RULES, ElementFormat, blocks, decode_blocks, e8m0_exponent, e8m0_value,
-                           pack_codes, round_elements, unpack_codes)
+from .block_scaled import (FORMATS, SCALE_RULES, ElementFormat, blocks, decode_blocks, e8m0_exponent, e8m0_table,
+                           e8m0_value, pack_codes, round_elements, unpack_codes, value_table)
+from .cuda_block import block_decode_cuda, mx_encode_cuda, on_kernel_device
 
 MX_BLOCK = 32
 MX_NAMES = {"mxfp8_e4m3": "e4m3", "mxfp8_e5m2": "e5m2", "mxfp6_e3m2": "e3m2", "mxfp6_e2m3": "e2m3",
@@ -87,6 +88,14 @@ class MXCodec(Codec):
         if n == 0:
             z = flat.new_zeros(0, dtype=torch.uint8)
             return self._payload(x, {"codes": z, "scales": z}, 0, {"block_size": MX_BLOCK})
+        if on_kernel_device(flat):  # kernels/block_scaled.cu, packed in the kernel
+            packed, scales, bad = mx_encode_cuda(flat, self.fmt, self.scale_rule)
+            if bad:
+                if self.nonfinite == "raise":
+                    raise nonfinite_error(flat)
+                packed, scales, _ = mx_encode_cuda(saturate_nonfinite(flat), self.fmt, self.scale_rule)
+            return self._payload(x, {"codes": packed, "scales": scales},
+                                 packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
         codes, scales, amax = self._encode_flat(flat)
         if not bool(torch.isfinite(amax).all()):
             if self.nonfinite == "raise":
@@ -120,9 +129,24 @@ class MXCodec(Codec):
         n = enc.numel
         if n == 0:
             return torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+        if on_kernel_device(enc.tensors["codes"]):
+            out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+            self._decode_flat(enc, out.view(-1))
+            return out
         codes = unpack_codes(enc.tensors["codes"], self.bits, n)
         y = decode_blocks(codes, self.fmt, e8m0_value(enc.tensors["scales"]), MX_BLOCK, enc.dtype)
         return y.view(enc.shape)
+
+
+    def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        codes = enc.tensors["codes"]
+        if enc.numel == 0 or not on_kernel_device(codes):
+            return False
+        dev = codes.device
+        block_decode_cuda(codes, value_table(self.fmt, dev), enc.tensors["scales"], e8m0_table(dev), None,
+                          n=enc.numel, block=MX_BLOCK, bits=self.bits, dtype=enc.dtype, out=flat)
+        return True
 
 
 def _factory(element: str):
