@@ -20,7 +20,10 @@ import torch
 from .base import (Codec, Encoded, Field, Layout, SeededGenerator, check_input, check_seed, nonfinite_error, packed_bytes,
                    saturate_nonfinite)
 from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, register, seed_option
-from .block_scaled import FORMATS, blocks, decode_blocks, pack_codes, round_elements, uniform_noise, unpack_codes, value_table
+from . import cpu
+from .block_scaled import (FORMATS, blocks, decode_blocks, noise_from_index, pack_codes, round_elements, uniform_noise,
+                           unpack_codes, value_table)
+from .mx import pack_rows, round_elements_bits
 from .cuda_block import block_decode_cuda, nvfp4_encode_cuda, on_kernel_device
 
 NV_BLOCK = 16
@@ -69,16 +72,49 @@ class NVFP4Codec(SeededGenerator, Codec):
             packed, bscale = nvfp4_encode_cuda(flat, tscale, key)
             return self._payload(x, {"codes": packed, "scales": bscale.view(torch.float8_e4m3fn),
                                      "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
-        x2d, _ = blocks(flat, NV_BLOCK)
-        bamax = x2d.abs().amax(1)
+        bamax = self._block_amax(flat)
         if not bool(torch.isfinite(bamax).all()):
             if self.nonfinite == "raise":
                 raise nonfinite_error(flat)
-            x2d, _ = blocks(saturate_nonfinite(flat), NV_BLOCK)
-            bamax = x2d.abs().amax(1)
-        codes, bscale, tscale = self._encode_blocks(x2d, bamax, key)
-        return self._payload(x, {"codes": pack_codes(codes.view(-1)[:n], 4), "scales": bscale,
-                                 "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
+            flat = saturate_nonfinite(flat)
+            bamax = self._block_amax(flat)
+        tscale = tensor_scale(bamax.amax().reshape(1))
+        packed, bscale = self._encode_cpu(flat, bamax, tscale, key)
+        return self._payload(x, {"codes": packed, "scales": bscale, "tensor_scale": tscale},
+                             packed_bytes(n, 4) + bscale.numel() + 4, meta)
+
+    def _block_amax(self, flat: torch.Tensor) -> torch.Tensor:
+        """float32 absmax of every 16-value block (the tail block's over its values), one pass."""
+        n = flat.numel()
+        main = n - n % NV_BLOCK
+        parts = []
+        if main:
+            x2d = flat[:main].view(-1, NV_BLOCK)
+            got = cpu._try_compiled(_amax_fn, None, x2d) if main >= cpu.MIN_COMPILED else None
+            parts.append(got if got is not None else x2d.float().abs().amax(1))
+        if main < n:
+            parts.append(flat[main:].float().abs().amax().reshape(1))
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+    def _encode_cpu(self, flat: torch.Tensor, bamax: torch.Tensor, tscale: torch.Tensor,
+                    key: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(packed codes, E4M3 block scales): the whole blocks through the fused torch.compile pass
+        when there are enough of them, the tail block (and small inputs) through the reference."""
+        n = flat.numel()
+        main = n - n % NV_BLOCK
+        if main >= cpu.MIN_COMPILED:
+            keys = None if key is None else torch.tensor([key & 0xFFFFFFFF, key >> 32], dtype=torch.int64)
+            out = cpu._try_compiled(_encode_nvfp4_fn, key is not None, flat[:main].view(-1, NV_BLOCK),
+                                    bamax[:main // NV_BLOCK], tscale, keys)
+            if out is not None:
+                if main == n:
+                    return out
+                tail, _ = blocks(flat[main:], NV_BLOCK)
+                codes, bscale = self._encode_blocks(tail, bamax[-1:], tscale, key, start=main)
+                return torch.cat([out[0], pack_codes(codes.view(-1)[:n - main], 4)]), torch.cat([out[1], bscale])
+        x2d, _ = blocks(flat, NV_BLOCK)
+        codes, bscale = self._encode_blocks(x2d, bamax, tscale, key)
+        return pack_codes(codes.view(-1)[:n], 4), bscale
 
     def _noise_key(self) -> int:
         """The 64-bit key of this call's stochastic-rounding noise, drawn from the codec's CPU
@@ -95,14 +131,16 @@ class NVFP4Codec(SeededGenerator, Codec):
     def wire_meta(self, n: int) -> dict[str, Any]:
         return {"block_size": NV_BLOCK}
 
-    def _encode_blocks(self, x2d: torch.Tensor, bamax: torch.Tensor, key: int | None = None):
-        tscale = tensor_scale(bamax.amax().reshape(1))
+    def _encode_blocks(self, x2d: torch.Tensor, bamax: torch.Tensor, tscale: torch.Tensor, key: int | None = None,
+                       start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(element codes [blocks, 16] uint8, E4M3 block scales) of a float32 [blocks, 16] view whose
+        first value is element `start` of the tensor (plain torch ops: the reference)."""
         safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
         bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
         recip = (1.0 / safe) / bscale.float()
         a = (x2d * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
-        noise = None if key is None else uniform_noise(a.numel(), key, a.device).view(a.shape)
-        return round_elements(a, E2M1, noise), bscale, tscale
+        noise = None if key is None else uniform_noise(a.numel(), key, a.device, start).view(a.shape)
+        return round_elements(a, E2M1, noise), bscale
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         n = enc.numel
@@ -126,6 +164,33 @@ class NVFP4Codec(SeededGenerator, Codec):
         block_decode_cuda(t["codes"], value_table(E2M1, dev), t["scales"].view(torch.uint8), e4m3_table(dev),
                           t["tensor_scale"], n=enc.numel, block=NV_BLOCK, bits=4, dtype=enc.dtype, out=flat)
         return True
+
+
+@functools.cache
+def _amax_fn(_: None):
+    """Fused block absmax of a [blocks, 16] view (any float dtype) as float32."""
+    return torch.compile(lambda x2d: x2d.float().abs().amax(1), dynamic=True)
+
+
+@functools.cache
+def _encode_nvfp4_fn(stochastic: bool):
+    """The fused (torch.compile) NVFP4 encode of whole blocks given their absmax and the tensor
+    scale: E4M3 block scale, scaling, rounding (to nearest even, or with the noise of
+    block_scaled.noise_from_index for keys = [k0, k1]) and packing, one pass over the input."""
+
+    def fn(x2d, bamax, tscale, keys):
+        xf = x2d.float()
+        safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
+        bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
+        recip = (1.0 / safe) / bscale.float()
+        a = (xf * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
+        noise = None
+        if stochastic:
+            i = torch.arange(a.numel(), dtype=torch.int64).view(a.shape)
+            noise = noise_from_index(i, keys[0], keys[1])
+        return pack_rows(round_elements_bits(a, E2M1, noise), 4), bscale
+
+    return torch.compile(fn, dynamic=True)
 
 
 def tensor_scale(amax: torch.Tensor) -> torch.Tensor:
