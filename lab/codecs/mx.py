@@ -100,36 +100,6 @@ def _encode_mx_fn(key: tuple[str, str]):
     return torch.compile(fn, dynamic=True)
 
 
-def unpack_rows(packed: torch.Tensor, bits: int, block: int = MX_BLOCK) -> torch.Tensor:
-    """Inverse of `pack_rows`: [blocks, block] uint8 codes of whole packed blocks."""
-    if bits == 8:
-        return packed.view(-1, block)
-    if bits == 4:
-        p = packed.view(-1, 1)
-        return torch.cat([p & 0xF, p >> 4], 1).view(-1, block)
-    p = packed.view(-1, 3).to(torch.int32)
-    w = p[:, 0] | (p[:, 1] << 8) | (p[:, 2] << 16)
-    return torch.stack([(w >> s) & 0x3F for s in (0, 6, 12, 18)], 1).view(-1, block)
-
-
-@functools.cache
-def decode_blocks_fn(key: tuple[int, int, torch.dtype, bool]):
-    """The fused (torch.compile) decode of whole blocks into `out` (MX and NVFP4): unpack,
-    values[code] · scale_values[scale byte] (· the tensor scale), clamp to the dtype's range and
-    round to it, in one pass. key: (bits, block, dtype, with a tensor scale)."""
-    bits, block, dtype, two_level = key
-    big = torch.finfo(dtype).max
-
-    def fn(packed, scales, values, scale_values, tscale, out):
-        s = scale_values[scales.to(torch.int32)]
-        if two_level:
-            s = s * tscale
-        v = values[unpack_rows(packed, bits, block).to(torch.int32)] * s[:, None]
-        return out.copy_(v.clamp(-big, big).to(dtype).view(-1))
-
-    return torch.compile(fn, dynamic=True)
-
-
 class MXCodec(Codec):
     """One OCP MX format: element type `element` (a key of block_scaled.FORMATS), 32-value blocks.
 
@@ -216,8 +186,9 @@ class MXCodec(Codec):
         n = enc.numel
         if n == 0:
             return torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
-        out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
-        if self._decode_flat(enc, out.view(-1)):
+        if on_kernel_device(enc.tensors["codes"]):
+            out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+            self._decode_flat(enc, out.view(-1))
             return out
         codes = unpack_codes(enc.tensors["codes"], self.bits, n)
         y = decode_blocks(codes, self.fmt, e8m0_value(enc.tensors["scales"]), MX_BLOCK, enc.dtype)
@@ -225,27 +196,13 @@ class MXCodec(Codec):
 
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        """Decode straight into `flat`: the CUDA kernel (kernels/block_scaled.cu) on the kernel
-        device, the fused torch.compile pass for the whole blocks of a large CPU payload (the tail
-        block by the reference); False otherwise (the caller takes the reference)."""
-        codes, scales, n = enc.tensors["codes"], enc.tensors["scales"], enc.numel
-        if n == 0:
+        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        codes = enc.tensors["codes"]
+        if enc.numel == 0 or not on_kernel_device(codes):
             return False
         dev = codes.device
-        if on_kernel_device(codes):
-            block_decode_cuda(codes, value_table(self.fmt, dev), scales, e8m0_table(dev), None,
-                              n=n, block=MX_BLOCK, bits=self.bits, dtype=enc.dtype, out=flat)
-            return True
-        main = n - n % MX_BLOCK
-        if codes.is_cuda or main < cpu.MIN_COMPILED:
-            return False
-        nbytes, nb = main * self.bits // 8, main // MX_BLOCK
-        if cpu._try_compiled(decode_blocks_fn, (self.bits, MX_BLOCK, enc.dtype, False), codes[:nbytes], scales[:nb],
-                             value_table(self.fmt), e8m0_table(), None, flat[:main]) is None:
-            return False
-        if main < n:
-            tail = unpack_codes(codes[nbytes:], self.bits, n - main)
-            flat[main:] = decode_blocks(tail, self.fmt, e8m0_value(scales[nb:]), MX_BLOCK, enc.dtype)
+        block_decode_cuda(codes, value_table(self.fmt, dev), enc.tensors["scales"], e8m0_table(dev), None,
+                          n=enc.numel, block=MX_BLOCK, bits=self.bits, dtype=enc.dtype, out=flat)
         return True
 
 

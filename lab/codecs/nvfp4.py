@@ -23,7 +23,7 @@ from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, regist
 from . import cpu
 from .block_scaled import (FORMATS, blocks, decode_blocks, noise_from_index, pack_codes, round_elements, uniform_noise,
                            unpack_codes, value_table)
-from .mx import decode_blocks_fn, pack_rows, round_elements_bits
+from .mx import pack_rows, round_elements_bits
 from .cuda_block import block_decode_cuda, nvfp4_encode_cuda, on_kernel_device
 
 NV_BLOCK = 16
@@ -144,38 +144,27 @@ class NVFP4Codec(SeededGenerator, Codec):
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         n = enc.numel
-        out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
-        if n == 0 or self._decode_flat(enc, out.view(-1)):
-            return out
+        if n == 0:
+            return torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
         t = enc.tensors
+        if on_kernel_device(t["codes"]):
+            out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+            self._decode_flat(enc, out.view(-1))
+            return out
         codes = unpack_codes(t["codes"], 4, n)
         scale = t["scales"].float() * t["tensor_scale"]
         return decode_blocks(codes, E2M1, scale, NV_BLOCK, enc.dtype).view(enc.shape)
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        """Decode straight into `flat`: the CUDA kernel (kernels/block_scaled.cu) on the kernel
-        device, the fused torch.compile pass for the whole blocks of a large CPU payload (the tail
-        block by the reference); False otherwise (the caller takes the reference)."""
-        t, n = enc.tensors, enc.numel
-        codes, scales, ts = t["codes"], t["scales"].view(torch.uint8), t["tensor_scale"]
-        if n == 0:
+        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        t = enc.tensors
+        if enc.numel == 0 or not on_kernel_device(t["codes"]):
             return False
-        dev = codes.device
-        if on_kernel_device(codes):
-            block_decode_cuda(codes, value_table(E2M1, dev), scales, e4m3_table(dev), ts, n=n, block=NV_BLOCK,
-                              bits=4, dtype=enc.dtype, out=flat)
-            return True
-        main = n - n % NV_BLOCK
-        if codes.is_cuda or main < cpu.MIN_COMPILED:
-            return False
-        nbytes, nb = main // 2, main // NV_BLOCK
-        if cpu._try_compiled(decode_blocks_fn, (4, NV_BLOCK, enc.dtype, True), codes[:nbytes], scales[:nb],
-                             value_table(E2M1), e4m3_table(), ts, flat[:main]) is None:
-            return False
-        if main < n:
-            tail = unpack_codes(codes[nbytes:], 4, n - main)
-            flat[main:] = decode_blocks(tail, E2M1, t["scales"][nb:].float() * ts, NV_BLOCK, enc.dtype)
+        dev = t["codes"].device
+        block_decode_cuda(t["codes"], value_table(E2M1, dev), t["scales"].view(torch.uint8), e4m3_table(dev),
+                          t["tensor_scale"], n=enc.numel, block=NV_BLOCK, bits=4, dtype=enc.dtype, out=flat)
         return True
+
 
 @functools.cache
 def _amax_fn(_: None):
