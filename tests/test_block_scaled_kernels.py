@@ -35,16 +35,27 @@ def cpu_path(monkeypatch):
 def _data(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     """Heavy-tailed values whose 32-value blocks cycle through: random, all-zero, subnormal-scale
     (E8M0 scale at or near 2^-127), saturating (maximum just under a power of two: the floor rule
-    saturates it) and values near the dtype's maximum; exact zeros and -0.0 sprinkled in."""
+    saturates it), values near the dtype's maximum, and absmax = a max normal times a power of two
+    (rceil's exact-power quotient); exact zeros and -0.0 sprinkled in."""
     g = torch.Generator().manual_seed(seed)
     nb = -(-n // 32)
     x = (torch.randn(nb, 32, generator=g) * torch.exp(2 * torch.randn(nb, 32, generator=g)))
-    kind = torch.arange(nb) % 5
+    kind = torch.arange(nb) % 6
     x[kind == 1] = 0.0
     tiny = torch.exp2(-torch.randint(118, 142, (nb, 1), generator=g).float())
     x = torch.where((kind == 2)[:, None], x * tiny, x)
     sat = torch.exp2(torch.randint(-20, 20, (nb,), generator=g).float()) * 1.99
     x[:, 0] = torch.where(kind == 3, sat, x[:, 0])
+    # rceil's edge: amax = an element type's max normal times a power of two, so amax / max_normal is
+    # an exact power of two, normal or the subnormal 2^-127 (the one subnormal quotient whose scale
+    # the rule decides). The j-th such block takes m = [1.5, 1.75, 1.875, 127/64][j % 4] (6; 28, 448
+    # and 57344; 7.5; MXINT8's max, over powers of two) times 2^(j // 4 - 130), so the 16K+5 input
+    # walks every format's quotients 2^-127 .. 2^-110
+    j = torch.arange(nb) // 6
+    m = torch.tensor([1.5, 1.75, 1.875, 127 / 64])[j % 4]
+    edge = (m.double() * torch.exp2((-130 + j // 4).double())).float()
+    x = torch.where((kind == 5)[:, None], x.clamp(-1, 1) * edge[:, None] * 0.5, x)
+    x[:, 1] = torch.where(kind == 5, -edge, x[:, 1])
     big = torch.finfo(dtype).max if dtype != torch.float32 else 2.0 ** 120
     x = torch.where((kind == 4)[:, None], (x / x.abs().amax(1, keepdim=True).clamp(min=1e-30)) * big * 0.999, x)
     x = x.reshape(-1)[:n]
