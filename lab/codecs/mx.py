@@ -95,7 +95,10 @@ def _encode_mx_fn(key: tuple[str, str]):
         b = e8m0_bits(amax, fmt, rule)
         scale = torch.where(b > 0, b << 23, torch.full_like(b, 1 << 22)).view(torch.float32)  # b = 0: 2^-127
         codes = round_elements_bits(xf / scale, fmt)
-        return pack_rows(codes, fmt.bits), b.view(-1).to(torch.uint8), amax.view(-1)
+        # the unpacked codes are returned too: an output is materialised, so the packing reads
+        # bytes instead of recomputing every code through strided gathers (10x faster on CPU)
+        out = (pack_rows(codes, fmt.bits), b.view(-1).to(torch.uint8), amax.view(-1))
+        return out + (codes,) if fmt.bits < 8 else out
 
     return torch.compile(fn, dynamic=True)
 
@@ -171,6 +174,7 @@ class MXCodec(Codec):
         if not flat.is_cuda and main >= cpu.MIN_COMPILED:
             out = cpu._try_compiled(_encode_mx_fn, (self.fmt.name, self.scale_rule), flat[:main].view(-1, MX_BLOCK))
             if out is not None:
+                out = out[:3]
                 if main == n:
                     return out
                 tail = self._encode_reference(flat[main:])

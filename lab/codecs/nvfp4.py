@@ -107,6 +107,7 @@ class NVFP4Codec(SeededGenerator, Codec):
             out = cpu._try_compiled(_encode_nvfp4_fn, key is not None, flat[:main].view(-1, NV_BLOCK),
                                     bamax[:main // NV_BLOCK], tscale, keys)
             if out is not None:
+                out = out[:2]
                 if main == n:
                     return out
                 tail, _ = blocks(flat[main:], NV_BLOCK)
@@ -188,7 +189,8 @@ def _encode_nvfp4_fn(stochastic: bool):
         if stochastic:
             i = torch.arange(a.numel(), dtype=torch.int64).view(a.shape)
             noise = noise_from_index(i, keys[0], keys[1])
-        return pack_rows(round_elements_bits(a, E2M1, noise), 4), bscale
+        codes = round_elements_bits(a, E2M1, noise)
+        return pack_rows(codes, 4), bscale, codes  # codes materialised: packing reads bytes (see mx._encode_mx_fn)
 
     return torch.compile(fn, dynamic=True)
 
