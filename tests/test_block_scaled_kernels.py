@@ -6,6 +6,7 @@ input, and NVFP4's seeded stochastic rounding."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 import torch
@@ -81,7 +82,7 @@ def _same_payload(got, want) -> None:
 
 def _check(codec_kw: tuple[str, dict], x: torch.Tensor, target, monkeypatch) -> None:
     """Encode and decode x on the target and on the CPU path: same bytes, same decoded bits, also
-    for a misaligned input (x[1:]) and a decode_into a misaligned output."""
+    from codes at an odd address and by decode_into a misaligned output."""
     name, kw = codec_kw
     dev = target.device
     with cpu_path(monkeypatch):
@@ -94,6 +95,10 @@ def _check(codec_kw: tuple[str, dict], x: torch.Tensor, target, monkeypatch) -> 
     y = c.decode(got)
     assert y.dtype == x.dtype and y.shape == x.shape
     assert torch.equal(_u8(y), _u8(want_y)), "decode differs"
+    codes = got.tensors["codes"]
+    odd = dataclasses.replace(got, tensors={**got.tensors, "codes": torch.cat([codes.new_zeros(1), codes])[1:]})
+    assert odd.tensors["codes"].data_ptr() % 2  # codes at an odd address, as a slice of a wire buffer
+    assert torch.equal(_u8(c.decode(odd)), _u8(want_y)), "decode of codes at an odd address differs"
     buf = torch.full((x.numel() + 1,), float("nan"), dtype=x.dtype, device=dev)
     out = buf[1:]  # an allreduce segment: not 16-byte aligned
     assert c.decode_into(got, out) is out
