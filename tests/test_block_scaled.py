@@ -254,11 +254,28 @@ def test_ring_allreduce_on_simcomm(name: str) -> None:
         assert float((o - exact).norm() / exact.norm()) < (0.6 if "4" in name else 0.15)
 
 
-@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2"])
-def test_compiled_mxfp8_equals_reference(name: str) -> None:
-    """Inputs above cpu.MIN_COMPILED take the fused torch.compile path: bit for bit the reference."""
+@pytest.mark.parametrize("rule", ["floor", "rceil"])
+@pytest.mark.parametrize("name", list(MX_NAMES))
+def test_compiled_mx_equals_reference(name: str, rule: str) -> None:
+    """Inputs with at least cpu.MIN_COMPILED values in whole blocks take the fused torch.compile
+    path (the tail block the reference): bit for bit the reference, packed codes and scales."""
     x = torch.cat([_blocks_input(k, nblocks=512, seed=5) for k in ("heavy", "zero", "subnormal_scale", "saturating")])
-    c = get_codec(name)
+    x = torch.cat([x, torch.randn(7) * 1e-3])  # a tail block of 7
+    c = get_codec(name, scale_rule=rule)
     enc = c.encode(x)
-    codes, scales = encode_mx_reference(x.view(-1, 32), c.fmt, "floor")
-    assert torch.equal(enc.tensors["scales"], scales) and torch.equal(enc.tensors["codes"], codes.view(-1))
+    codes, scales = encode_mx_reference(torch.cat([x, x.new_zeros(25)]).view(-1, 32), c.fmt, rule)
+    assert torch.equal(enc.tensors["scales"], scales)
+    assert torch.equal(enc.tensors["codes"], pack_codes(codes.view(-1)[:x.numel()], c.bits))
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_compiled_nvfp4_equals_reference(rounding: str, monkeypatch) -> None:
+    """NVFP4 with at least cpu.MIN_COMPILED values in whole blocks: the fused block absmax and
+    encode (the tail block by the reference, its noise at its own indices) give the reference's bytes."""
+    x = torch.cat([_blocks_input(k, nblocks=512, seed=6) for k in ("heavy", "zero", "saturating", "random")])
+    x = torch.cat([x, torch.randn(9)])  # a tail block of 9
+    fast = NVFP4Codec(rounding=rounding, seed=5).encode(x)
+    monkeypatch.setenv("PARALAB_COMPILE", "0")
+    ref = NVFP4Codec(rounding=rounding, seed=5).encode(x)
+    for k in ("codes", "scales", "tensor_scale"):
+        assert torch.equal(fast.tensors[k].view(torch.uint8), ref.tensors[k].view(torch.uint8)), k

@@ -9,7 +9,9 @@ import torch
 from cuda_emu import harness, nvrtc
 from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cuda as C
+from lab.codecs import cuda_block as CB
 from lab.codecs import cuda_hop as H
+from lab.codecs.mx import MX_NAMES
 from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
 from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting,
                           tiny_blocks)
@@ -35,12 +37,15 @@ def _reachable_kernels() -> set[str]:
                 names |= {p.kernel for p in H.hop_plan(kind, 100, block_size=bs, scale=scale, search=search,
                                                        aligned=True)}
     names.add(H.decode_sum_plan(100, block_size=None, aligned=True).kernel)
+    for dtype in DTYPES:  # kernels/block_scaled.cu (OCP MX, NVFP4)
+        names |= {CB.encode_plan(kind, 100, dtype).kernel for kind in ("mx", "nvfp4")}
+        names.add(CB.decode_plan(100, dtype).kernel)
     return names
 
 
 def test_emulator_builds_every_kernel() -> None:
     found = {k for name in SOURCES for k in harness.module(name).kernels}
-    assert len(found) == 29, sorted(found)
+    assert len(found) == 38, sorted(found)
     assert found == _reachable_kernels(), "a kernel in kernels/*.cu that no launcher reaches, or the reverse"
 
 
@@ -106,12 +111,31 @@ def _collective_battery(monkeypatch) -> None:
             _assert_same(hop.hop_mixed(codec, zero, t), refs["hop_mixed_reference"](codec, zero, t))
 
 
+def _block_scaled_battery(monkeypatch) -> None:
+    """kernels/block_scaled.cu through the MX and NVFP4 codecs: every element type, both scale
+    rules, stochastic NVFP4, every dtype, tails, a misaligned input, the NaN/Inf rule."""
+    from conftest import KernelTarget
+    from test_block_scaled_kernels import EMU_LENGTHS as BL, _check as check_bs, _data as data_bs
+    emu = KernelTarget("emu")
+    cases = [(n, {"scale_rule": r}) for n in MX_NAMES for r in ("floor", "rceil")]
+    cases += [("nvfp4", {"rounding": r, "seed": 3}) for r in ("nearest", "stochastic")]
+    for name, kw in cases:
+        for dtype in DTYPES:
+            for i, n in enumerate(BL):
+                check_bs((name, kw), data_bs(n, dtype, seed=i), emu, monkeypatch)
+        check_bs((name, kw), data_bs(4098, torch.float32, seed=9)[1:], emu, monkeypatch)
+        x = torch.randn(100)
+        x[37] = float("inf")
+        check_bs((name, {**kw, "nonfinite": "saturate"}), x, emu, monkeypatch)
+
+
 @pytest.mark.parametrize("flags", (1, 2, 3), ids=("threads-reversed", "blocks-reversed", "both-reversed"))
 def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatch) -> None:
     """Threads and blocks run in reverse order: a result that depends on the order is a race."""
     cuda_emu.flags = flags
     _codec_battery()
     _collective_battery(monkeypatch)
+    _block_scaled_battery(monkeypatch)
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -153,6 +177,17 @@ MUTATIONS = {
         s, "const i64 i = ngroups * N + tid;\n        if (i < n) {", "const i64 i = ngroups * N + tid;\n        if (i < n - 1) {")),
     "collective-out-of-bounds-write": ("collective", lambda s: _sub(
         s, "if constexpr (N == 1) out[i] = acc[0];", "if constexpr (N == 1) out[i + (i == n - 1)] = acc[0];")),
+    "block_scaled-wrong-shuffle-mask": ("block_scaled", lambda s: _sub(s, MASK, "((1u << size) - 1)")),
+    "block_scaled-out-of-bounds-write": ("block_scaled", lambda s: _sub(
+        s, "if (at + j < nbytes) out[at + j]", "if (at + j <= nbytes) out[at + j]")),
+    "block_scaled-fp6-byte-order": ("block_scaled", lambda s: _sub(
+        s, "c[0] | c[1] << 6 | c[2] << 12 | c[3] << 18", "c[0] << 18 | c[1] << 12 | c[2] << 6 | c[3]")),
+    "block_scaled-rceil-subnormal-quotient": ("block_scaled", lambda s: _sub(
+        s, "bits >> 23 ? frac == 0 : (frac & (frac - 1)) == 0", "frac == 0")),
+    "block_scaled-no-decode-saturation": ("block_scaled", lambda s: _sub(
+        s, "y = y > big ? big : y < -big ? -big : y;", "")),
+    "block_scaled-noise-off-by-one": ("block_scaled", lambda s: _sub(
+        s, "uniform_noise(base + j, k0, k1)", "uniform_noise(base + j + 1, k0, k1)")),
 }
 
 
@@ -163,7 +198,8 @@ def test_planted_bug_is_caught(mutation: str, cuda_emu, monkeypatch) -> None:
     module, mutate = MUTATIONS[mutation]
     cuda_emu.sources[module] = mutate(SOURCES[module])
     assert cuda_emu.sources[module] != SOURCES[module]
-    battery = _codec_battery if module == "codec" else (lambda: _collective_battery(monkeypatch))
+    battery = {"codec": _codec_battery, "collective": lambda: _collective_battery(monkeypatch),
+               "block_scaled": lambda: _block_scaled_battery(monkeypatch)}[module]
     with pytest.raises((AssertionError, harness.EmuError)) as caught:
         battery()
     print(f"{mutation}: {type(caught.value).__name__}: {str(caught.value).splitlines()[0][:160]}")

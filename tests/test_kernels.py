@@ -50,6 +50,10 @@ def test_nvrtc_compiles_without_fma(path: Path, arch: str) -> None:
     assert re.search(r"\bmul\.rn\.f32", ptx)
     if name == "codec":
         assert re.search(r"\brcp\.rn\.f32", ptx) and re.search(r"\bcvt\.rn\.f16\.f32", ptx)
+    if name == "block_scaled":  # IEEE division (scales), RNE and floor rounding, both output conversions
+        for op in ("div.rn.f32", "cvt.rni.f32.f32", "cvt.rmi.f32.f32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"):
+            assert op in ptx, f"no {op} in the PTX"
+        assert not re.search(r"\b(div\.(approx|full)|rcp\.approx)|\.ftz\b", ptx), "approximate or flushing arithmetic"
 
 
 def test_kernel_sources_exist() -> None:

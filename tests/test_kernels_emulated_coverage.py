@@ -7,13 +7,16 @@ from lab.backend import KERNEL_DIR
 
 
 def _families() -> dict[str, int]:
-    """The two emulated families that launch every kernel, and how many cases each has."""
+    """The emulated families that launch every kernel, and how many cases each has."""
+    import test_block_scaled_kernels as TB
     import test_collective_kernels as TC
     import test_kernels as TK
 
     return {"test_kernels.py::test_cuda_matches_reference":
             len(TK.MODES) * len(TK.TABLES) * len(TK.SEARCHES) * len(TK.DTYPES),
-            "test_collective_kernels.py::test_cuda_collective_matches_reference": len(TC.CODECS) + len(TC.VARIANTS)}
+            "test_collective_kernels.py::test_cuda_collective_matches_reference": len(TC.CODECS) + len(TC.VARIANTS),
+            "test_block_scaled_kernels.py::test_mx_kernels_match_cpu": len(TB.MX_NAMES) * len(TB.RULES) * len(TB.DTYPES),
+            "test_block_scaled_kernels.py::test_nvfp4_kernels_match_cpu": len(TB.ROUNDINGS) * len(TB.DTYPES)}
 
 
 @pytest.mark.emu

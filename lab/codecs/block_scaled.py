@@ -189,3 +189,35 @@ def decode_blocks(codes: torch.Tensor, fmt: ElementFormat, scale: torch.Tensor, 
     v = value_table(fmt, codes.device)[full.long().view(nb, block)] * scale[:, None]
     big = torch.finfo(dtype).max
     return v.view(-1)[:n].clamp(-big, big).to(dtype)
+
+
+# ------------------------------------------------------------------ stochastic rounding noise
+
+_M32 = 0xFFFFFFFF
+
+
+def _lowbias32(x: torch.Tensor) -> torch.Tensor:
+    """Chris Wellons' lowbias32 hash of int64-held 32-bit values (products wrap; the low 32 bits kept)."""
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _M32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+def noise_from_index(i: torch.Tensor, k0: int | torch.Tensor, k1: int | torch.Tensor) -> torch.Tensor:
+    """float32 noise of int64 element indices i under the key halves k0, k1 (see `uniform_noise`)."""
+    h = _lowbias32(_lowbias32((i & _M32) ^ k0) ^ (i >> 32) ^ k1)
+    return (h >> 8).to(torch.float32) * 2.0 ** -24
+
+
+def uniform_noise(n: int, key: int, device: torch.device | str = "cpu", start: int = 0) -> torch.Tensor:
+    """float32[n] uniform in [0, 1) on a 2^-24 grid for the elements start..start+n-1: element i is a
+    counter-based hash of (i, key),
+    h = lowbias32(lowbias32(lo32(i) ^ k0) ^ hi32(i) ^ k1) with key = k1 << 32 | k0, noise = (h >> 8) / 2^24.
+    kernels/block_scaled.cu computes the same numbers, so stochastic rounding agrees bit for bit
+    between the CPU and CUDA paths (a torch.Generator's stream differs between devices)."""
+    if not 0 <= key < 2**64:
+        raise ValueError(f"key={key!r}; allowed: an integer in 0..2**64-1")
+    i = torch.arange(start, start + n, dtype=torch.int64, device=device)
+    return noise_from_index(i, key & _M32, key >> 32)

@@ -3,13 +3,16 @@ tensor scale (NVIDIA Blackwell NVFP4; two-level recipe as torchao's nvfp4_quanti
 
 tensor scale s = amax / (448 · 6); block scale = RNE_E4M3(clamp(block_amax / 6 / s, 2^-6, 448));
 elements = RNE_E2M1(clamp(x · ((1 / s) / block_scale), ±6)), or stochastic rounding (seeded) as
-training recipes use for gradients. Wire: 4 bits per value + 1 byte per block + 4 bytes:
+training recipes use for gradients: floor(q + u) with u = block_scaled.uniform_noise (a counter-based
+hash of the element index and a per-call key drawn from the seeded generator), which the CUDA
+kernel computes too, so both paths give the same codes. Wire: 4 bits per value + 1 byte per block + 4 bytes:
 4.5 bits per value. An all-zero tensor has s = 0 and decodes to zeros; a tensor whose s would
 fall below 2^-120 (amax under about 2^-108.6) uses s = 2^-120, so (1/s) / block scale stays finite
 (torchao's formula gives Inf there, and NaN for zeros).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -17,7 +20,11 @@ import torch
 from .base import (Codec, Encoded, Field, Layout, SeededGenerator, check_input, check_seed, nonfinite_error, packed_bytes,
                    saturate_nonfinite)
 from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, register, seed_option
-from .block_scaled import FORMATS, blocks, decode_blocks, pack_codes, round_elements, unpack_codes
+from . import cpu
+from .block_scaled import (FORMATS, blocks, decode_blocks, noise_from_index, pack_codes, round_elements, uniform_noise,
+                           unpack_codes, value_table)
+from .mx import pack_rows, round_elements_bits
+from .cuda_block import block_decode_cuda, nvfp4_encode_cuda, on_kernel_device
 
 NV_BLOCK = 16
 E2M1 = FORMATS["e2m1"]
@@ -53,16 +60,68 @@ class NVFP4Codec(SeededGenerator, Codec):
             z = flat.new_zeros(0, dtype=torch.uint8)
             return self._payload(x, {"codes": z, "scales": z.view(torch.float8_e4m3fn),
                                      "tensor_scale": flat.new_zeros(1, dtype=torch.float32)}, 0, meta)
-        x2d, _ = blocks(flat, NV_BLOCK)
-        bamax = x2d.abs().amax(1)
+        key = self._noise_key() if self.stochastic else None
+        if on_kernel_device(flat):  # kernels/block_scaled.cu: scales and packed codes in one pass
+            amax = flat.abs().amax().float().reshape(1)
+            if not bool(torch.isfinite(amax)):
+                if self.nonfinite == "raise":
+                    raise nonfinite_error(flat)
+                flat = saturate_nonfinite(flat)
+                amax = flat.abs().amax().float().reshape(1)
+            tscale = tensor_scale(amax)
+            packed, bscale = nvfp4_encode_cuda(flat, tscale, key)
+            return self._payload(x, {"codes": packed, "scales": bscale.view(torch.float8_e4m3fn),
+                                     "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
+        bamax = self._block_amax(flat)
         if not bool(torch.isfinite(bamax).all()):
             if self.nonfinite == "raise":
                 raise nonfinite_error(flat)
-            x2d, _ = blocks(saturate_nonfinite(flat), NV_BLOCK)
-            bamax = x2d.abs().amax(1)
-        codes, bscale, tscale = self._encode_blocks(x2d, bamax)
-        return self._payload(x, {"codes": pack_codes(codes.view(-1)[:n], 4), "scales": bscale,
-                                 "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
+            flat = saturate_nonfinite(flat)
+            bamax = self._block_amax(flat)
+        tscale = tensor_scale(bamax.amax().reshape(1))
+        packed, bscale = self._encode_cpu(flat, bamax, tscale, key)
+        return self._payload(x, {"codes": packed, "scales": bscale, "tensor_scale": tscale},
+                             packed_bytes(n, 4) + bscale.numel() + 4, meta)
+
+    def _block_amax(self, flat: torch.Tensor) -> torch.Tensor:
+        """float32 absmax of every 16-value block (the tail block's over its values), one pass."""
+        n = flat.numel()
+        main = n - n % NV_BLOCK
+        parts = []
+        if main:
+            x2d = flat[:main].view(-1, NV_BLOCK)
+            got = cpu._try_compiled(_amax_fn, None, x2d) if main >= cpu.MIN_COMPILED else None
+            parts.append(got if got is not None else x2d.float().abs().amax(1))
+        if main < n:
+            parts.append(flat[main:].float().abs().amax().reshape(1))
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+    def _encode_cpu(self, flat: torch.Tensor, bamax: torch.Tensor, tscale: torch.Tensor,
+                    key: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(packed codes, E4M3 block scales): the whole blocks through the fused torch.compile pass
+        when there are enough of them, the tail block (and small inputs) through the reference."""
+        n = flat.numel()
+        main = n - n % NV_BLOCK
+        if main >= cpu.MIN_COMPILED:
+            keys = None if key is None else torch.tensor([key & 0xFFFFFFFF, key >> 32], dtype=torch.int64)
+            out = cpu._try_compiled(_encode_nvfp4_fn, key is not None, flat[:main].view(-1, NV_BLOCK),
+                                    bamax[:main // NV_BLOCK], tscale, keys)
+            if out is not None:
+                out = out[:2]
+                if main == n:
+                    return out
+                tail, _ = blocks(flat[main:], NV_BLOCK)
+                codes, bscale = self._encode_blocks(tail, bamax[-1:], tscale, key, start=main)
+                return torch.cat([out[0], pack_codes(codes.view(-1)[:n - main], 4)]), torch.cat([out[1], bscale])
+        x2d, _ = blocks(flat, NV_BLOCK)
+        codes, bscale = self._encode_blocks(x2d, bamax, tscale, key)
+        return pack_codes(codes.view(-1)[:n], 4), bscale
+
+    def _noise_key(self) -> int:
+        """The 64-bit key of this call's stochastic-rounding noise, drawn from the codec's CPU
+        generator seeded by `seed` (so successive calls differ, and CPU and CUDA draw the same key)."""
+        k = torch.randint(0, 2**32, (2,), generator=self._generator(torch.device("cpu")))
+        return int(k[0]) | int(k[1]) << 32
 
     def layout(self, n: int) -> Layout:
         """E2M1 codes two to a byte, one E4M3 scale per block of 16 and one float32 tensor scale."""
@@ -73,27 +132,80 @@ class NVFP4Codec(SeededGenerator, Codec):
     def wire_meta(self, n: int) -> dict[str, Any]:
         return {"block_size": NV_BLOCK}
 
-    def _encode_blocks(self, x2d: torch.Tensor, bamax: torch.Tensor):
-        amax = bamax.amax().reshape(1)
-        tscale = amax / (E4M3_MAX * E2M1.max_normal)
-        tscale = torch.where(amax > 0, tscale.clamp(min=MIN_TENSOR_SCALE), tscale)
+    def _encode_blocks(self, x2d: torch.Tensor, bamax: torch.Tensor, tscale: torch.Tensor, key: int | None = None,
+                       start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(element codes [blocks, 16] uint8, E4M3 block scales) of a float32 [blocks, 16] view whose
+        first value is element `start` of the tensor (plain torch ops: the reference)."""
         safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
         bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
         recip = (1.0 / safe) / bscale.float()
         a = (x2d * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
-        noise = None
-        if self.stochastic:
-            noise = torch.rand(a.shape, generator=self._generator(a.device), device=a.device)
-        return round_elements(a, E2M1, noise), bscale, tscale
+        noise = None if key is None else uniform_noise(a.numel(), key, a.device, start).view(a.shape)
+        return round_elements(a, E2M1, noise), bscale
 
     def decode(self, enc: Encoded) -> torch.Tensor:
         n = enc.numel
         if n == 0:
             return torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
         t = enc.tensors
+        if on_kernel_device(t["codes"]):
+            out = torch.empty(enc.shape, dtype=enc.dtype, device=enc.device)
+            self._decode_flat(enc, out.view(-1))
+            return out
         codes = unpack_codes(t["codes"], 4, n)
         scale = t["scales"].float() * t["tensor_scale"]
         return decode_blocks(codes, E2M1, scale, NV_BLOCK, enc.dtype).view(enc.shape)
+
+    def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        t = enc.tensors
+        if enc.numel == 0 or not on_kernel_device(t["codes"]):
+            return False
+        dev = t["codes"].device
+        block_decode_cuda(t["codes"], value_table(E2M1, dev), t["scales"].view(torch.uint8), e4m3_table(dev),
+                          t["tensor_scale"], n=enc.numel, block=NV_BLOCK, bits=4, dtype=enc.dtype, out=flat)
+        return True
+
+
+@functools.cache
+def _amax_fn(_: None):
+    """Fused block absmax of a [blocks, 16] view (any float dtype) as float32."""
+    return torch.compile(lambda x2d: x2d.float().abs().amax(1), dynamic=True)
+
+
+@functools.cache
+def _encode_nvfp4_fn(stochastic: bool):
+    """The fused (torch.compile) NVFP4 encode of whole blocks given their absmax and the tensor
+    scale: E4M3 block scale, scaling, rounding (to nearest even, or with the noise of
+    block_scaled.noise_from_index for keys = [k0, k1]) and packing, one pass over the input."""
+
+    def fn(x2d, bamax, tscale, keys):
+        xf = x2d.float()
+        safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
+        bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
+        recip = (1.0 / safe) / bscale.float()
+        a = (xf * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
+        noise = None
+        if stochastic:
+            i = torch.arange(a.numel(), dtype=torch.int64).view(a.shape)
+            noise = noise_from_index(i, keys[0], keys[1])
+        codes = round_elements_bits(a, E2M1, noise)
+        return pack_rows(codes, 4), bscale, codes  # codes materialised: packing reads bytes (see mx._encode_mx_fn)
+
+    return torch.compile(fn, dynamic=True)
+
+
+def tensor_scale(amax: torch.Tensor) -> torch.Tensor:
+    """NVFP4's fp32 tensor scale of a 1-element absmax: amax / (448 · 6), at least 2^-120 for a
+    nonzero tensor (so (1/s) / block scale stays finite), 0 for an all-zero one."""
+    s = amax / (E4M3_MAX * E2M1.max_normal)
+    return torch.where(amax > 0, s.clamp(min=MIN_TENSOR_SCALE), s)
+
+
+@functools.lru_cache(maxsize=8)
+def e4m3_table(device: torch.device = torch.device("cpu")) -> torch.Tensor:
+    """float32[256]: the value of every FP8 E4M3 byte (NaN for 0x7F and 0xFF), as torch casts it."""
+    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float().to(device)
 
 
 register(CodecInfo("nvfp4", "NVFP4: 16-value blocks of FP4 E2M1 with an E4M3 block scale and an fp32 tensor "
