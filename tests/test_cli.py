@@ -180,8 +180,9 @@ def test_trace_prints_the_step_through_as_numbers():
     assert max(r["sent_x_n"] for r in tree["ranks"]) == 3.0 and tree["traffic"]["busiest_rank_x_n"] == 3.0
     assert tree["busbw"][0]["busbw_of_link"] < 0.6 and "busbw reaches only" in tree["takeaway"]
 
-    r = runner.invoke(app, ["trace", "-P", "4"])
+    r = runner.invoke(app, ["trace", "-P", "4", "--codec", "dynamic_tree"])
     assert r.exit_code == 0 and "2(P−1)/P·n" in r.output and "partial sum of ranks 0,1" in r.output
+    assert "with dynamic_tree[nearest,tensor] the result" in r.output  # not eaten as rich markup
 
 
 @pytest.mark.parametrize("args, says", [
