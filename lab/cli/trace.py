@@ -48,5 +48,6 @@ def trace(algorithm: str = typer.Option("ring", "--algorithm", help="a registere
     print_frame(res.links, f"bytes per directed link (× n = {s['n_bytes']} B, one rank's fp32 vector) against "
                            f"2(P−1)/P·n = {s['nccl_share']:.3g}·n")
     print_frame(res.ranks, "bytes per rank (fp32 and on the wire)")
-    print_frame(res.busbw.assign(**{"on the wire": res.busbw["on the wire"].map(escape)}), f"algbw and busbw on {s['link']} at {size} per rank (busbw = algbw × 2(P−1)/P)")
+    print_frame(res.busbw.assign(**{"on the wire": res.busbw["on the wire"].map(escape)}),
+                f"algbw and busbw on {s['link']} at {size} per rank (busbw = algbw × 2(P−1)/P)")
     console.print(res.takeaway, highlight=False, soft_wrap=True, markup=False)

@@ -106,5 +106,6 @@ def paper_checks(*, gpus: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), overlap
     return PaperChecks(dettmers_alexnet(), dettmers_planner(), fig2, cross, fig3, dict(DEEP_IMAGE_PAPER))
 
 
-__all__ = ["DEFAULT_GPUS", "CLUSTER_ALGORITHMS", "planner_cluster", "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
+__all__ = ["DEFAULT_GPUS", "CLUSTER_ALGORITHMS", "planner_cluster",
+           "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
            "paper_checks"]

@@ -379,9 +379,9 @@ def _pipeline(spec: ModelSpec, P: int, dev: Device, lk: Link, total: float, per_
     exposed = M * (slot - stage_c[k])
     comm = M * sum(t - c for t, c in zip(stage_t, stage_c)) / P
     mem_gb = max(mem) / 1e9
-    return StepPlan(spec.name, "pipeline", P, total, per_gpu, dev.name, link_name or lk.name, algorithm, overlap, compute,
-                    comm, exposed, step - compute - exposed, step, total / step, mem_gb, mem_gb <= dev.memory_GB, M,
-                    pd.DataFrame(rows))
+    return StepPlan(spec.name, "pipeline", P, total, per_gpu, dev.name, link_name or lk.name, algorithm, overlap,
+                    compute, comm, exposed, step - compute - exposed, step, total / step, mem_gb,
+                    mem_gb <= dev.memory_GB, M, pd.DataFrame(rows))
 
 
 # -- a sweep over P
@@ -438,5 +438,6 @@ def crossover(sweep: pd.DataFrame, a: str, b: str) -> int | None:
     return None
 
 
-__all__ = ["STRATEGIES", "CLUSTER_ALGORITHMS", "sub_cluster", "cluster_codec", "MODEL_PARALLEL_KINDS", "Infeasible", "StepPlan", "plan_step", "plan_sweep", "crossover",
+__all__ = ["STRATEGIES", "CLUSTER_ALGORITHMS", "sub_cluster", "cluster_codec", "MODEL_PARALLEL_KINDS", "Infeasible",
+           "StepPlan", "plan_step", "plan_sweep", "crossover",
            "check_P", "check_strategy", "SWEEP_COLUMNS"]
