@@ -88,3 +88,14 @@ def test_cli_plan_cluster():
     assert r.exit_code == 2 and "drop --cluster or --advice" in r.output
     r = runner.invoke(app, ["plan", "--algorithm", "hierarchical"])
     assert r.exit_code == 2 and "--cluster" in r.output and "Traceback" not in r.output
+
+
+def test_powersgd_runs_its_fp32_phases_on_the_cluster():
+    """PowerSGD (a phased codec) on one node is the planner's flat ring on nvlink4; across 10 GbE its
+    low-rank P and Q allreduces cut the fp32 hierarchy's communication several times."""
+    one = sweep([8], cluster="8x8", codec="powersgd")
+    flat = sweep([8], algorithm="ring", link="nvlink4", codec="powersgd")
+    assert one.loc[8, "comm_ms"] == pytest.approx(flat.loc[8, "comm_ms"], rel=1e-9)
+    fp32 = sweep([64], cluster="8x8", inter="eth10g")
+    psgd = sweep([64], cluster="8x8", inter="eth10g", codec="powersgd")
+    assert fp32.loc[64, "comm_ms"] > 4 * psgd.loc[64, "comm_ms"]

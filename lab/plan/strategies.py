@@ -56,8 +56,8 @@ from lab.comm.cost import Link, check_P
 from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
-from .wire import (WireCodec, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds,
-                   wire_bytes, wire_codec)
+from .wire import (WireCodec, allgather_seconds, allreduce_seconds, phased_values, phased_work_seconds,
+                   reduce_scatter_seconds, transfer_seconds, wire_bytes, wire_codec)
 from lab.backend import Progress
 
 STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
@@ -184,10 +184,17 @@ def _check_cluster_algorithm(algorithm: str, cluster: cl.Cluster | None) -> None
         raise
 
 
-def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str, dev: Device) -> float:
-    """Seconds of one gradient allreduce of n fp32 values on the two-level cluster `c`."""
+def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str, dev: Device,
+                          matrices: tuple[tuple[int, int], ...] = ()) -> float:
+    """Seconds of one gradient allreduce of n fp32 values on the two-level cluster `c`; a phased codec
+    (PowerSGD) as its fp32 allreduces (uncompressed, P, Q: `lab.plan.wire.phased_values`) plus its work."""
     if n == 0 or c.P == 1:
         return 0.0
+    if wc.phased:
+        fp32 = wire_codec(None)
+        comm = sum(_cluster_grad_seconds(c, v, fp32, algorithm, dev) for v in phased_values(wc, n, matrices)[:3]
+                   if v > 0)
+        return comm + phased_work_seconds(n, wc, dev, matrices)
     if algorithm == "in_network" and not wc.raw:
         raise ValueError(f"in_network sums uncompressed gradients in the switch; codec {wc.name!r} is not allowed "
                          "with it: use codec none, or hierarchical / alltoall_quantized / a registered algorithm")
@@ -314,7 +321,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
             f = lay.flops * per_gpu / F
             wc = grad_codecs[lay.name]
             gcomm = (allreduce_seconds(lay.params, P, lk, algorithm, wc, dev, lay.matrices) if sub is None
-                     else _cluster_grad_seconds(sub, lay.params, wc, algorithm, dev))
+                     else _cluster_grad_seconds(sub, lay.params, wc, algorithm, dev, lay.matrices))
             fcomm = bcomm = 0.0
             what = "gradients" if lay.params and P > 1 else "-"
             codec_name = wc.name
