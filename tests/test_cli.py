@@ -33,6 +33,7 @@ SMOKE = {
               "--evals", "1"],
     "plan": ["plan", "--gpus", "1,2", "--strategy", "data,pipeline", "--layers", "--advice"],
     "pays": ["pays", "--cluster", "2x4", "--codecs", "mxfp4_e2m1,dynamic_tree"],
+    "trace": ["trace", "--algorithm", "ring", "-P", "4", "--codec", "dynamic_tree", "--values", "24"],
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],
@@ -153,6 +154,49 @@ def test_clear_errors():
     assert r.exit_code == 2 and "allowed: paper, nearest, both" in r.output
     r = runner.invoke(app, ["errors", "--codec", "dynamic", "--samples", "100"])
     assert r.exit_code == 2 and "known codecs" in r.output
+
+
+def test_trace_prints_the_step_through_as_numbers():
+    """`paralab trace`: the ring moves exactly 2(P−1)/P·n per link and rank, fp32 is exact, a codec's
+    error grows from the first hop to the last, a binary tree's root moves log2 P · n."""
+    ring = json.loads(runner.invoke(app, ["trace", "-P", "4", "--codec", "fp32", "--json"]).stdout)
+    assert len(ring["rows"]) == 24 and ring["traffic"]["steps"] == 6
+    assert [(r["src"], r["dst"]) for r in ring["links"]] == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert all(r["x_n"] == 1.5 and r["of_share"] == 1.0 and r["bytes"] == 6 * 24 for r in ring["links"])
+    assert all(r["sent_x_n"] == r["received_x_n"] == 1.5 for r in ring["ranks"])
+    assert all(r["max_abs_error"] < 1e-6 for r in ring["rows"]) and ring["traffic"]["exact_provenance"]  # fp32 rounding only
+    assert {r["carries"] for r in ring["rows"] if r["step"] == 0} == {f"own data of rank {i}" for i in range(4)}
+    fp = ring["busbw"][0]
+    assert fp["busbw_GBps"] == pytest.approx(fp["algbw_GBps"] * 1.5) and 0.95 < fp["busbw_of_link"] <= 1.0
+    assert "exactly the 2(P−1)/P·n = 1.5·n" in ring["takeaway"]
+
+    q = json.loads(runner.invoke(app, ["trace", "-P", "4", "--codec", "dynamic_tree", "--json"]).stdout)
+    assert all(r["bytes"] < r["fp32_bytes"] for r in q["rows"]) and len(q["busbw"]) == 2
+    first = max(r["max_abs_error"] for r in q["rows"] if r["contributions"] == 1)
+    assert 0 < first < q["traffic"]["final_max_abs_error"] < 0.1
+    assert q["busbw"][1]["time_us"] < q["busbw"][0]["time_us"] / 2  # 8-bit wire: under half the fp32 time
+
+    tree = json.loads(runner.invoke(app, ["trace", "--algorithm", "tree", "-P", "8", "--json"]).stdout)
+    assert max(r["sent_x_n"] for r in tree["ranks"]) == 3.0 and tree["traffic"]["busiest_rank_x_n"] == 3.0
+    assert tree["busbw"][0]["busbw_of_link"] < 0.6 and "busbw reaches only" in tree["takeaway"]
+
+    r = runner.invoke(app, ["trace", "-P", "4", "--codec", "dynamic_tree"])
+    assert r.exit_code == 0 and "2(P−1)/P·n" in r.output and "partial sum of ranks 0,1" in r.output
+    assert "with dynamic_tree[nearest,tensor] the result" in r.output  # not eaten as rich markup
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-P", "9"], "allowed: an integer from 2 to 8"),
+    (["--algorithm", "spiral"], "allowed: tree"),
+    (["--codec", "nope"], "known codecs"),
+    (["--codec", "topk"], "allowed"),
+    (["--values", "0"], "allowed: an integer from 1 to 4096"),
+    (["--link", "carrier_pigeon"], "nvlink4"),
+    (["--size", "12Q"], "K, M or G suffix"),
+])
+def test_trace_bad_input_is_one_clear_line(args, says):
+    r = runner.invoke(app, ["trace", *args])
+    assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output, r.output
 
 
 # -- nccl-tests' flags, torchrun

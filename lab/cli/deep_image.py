@@ -37,21 +37,35 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                                                    "(default 4P)"),
          layers: bool = typer.Option(False, "--layers", help="also print the per-layer breakdown at the largest P"),
          advice: bool = typer.Option(False, "--advice", help="also print codec advice per layer at the largest P"),
+         cluster: Optional[str] = typer.Option(None, "--cluster", help="a two-level machine NODESxGPUS (e.g. 8x8) "
+                                               "instead of --link: P fills whole nodes; --algorithm may then also be "
+                                               "hierarchical | alltoall_quantized | in_network"),
+         intra: str = typer.Option("nvlink4", "--intra", help="with --cluster: link inside a node (nvlink3 | nvlink4 "
+                                                              "| nvlink5 | pcie3 | pcie4_x16 | pcie5_x16)"),
+         inter: str = typer.Option("ib_ndr", "--inter", help="with --cluster: one NIC between nodes (ib_hdr | ib_ndr "
+                                                             "| eth10g | eth100g ...; aliases ndr400, hdr, 100gbe)"),
+         nics: Optional[int] = typer.Option(None, "--nics-per-node", help="with --cluster: NICs per node "
+                                                                         "(default: one per GPU)"),
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
-    from lab.experiments.plan import planner_advice, planner_breakdown, planner_sweep
+    from lab.experiments.plan import planner_advice, planner_breakdown, planner_cluster, planner_sweep
     from lab.experiments import get_model, resolve_link
 
     Ps = numbers(gpus, "--gpus", int)
     strategies = [s.strip() for s in strategy.split(",") if s.strip()]
     if batch is not None and global_batch is not None:
         fail("give --batch or --global-batch, not both")
+    if cluster is not None and advice:
+        fail("--advice times codecs on one --link; drop --cluster or --advice")
     kw = dict(device=device, batch_per_gpu=None if global_batch is not None else (128 if batch is None else batch),
               global_batch=global_batch, algorithm=algorithm)
     try:
         spec = get_model(model)
         lk = resolve_link(link)
+        two = planner_cluster(cluster, intra, inter, nics)
+        if two is not None:
+            kw["cluster"] = two
         df = planner_sweep(spec, Ps, strategies=strategies, link=lk, codec=codec, activation_codec=activation_codec,
                            overlap=overlap, micro_batches=micro_batches, **kw)
         ok = df[df["feasible"]]
@@ -68,7 +82,10 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     config = {"model": model, "gpus": Ps, "link": link, "strategy": strategies, "device": device, "batch": batch,
               "global_batch": global_batch, "algorithm": algorithm, "codec": codec,
               "activation_codec": activation_codec, "overlap": overlap, "micro_batches": micro_batches}
-    extra = {"model": spec.describe(), "link": lk.name}
+    if two is not None:
+        config.update(cluster=cluster, intra=intra, inter=inter, nics_per_node=nics)
+    where = two.name if two is not None else f"{lk.name} ({lk.bandwidth_Bps / 1e9:g} GB/s)"
+    extra = {"model": spec.describe(), "link": two.name if two is not None else lk.name}
     if lay:
         extra["layers"] = {s: {"P": P, "rows": b.layers} for s, P, b in lay}
     if adv:
@@ -77,7 +94,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
         return
     cols = ["strategy", "P", "global_batch", "compute_ms", "comm_ms", "exposed_comm_ms", "idle_ms", "step_ms",
             "images_per_s", "speedup", "efficiency", "memory_GB", "fits", "note"]
-    print_frame(df[cols].fillna(""), f"{spec.describe()} on {device} over {lk.name} ({lk.bandwidth_Bps / 1e9:g} GB/s), "
+    print_frame(df[cols].fillna(""), f"{spec.describe()} on {device} over {where}, "
                                      f"{algorithm} allreduce, overlap {'on' if overlap else 'off'}")
     for s, P, b in lay:
         print_frame(b.layers, f"{s} parallelism, P = {P}: per layer")

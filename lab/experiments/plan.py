@@ -11,23 +11,38 @@ import pandas as pd
 from lab.plan import (codec_advice, deep_image_scaling, deep_image_speedup, dettmers_alexnet, dettmers_planner,
                       get_model, plan_step, plan_sweep)
 from lab.plan.papers import DEEP_IMAGE_PAPER
+from lab.plan.strategies import CLUSTER_ALGORITHMS
 from lab.backend import Progress
+from lab.comm.cluster import Cluster, make_cluster
 
 DEFAULT_GPUS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def planner_cluster(cluster: str | Cluster | None, intra: str = "nvlink4", inter: str = "ib_ndr",
+                    nics_per_node: int | None = None) -> Cluster | None:
+    """The two-level cluster a plan runs on: None (a single `link`), a Cluster, or 'NODESxGPUS' with
+    intra- and inter-node link presets (aliases such as ndr400 allowed), `lab.comm.cluster.make_cluster`."""
+    if cluster is None or isinstance(cluster, Cluster):
+        return cluster
+    return make_cluster(cluster, intra, inter, nics_per_node)
 
 
 def planner_sweep(model: str = "alexnet", gpus: Sequence[int] = DEFAULT_GPUS, *,
                   strategies: Sequence[str] = ("data", "hybrid"), device: str = "v100", link="pcie3",
                   batch_per_gpu: int | None = 128, global_batch: int | None = None, algorithm: str = "ring",
                   codec=None, activation_codec: str | None = None, overlap: bool = False,
-                  micro_batches: int | None = None, progress: Progress | None = None) -> pd.DataFrame:
-    """Predicted step breakdown (ms), images/s, speedup and efficiency per strategy and P."""
+                  micro_batches: int | None = None, progress: Progress | None = None,
+                  cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
+                  nics_per_node: int | None = None) -> pd.DataFrame:
+    """Predicted step breakdown (ms), images/s, speedup and efficiency per strategy and P; with `cluster`
+    ('8x8', intra and inter link presets) on a two-level machine instead of `link`, where `algorithm` may
+    also be hierarchical, alltoall_quantized or in_network (`lab.comm.cluster`)."""
     if global_batch is not None:
         batch_per_gpu = None
     return plan_sweep(model, list(gpus), strategies=list(strategies), device=device, link=link,
                       batch_per_gpu=batch_per_gpu, global_batch=global_batch, algorithm=algorithm, codec=codec,
                       activation_codec=activation_codec, overlap=overlap, micro_batches=micro_batches,
-                      progress=progress)
+                      progress=progress, cluster=planner_cluster(cluster, intra, inter, nics_per_node))
 
 
 @dataclass
@@ -42,13 +57,16 @@ class Breakdown:
 def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
                       link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
                       algorithm: str = "ring", codec=None, activation_codec: str | None = None,
-                      overlap: bool = False, micro_batches: int | None = None) -> Breakdown:
-    """Per-layer compute and communication of one predicted step."""
+                      overlap: bool = False, micro_batches: int | None = None,
+                      cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
+                      nics_per_node: int | None = None) -> Breakdown:
+    """Per-layer compute and communication of one predicted step (`cluster`: as `planner_sweep`)."""
     if global_batch is not None:
         batch_per_gpu = None
     sp = plan_step(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
                    global_batch=global_batch, algorithm=algorithm, codec=codec, activation_codec=activation_codec,
-                   overlap=overlap, micro_batches=micro_batches)
+                   overlap=overlap, micro_batches=micro_batches,
+                   cluster=planner_cluster(cluster, intra, inter, nics_per_node))
     return Breakdown(pd.DataFrame([sp.summary()]), sp.layers, get_model(model).describe())
 
 
@@ -88,5 +106,6 @@ def paper_checks(*, gpus: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), overlap
     return PaperChecks(dettmers_alexnet(), dettmers_planner(), fig2, cross, fig3, dict(DEEP_IMAGE_PAPER))
 
 
-__all__ = ["DEFAULT_GPUS", "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
+__all__ = ["DEFAULT_GPUS", "CLUSTER_ALGORITHMS", "planner_cluster",
+           "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
            "paper_checks"]

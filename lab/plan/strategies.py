@@ -29,6 +29,15 @@ event simulation (one compute stream, one link, messages in issue order) gives t
 step; with overlap off every allreduce must finish before the next step starts. Activation
 traffic of model-parallel layers and pipelines is always on the critical path.
 
+Two-level cluster (`cluster=`, a `lab.comm.cluster.Cluster`: nodes × GPUs per node, an intra- and
+an inter-node link): P GPUs fill whole nodes (P <= GPUs per node: one node; else P must be a multiple
+of it, up to the cluster's size; other P are infeasible points). Data parallelism's gradient
+allreduce then comes from `lab.comm.cluster.cluster_allreduce`: `algorithm` = hierarchical (intra-node
+reduce-scatter, inter-node ring of the shards, intra-node allgather; fp32 inside, the codec across
+nodes), alltoall_quantized (ZeRO++ qgZ, the codec at both levels), in_network (NVLS / SHARP, fp32 only)
+or any registered algorithm run flat over all P ranks on the slower level. Model-parallel and pipeline
+traffic runs on the slower level (flat, a ring for the two-level names).
+
 Memory per GPU (rough): 12 bytes per parameter held (fp32 weight, gradient, momentum) plus 4 bytes
 per stored activation value.
 """
@@ -40,17 +49,20 @@ from typing import Mapping
 
 import pandas as pd
 
+from lab.comm import cluster as cl
 from lab.comm import cost
 from lab.comm.cost import Link, check_P
 
 from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
-from .wire import (WireCodec, allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds,
-                   wire_bytes, wire_codec)
+from .wire import (WireCodec, allgather_seconds, allreduce_seconds, phased_values, phased_work_seconds,
+                   reduce_scatter_seconds, transfer_seconds, wire_bytes, wire_codec)
 from lab.backend import Progress
 
 STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
+#: allreduce algorithms that need a two-level cluster (`lab.comm.cluster`), by name
+CLUSTER_ALGORITHMS: tuple[str, ...] = tuple(a for a in cl.ALGORITHMS if a != "flat")
 MODEL_PARALLEL_KINDS = ("fc",)  # what the hybrid splits
 BYTES_PER_PARAM = 12.0
 BYTES_PER_ACTIVATION = 4.0
@@ -133,6 +145,66 @@ def _activation_codec(name) -> WireCodec:
     return wc
 
 
+# -- a two-level cluster
+
+def sub_cluster(cluster: cl.Cluster, P: int) -> cl.Cluster:
+    """The P GPUs of a plan on `cluster`: one node of P GPUs when P <= GPUs per node, else P / g whole nodes.
+    Raises Infeasible for P that does not fill whole nodes or exceeds the cluster."""
+    g = cluster.gpus_per_node
+    if P > cluster.P:
+        raise Infeasible(f"P={P} GPUs do not fit on {cluster.nodes}x{g} ({cluster.P} GPUs)")
+    if P > g and P % g:
+        raise Infeasible(f"P={P} on nodes of {g} GPUs: a two-level plan runs whole nodes; P must be <= {g} or a "
+                         f"multiple of {g}")
+    return cl.Cluster(P // g if P > g else 1, min(P, g), cluster.intra, cluster.inter, cluster.nics_per_node)
+
+
+def cluster_codec(wc: WireCodec, dev: Device) -> cl.CodecCost:
+    """A WireCodec as the two-level model's CodecCost: the same wire bytes, codec time as the planner's
+    roofline of the device (`lab.plan.wire`); uncompressed gradients are raw fp32 (4 bytes per value)."""
+    if wc.raw:
+        return cl.CodecCost(wc.name, wc.bytes_per_value, source="uncompressed gradients, no codec work")
+    bw = dev.memory_GBps * 1e9
+    return cl.CodecCost(wc.name, wc.bytes_per_value, wc.side_bytes, wc.enc_traffic / bw, wc.dec_traffic / bw,
+                        wc.enc_kernels, wc.dec_kernels, dev.launch_us * 1e-6, wc.mode,
+                        f"roofline: {dev.name} {dev.memory_GBps:g} GB/s")
+
+
+def _check_cluster_algorithm(algorithm: str, cluster: cl.Cluster | None) -> None:
+    if cluster is not None and algorithm in CLUSTER_ALGORITHMS:
+        return
+    try:
+        cost.check_algorithm(algorithm)
+    except ValueError as e:
+        if algorithm in CLUSTER_ALGORITHMS:
+            raise ValueError(f"algorithm {algorithm!r} runs on a two-level cluster: give cluster= (the CLI's "
+                             "--cluster NODESxGPUS --intra LINK --inter LINK), or a registered algorithm") from None
+        if cluster is not None:
+            raise ValueError(f"{e}; on a two-level cluster also {', '.join(CLUSTER_ALGORITHMS)}") from None
+        raise
+
+
+def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str, dev: Device,
+                          matrices: tuple[tuple[int, int], ...] = ()) -> float:
+    """Seconds of one gradient allreduce of n fp32 values on the two-level cluster `c`; a phased codec
+    (PowerSGD) as its fp32 allreduces (uncompressed, P, Q: `lab.plan.wire.phased_values`) plus its work."""
+    if n == 0 or c.P == 1:
+        return 0.0
+    if wc.phased:
+        fp32 = wire_codec(None)
+        comm = sum(_cluster_grad_seconds(c, v, fp32, algorithm, dev) for v in phased_values(wc, n, matrices)[:3]
+                   if v > 0)
+        return comm + phased_work_seconds(n, wc, dev, matrices)
+    if algorithm == "in_network" and not wc.raw:
+        raise ValueError(f"in_network sums uncompressed gradients in the switch; codec {wc.name!r} is not allowed "
+                         "with it: use codec none, or hierarchical / alltoall_quantized / a registered algorithm")
+    cc = cluster_codec(wc, dev)
+    if algorithm in CLUSTER_ALGORITHMS:
+        intra = cl.CodecCost("fp32", 4.0) if algorithm == "hierarchical" else None
+        return cl.cluster_allreduce(c, n, cc, algorithm, intra_codec=intra).seconds
+    return cl.flat_time(c, n, cc, algorithm).seconds
+
+
 # -- the event simulation of one steady-state step
 
 def _simulate(fwd, bwd, fwd_comm, bwd_comm, grad_comm, overlap: bool, iters: int = 6) -> float:
@@ -191,18 +263,25 @@ def _stages(train_flops: list[float], S: int) -> list[int]:
 def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", link: str | Link = "pcie3",
               strategy: str = "data", batch_per_gpu: int | None = None, global_batch: int | None = None,
               algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
-              micro_batches: int | None = None) -> StepPlan:
+              micro_batches: int | None = None, cluster: cl.Cluster | None = None) -> StepPlan:
     """Predicted time of one training step of `model` on P GPUs (see the module docstring).
 
     codec: for gradient allreduces, None / a codec name / {layer name: codec, 'default': codec};
     activation_codec: for model-parallel and pipeline activations (no sign/sparse codecs). Pipeline
-    stages only send activations point to point: codec, algorithm and overlap do not apply to it."""
+    stages only send activations point to point: codec, algorithm and overlap do not apply to it.
+    cluster: a two-level `lab.comm.cluster.Cluster` instead of `link` (see the module docstring)."""
     spec = get_model(model)
     P = check_P(P)
     dev = get_device(device)
-    lk = resolve_link(link)
     check_strategy(strategy)
-    cost.check_algorithm(algorithm)
+    if cluster is not None and not isinstance(cluster, cl.Cluster):
+        raise ValueError(f"cluster must be a lab.comm.cluster.Cluster (make_cluster('8x8', 'nvlink4', 'ib_ndr')), "
+                         f"got {cluster!r}")
+    _check_cluster_algorithm(algorithm, cluster)
+    sub = sub_cluster(cluster, P) if cluster is not None else None
+    lk = resolve_link(link) if sub is None else sub.slowest
+    link_name = lk.name if sub is None else sub.name
+    act_algorithm = "ring" if algorithm in CLUSTER_ALGORITHMS else algorithm
     b, B = _check_batches(batch_per_gpu, global_batch)
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")
@@ -215,7 +294,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     F = dev.flops_per_s
     layers = spec.layers
     if strategy == "pipeline":
-        return _pipeline(spec, P, dev, lk, total, per_gpu, act, micro_batches, overlap, algorithm)
+        return _pipeline(spec, P, dev, lk, total, per_gpu, act, micro_batches, overlap, algorithm, link_name)
     if micro_batches is not None:
         raise ValueError("micro_batches is for strategy='pipeline'")
 
@@ -227,10 +306,10 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
             samples, held = total, lay.params / P
             f = lay.flops * total / (P * F)
             first = i == 0
-            gather_in = 0.0 if first else allgather_seconds(total * lay.inputs, P, lk, algorithm, act, dev)
+            gather_in = 0.0 if first else allgather_seconds(total * lay.inputs, P, lk, act_algorithm, act, dev)
             last_out = (i == len(layers) - 1) or not mp[i + 1]
-            gather_out = allgather_seconds(total * lay.outputs, P, lk, algorithm, act, dev) if last_out else 0.0
-            rs = 0.0 if first else reduce_scatter_seconds(total * lay.inputs, P, lk, algorithm, act, dev)
+            gather_out = allgather_seconds(total * lay.outputs, P, lk, act_algorithm, act, dev) if last_out else 0.0
+            rs = 0.0 if first else reduce_scatter_seconds(total * lay.inputs, P, lk, act_algorithm, act, dev)
             fcomm, bcomm, gcomm = gather_in + gather_out, rs, 0.0
             what = "activations" + ("" if first else " + deltas")
             codec_name = act.name
@@ -241,7 +320,8 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
             samples, held = per_gpu, lay.params
             f = lay.flops * per_gpu / F
             wc = grad_codecs[lay.name]
-            gcomm = allreduce_seconds(lay.params, P, lk, algorithm, wc, dev, lay.matrices)
+            gcomm = (allreduce_seconds(lay.params, P, lk, algorithm, wc, dev, lay.matrices) if sub is None
+                     else _cluster_grad_seconds(sub, lay.params, wc, algorithm, dev, lay.matrices))
             fcomm = bcomm = 0.0
             what = "gradients" if lay.params and P > 1 else "-"
             codec_name = wc.name
@@ -264,13 +344,13 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     comm = sum(fc_) + sum(bc_) + sum(gc_)
     mem_gb = mem / 1e9
     exposed = step - compute if step - compute > 1e-9 * step else 0.0
-    return StepPlan(spec.name, strategy, P, total, per_gpu, dev.name, lk.name, algorithm, overlap, compute, comm,
+    return StepPlan(spec.name, strategy, P, total, per_gpu, dev.name, link_name, algorithm, overlap, compute, comm,
                     exposed, 0.0, step, total / step, mem_gb, mem_gb <= dev.memory_GB, None,
                     pd.DataFrame(rows))
 
 
 def _pipeline(spec: ModelSpec, P: int, dev: Device, lk: Link, total: float, per_gpu: float, act: WireCodec,
-              micro_batches: int | None, overlap: bool, algorithm: str) -> StepPlan:
+              micro_batches: int | None, overlap: bool, algorithm: str, link_name: str | None = None) -> StepPlan:
     layers = spec.layers
     if P > len(layers):
         raise Infeasible(f"pipeline: {P} stages but {spec.name} has only {len(layers)} layers")
@@ -306,9 +386,9 @@ def _pipeline(spec: ModelSpec, P: int, dev: Device, lk: Link, total: float, per_
     exposed = M * (slot - stage_c[k])
     comm = M * sum(t - c for t, c in zip(stage_t, stage_c)) / P
     mem_gb = max(mem) / 1e9
-    return StepPlan(spec.name, "pipeline", P, total, per_gpu, dev.name, lk.name, algorithm, overlap, compute,
-                    comm, exposed, step - compute - exposed, step, total / step, mem_gb, mem_gb <= dev.memory_GB, M,
-                    pd.DataFrame(rows))
+    return StepPlan(spec.name, "pipeline", P, total, per_gpu, dev.name, link_name or lk.name, algorithm, overlap,
+                    compute, comm, exposed, step - compute - exposed, step, total / step, mem_gb,
+                    mem_gb <= dev.memory_GB, M, pd.DataFrame(rows))
 
 
 # -- a sweep over P
@@ -320,7 +400,8 @@ SWEEP_COLUMNS = ["strategy", "P", "global_batch", "batch_per_gpu", "compute_ms",
 def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: str | Device = "v100",
                link: str | Link = "pcie3", batch_per_gpu: int | None = None, global_batch: int | None = None,
                algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
-               micro_batches: int | None = None, progress: Progress | None = None) -> pd.DataFrame:
+               micro_batches: int | None = None, progress: Progress | None = None,
+               cluster: cl.Cluster | None = None) -> pd.DataFrame:
     """plan_step for every strategy and P in `gpus`: step breakdown (ms), images/s, speedup against
     one GPU and scaling efficiency (speedup / P). Infeasible points are rows with feasible=False."""
     gpus = [check_P(P) for P in gpus]
@@ -328,7 +409,7 @@ def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: st
         raise ValueError("gpus: give at least one GPU count")
     strategies = [check_strategy(s) for s in ([strategies] if isinstance(strategies, str) else strategies)]
     kw = dict(device=device, link=link, batch_per_gpu=batch_per_gpu, global_batch=global_batch, algorithm=algorithm,
-              codec=codec, activation_codec=activation_codec, overlap=overlap)
+              codec=codec, activation_codec=activation_codec, overlap=overlap, cluster=cluster)
     base = plan_step(model, 1, strategy="data", **kw)
     rows, n, done = [], len(gpus) * len(strategies), 0
     for s in strategies:
@@ -364,5 +445,6 @@ def crossover(sweep: pd.DataFrame, a: str, b: str) -> int | None:
     return None
 
 
-__all__ = ["STRATEGIES", "MODEL_PARALLEL_KINDS", "Infeasible", "StepPlan", "plan_step", "plan_sweep", "crossover",
+__all__ = ["STRATEGIES", "CLUSTER_ALGORITHMS", "sub_cluster", "cluster_codec", "MODEL_PARALLEL_KINDS", "Infeasible",
+           "StepPlan", "plan_step", "plan_sweep", "crossover",
            "check_P", "check_strategy", "SWEEP_COLUMNS"]

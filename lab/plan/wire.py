@@ -137,11 +137,19 @@ def phased_values(codec: WireCodec, n: float, matrices: tuple[tuple[int, int], .
 
 def _phased_seconds(n: float, P: int, link: Link, algorithm: str, codec: WireCodec, device: Device,
                     matrices: tuple[tuple[int, int], ...]) -> float:
-    plain, p, q, squeezed = phased_values(codec, n, matrices)
+    plain, p, q, _ = phased_values(codec, n, matrices)
     comm = sum(cost.allreduce_time(algorithm, P, 4.0 * v, link) for v in (plain, p, q) if v > 0)
+    return comm + phased_work_seconds(n, codec, device, matrices)
+
+
+def phased_work_seconds(n: float, codec: WireCodec, device: Device,
+                        matrices: tuple[tuple[int, int], ...] = ()) -> float:
+    """A phased codec's own work on one layer (besides its fp32 allreduces): the compressed values'
+    memory traffic over the device's bandwidth plus its kernel launches per compressed matrix."""
+    _, _, _, squeezed = phased_values(codec, n, matrices)
     mats = sum(1 for m in matrices if not _phased_codec(codec.name).wire_values(m)[2])
     work = squeezed * (_per_value(codec.enc_traffic, device) + _per_value(codec.dec_traffic, device))
-    return comm + work + mats * (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6
+    return work + mats * (codec.enc_kernels + codec.dec_kernels) * device.launch_us * 1e-6
 
 
 def _per_value(traffic: float, device: Device) -> float:
@@ -219,4 +227,4 @@ def wire_bytes(n: float, codec: WireCodec, matrices: tuple[tuple[int, int], ...]
 
 
 __all__ = ["two_stage", "gradient_only", "WireCodec", "wire_codec", "allreduce_seconds", "allgather_seconds", "reduce_scatter_seconds",
-           "transfer_seconds", "wire_bytes", "phased_values"]
+           "transfer_seconds", "wire_bytes", "phased_values", "phased_work_seconds"]
