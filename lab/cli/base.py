@@ -15,7 +15,9 @@ import pandas as pd
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from lab.experiments.results import jsonable, write_result
 
@@ -112,12 +114,14 @@ def progress_bar(enabled: bool = True) -> Iterator:
 
 
 def print_frame(df: pd.DataFrame, title: str, floatfmt: str = "{:.4g}") -> None:
-    t = Table(title=title)
+    """A table as rich prints it; cells are plain text (a codec name like 'linear[nearest,tensor]' is not
+    markup)."""
+    t = Table(title=escape(title))
     for c in df.columns:
-        t.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left",
+        t.add_column(escape(str(c)), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left",
                      overflow="fold")
     for row in df.itertuples(index=False):
-        t.add_row(*[floatfmt.format(v) if isinstance(v, float) and math.isfinite(v) else str(v) for v in row])
+        t.add_row(*[Text(floatfmt.format(v) if isinstance(v, float) and math.isfinite(v) else str(v)) for v in row])
     console.print(t)
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
 from .base import app, console, emit, fail, json_option, out_option, print_frame, result
 
@@ -42,12 +41,12 @@ def trace(algorithm: str = typer.Option("ring", "--algorithm", help="a registere
                      final=res.final, traffic=res.summary, takeaway=res.takeaway)
     if emit(payload, out, as_json):
         return
-    s = dict(res.summary, codec=escape(res.summary["codec"]))  # rich reads "[nearest,tensor]" as markup
+    s = res.summary
     print_frame(res.messages, f"{algorithm} allreduce on {ranks} ranks, {values} values per rank, codec {s['codec']}: "
                               "every message (step = round; error = max |decoded − exact partial sum|)")
     print_frame(res.links, f"bytes per directed link (× n = {s['n_bytes']} B, one rank's fp32 vector) against "
                            f"2(P−1)/P·n = {s['nccl_share']:.3g}·n")
     print_frame(res.ranks, "bytes per rank (fp32 and on the wire)")
-    print_frame(res.busbw.assign(**{"on the wire": res.busbw["on the wire"].map(escape)}),
+    print_frame(res.busbw,
                 f"algbw and busbw on {s['link']} at {size} per rank (busbw = algbw × 2(P−1)/P)")
     console.print(res.takeaway, highlight=False, soft_wrap=True, markup=False)
