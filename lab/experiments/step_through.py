@@ -111,6 +111,10 @@ def _check(algorithm: str, P: int, n: int, codec, seed: int):
     check_seed(seed)
     c = resolve_codec(codec)
     algo = get_algorithm(algorithm)
+    if c is not None and c.phases:
+        raise ValueError(f"codec {c.describe()!r} runs its own collective (fp32 sums of low-rank factors P and Q, "
+                         "Vogels et al. 2019), not per-hop messages of the algorithm; allowed here: a table, cast "
+                         "or block-scaled codec (e.g. dynamic_tree, fp16, mxfp8_e4m3), or 'none'")
     if c is not None and c.stateful:
         raise ValueError(f"codec {c.describe()!r} keeps an error-feedback residual of its own encoding, which "
                          "re-encoded partial sums do not have; allowed here: a codec without 'ef:' (error "
