@@ -3,6 +3,7 @@
 codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
+from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
 from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
                           error_at_scale_figure)
@@ -14,7 +15,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .widgets import refresh
 
-__all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
+__all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks', 'value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
            'training_curve_figure', 'reproduction_figure', 'transfer_figure', 'collective_time_figure', 'busbw_figure',
            'allreduce_trace_figure', 'error_at_scale_figure', 'DROPOUT_LABELS', 'dropout_mask_figure',
            'drop_frequency_figure', 'search_trace_figure', 'search_distribution_figure', 'layer_speedup_figure',
