@@ -154,7 +154,7 @@ def capture_tensors(kind: str = "gradients", *, dataset: str = "digits", hidden:
     return {f"weight {n}": p.detach().clone() for n, p in model.named_parameters() if p.dim() > 1}
 
 
-ACCEPTED_FILES = ("accepted: a .pt/.pth file written by torch.save holding a tensor (or a dict whose first tensor is "
+ACCEPTED_FILES = ("allowed: a .pt/.pth file written by torch.save holding a tensor (or a dict whose first tensor is "
                   "used), or a .npy file written by numpy.save holding a numeric array; real, finite, non-empty "
                   "values. Files holding other Python objects are refused unread (loading them could run code)")
 
