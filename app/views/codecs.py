@@ -25,29 +25,33 @@ DEFAULT_CODECS = ["dynamic_tree", "linear", "fp8_e4m3", "int8"]
 SAMPLES = [10_000, 30_000, 100_000, 1_000_000]
 T1_SAMPLES = [100_000, 1_000_000, 25_000_000]
 T1_INSTANT = 100_000
+SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numbers beside ours with both roundings",
+            "One MX / NVFP4 block": "one block of a block-scaled format on your data: its shared scale, which values "
+                                    "saturate and which flush to zero",
+            "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
+                                           "tensor at the same bits, and where not",
+            "Speed": "encode / decode time on this device"}
+VIEWS = ["Error per codec", "Error histograms", "Value tables"]
 
 COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbol)
     "data": ("Data", "the distribution (spec string) or the tensor's name"),
     "codec": ("Codec", "codec and its options: [rounding, scale] for the value tables"),
     "mean_rel_error": ("Mean relative error (%)", "mean of |y − x| / |x| over x ≠ 0: Table 1's 'relative error'"),
     "mae": ("Mean absolute error", "MAE: mean |y − x| in the data's units (Table 1's 'absolute error')"),
-    "rmse": ("RMSE", "root mean square of y − x, in the data's units"),
     "max_error": ("Largest error", "max |y − x|, in the data's units"),
     "snr_db": ("SNR (dB)", "signal-to-noise ratio 10·log10(Σx² / Σ(y − x)²); higher is better"),
-    "zeros": ("Exact zeros", "values equal to 0, left out of the relative error"),
     "bits_per_value": ("Bits per value", "wire bits per value, scales included (32 = float32)"),
-    "compression": ("Compression (x)", "32 / bits per value"),
 }
 T1_COLUMNS = {
     "distribution": ("Distribution", "Table 1's distributions; N(0, 10²) means σ = 10"),
     "type": ("Type", "the paper's four 8-bit data types (§3.1)"),
-    "paper_rel_pct": ("Paper: rel. error (%)", "published in Dettmers 2016 Table 1 (25 M samples)"),
-    "rel_pct_paper": ("Ours, paper's rounding: rel. error (%)",
-                      "measured here with the original kernel's bisection rounding (about a quarter of codes one step low)"),
-    "rel_pct_nearest": ("Ours, exact rounding: rel. error (%)", "measured here rounding to the nearest table value"),
-    "paper_mae": ("Paper: MAE", "mean absolute error published in Table 1"),
-    "mae_paper": ("Ours, paper's rounding: MAE", "mean absolute error measured here with the kernel's rounding"),
-    "mae_nearest": ("Ours, exact rounding: MAE", "mean absolute error measured here with nearest rounding"),
+    "paper_rel_pct": ("Rel. error (%), paper", "relative error published in Dettmers 2016 Table 1 (25 M samples)"),
+    "rel_pct_paper": ("Rel. error (%), ours", "measured here with the paper's rounding (the original kernel's "
+                                              "bisection: about a quarter of codes one step low)"),
+    "rel_pct_nearest": ("Rel. error (%), ours exact", "measured here rounding to the nearest table value"),
+    "paper_mae": ("MAE, paper", "mean absolute error published in Table 1 (column 'paper_mae' in the CSV)"),
+    "mae_paper": ("MAE, ours", "mean absolute error measured here with the paper's rounding (column 'mae_paper' "
+                               "in the CSV; 'mae_nearest' there: exact rounding)"),
 }
 
 
@@ -272,10 +276,10 @@ def render() -> None:
         ui.set_state(codecs=["dynamic_tree", "mxfp8_e4m3", "mxint8", "mxfp4_e2m1", "nvfp4"], rounding="nearest",
                      source="distribution", dist="student_t", **{"student_t.df": 3.0})
 
-    p1, p2, _ = st.columns([1, 1, 2])
-    p1.button("Preset: the paper's four types", on_click=preset_table1,
+    p1, p2 = st.columns(2)
+    p1.button("Preset: the paper's 4 types", on_click=preset_table1,
               help="Table 1's conditions: dynamic tree, linear, mantissa, static tree; the kernel's rounding; N(0,1)")
-    p2.button("Preset: block-scaled formats", on_click=preset_blocks,
+    p2.button("Preset: MX and NVFP4", on_click=preset_blocks,
               help="dynamic tree vs MXFP8, MXINT8, MXFP4 and NVFP4 on heavy-tailed Student-t(3) data")
 
     left, right = st.columns([3, 2])
@@ -355,11 +359,20 @@ def render() -> None:
     except ui.USER_ERRORS as e:
         st.error(str(e))
 
-    if x is not None:
-        block_section(x, data_name, data_key)
-    lesson_section(seed)
-    table1_section(seed)
-    speed_section(tuple(specs.values()), layout_key, layout)
+    st.divider()
+    section = ui.radio("Go further", list(SECTIONS), "section", next(iter(SECTIONS)),
+                       help="one section at a time: " + "; ".join(f"{k}: {v}" for k, v in SECTIONS.items()))
+    if section == "Table 1 beside the paper":
+        table1_section(seed)
+    elif section == "One MX / NVFP4 block":
+        if x is None:
+            st.info("Fix the data above to draw one of its blocks.")
+        else:
+            block_section(x, data_name, data_key)
+    elif section == "Block scaling vs per tensor":
+        lesson_section(seed)
+    else:
+        speed_section(tuple(specs.values()), layout_key, layout)
 
 
 def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, data_name: str, rounding: str) -> None:
@@ -367,9 +380,10 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
     order = per_codec.mean_rel_error.sort_values()
     best, worst = order.index[0], order.index[-1]
     m1, m2, m3 = st.columns(3)
-    m1.metric("Lowest mean relative error", _pct(order.iloc[0]), help=f"{best}, on {data_name}")
-    m2.metric("Best codec", best.split("[")[0], help=best)
-    m3.metric("Its bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="scales included")
+    m1.metric(f"Best: {best.split('[')[0]}", _pct(order.iloc[0]), help=f"lowest mean relative error: {best}, "
+              f"on {data_name}")
+    m2.metric(f"Worst: {worst.split('[')[0]}", _pct(order.iloc[-1]), help=f"highest mean relative error: {worst}")
+    m3.metric("Best's bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="wire bits, scales included")
     short = best.split("[")[0]
     if len(order) > 1:
         second = order.index[1]
@@ -380,14 +394,20 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
     else:
         text = f"On {data_name}, {short}'s mean relative error is {_pct(order.iloc[0])}."
     ui.takeaway(text)
-    tabs = st.tabs(["Error per codec", "Error table", "Error histograms", "Value tables"])
-    with tabs[0]:
+    _views(df, hist, tuple(chosen), specs, layout)
+
+
+@st.fragment
+def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout) -> None:
+    view = ui.radio("Show", VIEWS, "view", VIEWS[0], label_visibility="collapsed",
+                    help="bars of the mean relative error and every error measure as a table; the distribution of "
+                         "the relative error; the values each type can represent")
+    if view == VIEWS[0]:
         ui.figure(plots.error_bar_figure(df), df, "codec_error_bars")
-    with tabs[1]:
         _show(df, COLUMNS, "codec_errors", pct=("mean_rel_error",))
-    with tabs[2]:
+    elif view == VIEWS[1]:
         ui.figure(plots.error_histogram_figure(hist), hist, "codec_error_histograms")
-    with tabs[3]:
+    else:
         tables = [get_codec(specs.get(c, c)) for c in chosen] + ([layout] if layout is not None else [])
         tables = [c for c in tables if isinstance(c, TableCodec)]
         if tables:

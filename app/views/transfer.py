@@ -12,10 +12,10 @@ from lab.experiments import (DEVICES, LINKS, PAPER_CODEC_NS, codec_catalog, cust
 
 PAPER_KERNEL = "gtx_titan"
 # codec speed label -> ("kernel", GPU preset) | ("ns", (enc, dec)) | ("measured", None) | ("custom", None)
-SPEEDS = {f"GPU kernels: {name}" + (" (the paper's GPU)" if name == PAPER_KERNEL else ""): ("kernel", name)
+SPEEDS = {f"GPU: {name}" + (" (paper's)" if name == PAPER_KERNEL else ""): ("kernel", name)
           for name in DEVICES if name != "dettmers2016"}
-SPEEDS.update({"the paper's average: 1 / 0.5 ns per value": ("ns", PAPER_CODEC_NS),
-               "measured on this device": ("measured", None), "custom ns per value": ("custom", None)})
+SPEEDS.update({"paper's 1 + 0.5 ns/value": ("ns", PAPER_CODEC_NS), "measured here": ("measured", None),
+               "custom ns/value": ("custom", None)})
 FIG2_SPEED = next(k for k, v in SPEEDS.items() if v == ("kernel", PAPER_KERNEL))
 FIG2 = {"codecs": ["dynamic_tree", "linear", "onebit"], "link": "pcie3", "speed": FIG2_SPEED, "range": (10, 24)}
 
@@ -48,13 +48,13 @@ def render() -> None:
         ui.set_state(**FIG2)
 
     def preset_slow():
-        ui.set_state(codecs=["dynamic_tree", "linear", "onebit"], link="eth1g", speed="measured on this device",
+        ui.set_state(codecs=["dynamic_tree", "linear", "onebit"], link="eth1g", speed="measured here",
                      range=(10, 24))
 
-    c1, c2, _ = st.columns([2, 2, 1])
+    c1, c2 = st.columns(2)
     c1.button("Preset: the paper's Figure 2", on_click=preset_figure2,
               help="PCIe 3 (7 GB/s) and the paper's GPU, a GTX Titan: memory-bound codec kernels, 7 µs per launch")
-    c2.button("Preset: this CPU on 1 Gbit/s Ethernet", on_click=preset_slow,
+    c2.button("Preset: CPU on 1 Gbit/s", on_click=preset_slow,
               help="codec speeds measured here, on a 0.125 GB/s link")
 
     left, right = st.columns([3, 2])
@@ -68,9 +68,9 @@ def render() -> None:
                               help="latency and bandwidth of the wire; " +
                                    "; ".join(f"{k}: {v.source}" for k, v in LINK_CHOICES.items()))
         speed = ui.select("Codec speed", list(SPEEDS), "speed", FIG2_SPEED,
-                          help="how long encode and decode take: a GPU's kernels modelled as memory-bound plus a "
-                               "fixed launch time per kernel (how the paper's curve arises), the paper's average "
-                               "ns per value, measured here, or your own")
+                          help="how long encode and decode take. GPU: that GPU's kernels modelled as memory-bound "
+                               "plus a fixed launch time per kernel (how the paper's curve arises; gtx_titan is the "
+                               "paper's GPU); the paper's average ns per value; measured on this device; or your own")
     mode, arg = SPEEDS[speed]
     if link_name == "custom" or mode == "custom":
         with st.container(border=True):
@@ -104,12 +104,12 @@ def render() -> None:
     top = ranked.iloc[0]
     even = df.attrs["breakeven"]
     m1, m2, m3 = st.columns(3)
-    m1.metric(f"Fastest at {_n(top.n_values)} values", top.codec.split("[")[0], help=top.codec)
-    m2.metric("Its speedup over 32-bit", f"{top.speedup_vs_fp32:.2f}x")
+    m1.metric("Fastest codec", top.codec.split("[")[0], help=f"{top.codec}, at {_n(top.n_values)} values")
+    m2.metric("Its speedup, largest size", f"{top.speedup_vs_fp32:.2f}x",
+              help=f"32-bit time / its time at {_n(top.n_values)} values")
     be = even.get(top.codec)
-    m3.metric("It beats 32-bit from", "never" if be is None else "any size" if be <= 1 else
-              f"{_about(be).replace('about ', '~')} values",
-              help="the message size where its modelled time equals 32-bit's")
+    m3.metric("Beats 32-bit from (values)", "never" if be is None else "any size" if be <= 1 else
+              _about(be).replace("about ", "~"), help="the message size where its modelled time equals 32-bit's")
     link_label = df.link.iloc[0]
     kernel_note = {"kernel": f"{arg} kernels", "measured": "codec speeds measured here",
                    "ns": "the paper's average 1 / 0.5 ns per value"}.get(mode, "your codec speeds")
@@ -126,11 +126,7 @@ def render() -> None:
     _figure2_callout(df, mode, arg, link_label, link, ns, tuple(specs))
 
     st.subheader("Modelled on the chosen link")
-    t1, t2 = st.tabs(["Speedup over 32-bit", "Time"])
-    with t1:
-        ui.figure(plots.transfer_figure(df, "speedup_vs_fp32"), df, "transfer_model_speedup")
-    with t2:
-        ui.figure(plots.transfer_figure(df, "seconds"), df, "transfer_model_time")
+    _model_view(df)
 
     measured_section(tuple(specs), link, ns, arg if mode == "kernel" else None)
 
@@ -173,6 +169,17 @@ def _figure2_callout(df: pd.DataFrame, mode: str, arg, link_label: str, link, ns
     ui.paper_callout(f"Paper (Figure 2, two GTX Titans on PCIe 3): 8-bit is slower below ~50,000 values, about 2x "
                      f"faster above 250,000; 1-bit 10-20 % faster than 8-bit above 300,000. Here: {ours}. {why}",
                      "figure2")
+
+
+@st.fragment
+def _model_view(df: pd.DataFrame) -> None:
+    y = ui.radio("Show", ["Speedup over 32-bit", "One-way time"], "tview", "Speedup over 32-bit",
+                 label_visibility="collapsed", help="speedup: 32-bit time / the codec's time (above 1: faster); "
+                                                   "time: encode + send + decode, in ms")
+    if y.startswith("Speedup"):
+        ui.figure(plots.transfer_figure(df, "speedup_vs_fp32"), df, "transfer_model_speedup")
+    else:
+        ui.figure(plots.transfer_figure(df, "seconds"), df, "transfer_model_time")
 
 
 @st.fragment

@@ -42,13 +42,18 @@ def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
     src = df["source"] if "source" in df else pd.Series("measured", index=df.index)
     codecs = list(dict.fromkeys(df["codec"]))
     for (s, codec), part in df.assign(source=src).groupby(["source", "codec"], sort=False):
+        if y == "speedup_vs_fp32" and codec == "fp32":
+            continue  # the 32-bit line is the dotted 1x line
         i = codecs.index(codec)
         yy = part[y] * (1e3 if y == "seconds" else 1)
+        width = max(1.5, 7.0 - 2.0 * (i % 4)) + (1.0 if s != "model" else 0.0)  # earlier traces wider: both show
         fig.add_trace(go.Scatter(x=part["n_values"], y=yy, mode="lines+markers", name=f"{codec} ({s})",
-                                 line={"dash": DASHES[i % len(DASHES)], "width": 2 if s == "model" else 3.5},
-                                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": 9 - 2 * (i % 3)}))
+                                 line={"dash": DASHES[i % len(DASHES)], "width": width},
+                                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": width + 5},
+                                 opacity=0.9 if s == "model" else 1.0))
     if y == "speedup_vs_fp32":
-        fig.add_hline(y=1.0, line_dash="dot", annotation_text="32-bit", annotation_position="bottom right")
+        fig.add_hline(y=1.0, line_dash="dot", line_color="black", annotation_text="32-bit (1x)",
+                      annotation_position="bottom left")
     fig.update_layout(xaxis_title="message size (float32 values)", xaxis_type="log",
                       yaxis_title="one-way time (ms)" if y == "seconds" else "speedup over 32-bit",
                       yaxis_type="log", legend_title="codec (source)", margin={"t": 30})
