@@ -145,19 +145,19 @@ def test_table1_shows_the_papers_numbers_beside_ours_with_clear_names():
     """Defect 6: published and measured columns are named apart; the chart shows paper and both roundings."""
     at = page("codecs")
     t1 = at.dataframe[1].value
-    for col in ("Rel. error (%), paper", "Rel. error (%), ours", "Rel. error (%), ours exact", "MAE, paper", "MAE, ours"):
+    for col in ("Paper %", "Ours %", "Ours exact %", "Paper MAE", "Our MAE"):
         assert col in t1.columns
     assert "paper_mae" not in t1.columns and "mae_paper" not in t1.columns
     dyn = t1[(t1.Type == "dynamic_tree") & (t1.Distribution == "N(0,1)")].iloc[0]
-    assert dyn["Rel. error (%), paper"] == 2.46
-    assert abs(dyn["Rel. error (%), ours"] - 2.46) < 0.3  # the paper's rounding reproduces it
-    assert dyn["Rel. error (%), ours exact"] < dyn["Rel. error (%), ours"]
+    assert dyn["Paper %"] == 2.46
+    assert abs(dyn["Ours %"] - 2.46) < 0.3  # the paper's rounding reproduces it
+    assert dyn["Ours exact %"] < dyn["Ours %"]
     callout = [i.value for i in at.info if i.value.startswith("**Paper vs here.**")]
     assert callout and "linear" in callout[0]
     charts = at.get("plotly_chart")
     assert len(charts) >= 2  # the error bars and Table 1's paper-vs-measured chart
     takeaway = [s.value for s in at.success if "On N(0,1) with the paper's rounding" in s.value][0]
-    assert f"{dyn['Rel. error (%), ours']:.2f} %" in takeaway
+    assert f"{dyn['Ours %']:.2f} %" in takeaway
 
 
 def test_block_view_draws_saturation_and_flush_to_zero():

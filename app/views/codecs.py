@@ -38,20 +38,19 @@ COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbo
     "codec": ("Codec", "codec and its options: [rounding, scale] for the value tables"),
     "mean_rel_error": ("Mean relative error (%)", "mean of |y − x| / |x| over x ≠ 0: Table 1's 'relative error'"),
     "mae": ("Mean absolute error", "MAE: mean |y − x| in the data's units (Table 1's 'absolute error')"),
-    "max_error": ("Largest error", "max |y − x|, in the data's units"),
     "snr_db": ("SNR (dB)", "signal-to-noise ratio 10·log10(Σx² / Σ(y − x)²); higher is better"),
     "bits_per_value": ("Bits per value", "wire bits per value, scales included (32 = float32)"),
 }
 T1_COLUMNS = {
     "distribution": ("Distribution", "Table 1's distributions; N(0, 10²) means σ = 10"),
     "type": ("Type", "the paper's four 8-bit data types (§3.1)"),
-    "paper_rel_pct": ("Rel. error (%), paper", "relative error published in Dettmers 2016 Table 1 (25 M samples)"),
-    "rel_pct_paper": ("Rel. error (%), ours", "measured here with the paper's rounding (the original kernel's "
-                                              "bisection: about a quarter of codes one step low)"),
-    "rel_pct_nearest": ("Rel. error (%), ours exact", "measured here rounding to the nearest table value"),
-    "paper_mae": ("MAE, paper", "mean absolute error published in Table 1 (column 'paper_mae' in the CSV)"),
-    "mae_paper": ("MAE, ours", "mean absolute error measured here with the paper's rounding (column 'mae_paper' "
-                               "in the CSV; 'mae_nearest' there: exact rounding)"),
+    "paper_rel_pct": ("Paper %", "relative error in %, published in Dettmers 2016 Table 1 (25 M samples)"),
+    "rel_pct_paper": ("Ours %", "relative error in %, measured here with the paper's rounding (the original "
+                                "kernel's bisection: about a quarter of codes one step low)"),
+    "rel_pct_nearest": ("Ours exact %", "relative error in %, measured here rounding to the nearest table value"),
+    "paper_mae": ("Paper MAE", "mean absolute error published in Table 1 ('paper_mae' in the CSV)"),
+    "mae_paper": ("Our MAE", "mean absolute error measured here with the paper's rounding ('mae_paper' in the CSV; "
+                             "'mae_nearest' there: exact rounding)"),
 }
 
 
@@ -210,6 +209,8 @@ def table1_section(seed: int) -> None:
         st.caption("Showing 0.1 million samples until Run is pressed.")
         t1 = _table1(T1_INSTANT, seed)
     ui.figure(plots.table1_figure(t1), t1, "codec_table1")
+    st.caption("Relative error (%) = mean |y − x| / |x|. Paper: published; Ours: measured here with the paper's "
+               "rounding; Ours exact: rounding to the nearest value; MAE: mean absolute error.")
     _show(t1, T1_COLUMNS, "table1")
     d = t1.assign(diff=(t1.rel_pct_paper - t1.paper_rel_pct).abs())
     by_type = d.groupby("type", sort=False)["diff"].max()

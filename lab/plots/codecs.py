@@ -86,23 +86,31 @@ def codec_speed_figure(speed: pd.DataFrame) -> go.Figure:
     return fig
 
 
+TYPE_LABELS = {"dynamic_tree": "dynamic tree", "linear": "linear", "mantissa": "mantissa", "static_tree": "static tree"}
+
+
 def table1_figure(t1: pd.DataFrame) -> go.Figure:
-    """Dettmers 2016 Table 1: mean relative error (%) per type, one panel per distribution: the paper's
+    """Dettmers 2016 Table 1: mean relative error (%) per type, one panel per distribution (2 x 2): the paper's
     published figure beside ours measured with the paper's rounding and with exact (nearest) rounding."""
     t1 = t1[t1["paper_rel_pct"].notna()] if "paper_rel_pct" in t1 else t1
     dists = list(dict.fromkeys(t1["distribution"]))
-    fig = make_subplots(rows=1, cols=max(1, len(dists)), subplot_titles=dists, shared_yaxes=True)
-    series = [("paper_rel_pct", "published (paper)", "#444"), ("rel_pct_paper", "measured, paper's rounding", "#1f77b4"),
-              ("rel_pct_nearest", "measured, nearest rounding", "#ff7f0e")]
+    cols = 2 if len(dists) > 1 else 1
+    rows = -(-len(dists) // cols) or 1
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=dists, shared_yaxes=True, vertical_spacing=0.14)
+    series = [("paper_rel_pct", "published (paper)", "#444"), ("rel_pct_paper", "ours, paper's rounding", "#1f77b4"),
+              ("rel_pct_nearest", "ours, exact rounding", "#ff7f0e")]
     for j, d in enumerate(dists):
         part = t1[t1["distribution"] == d]
+        x = [TYPE_LABELS.get(t, t) for t in part["type"]]
         for col, name, color in series:
             if col in part:
-                fig.add_trace(go.Bar(x=part["type"], y=part[col], name=name, marker_color=color, legendgroup=name,
-                                     showlegend=j == 0), row=1, col=j + 1)
-    fig.update_layout(barmode="group", legend_title="mean relative error", margin={"t": 40},
-                      legend={"orientation": "h", "y": -0.25})
-    fig.update_yaxes(title_text="Mean relative error (%)", row=1, col=1)
+                fig.add_trace(go.Bar(x=x, y=part[col], name=name, marker_color=color, legendgroup=name,
+                                     showlegend=j == 0), row=j // cols + 1, col=j % cols + 1)
+    fig.update_layout(barmode="group", legend_title="", margin={"t": 40, "l": 70}, height=260 * rows + 80,
+                      legend={"orientation": "h", "y": -0.12})
+    for r in range(1, rows + 1):
+        fig.update_yaxes(title_text="relative error (%)", row=r, col=1)
+    fig.update_xaxes(tickangle=0)
     return fig
 
 
