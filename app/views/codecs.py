@@ -145,7 +145,7 @@ def block_section(x, data_name: str, data_key) -> None:
                 "value of this block (red dotted lines), clipped to it", delta_color="off")
     m[2].metric("Flushed to zero", f"{n['flushed to zero']} of {len(view)}", help="non-zero values below half "
                 "the smallest positive value of this block (grey band): decoded as 0")
-    m[3].metric("Range of this block", f"{a['smallest']:.2g} … {a['largest']:.3g}",
+    m[3].metric("Block range", f"{a['smallest']:.2g} … {a['largest']:.3g}",
                 help="smallest positive and largest magnitude this block can represent")
     ui.figure(plots.block_figure(view), view, "codec_block")
     worst = view.assign(err=(view.decoded - view.value).abs()).sort_values("err").iloc[-1]

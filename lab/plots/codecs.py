@@ -39,7 +39,7 @@ def value_table_figure(codecs: list[TableCodec]) -> go.Figure:
         fig.add_trace(go.Scatter(x=list(range(len(pos))), y=pos, mode="markers", name=c.describe(),
                                  marker={"size": 5, "symbol": SYMBOLS[i % len(SYMBOLS)]}))
     fig.update_layout(xaxis_title="code number among the positive values", yaxis_title="value (× the tensor's scale)",
-                      yaxis_type="log", legend_title="codec", margin={"t": 30})
+                      yaxis_type="log", legend_title="codec", margin={"t": 30, "l": 80})
     fig.update_yaxes(**decade_ticks(lo, hi))
     return fig
 
@@ -56,7 +56,7 @@ def error_bar_figure(df: pd.DataFrame, metric: str = "mean_rel_error") -> go.Fig
         y = part[metric] * scale
         fig.add_trace(go.Bar(x=part["data"], y=y, name=codec, text=[f"{v:.3g}" for v in y], textposition="outside"))
     fig.update_layout(barmode="group", xaxis_title="data", yaxis_title=ERROR_LABELS.get(metric, metric),
-                      legend_title="codec", margin={"t": 30})
+                      legend_title="codec", margin={"t": 30, "l": 80}, legend={"orientation": "h", "y": -0.2})
     return fig
 
 
@@ -68,7 +68,7 @@ def error_histogram_figure(hist: pd.DataFrame) -> go.Figure:
         fig.add_trace(go.Scatter(x=100 * 10.0 ** mid, y=100 * part["fraction"], mode="lines", line_shape="hvh",
                                  name=str(codec), line_dash=DASHES[i % len(DASHES)]))
     fig.update_layout(xaxis_title="relative error |y − x| / |x| (%); lowest bin: exact or below",
-                      yaxis_title="share of values (%)", xaxis_type="log", legend_title="codec", margin={"t": 30})
+                      yaxis_title="share of values (%)", xaxis_type="log", legend_title="codec", margin={"t": 30, "l": 80})
     if len(hist):
         fig.update_xaxes(**decade_ticks(100 * 10.0 ** hist["bin_left"].min(), 100 * 10.0 ** hist["bin_right"].max()))
     return fig
@@ -80,7 +80,7 @@ def codec_speed_figure(speed: pd.DataFrame) -> go.Figure:
     for op, part in speed.groupby("op", sort=False):
         fig.add_trace(go.Bar(x=part["codec"], y=part["ns_per_value"], name=str(op)))
     fig.update_layout(barmode="group", xaxis_title="codec", yaxis_title="time per value (ns)", yaxis_type="log",
-                      legend_title="operation", margin={"t": 30})
+                      legend_title="operation", margin={"t": 30, "l": 80})
     if len(speed):
         fig.update_yaxes(**decade_ticks(speed["ns_per_value"].min(), speed["ns_per_value"].max()))
     return fig
@@ -126,10 +126,9 @@ def block_figure(block: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     fig.add_hrect(y0=-a.get("smallest", 0) / 2, y1=a.get("smallest", 0) / 2, fillcolor="#bbb", opacity=0.35,
                   line_width=0, annotation_text="flushes to 0", annotation_position="top left")
-    for sign in (1, -1):
-        fig.add_hline(y=sign * a.get("largest", 0), line_color="#d62728", line_dash="dot",
-                      annotation_text=f"{'+' if sign > 0 else '−'}largest = {a.get('largest', 0):.4g}"
-                      if sign > 0 else None)
+    fig.add_hline(y=a.get("largest", 0), line_color="#d62728", line_dash="dot",
+                  annotation_text=f"largest = {a.get('largest', 0):.4g}: beyond it values saturate")
+    fig.add_hline(y=-a.get("largest", 0), line_color="#d62728", line_dash="dot")
     fig.add_trace(go.Scatter(x=block["position"], y=block["value"], mode="markers", name="value (float32)",
                              marker={"symbol": "circle-open", "size": 11, "color": "#333", "line": {"width": 1.5}}))
     for fate, part in block.groupby("fate", sort=False):
@@ -139,8 +138,12 @@ def block_figure(block: pd.DataFrame) -> go.Figure:
                                  hovertemplate="position %{x}<br>decoded %{y:.5g}<br>value %{customdata[0]:.5g}"
                                                "<br>value / scale %{customdata[1]:.4g}<extra></extra>"))
     fig.update_layout(xaxis_title=f"position in block {a.get('block', '?')} (of {a.get('blocks', '?')})",
-                      yaxis_title="value", legend_title="", margin={"t": 30})
+                      yaxis_title="value", legend_title="", margin={"t": 30, "l": 80})
     return fig
+
+
+def _data_label(name: str) -> str:
+    return name.replace(": ", "<br>").replace(" with ", "<br>with ").replace(" of the ", "<br>of the ")
 
 
 def block_lesson_figure(df: pd.DataFrame, metric: str = "mean_rel_error") -> go.Figure:
@@ -151,11 +154,14 @@ def block_lesson_figure(df: pd.DataFrame, metric: str = "mean_rel_error") -> go.
     for codec, part in df.groupby("codec", sort=False):
         blockwise = bool(part["per_block"].iloc[0])
         bits = part["bits_per_value"].iloc[0]
-        fig.add_trace(go.Bar(x=part["data"], y=part[metric] * scale, name=f"{codec} ({bits:.3g} bits)",
+        fig.add_trace(go.Bar(x=[_data_label(d) for d in part["data"]], y=part[metric] * scale,
+                             name=f"{codec.split('[')[0]} ({bits:.3g} bits{'' if blockwise else ', per tensor'})",
                              marker_pattern_shape="" if blockwise else "/"))
-    fig.update_layout(barmode="group", xaxis_title="data", yaxis_title=ERROR_LABELS.get(metric, metric),
-                      legend_title="hatched: one scale per tensor", margin={"t": 30})
+    fig.update_layout(barmode="group", yaxis_title=ERROR_LABELS.get(metric, metric), legend_title="",
+                      margin={"t": 30, "l": 80}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(tickangle=0)
     if metric == "mean_rel_error":
-        fig.update_yaxes(type="log", **decade_ticks(max(1e-3, (df[metric] * scale).min()), (df[metric] * scale).max(),
-                                                    percent=True))
+        v = df[metric] * scale
+        vals = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100) if v.min() / 2.5 <= t <= v.max() * 2.5]
+        fig.update_yaxes(type="log", tickvals=vals, ticktext=[f"{t:g} %" for t in vals])
     return fig
