@@ -256,7 +256,7 @@ def run_button(label: str, key: str, params: Any, help: str | None = None) -> bo
     token = _token(params)
     c1, c2, c3 = st.columns([1, 1, 5])
     run = c1.button(label, type="primary", key=f"run_{key}", help=help)
-    stop = c2.button("Stop", key=f"stop_{key}")
+    stop = c2.button("Stop", key=f"stop_{key}", help="stop the run (or forget its result); nothing else changes")
     if run:
         st.query_params[key] = token
     if stop and st.query_params.get(key) is not None:

@@ -239,7 +239,8 @@ def speed_section(specs: tuple, layout_key, layout) -> None:
     n_speed = ui.select_slider("Values timed", [1 << 16, 1 << 18, 1 << 20, 1 << 22], "speed_n", 1 << 18,
                                format_func=lambda v: f"{v:,}",
                                help="values per timed encode/decode: 65,536 to 4,194,304; larger is steadier and slower")
-    if ui.run_button("Measure speed", "speed_run", [list(specs), layout_key, n_speed]):
+    if ui.run_button("Measure speed", "speed_run", [list(specs), layout_key, n_speed],
+                     help="time encode and decode of each chosen codec here (seconds; torch.compile the first time)"):
         try:
             cb = ui.progress()
             speed = ui.cached_run("codec_speed", [list(specs), layout_key, n_speed], lambda: codec_speed(

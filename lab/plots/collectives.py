@@ -52,8 +52,10 @@ def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
                                  marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": width + 5},
                                  opacity=0.9 if s == "model" else 1.0))
     if y == "speedup_vs_fp32":
-        fig.add_hline(y=1.0, line_dash="dot", line_color="black", annotation_text="32-bit (1x)",
-                      annotation_position="bottom left")
+        fig.add_hline(y=1.0, line_dash="dot", line_color="black")
+        # on a log axis an annotation's y is log10 of the value: 0 is the 1x line
+        fig.add_annotation(x=1.0, xref="paper", xanchor="right", y=0.0, yref="y", yanchor="top", text="32-bit (1x)",
+                           showarrow=False)
     fig.update_layout(xaxis_title="message size (float32 values)", xaxis_type="log",
                       yaxis_title="one-way time (ms)" if y == "seconds" else "speedup over 32-bit",
                       yaxis_type="log", legend_title="codec (source)", margin={"t": 30})
