@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
@@ -82,17 +83,25 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
            max_value: float | None = None, **kw: Any) -> float | int:
-    """A number input whose limits are checked by lab.experiments, not clamped by the widget: a
-    typed (or URL) value beyond them is named on the page with the allowed range, and the page
-    stops there."""
+    """A number input whose limits are checked by lab.experiments, not clamped by the widget (which
+    would silently ignore a typed value while the field keeps showing it): a typed (or URL) value
+    beyond them is named right under the field with the allowed range, and the page goes on with the
+    nearest allowed value (the default for a non-number), so every other widget still draws and
+    keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
     _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
     v = _sync(key, cast(where.number_input(label, key=_wkey(key), **kw)))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
-        st.error(str(e))
-        st.stop()
+        try:
+            ok = math.isfinite(float(v))
+        except (TypeError, ValueError):
+            ok = False
+        used = (min(max(v, min_value if min_value is not None else v), max_value if max_value is not None else v)
+                if ok else default)
+        where.error(f"{e}. Computing with {used:g} until it is changed.")
+        return cast(used)
     return v
 
 

@@ -441,8 +441,9 @@ def _layout_designer(rounding: str):
                                "none: values as they are, the offset fixes the range (the paper's mantissa and "
                                "static tree use offset 1, i.e. up to 10¹)")
         offset = ui.number("Offset (exponent of the top)", "lay_offset", 0 if scale == "absmax" else 1, where=b4,
-                           step=1, disabled=scale == "absmax",
-                           help="the top decade is base^offset, −38 to 38 (float32's range); only with scaling none")
+                           step=1, min_value=-38, max_value=38,
+                           help="the top decade is base^offset, −38 to 38 (float32's range); it acts only with "
+                                "scaling none (absmax rescales every layout to a top value of 1)")
         mantissa = ui.select("Mantissa", ["tree", "linear"], "lay_mantissa", "tree", where=b4,
                              help="tree: bisection tree over each decade; linear: evenly spaced bins")
         if not on:
