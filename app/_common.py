@@ -34,12 +34,15 @@ def _init(key: str, value: Any) -> None:
 
 
 def _sync(key: str, value: Any) -> Any:
+    """Write a widget's value to the URL, only when it changed (each write is a message to the browser)."""
     if isinstance(value, (list, tuple)):
-        st.query_params[key] = [str(v) for v in value]
-    elif isinstance(value, bool):
-        st.query_params[key] = "1" if value else "0"
+        new = [str(v) for v in value]
+        if st.query_params.get_all(key) != new or key not in st.query_params:
+            st.query_params[key] = new
     else:
-        st.query_params[key] = str(value)
+        new = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        if st.query_params.get_all(key) != [new]:
+            st.query_params[key] = new
     return value
 
 
