@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
@@ -33,12 +34,15 @@ def _init(key: str, value: Any) -> None:
 
 
 def _sync(key: str, value: Any) -> Any:
+    """Write a widget's value to the URL, only when it changed (each write is a message to the browser)."""
     if isinstance(value, (list, tuple)):
-        st.query_params[key] = [str(v) for v in value]
-    elif isinstance(value, bool):
-        st.query_params[key] = "1" if value else "0"
+        new = [str(v) for v in value]
+        if st.query_params.get_all(key) != new or key not in st.query_params:
+            st.query_params[key] = new
     else:
-        st.query_params[key] = str(value)
+        new = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        if st.query_params.get_all(key) != [new]:
+            st.query_params[key] = new
     return value
 
 
@@ -82,17 +86,25 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
            max_value: float | None = None, **kw: Any) -> float | int:
-    """A number input whose limits are checked by lab.experiments, not clamped by the widget: a
-    typed (or URL) value beyond them is named on the page with the allowed range, and the page
-    stops there."""
+    """A number input whose limits are checked by lab.experiments, not clamped by the widget (which
+    would silently ignore a typed value while the field keeps showing it): a typed (or URL) value
+    beyond them is named right under the field with the allowed range, and the page goes on with the
+    nearest allowed value (the default for a non-number), so every other widget still draws and
+    keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
     _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
     v = _sync(key, cast(where.number_input(label, key=_wkey(key), **kw)))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
-        st.error(str(e))
-        st.stop()
+        try:
+            ok = math.isfinite(float(v))
+        except (TypeError, ValueError):
+            ok = False
+        used = (min(max(v, min_value if min_value is not None else v), max_value if max_value is not None else v)
+                if ok else default)
+        where.error(f"{e}. Computing with {used:g} until it is changed.")
+        return cast(used)
     return v
 
 
@@ -256,7 +268,7 @@ def run_button(label: str, key: str, params: Any, help: str | None = None) -> bo
     token = _token(params)
     c1, c2, c3 = st.columns([1, 1, 5])
     run = c1.button(label, type="primary", key=f"run_{key}", help=help)
-    stop = c2.button("Stop", key=f"stop_{key}")
+    stop = c2.button("Stop", key=f"stop_{key}", help="stop the run (or forget its result); nothing else changes")
     if run:
         st.query_params[key] = token
     if stop and st.query_params.get(key) is not None:

@@ -105,33 +105,34 @@ def test_codecs_page_updates_error_table():
     at = page("codecs")
     assert not at.exception
     df = at.dataframe[0].value
-    assert set(df.codec) >= {"dynamic_tree[nearest,tensor]", "linear[nearest,tensor]"}
-    before = df.set_index("codec").mean_rel_error["dynamic_tree[nearest,tensor]"]
+    assert set(df.Codec) >= {"dynamic_tree[nearest,tensor]", "linear[nearest,tensor]"}
+    before = df.set_index("Codec")["Mean relative error (%)"]["dynamic_tree[nearest,tensor]"]
     at.radio(key="w_rounding").set_value("paper").run()
     assert not at.exception
-    after = at.dataframe[0].value.set_index("codec").mean_rel_error["dynamic_tree[paper,tensor]"]
+    after = at.dataframe[0].value.set_index("Codec")["Mean relative error (%)"]["dynamic_tree[paper,tensor]"]
     assert after > 1.3 * before
     assert at.query_params["rounding"] in ("paper", ["paper"])
     assert len(at.get("plotly_chart")) >= 2
 
 
 def test_codecs_page_url_reproduces_view_and_captured_tensors():
-    at = page("codecs", dist="uniform", p1="0", p2="1", rounding="paper", codecs=["dynamic_tree"])
+    at = page("codecs", dist="uniform", **{"uniform.a": "0", "uniform.b": "1"}, rounding="paper",
+              codecs=["dynamic_tree"])
     assert not at.exception
     df = at.dataframe[0].value
-    assert list(df.codec) == ["dynamic_tree[paper,tensor]"] and df.data[0] == "uniform(0,1)"
-    assert 0.012 < df.mean_rel_error[0] < 0.016  # the paper's 1.39 % (kernel rounding)
+    assert list(df.Codec) == ["dynamic_tree[paper,tensor]"] and df.Data[0] == "uniform(0,1)"
+    assert 1.2 < df["Mean relative error (%)"][0] < 1.6  # the paper's 1.39 % (kernel rounding)
     at.radio(key="w_source").set_value("captured tensor").run()
     assert not at.exception
-    assert any(d.startswith("grad") for d in at.dataframe[0].value.data)
+    assert any(d.startswith("grad") for d in at.dataframe[0].value.Data)
 
 
 def test_codecs_page_bad_parameters_are_messages():
     at = page("codecs")
-    at.number_input(key="w_p2").set_value(-1.0).run()
+    at.number_input(key="w_normal.sigma").set_value(-1.0).run()
     assert not at.exception
     assert "scale parameter must be > 0" in at.error[0].value
-    at.number_input(key="w_p2").set_value(1.0).run()
+    at.number_input(key="w_normal.sigma").set_value(1.0).run()
     at.checkbox(key="w_layout_on").check().run()
     assert not at.exception and not at.error
     assert len(at.dataframe[0].value) == 5  # the four default codecs and the layout
@@ -145,15 +146,15 @@ def test_codecs_page_bad_parameters_are_messages():
 def test_transfer_page_link_changes_speedup():
     at = page("transfer")
     assert not at.exception
-    fast = number(metric(at, "Speedup at"))
+    fast = number(metric(at, "Its speedup"))
     at.selectbox(key="w_link").set_value("eth1g").run()
     assert not at.exception
-    slow = number(metric(at, "Speedup at"))
+    slow = number(metric(at, "Its speedup"))
     assert slow > fast > 1
     at.selectbox(key="w_link").set_value("custom").run()
     at.number_input(key="w_bw_gbps").set_value(0.0).run()
     assert not at.exception
-    assert "bandwidth_GBps" in at.error[0].value
+    assert "Bandwidth (GB/s) = 0.0 is out of range" in at.error[0].value
 
 
 def test_collectives_page_model_trace_and_limits():

@@ -163,4 +163,4 @@ def test_codecs_page_non_tensor_uploads_are_messages(monkeypatch):
     at.query_params["source"] = "upload"
     at.run()
     assert not at.exception and not at.error
-    assert "good.pt" in set(at.dataframe[0].value.data)
+    assert "good.pt" in set(at.dataframe[0].value.Data)

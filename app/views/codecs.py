@@ -1,15 +1,261 @@
-"""Codecs page: value tables, error histograms and error table of chosen codecs (and your own bit
-layout) on a distribution or captured tensors; Table 1 preset; encode/decode speed here."""
+"""Codecs page: how much error each way of squeezing float32 into 8 (or fewer) bits costs, on a
+distribution, captured tensors or your file; Dettmers 2016 Table 1 beside the paper; your own bit layout;
+one block of a block-scaled format (OCP MX, NVFP4) and where block scaling beats the per-tensor types."""
+from __future__ import annotations
+
+import pandas as pd
 import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (CAPTURE_KINDS, TABLE1_NOTE, TABLE1_TYPES, TableCodec, capture_tensors, codec_catalog,
-                             codec_speed, error_histogram, error_table, get_codec, load_tensor, parse_distribution,
-                             table1)
+from lab.experiments import (BLOCK_PICKS, BLOCK_SCALED_TYPES, CAPTURE_KINDS, TABLE1_NOTE, TABLE1_TYPES, TableCodec,
+                             block_scaling_lesson, block_view, capture_tensors, codec_catalog, codec_speed,
+                             error_histogram, error_table, get_codec, load_tensor, parse_distribution, sample, table1)
 
-DISTS = {"normal": ("mu", 0.0, "sigma", 1.0), "uniform": ("a", 0.0, "b", 1.0), "laplace": ("mu", 0.0, "b", 1.0),
-         "student_t": ("df", 3.0, None, None), "lognormal": ("mu", 0.0, "sigma", 1.0)}
+# distribution -> its parameters: (name, default, what it is and its range); each has its own URL key
+# `<dist>.<param>`, so switching distributions never carries one's parameter over as another's
+DISTS = {
+    "normal": (("mu", 0.0, "mean μ, any number"), ("sigma", 1.0, "standard deviation σ > 0")),
+    "uniform": (("a", 0.0, "lower end a, any number below b"), ("b", 1.0, "upper end b > a")),
+    "laplace": (("mu", 0.0, "location μ, any number"), ("b", 1.0, "scale b > 0")),
+    "student_t": (("df", 3.0, "degrees of freedom > 0; small = heavy tails (3: the usual heavy-tail test)"),),
+    "lognormal": (("mu", 0.0, "mean of log x, any number"), ("sigma", 1.0, "standard deviation of log x > 0")),
+}
+DEFAULT_CODECS = ["dynamic_tree", "linear", "fp8_e4m3", "int8"]
+SAMPLES = [10_000, 30_000, 100_000, 1_000_000]
+T1_SAMPLES = [100_000, 1_000_000, 25_000_000]
+T1_INSTANT = 100_000
+SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numbers beside ours with both roundings",
+            "One MX / NVFP4 block": "one block of a block-scaled format on your data: its shared scale, which values "
+                                    "saturate and which flush to zero",
+            "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
+                                           "tensor at the same bits, and where not",
+            "Speed": "encode / decode time on this device"}
+VIEWS = ["Error per codec", "Error histograms", "Value tables"]
+
+COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbol)
+    "data": ("Data", "the distribution (spec string) or the tensor's name"),
+    "codec": ("Codec", "codec and its options: [rounding, scale] for the value tables"),
+    "mean_rel_error": ("Mean relative error (%)", "mean of |y − x| / |x| over x ≠ 0: Table 1's 'relative error'"),
+    "mae": ("Mean absolute error", "MAE: mean |y − x| in the data's units (Table 1's 'absolute error')"),
+    "snr_db": ("SNR (dB)", "signal-to-noise ratio 10·log10(Σx² / Σ(y − x)²); higher is better"),
+    "bits_per_value": ("Bits per value", "wire bits per value, scales included (32 = float32)"),
+}
+T1_COLUMNS = {
+    "distribution": ("Distribution", "Table 1's distributions; N(0, 10²) means σ = 10"),
+    "type": ("Type", "the paper's four 8-bit data types (§3.1)"),
+    "paper_rel_pct": ("Paper %", "relative error in %, published in Dettmers 2016 Table 1 (25 M samples)"),
+    "rel_pct_paper": ("Ours %", "relative error in %, measured here with the paper's rounding (the original "
+                                "kernel's bisection: about a quarter of codes one step low)"),
+    "rel_pct_nearest": ("Ours exact %", "relative error in %, measured here rounding to the nearest table value"),
+    "paper_mae": ("Paper MAE", "mean absolute error published in Table 1 ('paper_mae' in the CSV)"),
+    "mae_paper": ("Our MAE", "mean absolute error measured here with the paper's rounding ('mae_paper' in the CSV; "
+                             "'mae_nearest' there: exact rounding)"),
+}
+
+
+def _show(df: pd.DataFrame, columns: dict, name: str, pct: tuple[str, ...] = ()) -> None:
+    """A table with plain column names, the paper's symbol/meaning in each header's tooltip."""
+    out = df[[c for c in columns if c in df]].copy()
+    for c in pct:
+        if c in out:
+            out[c] = 100 * out[c]
+    out = out.rename(columns={c: columns[c][0] for c in out.columns})
+    cfg = {columns[c][0]: st.column_config.Column(help=columns[c][1]) for c in columns if c in df}
+    for c in columns:
+        if c in df and pd.api.types.is_float_dtype(df[c]):
+            cfg[columns[c][0]] = st.column_config.NumberColumn(help=columns[c][1], format="%.4g")
+    ui.table(out, name, column_config=cfg)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _data(dist: str | None, capture: str | None, upload_key, samples: int, seed: int, _upload=None):
+    """{name: tensor} of the chosen data (a distribution's sample, captured tensors or the upload)."""
+    if capture:
+        return capture_tensors(capture, seed=seed)
+    if upload_key is not None:
+        return {upload_key[0]: load_tensor(_upload, upload_key[0])}
+    return {dist: sample(dist, samples, seed)}
+
+
+@st.cache_data(show_spinner="measuring…", max_entries=32)
+def _errors(specs: tuple, layout_key, dist, capture, upload_key, samples: int, seed: int, _layout=None, _upload=None):
+    import torch
+
+    codecs = [get_codec(c) for c in specs] + ([_layout] if _layout is not None else [])
+    tensors = _data(dist, capture, upload_key, samples, seed, _upload=_upload)
+    if dist and not capture and upload_key is None:
+        df = error_table(codecs, [dist], samples=samples, seed=seed)
+        hist = error_histogram(codecs, dist, samples=samples, seed=seed)
+    else:
+        df = error_table(codecs, [], tensors=tensors, seed=seed)
+        hist = error_histogram(codecs, tensor=torch.cat([t.reshape(-1) for t in tensors.values()]))
+    return df, hist
+
+
+@st.cache_data(show_spinner="Table 1…", max_entries=8)
+def _table1(samples: int, seed: int):
+    return table1(samples=samples, seed=seed)
+
+
+@st.cache_data(show_spinner="measuring block scaling…", max_entries=8)
+def _lesson(bits: int, seed: int):
+    return block_scaling_lesson(bits, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _block(codec: str, key, block, _x=None):
+    return block_view(codec, _x, block)
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.3g} %"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2g}x" if b > 0 else "∞x"
+
+
+@st.fragment
+def block_section(x, data_name: str, data_key) -> None:
+    """One block of a block-scaled format on the user's data: values, decoded values, saturation, flushes."""
+    st.subheader("One block of a block-scaled format, on your data")
+    st.caption("OCP MX formats share one power-of-two scale (E8M0) per 32 values; NVFP4 one E4M3 scale per 16 "
+               "values times an fp32 scale per tensor. Hollow circles: your values; dots: what comes back.")
+    c1, c2, c3 = st.columns([2, 2, 1])
+    fmt = ui.select("Format", list(BLOCK_SCALED_TYPES), "blk_fmt", "mxfp4_e2m1", where=c1,
+                    help="the block-scaled codec to draw: mxfp8_e4m3 … mxint8 (OCP MX v1.0, 32-value blocks), "
+                         "nvfp4 (16-value blocks)")
+    pick = ui.select("Which block", list(BLOCK_PICKS), "blk_pick", BLOCK_PICKS[0], where=c2,
+                     help="the block holding the largest |x|, the one losing most values to zero, the one with "
+                          "most clipped values, or a block by its number")
+    block = pick
+    if pick == "by number":
+        block = ui.number("Block number", "blk_num", 0, where=c3, min_value=0, step=1,
+                          help="0 = the first block; the last is (values − 1) // block size")
+    try:
+        view = _block(fmt, (data_key, fmt), block, _x=x)
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
+        return
+    a, n = view.attrs, view.attrs["counts"]
+    m = st.columns(4)
+    m[0].metric("Shared scale", f"{a['scale']:.4g}", help="the block's scale: decoded = element × scale")
+    m[1].metric("Saturated", f"{n['saturated']} of {len(view)}", help="|x| above the largest representable "
+                "value of this block (red dotted lines), clipped to it", delta_color="off")
+    m[2].metric("Flushed to zero", f"{n['flushed to zero']} of {len(view)}", help="non-zero values below half "
+                "the smallest positive value of this block (grey band): decoded as 0")
+    m[3].metric("Block range", f"{a['smallest']:.2g} … {a['largest']:.3g}",
+                help="smallest positive and largest magnitude this block can represent")
+    ui.figure(plots.block_figure(view), view, "codec_block")
+    worst = view.assign(err=(view.decoded - view.value).abs()).sort_values("err").iloc[-1]
+    ui.takeaway(f"In block {a['block']} of {data_name} ({a['blocks']:,} blocks of {a['block_size']}), "
+                f"{a['codec']} shares the scale {a['scale']:.3g}: {n['saturated']} value(s) saturate at ±{a['largest']:.3g}, "
+                f"{n['flushed to zero']} non-zero value(s) below {a['smallest'] / 2:.2g} flush to 0, and the largest "
+                f"error is {abs(worst.decoded - worst.value):.3g} (value {worst.value:.4g} → {worst.decoded:.4g}).",
+                key="takeaway-block")
+
+
+@st.fragment
+def lesson_section(seed: int) -> None:
+    """Block scaling against the paper's per-tensor types at equal bits, on four kinds of data."""
+    st.subheader("Block scaling vs the paper's one scale per tensor")
+    st.caption("Same data, about the same bits per value: the paper's dynamic tree and linear types (one fp32 absmax "
+               "per tensor) against the block-scaled formats (one scale per 16 or 32 values).")
+    c1, c2 = st.columns(2)
+    bits = ui.radio("Bits per value", ["8", "4"], "les_bits", "8", where=c1,
+                    help="8: dynamic tree and linear vs MXFP8 (E4M3, E5M2) and MXINT8; 4: a 4-bit dynamic tree vs "
+                         "MXFP4 and NVFP4")
+    metric = ui.radio("Error measure", ["Mean relative error (%)", "SNR (dB)"], "les_metric",
+                      "Mean relative error (%)", where=c2,
+                      help="relative error weighs every value alike (small ones too); SNR weighs by energy")
+    df = _lesson(int(bits), seed)
+    col = "mean_rel_error" if metric.startswith("Mean") else "snr_db"
+    ui.figure(plots.block_lesson_figure(df, col), df, "codec_block_lesson")
+    wins, ties, losses = [], [], []
+    for data, part in df.groupby("data", sort=False):
+        tens = part[~part.per_block].sort_values("mean_rel_error").iloc[0]
+        blk = part[part.per_block].sort_values("mean_rel_error").iloc[0]
+        short = data.split(":")[0].split(" (")[0]
+        item = f"{short} ({_pct(blk.mean_rel_error)} vs {_pct(tens.mean_rel_error)})"
+        r = blk.mean_rel_error / tens.mean_rel_error
+        (ties if abs(r - 1) < 0.03 else wins if r < 1 else losses).append(item)
+    best_block = df[df.per_block].groupby("codec").mean_rel_error.mean().idxmin()
+    text = (f"At {bits} bits, block scaling (best: {best_block}) has a lower mean relative error than the best "
+            f"per-tensor type on " + (", ".join(wins) if wins else "none of the data sets")
+            + (f"; it loses on {', '.join(losses)}" if losses else "")
+            + (f"; about equal on {', '.join(ties)}" if ties else "") + ".")
+    ui.takeaway(text, key="takeaway-lesson")
+
+
+@st.fragment
+def table1_section(seed: int) -> None:
+    """Dettmers 2016 Table 1 beside the paper, both roundings."""
+    st.subheader("Table 1 of the paper, beside ours")
+    st.caption("The paper's conditions: absmax per tensor for dynamic tree and linear, exponent offset 10¹ for "
+               "mantissa and static tree (10² on N(0, 10²)). We measure each type with the paper's kernel rounding "
+               "and with exact rounding.")
+    n = ui.select_slider("Table 1 samples", T1_SAMPLES, "t1_samples", T1_INSTANT,
+                         format_func=lambda v: f"{v / 1e6:g} million" + (" (the paper's)" if v == 25_000_000 else ""),
+                         help="samples per distribution: 0.1 million shows at once; more (the paper used 25 million) "
+                              "behind the Run button, 1 to 60 seconds")
+    if n == T1_INSTANT:
+        t1 = _table1(n, seed)
+    elif ui.run_button(f"Run Table 1 at {n / 1e6:g} million samples", "t1_run", [n, seed]):
+        cb = ui.progress()
+        t1 = ui.cached_run("table1", [n, seed], lambda: table1(samples=n, seed=seed, progress=cb))
+        cb(1.0, "done")
+    else:
+        st.caption("Showing 0.1 million samples until Run is pressed.")
+        t1 = _table1(T1_INSTANT, seed)
+    ui.figure(plots.table1_figure(t1), t1, "codec_table1")
+    st.caption("Relative error (%) = mean |y − x| / |x|. Paper: published; Ours: measured here with the paper's "
+               "rounding; Ours exact: rounding to the nearest value; MAE: mean absolute error.")
+    _show(t1, T1_COLUMNS, "table1")
+    d = t1.assign(diff=(t1.rel_pct_paper - t1.paper_rel_pct).abs())
+    by_type = d.groupby("type", sort=False)["diff"].max()
+    close = [t for t in by_type.index if t != "linear"]
+    ui.paper_callout(
+        f"With the paper's rounding our relative errors are within {by_type[close].max():.2g} points of the published "
+        f"ones for {', '.join(close)}; linear differs by up to {by_type['linear']:.2g} points because its grid step is "
+        f"the sample's absmax / 127, so its error follows the largest value drawn (the paper's 6.47 % on N(0,1) is what "
+        f"a sample reaching 5.97 σ gives). The published MAEs do not fit their own relative errors (0.00004 on U(0,1) "
+        f"is below what any 256-value grid can reach, about 0.001), so compare the relative errors.", "table1")
+    dyn = t1[(t1.type == "dynamic_tree") & (t1.distribution == "N(0,1)")].iloc[0]
+    lin = t1[(t1.type == "linear") & (t1.distribution == "N(0,1)")].iloc[0]
+    ui.takeaway(f"On N(0,1) with the paper's rounding the dynamic tree's relative error is {dyn.rel_pct_paper:.2f} % "
+                f"(paper {dyn.paper_rel_pct:.2f} %), {lin.rel_pct_paper / dyn.rel_pct_paper:.1f}x lower than linear's "
+                f"{lin.rel_pct_paper:.2f} % (paper {lin.paper_rel_pct:.2f} %); exact rounding brings the tree to "
+                f"{dyn.rel_pct_nearest:.2f} %.", key="takeaway-table1")
+    with st.expander("Notes on the reproduction"):
+        st.caption(TABLE1_NOTE)
+
+
+@st.fragment
+def speed_section(specs: tuple, layout_key, layout) -> None:
+    st.subheader("Encode / decode speed on this device")
+    st.caption(f"Device: {ui.device_name()}. Median of 3 after warm-up; baseline: torch's fp8 cast in the same run. "
+               "The paper's GTX Titan kernels: 1 ns per value to compress, 0.5 ns to decompress.")
+    n_speed = ui.select_slider("Values timed", [1 << 16, 1 << 18, 1 << 20, 1 << 22], "speed_n", 1 << 18,
+                               format_func=lambda v: f"{v:,}",
+                               help="values per timed encode/decode: 65,536 to 4,194,304; larger is steadier and slower")
+    if ui.run_button("Measure speed", "speed_run", [list(specs), layout_key, n_speed],
+                     help="time encode and decode of each chosen codec here (seconds; torch.compile the first time)"):
+        try:
+            cb = ui.progress()
+            speed = ui.cached_run("codec_speed", [list(specs), layout_key, n_speed], lambda: codec_speed(
+                [get_codec(s) for s in specs] + ([layout] if layout is not None else []), n_speed, repeats=3,
+                progress=cb))
+            cb(1.0, "done")
+        except ui.USER_ERRORS as e:
+            st.error(str(e))
+            return
+        ui.figure(plots.codec_speed_figure(speed), speed, "codec_speed")
+        enc = speed[speed.op == "encode"].set_index("codec")
+        fastest = enc.ns_per_value.idxmin()
+        ui.takeaway(f"Here {fastest} encodes fastest, {enc.ns_per_value[fastest]:.2g} ns per value "
+                    f"({enc.speed_vs_fp8_cast[fastest]:.2g}x torch's fp8 cast); the paper's GPU kernel took 1 ns.",
+                    key="takeaway-speed")
 
 
 def render() -> None:
@@ -17,181 +263,204 @@ def render() -> None:
     catalog = {c.name: c for c in codec_catalog()}  # read per run: a codec registered later shows too
     options = {name: {o.name: o for o in c.options} for name, c in catalog.items()}
     ABSMAX = [n for n, o in options.items() if "block_size" in o and o.get("scale") and o["scale"].default == "absmax"]
-    PICKABLE = list(catalog)
-    TABLE_TYPES = TABLE1_TYPES
     st.title("Codecs")
-    st.caption("Dettmers 2016 §3.1 (the 8-bit data types, Figure 1), Table 1 (errors), §3.2 (speed). "
-               "Relative error leaves out exact zeros.")
-
+    ui.lesson("How much error does squeezing a 32-bit number into 8 bits (or fewer) cost, and which way of spending "
+              "the bits costs least?",
+              "Look at the bars: the lowest bar is the codec that keeps your values closest (mean relative error). "
+              "The paper's dynamic tree spends its codes on small exponents, so it wins on bell-shaped data; then "
+              "compare Table 1 with the paper, draw one block of an MX / NVFP4 format, and see where block scaling wins.")
 
     def preset_table1():
-        ui.set_state(codecs=list(TABLE_TYPES), rounding="paper", source="distribution", dist="normal", p1=0.0, p2=1.0,
-                     block="tensor", layout_on=False)
+        ui.set_state(codecs=list(TABLE1_TYPES), rounding="paper", source="distribution", dist="normal",
+                     **{"normal.mu": 0.0, "normal.sigma": 1.0}, block="tensor", layout_on=False)
 
+    def preset_blocks():
+        ui.set_state(codecs=["dynamic_tree", "mxfp8_e4m3", "mxint8", "mxfp4_e2m1", "nvfp4"], rounding="nearest",
+                     source="distribution", dist="student_t", **{"student_t.df": 3.0})
 
-    def preset_hardware():
-        ui.set_state(codecs=["dynamic_tree", "bnb_dynamic", "fp8_e4m3", "fp8_e5m2", "int8", "bf16"], rounding="nearest")
-
-
-    c1, c2, c3 = st.columns([1, 1, 2])
-    c1.button("Preset: Table 1 types", on_click=preset_table1, help="the four 8-bit types, the kernel's rounding, N(0,1)")
-    c2.button("Preset: vs hardware formats", on_click=preset_hardware)
-
-    def _page_options(name: str) -> dict:
-        """The options this page's Table 1 controls set (rounding, absmax block) for codec `name`."""
-        kw = {}
-        if name in TABLE_TYPES:
-            kw["rounding"] = rounding
-        if name in ABSMAX and block != "tensor":
-            kw["block_size"] = int(block)
-        return kw
+    p1, p2 = st.columns(2)
+    p1.button("Preset: the paper's 4 types", on_click=preset_table1,
+              help="Table 1's conditions: dynamic tree, linear, mantissa, static tree; the kernel's rounding; N(0,1)")
+    p2.button("Preset: MX and NVFP4", on_click=preset_blocks,
+              help="dynamic tree vs MXFP8, MXINT8, MXFP4 and NVFP4 on heavy-tailed Student-t(3) data")
 
     left, right = st.columns([3, 2])
     with left:
-        chosen = ui.multiselect("Codecs", PICKABLE, "codecs", ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
-                                help="; ".join(f"{k}: {catalog[k].summary}" for k in PICKABLE))
-        source = ui.radio("Data", ["distribution", "captured tensor", "upload"], "source", "distribution")
-        tensors, dist = None, None
+        chosen = ui.multiselect("Codecs", list(catalog), "codecs", DEFAULT_CODECS,
+                                help="the codecs to compare (any number): " +
+                                     "; ".join(f"{k}: {catalog[k].summary}" for k in catalog))
+        source = ui.radio("Data", ["distribution", "captured tensor", "upload"], "source", "distribution",
+                          help="a seeded sample of a distribution, the paper's MLP's gradients/activations/weights "
+                               "after one step on digits, or your own tensor file")
+        dist, up, what = None, None, None
         if source == "distribution":
-            d1, d2, d3 = st.columns(3)
-            kind = ui.select("Distribution", list(DISTS), "dist", "normal", where=d1)
-            n1, v1, n2, v2 = DISTS[kind]
-            p1 = ui.number(n1, "p1", float(v1), where=d2, format="%.4g")
-            p2 = ui.number(n2, "p2", float(v2), where=d3, format="%.4g") if n2 else None
-            dist = f"{kind}({p1:g}" + (f",{p2:g})" if n2 else ")")
+            d = st.columns(3)
+            kind = ui.select("Distribution", list(DISTS), "dist", "normal", where=d[0],
+                             help="normal, uniform, laplace, student_t (heavy tails), lognormal")
+            params = [ui.number(p, f"{kind}.{p}", float(v), where=d[i + 1], format="%.4g", help=h)
+                      for i, (p, v, h) in enumerate(DISTS[kind])]
+            dist = f"{kind}({','.join(f'{v:g}' for v in params)})"
         elif source == "captured tensor":
             what = ui.select("Tensors of the paper's MLP after one step on digits", list(CAPTURE_KINDS), "capture",
-                             "gradients")
+                             "gradients", help="per-layer weight gradients, hidden activations or weights")
         else:
-            up = st.file_uploader("A tensor file (.pt or .npy)", type=["pt", "pth", "npy"])
+            up = st.file_uploader("A tensor file: .pt/.pth (torch.save of a tensor or a dict of tensors) or .npy "
+                                  "(numpy.save of a numeric array)", type=["pt", "pth", "npy"],
+                                  help="real, finite values; files holding other Python objects are refused unread")
     with right:
-        rounding = ui.radio("Rounding of the 8-bit types", ["nearest", "paper"], "rounding", "nearest",
-                            help="paper = the original kernel's bisection (about a quarter of codes one step low)")
-        block = ui.select(f"Absmax scale ({', '.join(ABSMAX)})", ["tensor", "4096", "256", "64"], "block",
-                          "tensor")
-        samples = ui.select_slider("Samples", [10_000, 30_000, 100_000, 1_000_000], "samples", 30_000,
-                                    help="below 32k values the codecs run eagerly; above, torch.compile kicks in "
-                                         "(a few seconds the first time)")
-        seed = ui.seed()
+        rounding = ui.radio("Rounding of the paper's types", ["nearest", "paper"], "rounding", "nearest",
+                            help="nearest: to the closest table value; paper: the original kernel's bisection "
+                                 "(about a quarter of codes one step low, Table 1's figures)")
+    with ui.more_settings():
+        m1, m2, m3 = st.columns(3)
+        block = ui.select(f"Absmax scale of {', '.join(ABSMAX)}", ["tensor", "4096", "256", "64"], "block", "tensor",
+                          where=m1, help="one absmax per tensor (the paper's) or one per block of 4096, 256 or 64 values")
+        samples = ui.select_slider("Samples", SAMPLES, "samples", 30_000, where=m2, format_func=lambda v: f"{v:,}",
+                                   help="values drawn from the distribution: 10,000 to 1,000,000; above 32,768 the "
+                                        "codecs are compiled (a few seconds the first time)")
+        seed = ui.seed(where=m3)
+        specs = {}
+        for name in chosen:
+            kw = {}
+            skip = []
+            if name in TABLE1_TYPES:
+                kw["rounding"], skip = rounding, skip + ["rounding"]
+            if name in ABSMAX:
+                skip.append("block_size")
+                if block != "tensor":
+                    kw["block_size"] = int(block)
+            if [o for o in options[name] if o not in skip]:
+                st.markdown(f"**{name}** options")
+            specs[name] = ui.codec_options(name, "codecs", skip=skip, **kw)
 
-    # each chosen codec's own options (the registry's OptionSpecs); rounding and block are set above
-    specs = dict(zip(chosen, ui.codec_option_specs(
-        chosen, "codecs", skip=lambda n: [o for o, on in (("rounding", n in TABLE_TYPES), ("block_size", n in ABSMAX)) if on],
-        fixed=_page_options)))
+    layout, layout_key = _layout_designer(rounding)
+    seed = int(seed)
 
-    with st.expander("Bit-layout designer (sign, exponent bits and base, offset, mantissa or tree bits, dynamic "
-                     "exponent)", expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
-        on = ui.checkbox("Add my layout to the comparison", "layout_on", False)
-        b1, b2, b3, b4 = st.columns(4)
-        total_bits = ui.number("Total bits", "lay_bits", 8, where=b1, min_value=2, max_value=8, step=1)
-        signed = ui.checkbox("Sign bit", "lay_signed", True, where=b1)
-        dynamic = ui.checkbox("Dynamic exponent (leading zeros)", "lay_dynamic", True, where=b2)
-        exponent_bits = ui.number("Static exponent bits", "lay_exp", 0, where=b2, min_value=0, max_value=8, step=1)
-        base = ui.select("Exponent base", [10, 2], "lay_base", 10, where=b3)
-        offset = ui.number("Offset (top decade's exponent)", "lay_offset", 0, where=b3, step=1)
-        mantissa = ui.select("Mantissa", ["tree", "linear"], "lay_mantissa", "tree", where=b4,
-                             help="tree: bisection tree over each decade; linear: evenly spaced bins")
-        layout = None
-        if on:
-            try:
-                layout = get_codec("layout", total_bits=total_bits, signed=signed, exponent_bits=exponent_bits,
-                                   base=base, offset=offset, mantissa=mantissa, dynamic=dynamic,
-                                   rounding="nearest" if rounding == "nearest" else "paper")
-                n_pos = int((layout.values > 0).sum())
-                st.caption(f"Valid layout: {len(layout.values)} values, {n_pos} positive, "
-                           f"largest {float(layout.values.max()):.4g}, smallest positive "
-                           f"{float(layout.values[layout.values > 0].min()):.3g}.")
-            except ui.USER_ERRORS as e:
-                st.error(f"Impossible bit layout: {e}")
-                layout = None
-
-
-    def build(name: str):
-        return get_codec(specs.get(name, name))
-
-
-    @st.cache_data(show_spinner="measuring…", max_entries=32)
-    def run(chosen: tuple, layout_key, dist, capture, upload_key, samples: int, seed: int, _layout=None, _upload=None):
-        codecs = [get_codec(c) for c in chosen] + ([_layout] if _layout is not None else [])
-        if capture:
-            tensors = capture_tensors(capture, seed=seed)
-        elif _upload is not None:
-            tensors = {upload_key[0]: load_tensor(_upload, upload_key[0])}
-        else:
-            tensors = None
-        df = error_table(codecs, [dist] if dist else [], tensors=tensors, samples=samples, seed=seed)
-        if tensors:
-            import torch
-            flat = torch.cat([t.reshape(-1) for t in tensors.values()])
-            hist = error_histogram(codecs, tensor=flat)
-        else:
-            hist = error_histogram(codecs, dist, samples=samples, seed=seed)
-        return df, hist
-
-
-    @st.cache_data(show_spinner="timing…", max_entries=8)
-    def speed_run(specs, layout_key, n, _codecs):
-        return codec_speed(_codecs, n, repeats=3)
-
-
-    with ui.guard():
+    # --- the comparison (an error here is a message; the sections below still draw)
+    x, data_name, data_key = None, None, None
+    try:
+        if not chosen and layout is None:
+            raise ValueError("Pick at least one codec (or add your bit layout below).")
         if dist:
             parse_distribution(dist)
-        if not chosen and layout is None:
-            st.info("Pick at least one codec (or add your layout).")
-            st.stop()
         capture = what if source == "captured tensor" else None
         upload, upload_key = None, None
         if source == "upload":
             if up is None:
-                st.info("Upload a tensor saved with torch.save (.pt) or numpy.save (.npy).")
-                st.stop()
+                raise ValueError("Upload a tensor file: .pt/.pth (torch.save) or .npy (numpy.save) with real, "
+                                 "finite numbers.")
             upload, upload_key = up.getvalue(), (up.name, up.size)
-        layout_key = (total_bits, signed, exponent_bits, base, offset, mantissa, dynamic) if layout is not None else None
-        df, hist = run(tuple(specs.values()), layout_key, dist if source == "distribution" else None, capture, upload_key,
-                       samples, int(seed), _layout=layout, _upload=upload)
+        df, hist = _errors(tuple(specs.values()), layout_key, dist if source == "distribution" else None, capture,
+                           upload_key, samples, seed, _layout=layout, _upload=upload)
+        tensors = _data(dist if source == "distribution" else None, capture, upload_key, samples, seed, _upload=upload)
+        import torch
+        x = torch.cat([t.reshape(-1) for t in tensors.values()])
+        data_name = dist or (f"the captured {capture}" if capture else upload_key[0])
+        data_key = (dist, capture, upload_key, samples, seed)
+        _comparison(df, hist, chosen, specs, layout, data_name, rounding)
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
 
+    st.divider()
+    section = ui.radio("Go further", list(SECTIONS), "section", next(iter(SECTIONS)),
+                       help="one section at a time: " + "; ".join(f"{k}: {v}" for k, v in SECTIONS.items()))
+    if section == "Table 1 beside the paper":
+        table1_section(seed)
+    elif section == "One MX / NVFP4 block":
+        if x is None:
+            st.info("Fix the data above to draw one of its blocks.")
+        else:
+            block_section(x, data_name, data_key)
+    elif section == "Block scaling vs per tensor":
+        lesson_section(seed)
+    else:
+        speed_section(tuple(specs.values()), layout_key, layout)
+
+
+def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, data_name: str, rounding: str) -> None:
     per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "bits_per_value"]].mean()
-    best = per_codec.mean_rel_error.idxmin()
+    order = per_codec.mean_rel_error.sort_values()
+    best, worst = order.index[0], order.index[-1]
     m1, m2, m3 = st.columns(3)
-    m1.metric("Lowest mean relative error", f"{100 * per_codec.mean_rel_error[best]:.3f} %", help=best)
-    m2.metric("Best codec", best.split("[")[0])
-    m3.metric("Its bits per value", f"{per_codec.bits_per_value[best]:.3g}")
+    m1.metric(f"Best: {best.split('[')[0]}", _pct(order.iloc[0]), help=f"lowest mean relative error: {best}, "
+              f"on {data_name}")
+    m2.metric(f"Worst: {worst.split('[')[0]}", _pct(order.iloc[-1]), help=f"highest mean relative error: {worst}")
+    m3.metric("Best's bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="wire bits, scales included")
+    short = best.split("[")[0]
+    if len(order) > 1:
+        second = order.index[1]
+        text = (f"On {data_name}, {short} has the lowest mean relative error, {_pct(order.iloc[0])}: "
+                f"{_ratio(order.iloc[1], order.iloc[0])} lower than {second.split('[')[0]}'s {_pct(order.iloc[1])}"
+                + (f" and {_ratio(order.iloc[-1], order.iloc[0])} lower than {worst.split('[')[0]}'s "
+                   f"{_pct(order.iloc[-1])}" if len(order) > 2 else "") + f" ({rounding} rounding of the paper's types).")
+    else:
+        text = f"On {data_name}, {short}'s mean relative error is {_pct(order.iloc[0])}."
+    ui.takeaway(text)
+    _views(df, hist, tuple(chosen), specs, layout)
 
-    st.subheader("Error table")
-    ui.table(df, "codec_errors")
-    tabs = st.tabs(["Error bars", "Error histograms", "Value tables"])
-    with tabs[0]:
+
+@st.fragment
+def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout) -> None:
+    view = ui.radio("Show", VIEWS, "view", VIEWS[0], label_visibility="collapsed",
+                    help="bars of the mean relative error and every error measure as a table; the distribution of "
+                         "the relative error; the values each type can represent")
+    if view == VIEWS[0]:
         ui.figure(plots.error_bar_figure(df), df, "codec_error_bars")
-    with tabs[1]:
+        _show(df, COLUMNS, "codec_errors", pct=("mean_rel_error",))
+    elif view == VIEWS[1]:
         ui.figure(plots.error_histogram_figure(hist), hist, "codec_error_histograms")
-    with tabs[2]:
-        tables = [build(c) for c in chosen] + ([layout] if layout is not None else [])
+    else:
+        tables = [get_codec(specs.get(c, c)) for c in chosen] + ([layout] if layout is not None else [])
         tables = [c for c in tables if isinstance(c, TableCodec)]
         if tables:
-            fig = plots.value_table_figure(tables)
-            import pandas as pd
             vals = pd.DataFrame([{"codec": c.describe(), "index": i, "value": float(v)}
                                  for c in tables for i, v in enumerate(c.values.tolist())])
-            ui.figure(fig, vals, "codec_value_tables")
+            ui.figure(plots.value_table_figure(tables), vals, "codec_value_tables")
         else:
-            st.caption("None of the chosen codecs is a value table (pick an 8-bit type or add a layout).")
+            st.caption("None of the chosen codecs is a value table (pick one of the paper's types or add a layout).")
 
-    st.subheader("Encode / decode speed on this device")
-    st.caption(f"Device: {ui.device_name()}. Median of 3 after warm-up; baseline: torch's fp8 cast, same run. "
-               "The paper's GTX Titan kernels: 1 ns per value to compress, 0.5 ns to decompress.")
-    n_speed = ui.select_slider("Values timed", [1 << 16, 1 << 18, 1 << 20, 1 << 22], "speed_n", 1 << 18)
-    if ui.run_button("Measure speed", "speed_run", [list(specs.values()), layout_key, n_speed]):
-        with ui.guard():
-            speed = speed_run(tuple(specs.values()), layout_key, n_speed,
-                              [build(c) for c in chosen] + ([layout] if layout is not None else []))
-        ui.figure(plots.codec_speed_figure(speed), speed, "codec_speed")
 
-    st.subheader("Table 1 (paper vs nearest rounding)")
-    t1_samples = ui.select_slider("Samples per distribution (paper: 25 M)", [100_000, 1_000_000], "t1_samples", 1_000_000)
-    if ui.run_button("Reproduce Table 1", "t1_run", [t1_samples, seed]):
-        cb = ui.progress()
-        t1 = ui.cached_run("table1", [t1_samples, seed], lambda: table1(samples=t1_samples, seed=int(seed), progress=cb))
-        cb(1.0, "done")
-        ui.table(t1, "table1")
-        st.caption(TABLE1_NOTE)
+def _layout_designer(rounding: str):
+    """The bit-layout designer (Dettmers 2016 §3.1, Figure 1): (codec or None, its cache key)."""
+    with st.expander("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
+                     expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
+        on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
+                         help="adds a codec built from the fields below to the chart and table above")
+        b1, b2, b3, b4 = st.columns(4)
+        total_bits = ui.number("Total bits", "lay_bits", 8, where=b1, min_value=2, max_value=8, step=1,
+                               help="bits per value, 2 to 8")
+        signed = ui.checkbox("Sign bit", "lay_signed", True, where=b1, help="one bit for the sign (else values ≥ 0)")
+        dynamic = ui.checkbox("Dynamic exponent", "lay_dynamic", True, where=b2,
+                              help="the count of leading zeros is the exponent (the dynamic tree); off: a static "
+                                   "exponent field of the width below")
+        exponent_bits = ui.number("Static exponent bits", "lay_exp", 0, where=b2, min_value=0, max_value=8, step=1,
+                                  help="width of a fixed exponent field, 0 to the magnitude bits (0 when dynamic)")
+        base = ui.select("Exponent base", [10, 2], "lay_base", 10, where=b3, help="10: decades (the paper's); 2: binades")
+        scale = ui.select("Scaling", ["absmax", "none"], "lay_scale", "absmax", where=b3,
+                          help="absmax: divide by the tensor's largest |x| first (the offset then has no effect); "
+                               "none: values as they are, the offset fixes the range (the paper's mantissa and "
+                               "static tree use offset 1, i.e. up to 10¹)")
+        offset = ui.number("Offset (exponent of the top)", "lay_offset", 0 if scale == "absmax" else 1, where=b4,
+                           step=1, min_value=-38, max_value=38,
+                           help="the top decade is base^offset, −38 to 38 (float32's range); it acts only with "
+                                "scaling none (absmax rescales every layout to a top value of 1)")
+        mantissa = ui.select("Mantissa", ["tree", "linear"], "lay_mantissa", "tree", where=b4,
+                             help="tree: bisection tree over each decade; linear: evenly spaced bins")
+        if not on:
+            return None, None
+        try:
+            layout = get_codec("layout", total_bits=total_bits, signed=signed, exponent_bits=exponent_bits,
+                               base=base, offset=offset if scale == "none" else 0, mantissa=mantissa, dynamic=dynamic,
+                               rounding=rounding, scale=scale)
+        except ui.USER_ERRORS as e:
+            st.error(f"Impossible bit layout: {e}")
+            return None, None
+        v = layout.values
+        pos = v[v > 0]
+        unit = " × the tensor's absmax" if scale == "absmax" else ""
+        st.caption(f"Valid layout {layout.describe()}: {len(v)} values, {len(pos)} positive. Representable range: "
+                   f"smallest positive {float(pos.min()):.3g}{unit}, largest {float(v.abs().max()):.4g}{unit}"
+                   + ("; larger values saturate to it, smaller ones round to 0 or the smallest." if scale == "none"
+                      else "."))
+        key = (total_bits, signed, exponent_bits, base, offset, mantissa, dynamic, scale, rounding)
+        return layout, key

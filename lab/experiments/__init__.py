@@ -35,8 +35,9 @@ def _add(module: str, names: str, **renamed: str) -> None:
 
 _add("inputs", "check_range")
 _add("distributions", "sample", parse_distribution="parse")
-_add("errors", "error_metrics error_table error_histogram codec_speed capture_tensors load_tensor CAPTURE_KINDS")
-_add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE", TABLE1_TYPES="TYPES")
+_add("errors", "error_metrics error_table error_histogram codec_speed capture_tensors load_tensor CAPTURE_KINDS "
+     "block_view block_scaling_lesson lesson_data BLOCK_PICKS BLOCK_LESSON_CODECS BLOCK_LESSON_DATA")
+_add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE", TABLE1_TYPES="TYPES", BLOCK_SCALED_TYPES="EXTENDED_TYPES")
 _add("catalog", "check_codec_spec codec_catalog codec_spec")
 _add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
      "PAPER_CODEC_NS")

@@ -126,18 +126,38 @@ def _wire_bytes(codec, n: int) -> float:
 
 
 def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = "pcie3", *,
-                   codec_ns: dict[str, tuple[float, float]] | tuple[float, float] | str = PAPER_CODEC_NS
-                   ) -> pd.DataFrame:
+                   codec_ns: dict[str, tuple[float, float]] | tuple[float, float] | str = PAPER_CODEC_NS,
+                   kernel: str | None = None) -> pd.DataFrame:
     """Dettmers 2016 Figure 2 from the cost model: one-way time of encode + transfer + decode of
     n values over `link`, and the speedup over 32-bit, per size and codec. `codec_ns` is
     (encode, decode) ns per value for every codec, a dict per codec name, or "measured" (timed
     here on 2^18 values with `errors.codec_speed`); default: the paper's GPU kernels, 1 and
-    0.5 ns. Columns as `transfer_sweep`'s, plus link and source='model'; `.attrs['crossover']`
-    is each codec's crossover size and `.attrs['codec_ns']` the speeds used."""
-    lk = cost.get_link(link)
+    0.5 ns. `kernel`: a GPU preset of `lab.plan` (gtx_titan, k40m, v100, a100, h100, dettmers2016)
+    whose codec kernels are modelled instead, as the planner does (`lab.plan.wire`): memory-bound
+    (bytes read + written / the GPU's memory bandwidth) plus the GPU's launch time per kernel
+    (dynamic_tree: 2 encode + 1 decode kernels), which `codec_ns` then does not set. `link`: a preset
+    of `lab.comm.cost` or of `lab.plan` (dettmers2016), or a Link. Columns as `transfer_sweep`'s, plus
+    link and source='model'; `.attrs['crossover']` is each codec's crossover size on the grid, `.attrs['breakeven']`
+    the size where its time equals 32-bit's (the model is affine in n; None: never faster), `.attrs['codec_ns']`
+    the per-value speeds used and `.attrs['launch_us']` each codec's fixed kernel time per message."""
+    from lab.plan.links import resolve_link
+
+    lk = resolve_link(link) if isinstance(link, str) else cost.get_link(link)
     for n in sizes:
-        if not isinstance(n, int) or n < 1:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"size {n!r}: sizes are integer value counts >= 1")
+    device = None
+    if kernel is not None:
+        from lab.plan.devices import get_device
+        from lab.plan.wire import wire_codec
+
+        device = get_device(kernel)
+        works = {name: wire_codec(name) for name in codecs}
+        codec_ns = {name: (w.enc_traffic / device.memory_GBps, w.dec_traffic / device.memory_GBps)
+                    for name, w in works.items()}
+        launch = {name: (w.enc_kernels + w.dec_kernels) * device.launch_us for name, w in works.items()}
+    else:
+        launch = {name: 0.0 for name in codecs}
     if isinstance(codec_ns, str):
         if codec_ns != "measured":
             raise ValueError(f"codec_ns={codec_ns!r}; allowed: (encode_ns, decode_ns), a dict, or 'measured'")
@@ -146,22 +166,34 @@ def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = 
         ns_of = sp.pivot_table(index="codec", columns="op", values="ns_per_value")
         codec_ns = {name: (float(ns_of.loc[resolve_codec(name).describe(), "encode"]),
                            float(ns_of.loc[resolve_codec(name).describe(), "decode"])) for name in codecs}
-    rows = []
+    rows, lines = [], {}
     for name in [None, *codecs]:
         codec = resolve_codec(name)
         ns = (0.0, 0.0) if codec is None else (codec_ns.get(name, PAPER_CODEC_NS) if isinstance(codec_ns, dict)
                                                else codec_ns)
-        for n in sizes:
+        fixed = 0.0 if codec is None else launch.get(name, 0.0) * 1e-6
+
+        def seconds(n: int, codec=codec, ns=ns, fixed=fixed) -> tuple[float, float]:
             wire = _wire_bytes(codec, n)
-            t = cost.compressed_transfer_time(n, lk, wire_bytes_per_value=wire / n, encode_s_per_value=ns[0] * 1e-9,
-                                              decode_s_per_value=ns[1] * 1e-9)
+            return wire, cost.compressed_transfer_time(n, lk, wire_bytes_per_value=wire / n,
+                                                       encode_s_per_value=ns[0] * 1e-9,
+                                                       decode_s_per_value=ns[1] * 1e-9) + fixed
+        for n in sizes:
+            wire, t = seconds(n)
             rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": wire,
                          "seconds": t, "link": lk.name, "source": "model"})
+        a, b = seconds(1 << 20)[1], seconds(1 << 21)[1]  # time is affine in n: intercept and slope
+        lines[codec.describe() if codec else "fp32"] = (2 * a - b, (b - a) / (1 << 20))
     df = pd.DataFrame(rows)
     base = df[df.codec == "fp32"].set_index("n_values")["seconds"]
     df["speedup_vs_fp32"] = [base[n] / s for n, s in zip(df.n_values, df.seconds)]
     df.attrs["crossover"] = bench.crossover(df)
     df.attrs["codec_ns"] = codec_ns if isinstance(codec_ns, dict) else {c: tuple(codec_ns) for c in codecs}
+    df.attrs["launch_us"] = launch
+    c0, s0 = lines["fp32"]
+    df.attrs["breakeven"] = {c: (int(round((c1 - c0) / (s0 - s1))) if s1 < s0 and c1 > c0 else 1 if s1 < s0 else None)
+                             for c, (c1, s1) in lines.items() if c != "fp32"}
+    df.attrs["kernel"] = kernel
     return df
 
 

@@ -154,33 +154,51 @@ def capture_tensors(kind: str = "gradients", *, dataset: str = "digits", hidden:
     return {f"weight {n}": p.detach().clone() for n, p in model.named_parameters() if p.dim() > 1}
 
 
+ACCEPTED_FILES = ("allowed: a .pt/.pth file written by torch.save holding a tensor (or a dict whose first tensor is "
+                  "used), or a .npy file written by numpy.save holding a numeric array; real, finite, non-empty "
+                  "values. Files holding other Python objects are refused unread (loading them could run code)")
+
+
 def load_tensor(data: bytes, filename: str) -> torch.Tensor:
     """A tensor from an uploaded .pt (a tensor, or a dict whose first tensor is used) or .npy file,
-    as float32. Anything else (not a tensor file, no tensor inside, no values, complex or
-    non-numeric values, NaN/inf) is a ValueError naming the file and what is allowed."""
+    as float32. Anything else (not a tensor file, pickled Python objects, no tensor inside, no values,
+    complex or non-numeric values, NaN/inf) is a ValueError naming the file and what is accepted
+    (`ACCEPTED_FILES`); pickled objects are never unpickled (torch's weights_only loader, numpy
+    without allow_pickle), and the message does not suggest turning that off."""
     import io
+    import pickle
 
     import numpy as np
 
-    allowed = "allowed: a real-valued, finite, non-empty tensor saved with torch.save (.pt/.pth) or numpy.save (.npy)"
-    if filename.endswith(".npy"):
+    allowed = ACCEPTED_FILES
+    name = filename.lower()
+    if name.endswith(".npy"):
         try:
             arr = np.load(io.BytesIO(data), allow_pickle=False)
-            obj = torch.from_numpy(np.ascontiguousarray(arr))
-        except Exception as e:  # untrusted bytes
-            raise ValueError(f"{filename}: not a numeric .npy array ({e}); {allowed}") from None
-    elif filename.endswith(".pt") or filename.endswith(".pth"):
+        except ValueError as e:
+            what = ("holds Python objects (an object array), not numbers" if "pickle" in str(e).lower()
+                    else "is not a readable .npy array")
+            raise ValueError(f"{filename}: {what}; {allowed}") from None
+        except Exception:  # untrusted bytes: numpy fails in many ways
+            raise ValueError(f"{filename}: is not a readable .npy array; {allowed}") from None
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iuf":
+            kind = getattr(getattr(arr, "dtype", None), "name", type(arr).__name__)
+            raise ValueError(f"{filename}: values of type {kind}, not real numbers; {allowed}")
+        obj = torch.from_numpy(np.ascontiguousarray(arr))
+    elif name.endswith(".pt") or name.endswith(".pth"):
         try:
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        except Exception as e:  # untrusted bytes: the unpickler fails in many ways (IndexError too)
-            raise ValueError(f"{filename}: not a torch.save file ({str(e).splitlines()[0][:200]}); "
+        except pickle.UnpicklingError:  # weights_only refused an object: never suggest weights_only=False
+            raise ValueError(f"{filename}: holds Python objects other than tensors (refused unread); "
                              f"{allowed}") from None
+        except Exception:  # untrusted bytes: the loader fails in many ways (struct.error, IndexError, ...)
+            raise ValueError(f"{filename}: is not a file written by torch.save; {allowed}") from None
         if isinstance(obj, dict):
             obj = next((v for v in obj.values() if isinstance(v, torch.Tensor)), None)
         if not isinstance(obj, torch.Tensor):
-            raise ValueError(f"{filename}: no tensor found (give a tensor or a dict of tensors); {allowed}")
+            raise ValueError(f"{filename}: no tensor found in it; {allowed}")
     else:
-        raise ValueError(f"{filename}: allowed files are .pt/.pth (torch.save) or .npy")
+        raise ValueError(f"{filename}: not a .pt, .pth or .npy file; {allowed}")
     if obj.is_complex() or not (obj.is_floating_point() or obj.dtype in (torch.int8, torch.int16, torch.int32,
                                                                            torch.int64, torch.uint8)):
         raise ValueError(f"{filename}: values of type {obj.dtype}; {allowed}")
@@ -190,3 +208,141 @@ def load_tensor(data: bytes, filename: str) -> torch.Tensor:
     if not torch.isfinite(out).all():
         raise ValueError(f"{filename}: the tensor holds NaN or inf values; {allowed}")
     return out
+
+
+# --- block-scaled formats (OCP MX v1.0, NVFP4; issue 18): one block drawn, and the lesson at equal bits ---
+
+BLOCK_PICKS = ("largest value", "most flushed to zero", "most saturated", "by number")
+
+
+def _block_format(codec: Codec):
+    """(element format, per-block scale tensor getter) of a block-scaled codec, or a ValueError."""
+    from ..codecs.block_scaled import e8m0_value
+    from ..codecs.mx import MXCodec
+    from ..codecs.nvfp4 import E2M1, NVFP4Codec
+
+    if isinstance(codec, MXCodec):
+        return codec.fmt, lambda enc: e8m0_value(enc.tensors["scales"]).double()
+    if isinstance(codec, NVFP4Codec):
+        return E2M1, lambda enc: enc.tensors["scales"].double() * enc.tensors["tensor_scale"].double()
+    raise ValueError(f"{codec.describe()} is not a block-scaled format; allowed: the OCP MX codecs "
+                     "(mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4_e2m1, mxint8) and nvfp4")
+
+
+def _is_block_scaled(codec: Codec) -> bool:
+    try:
+        _block_format(codec)
+    except ValueError:
+        return False
+    return True
+
+
+def block_view(codec: str | Codec, x: torch.Tensor, block: str | int = "largest value") -> pd.DataFrame:
+    """One block of a block-scaled codec (OCP MX v1.0 §6.3, NVFP4) on the user's data `x`, encoded as a
+    whole tensor (NVFP4's tensor scale is the whole tensor's): a row per value with its position,
+    the value, the value divided by the block's shared scale (what the element format rounds), the
+    decoded value, and its fate: 'exact', 'rounded', 'saturated' (|x| beyond the block's largest
+    representable value, clipped to it), 'flushed to zero' (x != 0 decoded as 0) or 'zero'.
+    `block`: a block number, or one of BLOCK_PICKS. `.attrs`: codec, block, blocks, block_size,
+    scale, largest (the block's largest representable magnitude), smallest (its smallest positive
+    one), amax (the block's largest |x|), counts (values per fate), bits_per_value."""
+    c = _as_codec(codec)
+    fmt, scales_of = _block_format(c)
+    flat = x.detach().float().reshape(-1)
+    if flat.numel() == 0:
+        raise ValueError("the data is empty: a block needs at least one value")
+    enc = c.encode(flat)
+    y = c.decode(enc).reshape(-1).double()
+    xd = flat.double()
+    B = int(c.block_size)
+    nb = -(-xd.numel() // B)
+    scales = scales_of(enc).reshape(-1)[:nb]
+    top = float(fmt.max_normal)
+    tiny = 1.0 / 64 if fmt.is_int else 2.0 ** (1 - fmt.bias - fmt.mbits)
+    pad = nb * B - xd.numel()
+    xb = torch.cat([xd, xd.new_zeros(pad)]).view(nb, B)
+    yb = torch.cat([y, y.new_zeros(pad)]).view(nb, B)
+    lim = (top * scales)[:, None]
+    sat = (xb.abs() > lim * (1 + 1e-12)) & (yb.abs() >= lim * (1 - 1e-12))
+    flushed = (xb != 0) & (yb == 0)
+    if isinstance(block, bool) or not isinstance(block, (int, str)):
+        raise ValueError(f"block={block!r}; allowed: a block number 0..{nb - 1} or one of {', '.join(BLOCK_PICKS)}")
+    if isinstance(block, int):
+        if not 0 <= block < nb:
+            raise ValueError(f"block {block} is out of range; allowed: 0..{nb - 1} ({xd.numel():,} values in "
+                             f"blocks of {B})")
+        k = block
+    elif block == "largest value":
+        k = int(xd.abs().argmax()) // B
+    elif block == "most flushed to zero":
+        k = int(flushed.sum(1).argmax())
+    elif block == "most saturated":
+        k = int(sat.sum(1).argmax())
+    else:
+        raise ValueError(f"block={block!r}; allowed: a block number or one of {', '.join(BLOCK_PICKS[:3])}")
+    s = float(scales[k])
+    end = min((k + 1) * B, xd.numel())
+    xs, ys = xd[k * B:end], yb[k, :end - k * B]
+    fate = []
+    for xi, yi, si, fi in zip(xs.tolist(), ys.tolist(), sat[k].tolist(), flushed[k].tolist()):
+        fate.append("zero" if xi == 0 else "flushed to zero" if fi else "saturated" if si else
+                    "exact" if xi == yi else "rounded")
+    df = pd.DataFrame({"index": range(k * B, end), "position": range(end - k * B), "value": xs.numpy(),
+                       "scaled": (xs / s).numpy() if s > 0 else xs.numpy() * 0, "decoded": ys.numpy(),
+                       "fate": fate})
+    df.attrs.update(codec=c.describe(), block=k, blocks=nb, block_size=B, scale=s, largest=top * s,
+                    smallest=tiny * s, amax=float(xs.abs().max()), bits_per_value=enc.bits_per_value,
+                    counts={f: fate.count(f) for f in ("exact", "rounded", "saturated", "flushed to zero", "zero")})
+    return df
+
+
+# the paper's per-tensor types against the block-scaled formats at (about) the same bits per value
+BLOCK_LESSON_CODECS = {8: ("dynamic_tree", "linear", "mxfp8_e4m3", "mxfp8_e5m2", "mxint8"),
+                       4: ("layout:total_bits=4", "mxfp4_e2m1", "nvfp4")}
+BLOCK_LESSON_DATA = ("N(0,1)", "Student-t(3): heavy tails", "N(0,1) with 0.1 % outliers x1000",
+                     "gradients of the paper's MLP (digits)")
+
+
+def lesson_data(samples: int = 16_384, seed: int = 0) -> dict[str, torch.Tensor]:
+    """The data of the block-scaling lesson, seeded: N(0,1); Student-t(3); N(0,1) with one value in a
+    thousand (random places) multiplied by 1000; and the weight gradients of the paper's MLP after one
+    step on digits (`capture_tensors`, layers concatenated in order, the first `samples` values, so
+    blocks keep their real neighbours)."""
+    if not isinstance(samples, int) or samples < 64:
+        raise ValueError(f"samples={samples!r}: need an integer >= 64")
+    g = torch.Generator().manual_seed(seed + 7)
+    out = sample("normal(0,1)", samples, seed)
+    idx = torch.randperm(samples, generator=g)[: max(1, samples // 1000)]
+    out[idx] *= 1000.0
+    grads = torch.cat([t.reshape(-1) for t in capture_tensors("gradients", seed=seed).values()])[:samples]
+    return dict(zip(BLOCK_LESSON_DATA, (sample("normal(0,1)", samples, seed), sample("student_t(3)", samples, seed),
+                                        out, grads)))
+
+
+def block_scaling_lesson(bits: int = 8, *, samples: int = 16_384, seed: int = 0,
+                         progress: Progress | None = None) -> pd.DataFrame:
+    """Where block scaling (OCP MX v1.0, NVFP4: one scale per 32 or 16 values) beats the paper's
+    per-tensor absmax types (Dettmers 2016 §3.1: one scale per tensor) at about the same bits per
+    value, and where not: each codec of BLOCK_LESSON_CODECS[bits] on each data set of `lesson_data`.
+    Columns: data, codec, per_block (True: block-scaled), mean_rel_error, snr_db, flushed (share of
+    non-zero values decoded as 0), bits_per_value."""
+    if bits not in BLOCK_LESSON_CODECS:
+        raise ValueError(f"bits={bits!r}; allowed: {', '.join(map(str, BLOCK_LESSON_CODECS))}")
+    data = lesson_data(samples, seed)
+    codecs = [get_codec(c) for c in BLOCK_LESSON_CODECS[bits]]
+    rows = []
+    for i, (name, x) in enumerate(data.items()):
+        if progress:
+            progress(i / len(data), name)
+        nz = x != 0
+        for c in codecs:
+            enc = c.encode(x)
+            y = c.decode(enc)
+            m = error_metrics(x, y)
+            rows.append({"data": name, "codec": c.describe(), "per_block": _is_block_scaled(c),
+                         "mean_rel_error": m["mean_rel_error"], "snr_db": m["snr_db"],
+                         "flushed": float(((y == 0) & nz).sum()) / max(1, int(nz.sum())),
+                         "bits_per_value": enc.bits_per_value})
+    if progress:
+        progress(1.0, "done")
+    return pd.DataFrame(rows)

@@ -3,6 +3,7 @@
 codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
+from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
 from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
                           error_at_scale_figure)
@@ -16,7 +17,7 @@ from .pays import pays_sweep_figure, pays_bars_figure
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
 from .widgets import refresh
 
-__all__ = ['value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
+__all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks', 'value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
            'training_curve_figure', 'reproduction_figure', 'transfer_figure', 'collective_time_figure', 'busbw_figure',
            'allreduce_trace_figure', 'error_at_scale_figure', 'DROPOUT_LABELS', 'dropout_mask_figure',
            'drop_frequency_figure', 'search_trace_figure', 'search_distribution_figure', 'layer_speedup_figure',
