@@ -9,9 +9,13 @@ import page_list
 
 
 def navigation(pages: list[page_list.PageInfo]) -> list:
-    """One st.Page per entry of the page list, Home first and default, each at its URL path."""
-    return [st.Page(importlib.import_module(p.module).render, title=p.title, icon=p.icon,
-                    url_path=p.url_path or None, default=p is page_list.HOME) for p in pages]
+    """One st.Page per entry of the page list, Home first and default, each at its URL path (also kept in
+    page_list.NAV by URL path, for the tour's deep links)."""
+    nav = [st.Page(importlib.import_module(p.module).render, title=p.title, icon=p.icon,
+                   url_path=p.url_path or None, default=p is page_list.HOME) for p in pages]
+    page_list.NAV.clear()
+    page_list.NAV.update({p.url_path: n for p, n in zip(pages, nav)})
+    return nav
 
 
 st.set_page_config(page_title="ParaLab", layout="wide")

@@ -57,7 +57,8 @@ def device_name(device: torch.device | str | None = None) -> str:
                 break
     except OSError:
         pass
-    return f"CPU ({name}, {torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"CPU ({name}, {n} thread{'' if n == 1 else 's'})"
 
 
 def device_slug(device: torch.device | str | None = None) -> str:

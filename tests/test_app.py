@@ -335,3 +335,26 @@ def test_a_type_error_is_a_bug_not_a_message():
     assert ValueError in ui.USER_ERRORS and TypeError not in ui.USER_ERRORS
     with pytest.raises(TypeError):
         ui.shown(buggy)
+
+
+@pytest.mark.parametrize("i", range(len(page_list.TOUR)), ids=[s.page + ":" + s.title for s in page_list.TOUR])
+def test_every_tour_step_opens_its_page_in_the_state_it_names(i):
+    """Each deep link of Home's tour: the page renders with no exception and its widgets take the step's
+    parameters (a parameter that is no widget key, or a value the widget refuses, fails here)."""
+    step = page_list.TOUR[i]
+    at = page(step.page, **step.params)
+    assert not at.exception, [e.value for e in at.exception]
+    for k, v in step.params.items():
+        got = at.session_state[f"w_{k}"]
+        want = v if isinstance(v, list) else [v]
+        have = got if isinstance(got, (list, tuple)) else [got]
+        assert [str(x) for x in have] == [str(x) for x in want], (k, got, v)
+
+
+def test_home_is_a_guided_tour_of_deep_links():
+    at = home()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "Try this" in text and "You should see" in text
+    assert "when that capability is installed" not in text
+    assert len(page_list.TOUR) >= 5 and {s.page for s in page_list.TOUR} <= {p.url_path for p in page_list.PAGES}

@@ -1,4 +1,5 @@
-"""Home: the device in use, and what each page of the page list teaches, with the papers' sections."""
+"""Home: a guided tour through the lab (each step a deep link into a page's URL state, with what to try and
+what you should see), the device in use, and what each page of the page list teaches."""
 import streamlit as st
 
 import _common as ui
@@ -6,12 +7,25 @@ import page_list
 from lab import backend
 
 
+def _link(step: page_list.TourStep, i: int) -> None:
+    """A step's deep link: the navigation's page with the step's query parameters (a plain link when the
+    page is rendered outside Home's navigation, as in the tests)."""
+    label = f"Step {i}: {step.title}"
+    target = page_list.NAV.get(step.page)
+    if target is not None:
+        st.page_link(target, label=label, icon=":material/arrow_forward:", query_params=step.params or None)
+    else:
+        query = "&".join(f"{k}={v}" for k, vs in step.params.items() for v in (vs if isinstance(vs, list) else [vs]))
+        st.markdown(f"**{label}** (`/{step.page}{'?' + query if query else ''}`)")
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("ParaLab")
-    st.markdown("An interactive lab for the tricks that make parallel deep-learning training fast. "
-                "Every figure is measured on this machine or computed from a stated model; every page's "
-                "state is in its URL, so a link reproduces a view.")
+    ui.lesson("Which tricks make parallel training fast, and when do they pay?",
+              "Follow the tour: each step opens a page already set up, says what to try, and what you should see. "
+              "Every figure is measured on this machine or computed from a stated model; every page's state is in "
+              "its URL, so a link reproduces a view.")
     c1, c2 = st.columns(2)
     c1.metric("Device", ui.device_name())
     c2.metric("Backend", "CUDA + CuPy kernels" if backend.gpu_available() else "CPU (torch reference path)")
@@ -19,6 +33,13 @@ def render() -> None:
         st.caption("No CUDA GPU with CuPy found: the CPU path runs (same results; the CUDA kernels are checked "
                    "against it).")
 
+    st.subheader("A guided tour")
+    for i, step in enumerate(page_list.TOUR, 1):
+        with st.container(border=True, key=f"tour-{i}"):
+            _link(step, i)
+            st.markdown(f"**Try this:** {step.try_this}  \n**You should see:** {step.you_see}")
+
+    st.subheader("Every page")
     st.markdown(page_list.overview_table(page_list.PAGES))
-    st.caption("Cheap controls update at once; expensive runs have a Run button, a progress bar and a Stop button, "
-               "and their results are cached. Every figure can be downloaded with its data.")
+    st.caption("Cheap controls update at once; expensive runs have a Run button, a progress bar and a Stop button "
+               "that keeps what finished. Every figure can be downloaded with its data.")
