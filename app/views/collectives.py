@@ -199,10 +199,10 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
         st.warning("No link could be fitted to these rows (too few sizes at 64 kB or more): only the measurements "
                    "are drawn.")
     big = mine.iloc[-1]
-    nat = meas[(meas.algorithm == "native") & (meas.nbytes == big.nbytes)]
+    nat = meas[(meas.algorithm == "native") & (meas.nbytes == big["nbytes"])]
     if len(nat):
         ratio = float(nat.time_us.iloc[0] / big.time_us)
-        ui.takeaway(f"Measured at {bytes_label(big.nbytes)} per rank on {P} processes, {algorithm} runs at "
+        ui.takeaway(f"Measured at {bytes_label(big['nbytes'])} per rank on {P} processes, {algorithm} runs at "
                     f"{big.busbw_GBps:.3g} GB/s bus bandwidth, {ratio:.2g}x the speed of the backend's own "
                     f"all_reduce" + (f"; the model on the fitted link ({fit['latency_us']:.3g} µs, "
                                      f"{fit['bandwidth_GBps']:.3g} GB/s) is off by {fit['median_rel_error']:.0%} "
