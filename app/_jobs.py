@@ -19,7 +19,7 @@ import streamlit as st
 
 from lab.experiments import USER_ERRORS
 
-POLL_S = 0.5  # how often a running job's section redraws
+POLL_S = 1.0  # how often a running job's section redraws (each redraw takes the server's time from the run)
 
 
 class Stopped(Exception):
@@ -143,7 +143,7 @@ def controls(name: str, params: Any, fn: Callable[[Job], Any], *, label: str = "
             st.query_params[name] = tok
             mine = job
     if mine is not None:
-        when = {"running": f"running… {mine.frac:.0%}", "done": "finished", "stopped": "stopped (partial result)",
+        when = {"running": "running…", "done": "finished", "stopped": "stopped (partial result)",
                 "failed": "failed"}[mine.state]
         c3.caption(when + ("" if mine.token == tok else " · for earlier settings: press "
                            f"{label} to run these"))

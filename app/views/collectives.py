@@ -25,12 +25,10 @@ MEASURED_COLUMNS = {
 }
 SCALE_COLUMNS = {
     "codec": ("Codec", None),
-    "algorithm": ("Algorithm", None),
     "P": ("Ranks P", None),
     "mode": ("Mode", "requantize: decoded, added and re-encoded at every hop; gather: every rank's message "
                      "decoded once"),
     "rel_error": ("Relative error (%)", "‖allreduce − exact sum‖₂ / ‖exact sum‖₂"),
-    "max_abs_error": ("Largest error (absolute)", "max |allreduce − exact sum|"),
     "ranks_agree": ("All ranks agree", "every rank holds bit-identical results"),
     "wire_bytes": ("Bytes on the wire (all ranks)", None),
 }
@@ -258,7 +256,7 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
             for note in edf.attrs.get("skipped", []):
                 st.caption(f"Not run: {note}")
         elif j.state == "stopped":
-            st.warning(f"Stopped at P = {int(edf.P.max())}: the curves below end there.")
+            st.warning(f"Stopped at P = {int(edf.P.max())}: each curve below ends at the last P it finished.")
         ui.figure(plots.error_at_scale_figure(edf), edf if j.state != "running" else None, "error_at_scale",
                   key=f"scale_{j.state}_{len(edf)}")
         if j.state != "running":

@@ -79,9 +79,10 @@ def render() -> None:
     def preset_consistency():
         ui.set_state(experiment="consistency models", workers=4, kinds=list(CONSISTENCY_KINDS), hidden=64, epochs=2.0)
 
-    b1, b2, _ = st.columns([2, 2, 1])
-    b1.button("Preset: §3.4 data parallel (paper's MLP, slow)", on_click=preset_paper,
-              help="32-bit and the paper's four 8-bit types, 4 workers, 1024-unit MLP, RMSProp lr 0.003, batch 128, "
+    b1, b2, _ = st.columns([1, 1, 1])
+    b1.button("Preset: paper §3.4", on_click=preset_paper,
+              help="Dettmers 2016 §3.4, data parallel (slow on CPU): 32-bit and the paper's four 8-bit types, 4 "
+                   "workers, 1024-unit MLP, RMSProp lr 0.003, batch 128, "
                    "MNIST when installed (else digits)")
     b2.button("Preset: consistency models", on_click=preset_consistency,
               help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
@@ -89,7 +90,8 @@ def render() -> None:
     experiment = ui.radio("Compare", ["codecs", "consistency models"], "experiment", "codecs",
                           help="codecs: one run per codec on the wire; consistency models: one run per way of "
                                "keeping the workers' parameters in step")
-    c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
+    c1 = st.container()
+    c2, c3, c4 = st.columns(3)
     with ui.more_settings():
         m1, m2, m3, m4 = st.columns(4)
         hidden = ui.select_slider("Hidden units (2 layers)", [32, 64, 128, 256, 512, 1024], "hidden", 64, where=m1,

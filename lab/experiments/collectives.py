@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 
+import time
 from typing import Callable
 
 import pandas as pd
@@ -14,6 +15,7 @@ from lab.codecs.base import check_seed
 from lab.comm import bench, cost
 from lab.comm.allreduce import allreduce, check_algorithm, resolve_codec, resolve_mode
 from lab.comm.launch import run
+from lab.comm.base import CommError
 from lab.comm.sim import MAX_RANKS, simulate
 from lab.backend import Progress
 
@@ -105,7 +107,13 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
         exact = sum(_vector(r, n, seed).double() for r in range(P))
         for order, name, a, m, how in combos:
             codec = resolved[name]
-            out = simulate(_error_rank, P, n, a, name, m, seed)
+            tick = _Ticker(progress, done / steps, f"{name} {a} {how} P={P}") if progress else None
+            try:  # progress also reports (and can be stopped) during one long simulation, not only after it
+                out = simulate(_error_rank, P, n, a, name, m, seed, tick)
+            except CommError as e:
+                if tick is not None and tick.raised is not None:
+                    raise tick.raised from None
+                raise
             y = out[0][0].double()
             row = {"codec": codec.describe() if codec else "fp32", "algorithm": a, "P": P, "mode": how,
                    "rel_error": float((y - exact).norm() / exact.norm()),
@@ -129,7 +137,33 @@ def _vector(rank: int, n: int, seed: int) -> torch.Tensor:
     return torch.randn(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + rank))
 
 
-def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int):
+class _Ticker:
+    """Calls progress(frac, msg) from rank 0's sends at most every `every_s` seconds; an exception the
+    callback raises (a UI's Stop) is kept, so the run can re-raise it after SimComm wraps it."""
+
+    def __init__(self, progress: Progress, frac: float, msg: str, every_s: float = 0.25) -> None:
+        self.progress, self.frac, self.msg, self.every_s = progress, frac, msg, every_s
+        self.last, self.raised = time.monotonic(), None
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            try:
+                self.progress(self.frac, self.msg)
+            except BaseException as e:  # noqa: BLE001 - re-raised by error_at_scale as it was
+                self.raised = e
+                raise
+
+
+def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int, tick=None):
+    if tick is not None and comm.rank == 0:
+        send0 = comm._isend
+
+        def isend(t, dst):
+            tick()
+            return send0(t, dst)
+        comm._isend = isend
     y = allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec, mode=mode)
     return y, comm.bytes_sent
 

@@ -50,6 +50,8 @@ def log_ticks(lo: float, hi: float, fmt, steps: tuple[float, ...] = (1, 2, 5)) -
         return {}
     if math.log10(hi / lo) > 3:
         steps = (1,)
+    elif math.log10(hi / lo) < 0.7:  # less than a factor 5: more ticks per decade
+        steps = (1, 1.5, 2, 3, 4, 5, 7)
     vals = [m * 10 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
             for m in steps if lo / 1.5 <= m * 10 ** e <= hi * 1.5]
     return {"tickvals": vals, "ticktext": [fmt(v) for v in vals]}
