@@ -189,16 +189,16 @@ def test_training_page_runs_and_compares_bytes():
     at.button(key="run_train_run").click().run()
     _until(at, lambda a: len(a.metric) >= 4)
     assert not at.exception
-    assert "of 32-bit" in at.metric[-2].delta
-    share = number(at.metric[-2].delta)
+    assert "vs 32-bit" in at.metric[-2].delta
+    share = number(at.metric[-2].delta.split("(")[1])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
-    err = number(metric(at, "32-bit: final test error"))
+    err = number(metric(at, "32-bit"))
     assert 0 < err < 60
     at.multiselect(key="w_codecs").set_value(["32-bit", "onebit"]).run()
     assert any("earlier Train" in c.value for c in at.caption)  # new runs: press Train again
     at.button(key="run_train_run").click().run()
     _until(at, lambda a: len(a.metric) >= 4 and not any("earlier Train" in c.value for c in a.caption))
-    assert number(at.metric[-2].delta) < 10
+    assert number(at.metric[-2].delta.split("(")[1]) < 10
 
 
 def test_dropout_page_rate_changes_search():

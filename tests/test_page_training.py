@@ -36,7 +36,7 @@ def wait(at: AppTest, done, timeout: float = 180.0) -> AppTest:
 
 
 def finished(at: AppTest) -> bool:
-    return any(m.label.endswith("final test error") for m in at.metric) or bool(at.error)
+    return any("Final test error per run" in c.value for c in at.caption) or bool(at.error)
 
 
 def test_default_view_names_data_and_model():
@@ -67,8 +67,9 @@ def test_train_shows_results_and_a_takeaway_from_them():
     assert not at.exception and not at.error
     take = texts(at, "success")
     assert "against 32-bit's" in take and "dynamic_tree ends" in take and "25% of the bytes" in take
-    share = float(at.metric[-2].delta.split("%")[0])
+    share = float(at.metric[-2].delta.split("(")[1].split("%")[0])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
+    assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
     at.selectbox(key="w_x").set_value("bytes sent (MB)").run()  # the axis redraws, the result stays
     assert "dynamic_tree ends" in texts(at, "success")
 
@@ -81,7 +82,7 @@ def test_stop_keeps_the_partial_curve():
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
     assert at.get("plotly_chart")
-    assert any(m.label.endswith("final test error") for m in at.metric)
+    assert any("Final test error per run" in c.value for c in at.caption)
 
 
 def test_bad_inputs_are_messages():

@@ -80,11 +80,11 @@ def render() -> None:
         ui.set_state(experiment="consistency models", workers=4, kinds=list(CONSISTENCY_KINDS), hidden=64, epochs=2.0)
 
     b1, b2, _ = st.columns([1, 1, 1])
-    b1.button("Preset: paper §3.4", on_click=preset_paper,
+    b1.button("Preset: paper §3.4", on_click=preset_paper, width="stretch",
               help="Dettmers 2016 §3.4, data parallel (slow on CPU): 32-bit and the paper's four 8-bit types, 4 "
                    "workers, 1024-unit MLP, RMSProp lr 0.003, batch 128, "
                    "MNIST when installed (else digits)")
-    b2.button("Preset: consistency models", on_click=preset_consistency,
+    b2.button("Preset: consistency", on_click=preset_consistency, width="stretch",
               help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
 
     experiment = ui.radio("Compare", ["codecs", "consistency models"], "experiment", "codecs",
@@ -195,18 +195,20 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
     if job.token != jobs.token([experiment, runs, base]):
         st.caption("These curves are from an earlier Train; press Train to run the current settings.")
     first = summary.iloc[0]
+    st.caption(f"Final test error per run (the change is against {first.variant}; lower is better):")
     m = st.columns(min(len(summary), 4))
     for i, (_, r) in enumerate(summary.head(4).iterrows()):
-        m[i].metric(f"{r.variant}: final test error", f"{r.final_test_error:.2f} %",
+        m[i].metric(str(r.variant), f"{r.final_test_error:.2f} %",
                     delta=None if i == 0 else f"{r.final_test_error - first.final_test_error:+.2f} points",
                     delta_color="inverse", help="test error at the last evaluation; the change is against the "
                                                 "first run (lower is better)")
     last = summary.iloc[-1]
     n1, n2 = st.columns(2)
+    share = last['bytes'] / first['bytes'] if first['bytes'] else None
     n1.metric(f"Bytes sent ({last.variant})", f"{int(last['bytes']):,}",
-              delta=f"{last['bytes'] / first['bytes']:.0%} of {first.variant}" if first['bytes'] else None,
-              delta_color="off",
-              help="all workers' bytes on the wire over the whole run")
+              delta=None if share is None or len(summary) == 1 else
+              f"{share - 1:+.0%} vs {first.variant} ({share:.0%} of it)", delta_color="inverse",
+              help="all workers' bytes on the wire over the whole run; fewer is better")
     n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
               help="measured compute per step plus the link's communication time, summed over the run")
     ui.takeaway(_takeaway(experiment, summary, data))
@@ -217,9 +219,10 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
                                     "best_test_error": "Best test error (%)", "bytes": "Bytes sent",
                                     "modelled_time_s": "Modelled time (s)", "wall_s": "Wall time here (s)",
                                     "parameters": "Parameters", "dataset": "Data set", "architecture": "Model"})
-    keep = [c for c in ("Run", "Final test error (%)", "Best test error (%)", "Bytes sent", "Modelled time (s)",
-                        "Wall time here (s)", "Data set", "Model", "Parameters", "epochs done") if c in shown]
-    ui.table(shown[keep], "training_summary")
+    keep = [c for c in ("Run", "Final test error (%)", "Bytes sent", "Modelled time (s)", "Wall time here (s)",
+                        "epochs done") if c in shown]
+    ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
+             "training_summary")
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:
