@@ -40,6 +40,8 @@ def _plain(df, columns: dict):
     for c in ("rel_error", "model_error"):
         if c in shown:
             shown[c] = shown[c] * 100
+    shown = shown.round({"time_us": 1, "model_us": 1, "model_error": 1, "rel_error": 3, "algbw_GBps": 4,
+                         "busbw_GBps": 4})
     shown = shown.rename(columns={c: columns[c][0] for c in shown.columns})
     config = {name: st.column_config.Column(name, help=tip) for name, tip in columns.values() if tip}
     return shown, config
@@ -85,7 +87,8 @@ def _scale_takeaway(edf) -> str:
         e0, e1 = g.rel_error.iloc[0], g.rel_error.iloc[-1]
         r = e1 / e0 if e0 > 0 else float("inf")
         how = f"grows {r:.2g}x" if r >= 1.3 else f"shrinks to {r:.2g}x" if r <= 1 / 1.3 else "stays flat"
-        parts.append(f"{codec} {MODE_WORDS.get(mode, mode)} {how} ({e0 * 100:.3g} % → {e1 * 100:.3g} %)")
+        parts.append(f"{codec} {MODE_WORDS.get(mode, mode)} {how} ({e0 * 100:.3g} % → {e1 * 100:.3g} %, "
+                     f"{bytes_label(float(g.wire_bytes.iloc[-1]))} on the wire at P = {int(g.P.iloc[-1])})")
     if not parts:
         return "Run at least two values of P to see how the error changes."
     return f"Measured from P = {int(edf.P.min())} to {int(edf.P.max())}, the error of the sum: " + "; ".join(parts) + "."
@@ -117,10 +120,10 @@ def render() -> None:
     link = ui.select("Link", list(LINKS), "link", "ib_fdr", where=c4,
                      help="latency L and bandwidth 1/G of the modelled network; "
                           + "; ".join(f"{k}: {v.source}" for k, v in LINKS.items()))
-    k1, k2 = st.columns([3, 1])
+    k1, k2 = st.columns([2, 1])
     compare = ui.multiselect("Compare with", list(ALGORITHMS), "compare", ["tree", "rabenseifner"], where=k1,
                              help="algorithms drawn beside the chosen one (any of the registered algorithms)")
-    k2.button("Preset: ring vs tree, 64 GPUs", on_click=preset_ring_vs_tree,
+    k2.button("Preset: ring vs tree", on_click=preset_ring_vs_tree, width="stretch",
               help="64 GPUs, 64 MB per rank on InfiniBand FDR: where the ring's bandwidth term wins")
 
     algs = [algorithm] + [a for a in compare if a != algorithm]
@@ -139,7 +142,7 @@ def render() -> None:
         m2.metric("Bus bandwidth (model)", f"{row.busbw_GBps:.3g} GB/s",
                   help="busbw = algbw · 2(P−1)/P with algbw = m / time (nccl-tests): the link speed an optimal "
                        "algorithm would need; comparable across P")
-        m3.metric("Share of the lower bound's speed", f"{row.lower_bound_s / row.model_s:.0%}",
+        m3.metric("Speed vs lower bound", f"{row.lower_bound_s / row.model_s:.0%}",
                   help="lower bound time L·log2P + 2mG(P−1)/P ÷ this algorithm's time: 100 % is optimal")
         ui.takeaway(_model_takeaway(mdf, algorithm, P, size, link))
         t1, t2 = st.tabs(["Time", "Bus bandwidth"])
@@ -251,6 +254,7 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
         edf = j.result if j.state == "done" else pd.DataFrame(j.rows)
         if not len(edf):
             return
+        edf = edf.assign(codec=edf["spec"]) if "spec" in edf else edf  # the names the user picked
         if j.state == "done":
             ui.takeaway(_scale_takeaway(edf), key="takeaway-scale")
             for note in edf.attrs.get("skipped", []):

@@ -69,7 +69,7 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
                    on_row: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """Relative error of a compressed allreduce against the exact sum, on SimComm, as P grows.
 
-    Rank r holds a seeded normal vector of n values. Columns: codec, algorithm, P, mode,
+    Rank r holds a seeded normal vector of n values. Columns: codec (described), spec (as given), algorithm, P, mode,
     rel_error (L2), max_abs_error, ranks_agree (every rank got identical numbers), wire_bytes
     (all ranks together). `mode` is one of auto/requantize/gather, or a list of them to compare
     (requantize: decode-add-re-encode at every hop; gather: each rank's message decoded once); with
@@ -115,7 +115,7 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
                     raise tick.raised from None
                 raise
             y = out[0][0].double()
-            row = {"codec": codec.describe() if codec else "fp32", "algorithm": a, "P": P, "mode": how,
+            row = {"codec": codec.describe() if codec else "fp32", "spec": name, "algorithm": a, "P": P, "mode": how,
                    "rel_error": float((y - exact).norm() / exact.norm()),
                    "max_abs_error": float((y - exact).abs().max()),
                    "ranks_agree": all(torch.equal(o[0], out[0][0]) for o in out),

@@ -28,7 +28,7 @@ def bytes_label(b: float) -> str:
     """8 B, 4 kB, 16 MB, 1 GB (binary multiples, as the size controls count them)."""
     for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
         if b >= f:
-            return f"{b / f:g} {unit}"
+            return f"{b / f:.3g} {unit}"
     return f"{b:g} B"
 
 
@@ -118,12 +118,19 @@ def measured_fit_figure(measured: pd.DataFrame) -> go.Figure:
     fitted to these measurements (dashed, column model_us), against message size."""
     fig = go.Figure()
     ys = [measured["time_us"]]
+    models: dict[tuple, int] = {}  # identical model curves (native is modelled as a ring) drawn once, both named
     for i, (a, part) in enumerate(measured.groupby("algorithm", sort=False)):
         color = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"][i % 4]
         fig.add_trace(go.Scatter(x=part["nbytes"], y=part["time_us"], mode="lines+markers", name=f"{a} (measured)",
                                  line={"color": color}))
         if "model_us" in part:
+            key = tuple(round(v, 6) for v in part["model_us"]) + tuple(part["nbytes"])
+            if key in models:
+                tr = fig.data[models[key]]
+                tr.name = tr.name.replace(" (model", f" & {a} (model")
+                continue
             ys.append(part["model_us"])
+            models[key] = len(fig.data)
             fig.add_trace(go.Scatter(x=part["nbytes"], y=part["model_us"], mode="lines", line_dash="dash",
                                      name=f"{a} (model, fitted link)", line={"color": color}))
     y = pd.concat(ys)
