@@ -56,6 +56,9 @@ def _takeaway(experiment: str, summary: pd.DataFrame, data: str) -> str:
                 + "; ".join(parts) + ".")
     fast = summary.loc[summary.modelled_time_s.idxmin()]
     best = summary.loc[summary.final_test_error.idxmin()]
+    if fast.variant == best.variant:
+        return (f"On {data}, {fast.variant} both finishes first ({fast.modelled_time_s:.3g} s modelled) and ends "
+                f"with the lowest test error ({fast.final_test_error:.1f} %).")
     return (f"On {data}, {fast.variant} finishes first ({fast.modelled_time_s:.3g} s modelled, "
             f"{fast.final_test_error:.1f} % test error) and {best.variant} ends with the lowest test error "
             f"({best.final_test_error:.1f} %, {best.modelled_time_s:.3g} s): less waiting for the slowest worker "
@@ -206,7 +209,7 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
     n1, n2 = st.columns(2)
     share = last['bytes'] / first['bytes'] if first['bytes'] else None
     n1.metric(f"Bytes sent ({last.variant})", f"{int(last['bytes']):,}",
-              delta=None if share is None or len(summary) == 1 else
+              delta=None if share is None or len(summary) == 1 or abs(share - 1) < 0.005 else
               f"{share - 1:+.0%} vs {first.variant} ({share:.0%} of it)", delta_color="inverse",
               help="all workers' bytes on the wire over the whole run; fewer is better")
     n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
