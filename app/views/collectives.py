@@ -145,10 +145,12 @@ def render() -> None:
         m3.metric("Speed vs lower bound", f"{row.lower_bound_s / row.model_s:.0%}",
                   help="lower bound time L·log2P + 2mG(P−1)/P ÷ this algorithm's time: 100 % is optimal")
         ui.takeaway(_model_takeaway(mdf, algorithm, P, size, link))
-        t1, t2 = st.tabs(["Time", "Bus bandwidth"])
-        with t1:
+        view = ui.radio("Chart", ["time", "bus bandwidth"], "view", "time",
+                        help="time: modelled allreduce time against message size; bus bandwidth: nccl-tests' busbw "
+                             "= algbw · 2(P−1)/P, which an optimal algorithm keeps at the link's speed")
+        if view == "time":
             ui.figure(plots.collective_time_figure(mdf), mdf, "collective_model_time")
-        with t2:
+        else:
             ui.figure(plots.busbw_figure(mdf), mdf, "collective_model_busbw")
 
     st.markdown(f"To watch each message of {algorithm} move between ranks, round by round: "
