@@ -143,8 +143,8 @@ def render() -> None:
                  f"{info['train']:,} training / {info['test']:,} test samples) with **{arch}**, {int(workers)} "
                  f"workers, {parallel} parallel.")
     if info["fell_back"]:
-        st.warning(data_line + " MNIST and Fashion-MNIST were not found on this machine (see docs: $PARALAB_DATA or "
-                   "~/.cache/paralab/mnist), so 'auto' uses scikit-learn's digits: 64 inputs, not the paper's 784.")
+        st.warning(data_line + " MNIST and Fashion-MNIST were not found on this machine (put their IDX files in $PARALAB_DATA "
+                   "or ~/.cache/paralab/mnist), so 'auto' uses scikit-learn's digits: 64 inputs, not the paper's 784.")
     else:
         st.markdown(data_line)
 
