@@ -142,12 +142,21 @@ def controls(name: str, params: Any, fn: Callable[[Job], Any], *, label: str = "
             st.session_state[skey] = (name, tok)
             st.query_params[name] = tok
             mine = job
+    if mine is not None and mine.state == "done":
+        st.session_state[f"done_{name}"] = (name, mine.token)
     if mine is not None:
         when = {"running": "running…", "done": "finished", "stopped": "stopped (partial result)",
                 "failed": "failed"}[mine.state]
         c3.caption(when + ("" if mine.token == tok else " · for earlier settings: press "
                            f"{label} to run these"))
     return mine
+
+
+def last_done(name: str, other_than: Job | None = None) -> Job | None:
+    """The last run of section `name` this session saw finish (kept when a later run is stopped), unless
+    it is `other_than`."""
+    job = _store().get(st.session_state.get(f"done_{name}"))
+    return None if job is None or job is other_than or job.state != "done" else job
 
 
 def poll(job: Job, draw: Callable[[Job], None]) -> None:

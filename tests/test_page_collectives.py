@@ -101,7 +101,7 @@ def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not
 def test_measured_compares_with_the_fitted_link():
     at = page(P="2", size=str(1 << 18), algorithm="ring")
     at.button(key="run_meas_run").click().run()
-    at = wait(at, lambda a: any(m.label.startswith("Fitted latency") for m in a.metric) or a.error, 180)
+    at = wait(at, lambda a: any(m.label.startswith("Fitted latency") for m in a.metric) or a.error, 400)
     assert not at.error, texts(at, "error")
     lat = float(metric(at, "Fitted latency").split()[0])
     bw = float(metric(at, "Fitted bandwidth").split()[0])
@@ -111,3 +111,15 @@ def test_measured_compares_with_the_fitted_link():
     at.button(key="run_meas_run").click().run()
     at = wait(at, lambda a: a.error, 60)
     assert "more than this machine can host" in texts(at, "error")
+
+
+def test_stop_keeps_the_last_finished_result_too():
+    at = page(err_codecs="linear", err_maxP="8")
+    at = wait(at, lambda a: "Measured from P = 2 to 8" in texts(a, "success"))
+    at.select_slider(key="w_err_maxP").set_value(256).run()
+    at.button(key="run_err_run").click().run()
+    time.sleep(0.5)
+    at.button(key="stop_err_run").click().run()
+    at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
+    assert "Last finished result" in " ".join(e.label for e in at.expander)
+    assert "Measured from P = 2 to 8" in texts(at, "markdown")

@@ -275,3 +275,9 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
         st.error(job.error)
     else:
         draw(job)
+    prev = jobs.last_done("err_run", other_than=job) if job.state != "done" else None
+    if prev is not None:
+        with st.expander("Last finished result (earlier settings)"):
+            pdf = prev.result.assign(codec=prev.result["spec"]) if "spec" in prev.result else prev.result
+            st.markdown(_scale_takeaway(pdf))
+            ui.figure(plots.error_at_scale_figure(pdf), pdf, "error_at_scale_last", key="scale_last")

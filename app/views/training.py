@@ -183,6 +183,12 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
             ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), None, "training_live",
                       key=f"live_{len(points)}")
 
+    prev = jobs.last_done("train_run", other_than=job) if job.state != "done" else None
+    if prev is not None:
+        with st.expander("Last finished result (earlier settings)"):
+            st.markdown(_takeaway(experiment, prev.result[1], data))
+            ui.figure(plots.training_curve_figure(prev.result[0], X[xname], Y[yname]), prev.result[0],
+                      "training_curves_last", key="train_last")
     if job.running:
         jobs.poll(job, draw)
         return
