@@ -157,20 +157,28 @@ def test_transfer_page_link_changes_speedup():
     assert "Bandwidth (GB/s) = 0.0 is out of range" in at.error[0].value
 
 
-def test_collectives_page_model_trace_and_limits():
+def _until(at: AppTest, done, timeout: float = 180.0) -> AppTest:
+    """Rerun the page until done(at): a Run button's work goes on in the background."""
+    import time
+
+    end = time.time() + timeout
+    while not done(at) and time.time() < end:
+        time.sleep(0.3)
+        at.run()
+    return at
+
+
+def test_collectives_page_model_and_limits():
     at = page("collectives")
     assert not at.exception
     t8 = number(metric(at, "ring time"))
     at.number_input(key="w_P").set_value(64).run()
     assert number(metric(at, "ring time")) > t8
-    msgs = number(metric(at, "Messages"))
-    at.slider(key="w_P_step").set_value(4).run()
-    assert number(metric(at, "Messages")) < msgs
     at.selectbox(key="w_algorithm").set_value("tree").run()
     assert not at.exception
-    assert number(metric(at, "Rounds")) == 4  # 2 levels up, 2 down
     at.number_input(key="w_P").set_value(1024).run()
     at.button(key="run_meas_run").click().run()
+    _until(at, lambda a: a.error)
     assert not at.exception
     assert "more than this machine can host" in at.error[0].value
 
@@ -180,16 +188,18 @@ def test_training_page_runs_and_compares_bytes():
     assert not at.exception
     assert not at.metric  # nothing runs before Train
     at.button(key="run_train_run").click().run()
+    _until(at, lambda a: len(a.metric) >= 4)
     assert not at.exception
-    assert "of 32-bit" in at.metric[-2].delta
-    share = number(at.metric[-2].delta)
+    assert "vs 32-bit" in at.metric[-2].delta
+    share = number(at.metric[-2].delta.split("(")[1])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
-    err = number(metric(at, "32-bit: final test error"))
+    err = number(metric(at, "32-bit"))
     assert 0 < err < 60
     at.multiselect(key="w_codecs").set_value(["32-bit", "onebit"]).run()
-    assert not at.metric  # new runs: press Train again
+    assert any("earlier Train" in c.value for c in at.caption)  # new runs: press Train again
     at.button(key="run_train_run").click().run()
-    assert number(at.metric[-2].delta) < 10
+    _until(at, lambda a: len(a.metric) >= 4 and not any("earlier Train" in c.value for c in a.caption))
+    assert number(at.metric[-2].delta.split("(")[1]) < 10
 
 
 def test_dropout_page_rate_changes_search():

@@ -1,15 +1,68 @@
-"""Training page: simulated data- or model-parallel training with a codec per run, or the
-consistency models side by side; live curves of loss, test error, bytes and modelled time."""
+"""Training page: simulated data- or model-parallel training with a codec per run, or the consistency
+models side by side (Dettmers 2016 §3.4; Ben-Nun & Hoefler); live curves of test error, loss, bytes and
+modelled time. Runs go in a background job (Train / Stop), so the page stays usable and a stopped run
+keeps its curve."""
 import pandas as pd
 import streamlit as st
 
 import _common as ui
+import _jobs as jobs
 from lab import plots
 from lab.experiments import (CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
-                             consistency_curves)
+                             consistency_curves, dataset_info)
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
-X = {"epochs": "epoch", "updates": "step", "bytes sent": "bytes", "modelled time": "time_s"}
+X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
+PAPER_TYPES = ["32-bit", "linear", "mantissa", "static_tree", "dynamic_tree"]
+PAPER = dict(experiment="codecs", parallel="data", workers=4, codecs=PAPER_TYPES, hidden=1024, epochs=1.0,
+             lr=0.003, batch=128, dataset="auto")
+# Dettmers 2016 §3.4 (MNIST, 784-1024-1024-10, ReLU, dropout 0.2/0.3/0.3, RMSProp lr 0.003): one-way ANOVA
+# of the best test error across 32-bit and the four 8-bit types; the paper gives no per-type errors.
+PAPER_ANOVA = {"data": "F(4, 4) = 0.71, p = 0.59", "model": "F(4, 4) = 0.54, p = 0.71"}
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def _data(dataset: str, seed: int) -> dict:
+    return dataset_info(dataset, seed=seed)
+
+
+def _run(experiment: str, runs: list, base: dict, job) -> tuple:
+    if experiment == "codecs":
+        return codec_curves([None if r == "32-bit" else r for r in runs], progress=job.progress,
+                            on_point=job.on_row, **base)
+    return consistency_curves(list(runs), progress=job.progress, on_point=job.on_row, **base)
+
+
+def _summary_of(curves: pd.DataFrame) -> pd.DataFrame:
+    """A stopped run's summary: each run's last evaluated point."""
+    last = curves.groupby("variant", sort=False).tail(1)
+    return pd.DataFrame({"variant": last.variant, "final_test_error": last.test_error, "bytes": last["bytes"],
+                         "modelled_time_s": last.time_s, "epochs done": last.epoch}).reset_index(drop=True)
+
+
+def _takeaway(experiment: str, summary: pd.DataFrame, data: str) -> str:
+    first = summary.iloc[0]
+    if len(summary) == 1:
+        return (f"On {data}, {first.variant} ends at {first.final_test_error:.1f} % test error; add runs to compare "
+                "against it.")
+    if experiment == "codecs":
+        parts = []
+        for _, r in summary.iloc[1:].iterrows():
+            d = r.final_test_error - first.final_test_error
+            how = "the same" if abs(d) < 0.05 else f"{abs(d):.1f} points {'worse' if d > 0 else 'better'}"
+            share = r["bytes"] / first["bytes"] if first["bytes"] else float("nan")
+            parts.append(f"{r.variant} ends {how} ({r.final_test_error:.1f} %) sending {share:.0%} of the bytes")
+        return (f"On {data}, against {first.variant}'s {first.final_test_error:.1f} % test error: "
+                + "; ".join(parts) + ".")
+    fast = summary.loc[summary.modelled_time_s.idxmin()]
+    best = summary.loc[summary.final_test_error.idxmin()]
+    if fast.variant == best.variant:
+        return (f"On {data}, {fast.variant} both finishes first ({fast.modelled_time_s:.3g} s modelled) and ends "
+                f"with the lowest test error ({fast.final_test_error:.1f} %).")
+    return (f"On {data}, {fast.variant} finishes first ({fast.modelled_time_s:.3g} s modelled, "
+            f"{fast.final_test_error:.1f} % test error) and {best.variant} ends with the lowest test error "
+            f"({best.final_test_error:.1f} %, {best.modelled_time_s:.3g} s): less waiting for the slowest worker "
+            "trades against staler gradients.")
 
 
 def render() -> None:
@@ -18,91 +71,181 @@ def render() -> None:
     CODECS = ["32-bit", *(c.name for c in catalog if not c.work.raw),
               *(codec_spec(c.name, error_feedback=True) for c in catalog if c.gather_only and c.gradient_only)]
     st.title("Training")
-    st.caption("Dettmers 2016 §3.4: K virtual workers train the paper's MLP (784-1024-1024-10 by default; smaller "
-               "here for speed) with a codec on the wire; Ben-Nun & Hoefler's consistency models. Time is modelled "
-               "from measured compute and the chosen link.")
-
+    ui.lesson("Does sending gradients (or activations) in 8 bits — or 1 bit — change how well a network learns?",
+              "Press Train and look at the test-error curves: runs that lie on top of each other lost nothing to "
+              "their codec; switch the x axis to bytes sent to see what each one saved. K simulated workers train "
+              "one MLP with the codec on the wire; time is modelled from measured compute and the chosen link.")
 
     def preset_paper():
-        ui.set_state(experiment="codecs", parallel="data", workers=4, codecs=["32-bit", "dynamic_tree", "linear"],
-                     hidden=1024, epochs=1.0, lr=0.001, batch=128, dataset="auto")
-
+        ui.set_state(**PAPER)
 
     def preset_consistency():
         ui.set_state(experiment="consistency models", workers=4, kinds=list(CONSISTENCY_KINDS), hidden=64, epochs=2.0)
 
+    b1, b2, _ = st.columns([1, 1, 1])
+    b1.button("Preset: paper §3.4", on_click=preset_paper, width="stretch",
+              help="Dettmers 2016 §3.4, data parallel (slow on CPU): 32-bit and the paper's four 8-bit types, 4 "
+                   "workers, 1024-unit MLP, RMSProp lr 0.003, batch 128, "
+                   "MNIST when installed (else digits)")
+    b2.button("Preset: consistency", on_click=preset_consistency, width="stretch",
+              help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
 
-    b1, b2, _ = st.columns([2, 2, 1])
-    b1.button("Preset: §3.4 data parallel, 4 workers (slow on CPU)", on_click=preset_paper)
-    b2.button("Preset: consistency models", on_click=preset_consistency)
-
-    experiment = ui.radio("Compare", ["codecs", "consistency models"], "experiment", "codecs")
-    c1, c2, c3, c4 = st.columns(4)
+    experiment = ui.radio("Compare", ["codecs", "consistency models"], "experiment", "codecs",
+                          help="codecs: one run per codec on the wire; consistency models: one run per way of "
+                               "keeping the workers' parameters in step")
+    c1 = st.container()
+    c2, c3, c4 = st.columns(3)
+    with ui.more_settings():
+        m1, m2, m3, m4 = st.columns(4)
+        hidden = ui.select_slider("Hidden units (2 layers)", [32, 64, 128, 256, 512, 1024], "hidden", 64, where=m1,
+                                  help="width of both hidden layers (32..1024; the paper's MLP has 1024)")
+        lr = ui.number("Learning rate", "lr", 0.003, where=m2, min_value=1e-5, max_value=1.0, format="%.4g",
+                       help="RMSProp step size (0.00001..1; the paper uses 0.003)")
+        batch = ui.number("Batch", "batch", 64, where=m3, min_value=1, max_value=4096, step=1,
+                          help="samples per update, split over the K workers (1..4096)")
+        link = ui.select("Link (for modelled time)", list(LINKS), "link", "eth10g", where=m4,
+                         help="the network the modelled time assumes; "
+                              + "; ".join(f"{k}: {v.source}" for k, v in LINKS.items()))
+        s1, s2, _ = st.columns([1, 1, 2])
+        seed = ui.seed(where=s1)
+        if experiment == "codecs":
+            parallel = ui.select("Parallelism", ["data", "model"], "parallel", "data", where=s2,
+                                 help="data: gradients cross the wire (§3.4 data parallel); model: each layer's "
+                                      "activations and deltas do (§3.4 model parallel)")
+        else:
+            parallel = "data"
     if experiment == "codecs":
-        runs = ui.multiselect("Codec per run (overlaid)", CODECS, "codecs", ["32-bit", "dynamic_tree", "onebit"])
+        runs = ui.multiselect("Codec per run (overlaid)", CODECS, "codecs", ["32-bit", "dynamic_tree", "onebit"],
+                              where=c1, help="one training run per codec on the wire; 32-bit is the baseline; "
+                                             "ef:… adds error feedback")
         runs = ui.codec_option_specs(runs, "codecs")
-        parallel = ui.select("Parallelism", ["data", "model"], "parallel", "data", where=c1)
     else:
-        runs = ui.multiselect("Consistency models (overlaid)", list(CONSISTENCY_KINDS), "kinds", list(CONSISTENCY_KINDS))
-        parallel = "data"
-        codec = ui.select("Codec on the wire", CODECS[:8], "codec", "32-bit", where=c1)
+        runs = ui.multiselect("Consistency models (overlaid)", list(CONSISTENCY_KINDS), "kinds",
+                              list(CONSISTENCY_KINDS), where=c1,
+                              help="sync: every step waits for all; ssp: up to s steps stale; async: parameter "
+                                   "server, no waiting; easgd: elastic averaging")
+        codec = ui.select("Codec on the wire", CODECS[:8], "codec", "32-bit", where=s2,
+                          help="the one codec every consistency run sends its gradients with")
         codec = ui.codec_option_specs([codec], "codec")[0]
-    workers = ui.number("Workers K", "workers", 4, where=c2, min_value=1, max_value=64, step=1)
+    workers = ui.number("Workers K", "workers", 4, where=c2, min_value=1, max_value=64, step=1,
+                        help="simulated workers sharing each batch (1..64)")
     dataset = ui.select("Data set", list(DATASETS), "dataset", "digits", where=c3,
-                        help="digits ships with scikit-learn; MNIST / Fashion-MNIST are read from disk if present")
-    hidden = ui.select_slider("Hidden units (2 layers)", [32, 64, 128, 256, 512, 1024], "hidden", 64, where=c4)
-    d1, d2, d3, d4 = st.columns(4)
-    epochs = ui.number("Epochs", "epochs", 3.0, where=d1, min_value=0.25, max_value=50.0, step=0.25)
-    lr = ui.number("Learning rate", "lr", 0.003, where=d2, min_value=1e-5, max_value=1.0, format="%.4g")
-    batch = ui.number("Batch", "batch", 64, where=d3, min_value=1, max_value=4096, step=1)
-    link = ui.select("Link (for modelled time)", list(LINKS), "link", "eth10g", where=d4)
-    seed = ui.seed()
-    base = dict(dataset=dataset, hidden=(hidden, hidden), epochs=epochs, lr=lr, batch=batch, workers=workers,
-                link=link, parallel=parallel, seed=int(seed), evals_per_epoch=4)
+                        help="auto: MNIST, else Fashion-MNIST, else digits; digits (8×8, 64 inputs) ships with "
+                             "scikit-learn; MNIST / Fashion-MNIST (28×28 = 784 inputs) are read from disk")
+    epochs = ui.number("Epochs", "epochs", 3.0, where=c4, min_value=0.25, max_value=50.0, step=0.25,
+                       help="passes over the training set (0.25..50)")
+
+    with ui.guard():
+        info = _data(dataset, int(seed))
+    arch = "MLP " + "-".join(str(k) for k in (info["inputs"], hidden, hidden, info["classes"]))
+    h, w = info["image_shape"]
+    data_line = (f"**Runs on {info['name']}** ({h}×{w} images = {info['inputs']} inputs, {info['classes']} classes, "
+                 f"{info['train']:,} training / {info['test']:,} test samples) with **{arch}**, {int(workers)} "
+                 f"workers, {parallel} parallel.")
+    if info["fell_back"]:
+        st.warning(data_line + " MNIST and Fashion-MNIST were not found on this machine (put their IDX files in $PARALAB_DATA "
+                   "or ~/.cache/paralab/mnist), so 'auto' uses scikit-learn's digits: 64 inputs, not the paper's 784.")
+    else:
+        st.markdown(data_line)
+
+    base = dict(dataset=dataset, hidden=(hidden, hidden), epochs=float(epochs), lr=float(lr), batch=int(batch),
+                workers=int(workers), link=link, parallel=parallel, seed=int(seed), evals_per_epoch=4)
     if experiment == "consistency models":
         base["codec"] = None if codec == "32-bit" else codec
-
-
-    def train(experiment: str, runs: list, base: dict, progress, on_point):
-        if experiment == "codecs":
-            return codec_curves([None if r == "32-bit" else r for r in runs], progress=progress, on_point=on_point, **base)
-        return consistency_curves(list(runs), progress=progress, on_point=on_point, **base)
-
-
-    x1, x2, _ = st.columns([1, 1, 2])
-    xname = ui.select("x axis", list(X), "x", "epochs", where=x1)
-    yname = ui.select("y axis", list(Y), "y", "test error (%)", where=x2)
+    paper_view = experiment == "codecs" and int(hidden) == 1024 and set(PAPER_TYPES) <= set(runs)
 
     if not runs:
         st.info("Pick at least one run.")
-        st.stop()
-    if ui.run_button("Train", "train_run", [experiment, runs, base]):
-        live = st.empty()
-        points: list[dict] = []
+        return
+    st.fragment(_results)(experiment, list(runs), base, info, arch, paper_view)
 
-        def on_point(row: dict) -> None:
-            points.append(row)
-            if len(points) % 2 == 0:
-                live.plotly_chart(plots.training_curve_figure(pd.DataFrame(points), X[xname], Y[yname]),
-                                  key=f"live_{len(points)}")
 
-        with ui.guard():
-            cb = ui.progress()
-            curves, summary = ui.cached_run("train", [experiment, runs, base],
-                                            lambda: train(experiment, runs, base, cb, on_point))
-            cb(1.0, "done")
-        live.empty()
-        first = summary.iloc[0]
-        m = st.columns(min(len(summary), 4))
-        for i, (_, r) in enumerate(summary.head(4).iterrows()):
-            m[i].metric(f"{r.variant}: final test error", f"{r.final_test_error:.2f} %",
-                        delta=None if i == 0 else f"{r.final_test_error - first.final_test_error:+.2f} points",
-                        delta_color="inverse")
-        n1, n2 = st.columns(2)
-        n1.metric(f"Bytes sent ({summary.iloc[-1].variant})", f"{int(summary.iloc[-1].bytes):,}",
-                  delta=f"{summary.iloc[-1].bytes / first.bytes:.0%} of {first.variant}", delta_color="off")
-        n2.metric(f"Modelled time ({summary.iloc[-1].variant})", f"{summary.iloc[-1].modelled_time_s * 1e3:.3g} ms")
-        ui.figure(plots.training_curve_figure(curves, X[xname], Y[yname]), curves, "training_curves")
-        ui.table(summary, "training_summary")
-    else:
+def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> None:
+    job = jobs.controls("train_run", [experiment, runs, base], lambda j: _run(experiment, runs, base, j),
+                        label="Train", help="start the runs (one after another, seconds to minutes); the page stays "
+                                            "usable, and Stop keeps the curves drawn so far")
+    data = f"{info['name']} ({info['inputs']} inputs, {arch})"
+    if job is None:
+        if paper_view:
+            ui.paper_callout(_paper_text(base["parallel"], None, info), key="s34")
         st.info("Set the runs and press Train: each run is one simulated training job; curves draw as they come.")
+        return
+    if job.state == "failed":
+        st.error(job.error)
+        return
+    x1, x2, _ = st.columns([1, 1, 2])
+    xname = ui.select("x axis", list(X), "x", "epochs", where=x1, help="what the curves are drawn against")
+    yname = ui.select("y axis", list(Y), "y", "test error (%)", where=x2, help="what the curves show")
+
+    def draw(j) -> None:
+        points = pd.DataFrame(j.rows)
+        if len(points):
+            ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), None, "training_live",
+                      key=f"live_{len(points)}")
+
+    prev = jobs.last_done("train_run", other_than=job) if job.state != "done" else None
+    if prev is not None:
+        with st.expander("Last finished result (earlier settings)"):
+            st.markdown(_takeaway(experiment, prev.result[1], data))
+            ui.figure(plots.training_curve_figure(prev.result[0], X[xname], Y[yname]), prev.result[0],
+                      "training_curves_last", key="train_last")
+    if job.running:
+        jobs.poll(job, draw)
+        return
+    if job.state == "done":
+        curves, summary = job.result
+    else:
+        curves = pd.DataFrame(job.rows)
+        if not len(curves):
+            st.warning("Stopped before the first evaluation: nothing to show.")
+            return
+        summary = _summary_of(curves)
+        st.warning(f"Stopped: the curves below end where each run was ({len(curves)} evaluations).")
+    if job.token != jobs.token([experiment, runs, base]):
+        st.caption("These curves are from an earlier Train; press Train to run the current settings.")
+    first = summary.iloc[0]
+    st.caption(f"Final test error per run (the change is against {first.variant}; lower is better):")
+    m = st.columns(min(len(summary), 4))
+    for i, (_, r) in enumerate(summary.head(4).iterrows()):
+        m[i].metric(str(r.variant), f"{r.final_test_error:.2f} %",
+                    delta=None if i == 0 else f"{r.final_test_error - first.final_test_error:+.2f} points",
+                    delta_color="inverse", help="test error at the last evaluation; the change is against the "
+                                                "first run (lower is better)")
+    last = summary.iloc[-1]
+    n1, n2 = st.columns(2)
+    share = last['bytes'] / first['bytes'] if first['bytes'] else None
+    n1.metric(f"Bytes sent ({last.variant})", f"{int(last['bytes']):,}",
+              delta=None if share is None or len(summary) == 1 or abs(share - 1) < 0.005 else
+              f"{share - 1:+.0%} vs {first.variant} ({share:.0%} of it)", delta_color="inverse",
+              help="all workers' bytes on the wire over the whole run; fewer is better")
+    n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
+              help="measured compute per step plus the link's communication time, summed over the run")
+    ui.takeaway(_takeaway(experiment, summary, data))
+    if paper_view:
+        ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
+    ui.figure(plots.training_curve_figure(curves, X[xname], Y[yname]), curves, "training_curves")
+    shown = summary.rename(columns={"variant": "Run", "final_test_error": "Final test error (%)",
+                                    "best_test_error": "Best test error (%)", "bytes": "Bytes sent",
+                                    "modelled_time_s": "Modelled time (s)", "wall_s": "Wall time here (s)",
+                                    "parameters": "Parameters", "dataset": "Data set", "architecture": "Model"})
+    keep = [c for c in ("Run", "Final test error (%)", "Bytes sent", "Modelled time (s)", "Wall time here (s)",
+                        "epochs done") if c in shown]
+    ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
+             "training_summary")
+
+
+def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:
+    paper = (f"Dettmers 2016 §3.4 trains 784-1024-1024-10 on MNIST and finds the four 8-bit types' test error no "
+             f"different from 32-bit ({parallel} parallel: {PAPER_ANOVA[parallel]}, one-way ANOVA over seeds; the "
+             "paper lists no per-type errors).")
+    if summary is None:
+        here = " Press Train to put this machine's numbers beside it."
+    else:
+        errs = summary.set_index("variant").final_test_error
+        here = (f" Here, one seed on {info['name']} ({info['inputs']} inputs): final test errors span "
+                f"{errs.min():.2f}–{errs.max():.2f} % ({errs.max() - errs.min():.2f} points).")
+    if info["fell_back"] or info["inputs"] != 784:
+        here += (f" {info['name']} is not MNIST (64 inputs instead of 784, {info['train']:,} training samples "
+                 "instead of 60,000), so errors are higher and noisier; install MNIST to match the paper's "
+                 "conditions. `paralab train --reproduce mnist-dp` runs the seeds and the ANOVA.")
+    return paper + here

@@ -50,6 +50,7 @@ _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun Collect
 _add("training", "TrainConfig TrainResult train training_curves codec_curves consistency_curves ddp_comparison "
      "reproduction_summary "
      "ddp_training reproduction")
+_add("training", "dataset_info")
 _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
      "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "

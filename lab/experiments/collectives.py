@@ -5,6 +5,9 @@ from __future__ import annotations
 
 
 
+import time
+from typing import Callable
+
 import pandas as pd
 import torch
 
@@ -12,6 +15,7 @@ from lab.codecs.base import check_seed
 from lab.comm import bench, cost
 from lab.comm.allreduce import allreduce, check_algorithm, resolve_codec, resolve_mode
 from lab.comm.launch import run
+from lab.comm.base import CommError
 from lab.comm.sim import MAX_RANKS, simulate
 from lab.backend import Progress
 
@@ -37,11 +41,18 @@ def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:
 def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, codec: str | None = None,
                      predict_P: list[int] | None = None, target_s: float = 0.1,
                      progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Measure every algorithm at every size (bytes) on `procs` local processes; returns
+    """Measure every algorithm at every size (bytes) on `procs` >= 2 local processes; returns
     (measured rows with algbw/busbw and the calibrated model's time, the model's prediction at
-    larger P for the same sizes on the fitted link)."""
+    larger P for the same sizes on the fitted link). The link is fitted to these measurements by
+    least squares (`lab.comm.cost.fit_link`); the first table's `.attrs['fit']` holds its
+    latency_us, bandwidth_GBps and median/max relative error (empty when no fit was possible)."""
+    if isinstance(procs, bool) or not isinstance(procs, int) or procs < 2:
+        raise ValueError(f"P={procs!r}: an allreduce on one process moves no data; measure with P >= 2 processes")
     result = run(bench.collectives_rank, procs, sizes, algorithms, codec, target_s=target_s, progress=progress)[0]
     df, fit = bench.table(result, shared=True)
+    df.attrs["fit"] = {} if fit is None else {
+        "latency_us": fit.link.L * 1e6, "bandwidth_GBps": fit.link.bandwidth_Bps / 1e9,
+        "median_rel_error": fit.median_rel_error, "max_rel_error": fit.max_rel_error, "rows": len(fit.rows)}
     pred = []
     if fit is not None:
         for P in predict_P or [8, 64, 1024]:
@@ -54,46 +65,105 @@ def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, cod
 
 
 def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *, n: int = 4096,
-                   mode: str = "auto", seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
+                   mode: str | list[str] = "auto", seed: int = 0, progress: Progress | None = None,
+                   on_row: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """Relative error of a compressed allreduce against the exact sum, on SimComm, as P grows.
 
-    Rank r holds a seeded normal vector of n values. Columns: codec, algorithm, P, mode,
+    Rank r holds a seeded normal vector of n values. Columns: codec (described), spec (as given), algorithm, P, mode,
     rel_error (L2), max_abs_error, ranks_agree (every rank got identical numbers), wire_bytes
-    (all ranks together)."""
+    (all ranks together). `mode` is one of auto/requantize/gather, or a list of them to compare
+    (requantize: decode-add-re-encode at every hop; gather: each rank's message decoded once); with
+    a list, a (codec, algorithm, mode) the codec cannot run is left out and named in
+    `.attrs['skipped']`. Runs P in ascending order (every curve at one P before the next P), each
+    finished row streamed through `on_row`, so a stopped run has every curve up to the same P; the
+    table comes back ordered by codec, algorithm, mode, P."""
     check_seed(seed)
     for a in algorithms:
         check_algorithm(a)
     for P in ranks:
-        if not isinstance(P, int) or not 1 <= P <= MAX_RANKS:
+        if isinstance(P, bool) or not isinstance(P, int) or not 1 <= P <= MAX_RANKS:
             raise ValueError(f"P={P!r}; SimComm runs 1..{MAX_RANKS} ranks")
-    if not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r}; allowed: an integer >= 1 values per rank")
-    modes = {(name, a): resolve_mode(resolve_codec(name), mode, a) for name in codecs for a in algorithms}
-    rows, steps, done = [], len(codecs) * len(algorithms) * len(ranks), 0
-    for name in codecs:
-        codec = resolve_codec(name)
-        for a in algorithms:
-            how = modes[(name, a)]
-            for P in ranks:
-                out = simulate(_error_rank, P, n, a, name, mode, seed)
-                exact = sum(_vector(r, n, seed).double() for r in range(P))
-                y = out[0][0].double()
-                rows.append({"codec": codec.describe() if codec else "fp32", "algorithm": a, "P": P, "mode": how,
-                             "rel_error": float((y - exact).norm() / exact.norm()),
-                             "max_abs_error": float((y - exact).abs().max()),
-                             "ranks_agree": all(torch.equal(o[0], out[0][0]) for o in out),
-                             "wire_bytes": sum(o[1] for o in out)})
-                done += 1
-                if progress:
-                    progress(done / steps, f"{name} {a} P={P}")
-    return pd.DataFrame(rows)
+    many = not isinstance(mode, str)
+    wanted = list(mode) if many else [mode]
+    if not wanted:
+        raise ValueError("mode: give at least one of auto, requantize, gather")
+    resolved = {name: resolve_codec(name) for name in codecs}
+    combos, skipped = [], []
+    for i, name in enumerate(codecs):
+        for j, a in enumerate(algorithms):
+            for k, m in enumerate(wanted):
+                try:
+                    combos.append(((i, j, k), name, a, m, resolve_mode(resolved[name], m, a)))
+                except ValueError as e:
+                    if not many:
+                        raise
+                    skipped.append(f"{name} ({m}): {e}")
+    if not combos:
+        raise ValueError("no codec can run in the chosen mode(s): " + "; ".join(skipped))
+    rows, steps, done = [], len(combos) * len(ranks), 0
+    for P in sorted(ranks):
+        exact = sum(_vector(r, n, seed).double() for r in range(P))
+        for order, name, a, m, how in combos:
+            codec = resolved[name]
+            tick = _Ticker(progress, done / steps, f"{name} {a} {how} P={P}") if progress else None
+            try:  # progress also reports (and can be stopped) during one long simulation, not only after it
+                out = simulate(_error_rank, P, n, a, name, m, seed, tick)
+            except CommError as e:
+                if tick is not None and tick.raised is not None:
+                    raise tick.raised from None
+                raise
+            y = out[0][0].double()
+            row = {"codec": codec.describe() if codec else "fp32", "spec": name, "algorithm": a, "P": P, "mode": how,
+                   "rel_error": float((y - exact).norm() / exact.norm()),
+                   "max_abs_error": float((y - exact).abs().max()),
+                   "ranks_agree": all(torch.equal(o[0], out[0][0]) for o in out),
+                   "wire_bytes": sum(o[1] for o in out)}
+            rows.append(dict(row, _order=order))
+            done += 1
+            if on_row:
+                on_row(row)
+            if progress:
+                progress(done / steps, f"{name} {a} {how} P={P}")
+    df = pd.DataFrame(rows)
+    df = df.assign(_P=df.P).sort_values(["_order", "_P"], kind="stable").drop(columns=["_order", "_P"])
+    df = df.reset_index(drop=True)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def _vector(rank: int, n: int, seed: int) -> torch.Tensor:
     return torch.randn(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + rank))
 
 
-def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int):
+class _Ticker:
+    """Calls progress(frac, msg) from rank 0's sends at most every `every_s` seconds; an exception the
+    callback raises (a UI's Stop) is kept, so the run can re-raise it after SimComm wraps it."""
+
+    def __init__(self, progress: Progress, frac: float, msg: str, every_s: float = 0.25) -> None:
+        self.progress, self.frac, self.msg, self.every_s = progress, frac, msg, every_s
+        self.last, self.raised = time.monotonic(), None
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            try:
+                self.progress(self.frac, self.msg)
+            except BaseException as e:  # noqa: BLE001 - re-raised by error_at_scale as it was
+                self.raised = e
+                raise
+
+
+def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int, tick=None):
+    if tick is not None and comm.rank == 0:
+        send0 = comm._isend
+
+        def isend(t, dst):
+            tick()
+            return send0(t, dst)
+        comm._isend = isend
     y = allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec, mode=mode)
     return y, comm.bytes_sent
 

@@ -39,9 +39,10 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
     data = load_data(cfg0)
     curves, summaries = [], []
     for i, (name, c) in enumerate(configs.items()):
-        def sub(frac: float, msg: str, i=i) -> None:
-            if progress:
-                progress((i + frac) / len(configs), f"{name}: {msg}")
+        def sub(frac: float, msg: str, i=i, name=name, label=c.label()) -> None:
+            if progress:  # train() starts its messages with the run's label: say the variant's name once
+                rest = msg[len(label) + 2:] if msg.startswith(f"{label}: ") else msg
+                progress((i + frac) / len(configs), f"{name}: {rest}")
 
         def point(row: dict, name=name) -> None:
             if on_point:
@@ -49,8 +50,26 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
 
         res = train(c, progress=sub, on_point=point, data=data)
         curves.append(res.curve.assign(variant=name))
-        summaries.append(dict(variant=name, **res.summary))
+        summaries.append(dict(variant=name, **res.summary, inputs=data.features,
+                              architecture=architecture(c, data.features, data.classes)))
     return pd.concat(curves, ignore_index=True), pd.DataFrame(summaries)
+
+
+def architecture(cfg: TrainConfig, inputs: int, classes: int) -> str:
+    """The model as the paper writes it: 'MLP 784-1024-1024-10' (Dettmers 2016 §3.4), or 'CNN'."""
+    if cfg.model == "mlp":
+        return "MLP " + "-".join(str(k) for k in (inputs, *cfg.hidden, classes))
+    return cfg.model.upper()
+
+
+def dataset_info(dataset: str = "auto", *, data_path: str | None = None, seed: int = 0) -> dict[str, Any]:
+    """Which data set a run on `dataset` trains on here ('auto' falls back to scikit-learn's digits when
+    no MNIST-format files are found): name, requested, fell_back, inputs, classes, image_shape,
+    train and test sample counts, source (where it was read). A missing data set raises DataError."""
+    ds = load_data(config(dataset=dataset, data_path=data_path, seed=seed))
+    return dict(name=ds.name, requested=dataset, fell_back=dataset == "auto" and ds.name == "digits",
+                inputs=ds.features, classes=ds.classes, image_shape=tuple(ds.image_shape), train=len(ds.train_y),
+                test=len(ds.test_y), source=ds.source)
 
 
 def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
@@ -127,7 +146,7 @@ def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False
 
 
 __all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",
-           "ddp_comparison", "ddp_training", "reproduction", "config"]
+           "ddp_comparison", "ddp_training", "reproduction", "config", "dataset_info", "architecture"]
 
 
 def reproduction_summary(runs: list[dict]) -> pd.DataFrame:

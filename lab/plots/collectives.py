@@ -72,28 +72,82 @@ def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
     return fig
 
 
+def bytes_label(b: float) -> str:
+    """8 B, 4 kB, 16 MB, 1 GB (binary multiples, as the size controls count them)."""
+    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if b >= f:
+            return f"{b / f:.3g} {unit}"
+    return f"{b:g} B"
+
+
+def seconds_label(us: float) -> str:
+    """A time given in µs as '10 µs', '1 ms', '2 s'."""
+    for unit, f in (("s", 1e6), ("ms", 1e3)):
+        if us >= f:
+            return f"{us / f:g} {unit}"
+    return f"{us:g} µs"
+
+
+def log_ticks(lo: float, hi: float, fmt, steps: tuple[float, ...] = (1, 2, 5)) -> dict:
+    """Explicit tick values and labels for a log axis spanning [lo, hi] (1-2-5 per decade, or decades
+    only when the span is wide), so the axis never reads '2'/'3' or uses SI prefixes."""
+    import math
+
+    lo, hi = float(lo), float(hi)
+    if not (lo > 0 and hi > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return {}
+    if math.log10(hi / lo) > 3:
+        steps = (1,)
+    elif math.log10(hi / lo) < 0.7:  # less than a factor 5: more ticks per decade
+        steps = (1, 1.5, 2, 3, 4, 5, 7)
+    vals = [m * 10 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+            for m in steps if lo / 1.5 <= m * 10 ** e <= hi * 1.5]
+    return {"tickvals": vals, "ticktext": [fmt(v) for v in vals]}
+
+
+def bytes_ticks(lo: float, hi: float) -> dict:
+    """Tick values at powers of 2 (every 4th, or every 2nd for a narrow range) labelled in B/kB/MB/GB."""
+    import math
+
+    k0, k1 = max(0, math.floor(math.log2(lo))), math.ceil(math.log2(hi))
+    step = 4 if k1 - k0 > 12 else 2 if k1 - k0 > 6 else 1
+    vals = [1 << k for k in range(k0 - k0 % step, k1 + 1, step) if lo / 2 <= (1 << k) <= hi * 2]
+    return {"tickvals": vals, "ticktext": [bytes_label(v) for v in vals]}
+
+
+def percent_label(x: float) -> str:
+    return f"{x * 100:.3g} %"
+
+
 def collective_time_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
-    """Allreduce time against message size per algorithm: the model (dashed), the lower bound
-    (black), and measured times (solid) when given (`collective_model`, `collective_sweep`)."""
+    """Allreduce time against message size per algorithm (`collective_model`): the model (dashed) and
+    the lower bound (black); measured times (solid) from `collective_sweep` when given."""
     fig = go.Figure()
+    ys = []
     for a, part in model.groupby("algorithm", sort=False):
+        ys.append(part["model_s"] * 1e6)
         fig.add_trace(go.Scatter(x=part["nbytes"], y=part["model_s"] * 1e6, mode="lines", line_dash="dash",
                                  name=f"{a} (model)"))
     lb = model.drop_duplicates("nbytes")
+    ys.append(lb["lower_bound_s"] * 1e6)
     fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["lower_bound_s"] * 1e6, mode="lines", name="lower bound",
                              line={"color": "black", "width": 3}))
     if measured is not None and len(measured):
-        ycol = "time_us" if "time_us" in measured else None
         for a, part in measured.groupby("algorithm", sort=False):
-            y = part[ycol] if ycol else part["seconds"] * 1e6
-            fig.add_trace(go.Scatter(x=part["nbytes"], y=y, mode="lines+markers", name=f"{a} (measured)"))
-    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="allreduce time (µs)",
-                      xaxis_type="log", yaxis_type="log", legend_title="algorithm", margin={"t": 30})
+            ys.append(part["time_us"])
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=part["time_us"], mode="lines+markers",
+                                     name=f"{a} (measured)"))
+    y = pd.concat(ys)
+    y = y[y > 0]
+    fig.update_xaxes(type="log", title_text="message size per rank", **bytes_ticks(model.nbytes.min(), model.nbytes.max()))
+    fig.update_yaxes(type="log", title_text="allreduce time", **(log_ticks(y.min(), y.max(), seconds_label)
+                                                                 if len(y) else {}))
+    fig.update_layout(legend_title="algorithm", margin={"t": 30})
     return fig
 
 
-def busbw_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> go.Figure:
-    """nccl-tests bus bandwidth against message size: model per algorithm and the lower bound's."""
+def busbw_figure(model: pd.DataFrame) -> go.Figure:
+    """nccl-tests bus bandwidth (GB/s) against message size: the model per algorithm and the lower bound's."""
     fig = go.Figure()
     for a, part in model.groupby("algorithm", sort=False):
         fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines", line_dash="dash",
@@ -101,12 +155,39 @@ def busbw_figure(model: pd.DataFrame, measured: pd.DataFrame | None = None) -> g
     lb = model.drop_duplicates("nbytes")
     fig.add_trace(go.Scatter(x=lb["nbytes"], y=lb["bound_busbw_GBps"], mode="lines", name="lower bound",
                              line={"color": "black", "width": 3}))
-    if measured is not None and len(measured) and "busbw_GBps" in measured:
-        for a, part in measured.groupby("algorithm", sort=False):
-            fig.add_trace(go.Scatter(x=part["nbytes"], y=part["busbw_GBps"], mode="lines+markers",
-                                     name=f"{a} (measured)"))
-    fig.update_layout(xaxis_title="message size per rank (bytes)", yaxis_title="bus bandwidth (GB/s)",
-                      xaxis_type="log", legend_title="algorithm", margin={"t": 30})
+    fig.update_xaxes(type="log", title_text="message size per rank", **bytes_ticks(model.nbytes.min(), model.nbytes.max()))
+    fig.update_yaxes(title_text="bus bandwidth (GB/s)", rangemode="tozero")
+    fig.update_layout(legend_title="algorithm", margin={"t": 30})
+    return fig
+
+
+def measured_fit_figure(measured: pd.DataFrame) -> go.Figure:
+    """Measured allreduce time per algorithm (solid, `collective_sweep`) beside the cost model on the link
+    fitted to these measurements (dashed, column model_us), against message size."""
+    fig = go.Figure()
+    ys = [measured["time_us"]]
+    models: dict[tuple, int] = {}  # identical model curves (native is modelled as a ring) drawn once, both named
+    for i, (a, part) in enumerate(measured.groupby("algorithm", sort=False)):
+        color = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"][i % 4]
+        fig.add_trace(go.Scatter(x=part["nbytes"], y=part["time_us"], mode="lines+markers", name=f"{a} (measured)",
+                                 line={"color": color}))
+        if "model_us" in part:
+            key = tuple(round(v, 6) for v in part["model_us"]) + tuple(part["nbytes"])
+            if key in models:
+                tr = fig.data[models[key]]
+                tr.name = tr.name.replace(" (model", f" & {a} (model")
+                continue
+            ys.append(part["model_us"])
+            models[key] = len(fig.data)
+            fig.add_trace(go.Scatter(x=part["nbytes"], y=part["model_us"], mode="lines", line_dash="dash",
+                                     name=f"{a} (model, fitted link)", line={"color": color}))
+    y = pd.concat(ys)
+    y = y[y > 0]
+    fig.update_xaxes(type="log", title_text="message size per rank",
+                     **bytes_ticks(measured.nbytes.min(), measured.nbytes.max()))
+    fig.update_yaxes(type="log", title_text="allreduce time", **(log_ticks(y.min(), y.max(), seconds_label)
+                                                                 if len(y) else {}))
+    fig.update_layout(legend_title="algorithm", margin={"t": 30})
     return fig
 
 
@@ -131,10 +212,17 @@ def allreduce_trace_figure(trace: pd.DataFrame, upto: int | None = None) -> go.F
 
 
 def error_at_scale_figure(df: pd.DataFrame) -> go.Figure:
-    """Relative L2 error of a compressed allreduce against the exact sum as P grows (`error_at_scale`)."""
+    """Relative L2 error of a compressed allreduce against the exact sum as P grows (`error_at_scale`);
+    P on a log axis with the measured P values as ticks, the error in percent."""
     fig = go.Figure()
-    for (codec, a), part in df.groupby(["codec", "algorithm"], sort=False):
-        fig.add_trace(go.Scatter(x=part["P"], y=part["rel_error"], mode="lines+markers", name=f"{codec}, {a}"))
-    fig.update_layout(xaxis_title="ranks P", yaxis_title="relative L2 error of the sum", xaxis_type="log",
-                      yaxis_type="log", legend_title="codec, algorithm", margin={"t": 30})
+    keys = [k for k in ("codec", "algorithm", "mode") if k == "codec" or (k in df and df[k].nunique() > 1)]
+    for vals, part in df.groupby(keys, sort=False):
+        vals = vals if isinstance(vals, tuple) else (vals,)
+        fig.add_trace(go.Scatter(x=part["P"], y=part["rel_error"], mode="lines+markers", name=", ".join(vals)))
+    Ps = sorted(set(int(p) for p in df["P"])) if len(df) else []
+    y = df["rel_error"][df["rel_error"] > 0] if len(df) else pd.Series(dtype=float)
+    fig.update_xaxes(type="log", title_text="ranks P", tickvals=Ps, ticktext=[str(p) for p in Ps])
+    fig.update_yaxes(type="log", title_text="relative error of the sum",
+                     **(log_ticks(y.min(), y.max(), percent_label) if len(y) else {}))
+    fig.update_layout(legend_title=", ".join(keys), margin={"t": 30})
     return fig

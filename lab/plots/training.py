@@ -5,19 +5,24 @@ import pandas as pd
 import plotly.graph_objects as go
 
 
-TRAIN_AXES = {"step": "updates", "epoch": "epochs", "bytes": "bytes sent (all workers)",
+TRAIN_AXES = {"step": "updates", "epoch": "epochs", "bytes": "bytes sent, all workers (MB)",
               "time_s": "modelled wall-clock time (s)", "wall_s": "measured wall-clock time (s)"}
+TRAIN_Y = {"test_error": "test error (%)", "train_loss": "training loss (cross-entropy)",
+           "test_loss": "test loss (cross-entropy)"}
 
 
 def training_curve_figure(curves: pd.DataFrame, x: str = "epoch", y: str = "test_error") -> go.Figure:
-    """Test error (or train loss) per variant against updates, epochs, bytes or modelled time."""
+    """Test error (or train loss) per variant against updates, epochs, bytes (drawn in MB = 1e6 bytes) or
+    modelled time (Dettmers 2016 §3.4's curves; one line per run)."""
     if x not in TRAIN_AXES:
         raise ValueError(f"x={x!r}; allowed: {', '.join(TRAIN_AXES)}")
-    ylabel = {"test_error": "test error (%)", "train_loss": "training loss", "test_loss": "test loss"}.get(y, y)
     fig = go.Figure()
     for name, part in curves.groupby("variant", sort=False):
-        fig.add_trace(go.Scatter(x=part[x], y=part[y], mode="lines+markers", name=str(name)))
-    fig.update_layout(xaxis_title=TRAIN_AXES[x], yaxis_title=ylabel, legend_title="run", margin={"t": 30})
+        xs = part[x] / 1e6 if x == "bytes" else part[x]
+        fig.add_trace(go.Scatter(x=xs, y=part[y], mode="lines+markers", name=str(name)))
+    fig.update_xaxes(title_text=TRAIN_AXES[x], exponentformat="none")
+    fig.update_yaxes(title_text=TRAIN_Y.get(y, y), exponentformat="none")
+    fig.update_layout(legend_title="run", margin={"t": 30})
     return fig
 
 

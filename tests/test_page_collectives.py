@@ -1,0 +1,125 @@
+"""The Collectives page (issue 17) in Streamlit's AppTest: the lesson frame and a takeaway computed from the
+modelled numbers, P = 1 as a message, the measurement compared with the model on the link fitted to it,
+and the error-at-scale section as a background run (Run / Stop keeps the partial curve; a finished result
+survives other controls; a click elsewhere does not restart it)."""
+import time
+
+from streamlit.testing.v1 import AppTest
+
+
+def _render(module: str) -> None:
+    import importlib
+
+    importlib.import_module(module).render()
+
+
+def page(**query) -> AppTest:
+    at = AppTest.from_function(_render, args=("views.collectives",), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def texts(at: AppTest, kind: str) -> str:
+    return " ".join(str(e.value) for e in at.get(kind))
+
+
+def metric(at: AppTest, start: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(start))
+
+
+def wait(at: AppTest, done, timeout: float = 120.0) -> AppTest:
+    """Rerun the page (as its polling fragment does) until done(at) or the timeout."""
+    end = time.time() + timeout
+    while not done(at):
+        if time.time() > end:
+            import _jobs
+            jobs = {k: (j.state, j.msg, j.error) for k, j in _jobs._store().items()}
+            raise AssertionError(f"timed out waiting for the background run; jobs: {jobs}; "
+                                 f"metrics: {[m.label for m in at.metric]}; errors: {texts(at, 'error')}")
+        time.sleep(0.3)
+        at.run()
+    return at
+
+
+def test_default_view_teaches_the_model_and_takeaway_follows_inputs():
+    at = page()
+    assert not at.exception
+    assert "lower bound" in texts(at, "markdown")
+    take = texts(at, "success")
+    assert "At 1 MB per rank on 8 GPUs over ib_fdr" in take and "fastest" in take
+    t8 = float(metric(at, "ring time").split()[0])
+    at.number_input(key="w_P").set_value(64).run()
+    assert float(metric(at, "ring time").split()[0]) > t8 or "ms" in metric(at, "ring time")
+    assert "on 64 GPUs" in texts(at, "success")
+    assert "[Step through an allreduce](./step_through)" in texts(at, "markdown")
+    assert not at.slider  # the step-by-step view moved to its own page
+
+
+def test_p_1_is_a_message_not_nan():
+    at = page(P="1")
+    assert not at.exception
+    assert "P = 1 there is nothing to reduce" in texts(at, "info")
+    assert "nan" not in " ".join(m.value for m in at.metric)
+    assert not [b for b in at.button if b.key == "run_meas_run"]  # nothing to measure on one process
+
+
+def test_bad_p_names_the_allowed_range():
+    at = page(P="2000")
+    assert not at.exception
+    assert "1..1024" in texts(at, "error")
+    at = page(err_seed="-3")
+    assert "allowed: 0.." in texts(at, "error")
+
+
+def test_error_at_scale_default_shows_growing_and_flat_error():
+    at = page()
+    at = wait(at, lambda a: "Measured from P = 2 to 32" in texts(a, "success"))
+    take = texts(at, "success")
+    assert "re-quantised at every hop grows" in take  # 1.35 % -> 3.4 %: ~2.5x
+    assert "gathered (decoded once) stays flat" in take
+    # a finished result survives a change elsewhere on the page
+    at.selectbox(key="w_link").set_value("eth10g").run()
+    assert "Measured from P = 2 to 32" in texts(at, "success")
+
+
+def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not_restart():
+    at = page(err_maxP="256", err_codecs="linear")
+    assert "Press Run" in texts(at, "info")  # too long to start without a click
+    at.button(key="run_err_run").click().run()
+    at.number_input(key="w_P").set_value(16).run()  # a click elsewhere: the run goes on
+    assert "running" in texts(at, "caption")
+    time.sleep(1.0)
+    at.button(key="stop_err_run").click().run()
+    at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
+    assert at.get("plotly_chart")  # the partial curve
+    assert not at.exception
+    at.selectbox(key="w_link").set_value("eth10g").run()  # the stopped curve stays
+    assert "Stopped at P =" in texts(at, "warning")
+
+
+def test_measured_compares_with_the_fitted_link():
+    at = page(P="2", size=str(1 << 18), algorithm="ring")
+    at.button(key="run_meas_run").click().run()
+    at = wait(at, lambda a: any(m.label.startswith("Fitted latency") for m in a.metric) or a.error, 400)
+    assert not at.error, texts(at, "error")
+    lat = float(metric(at, "Fitted latency").split()[0])
+    bw = float(metric(at, "Fitted bandwidth").split()[0])
+    assert lat >= 0 and bw > 0
+    assert "model on the fitted link" in texts(at, "success")
+    at = page(P="1024")
+    at.button(key="run_meas_run").click().run()
+    at = wait(at, lambda a: a.error, 60)
+    assert "more than this machine can host" in texts(at, "error")
+
+
+def test_stop_keeps_the_last_finished_result_too():
+    at = page(err_codecs="linear", err_maxP="8")
+    at = wait(at, lambda a: "Measured from P = 2 to 8" in texts(a, "success"))
+    at.select_slider(key="w_err_maxP").set_value(256).run()
+    at.button(key="run_err_run").click().run()
+    time.sleep(0.5)
+    at.button(key="stop_err_run").click().run()
+    at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
+    assert "Last finished result" in " ".join(e.label for e in at.expander)
+    assert "Measured from P = 2 to 8" in texts(at, "markdown")

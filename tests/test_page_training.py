@@ -1,0 +1,104 @@
+"""The Training page (issue 17) in Streamlit's AppTest: which data set and model run is said on the page
+(the §3.4 preset on a machine without MNIST says digits, 64 inputs), the §3.4 view carries the paper's
+numbers, Train runs in the background with a takeaway from the results, Stop keeps the partial curve, and
+bad input is a message."""
+import time
+
+from streamlit.testing.v1 import AppTest
+
+from lab.experiments import codec_curves, dataset_info
+
+
+def _render(module: str) -> None:
+    import importlib
+
+    importlib.import_module(module).render()
+
+
+def page(**query) -> AppTest:
+    at = AppTest.from_function(_render, args=("views.training",), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def texts(at: AppTest, kind: str) -> str:
+    return " ".join(str(e.value) for e in at.get(kind))
+
+
+def wait(at: AppTest, done, timeout: float = 180.0) -> AppTest:
+    end = time.time() + timeout
+    while not done(at):
+        assert time.time() < end, "timed out waiting for the background run"
+        time.sleep(0.3)
+        at.run()
+    return at
+
+
+def finished(at: AppTest) -> bool:
+    return any("Final test error per run" in c.value for c in at.caption) or bool(at.error)
+
+
+def test_default_view_names_data_and_model():
+    at = page()
+    assert not at.exception
+    md = texts(at, "markdown")
+    assert "Runs on digits" in md and "MLP 64-64-64-10" in md
+    assert not at.metric  # nothing runs before Train
+
+
+def test_paper_preset_says_which_data_set_and_shows_the_paper():
+    at = page()
+    at.button[0].click().run()  # Preset: §3.4
+    assert not at.exception
+    info = dataset_info("auto")
+    shown = texts(at, "warning") + texts(at, "markdown")
+    assert f"Runs on {info['name']}" in shown and f"MLP {info['inputs']}-1024-1024-10" in shown
+    if info["fell_back"]:
+        assert "not the paper's 784" in texts(at, "warning")
+    callout = texts(at, "info")
+    assert "Paper vs here" in callout and "F(4, 4) = 0.71, p = 0.59" in callout
+
+
+def test_train_shows_results_and_a_takeaway_from_them():
+    at = page(codecs=["32-bit", "dynamic_tree"], epochs="0.5", workers="2")
+    at.button(key="run_train_run").click().run()
+    at = wait(at, finished)
+    assert not at.exception and not at.error
+    take = texts(at, "success")
+    assert "against 32-bit's" in take and "dynamic_tree ends" in take and "25% of the bytes" in take
+    share = float(at.metric[-2].delta.split("(")[1].split("%")[0])
+    assert 20 < share < 30  # 8 bits on the wire instead of 32
+    assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
+    at.selectbox(key="w_x").set_value("bytes sent (MB)").run()  # the axis redraws, the result stays
+    assert "dynamic_tree ends" in texts(at, "success")
+
+
+def test_stop_keeps_the_partial_curve():
+    at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
+    at.button(key="run_train_run").click().run()
+    time.sleep(2.0)
+    at.button(key="stop_train_run").click().run()
+    at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
+    assert not at.exception
+    assert at.get("plotly_chart")
+    assert any("Final test error per run" in c.value for c in at.caption)
+
+
+def test_bad_inputs_are_messages():
+    at = page(workers="0")
+    assert not at.exception and "1..64" in texts(at, "error")
+    at = page(lr="7")
+    assert "1e-05..1" in texts(at, "error")
+    at = page(dataset="mnist")
+    if dataset_info("auto")["fell_back"]:  # no MNIST here: the message says where it looked
+        assert "no mnist IDX files found" in texts(at, "error")
+    assert not at.exception
+
+
+def test_progress_names_each_run_once():
+    msgs = []
+    codec_curves([None, "linear"], dataset="digits", hidden=(16, 16), epochs=0.25, workers=2, batch=64,
+                 progress=lambda f, m: msgs.append(m))
+    assert msgs and all(not m.startswith("32-bit: 32-bit") for m in msgs)
+    assert any(m.startswith("32-bit: epoch") for m in msgs) and any(m.startswith("linear: epoch") for m in msgs)
