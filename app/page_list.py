@@ -25,6 +25,8 @@ class PageInfo:
     url_path: str
     teaches: str
     paper: str = ""
+    paper_views: tuple[str, ...] = ()  # URL query strings of the page's views named after a paper's table or
+    # figure: each shows the paper's numbers beside ours with a callout (ui.paper_callout); the browser tests open each
 
 
 HOME = PageInfo("Home", ":material/home:", "views.overview", "", "The device in use, what each page teaches, and "
@@ -35,10 +37,12 @@ PAGES: list[PageInfo] = [
              "The four 8-bit data types (linear, mantissa, static tree, dynamic tree), your own bit layouts, "
              "fp16/bf16/fp8/int8 and the gradient compressors (1-bit SGD, TernGrad, QSGD, top-k): value tables, "
              "error histograms, the Table 1 preset with the original kernel's rounding or exact rounding, "
-             "encode/decode speed here.", f"[Dettmers 2016]({DETTMERS}) §3.1–3.2, Table 1"),
+             "encode/decode speed here.", f"[Dettmers 2016]({DETTMERS}) §3.1–3.2, Table 1",
+             paper_views=('section=Table 1 beside the paper',)),
     PageInfo("Transfer", ":material/swap_horiz:", "views.transfer", "transfer",
              "Figure 2: when compressing a message pays — time and speedup against message size, measured between "
-             "two processes here and modelled for a link.", f"[Dettmers 2016]({DETTMERS}) §3.3, Figure 2"),
+             "two processes here and modelled for a link.", f"[Dettmers 2016]({DETTMERS}) §3.3, Figure 2",
+             paper_views=('',)),
     PageInfo("Collectives", ":material/hub:", "views.collectives", "collectives",
              "Tree, recursive doubling, ring, Rabenseifner, butterfly sync and parameter server: modelled vs "
              "measured time, bus bandwidth against the lower bound, a step-by-step view of each algorithm, error of "
@@ -56,11 +60,13 @@ PAGES: list[PageInfo] = [
              "two-level cluster against a bf16 baseline, codec time and overlap counted: the speedup of a training "
              "step against the network bandwidth and the break-even bandwidth below which each codec pays.",
              "[ZeRO++](https://arxiv.org/abs/2306.10209) §4.3 (qgZ); [Agarwal et al. 2022]"
-             "(https://arxiv.org/abs/2103.00543) (does compression pay?); nccl-tests' busbw of NVLS"),
+             "(https://arxiv.org/abs/2103.00543) (does compression pay?); nccl-tests' busbw of NVLS",
+             paper_views=('',)),
     PageInfo("Training", ":material/model_training:", "views.training", "training",
              "Data- and model-parallel training with a codec on the wire, and the consistency models (sync, "
              "stale-synchronous, async, EASGD): live curves of loss, test error, bytes and modelled time.",
-             f"[Dettmers 2016]({DETTMERS}) §3.4; [Ben-Nun & Hoefler 2018]({BENNUN}) (consistency models)"),
+             f"[Dettmers 2016]({DETTMERS}) §3.4; [Ben-Nun & Hoefler 2018]({BENNUN}) (consistency models)",
+             paper_views=('experiment=codecs&hidden=1024&codecs=32-bit&codecs=linear&codecs=mantissa&codecs=static_tree&codecs=dynamic_tree',)),
     PageInfo("Dropout", ":material/grid_on:", "views.dropout", "dropout",
              "Approximate Random Dropout: row and tile patterns, the search for the pattern distribution "
              "(Algorithm 1), layer speedup against the 1/(1−p) ceiling, MLP and LSTM runs.",

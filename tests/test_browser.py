@@ -116,3 +116,76 @@ def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path
         assert page.locator("[data-testid='stException']").count() == 0
         _shot(page, tmp_path, "deep-link-dropout")
         page.close()
+
+
+# -- issue 17: every page teaches one lesson, every paper-named view has its callout, no Run flow breaks
+
+def _no_exception(page, where: str) -> None:
+    boxes = page.locator("[data-testid='stException']")
+    assert boxes.count() == 0, f"exception on {where}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
+
+
+@pytest.mark.parametrize("info", page_list.PAGES, ids=[p.url_path or "home" for p in page_list.PAGES])
+def test_every_page_opens_with_its_lesson_and_takeaway(server, browser, info):
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/{info.url_path}")
+    _settle(page)
+    _no_exception(page, info.title)
+    assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
+    if info.url_path in RUN_FIRST:  # nothing is on screen to draw a lesson from before its button
+        page.get_by_role("button", name=RUN_FIRST[info.url_path], exact=True).click()
+        page.wait_for_selector(".st-key-takeaway", timeout=240_000)
+        _settle(page, 240_000)
+        _no_exception(page, info.title)
+    if info is not page_list.HOME:
+        assert page.locator(".st-key-takeaway").count() >= 1, f"{info.title}: no takeaway (ui.takeaway)"
+        assert page.locator(".st-key-takeaway").first.inner_text().strip().startswith("Takeaway.")
+    page.close()
+
+
+PAPER_VIEWS = [(p, q) for p in page_list.PAGES for q in p.paper_views]
+
+
+@pytest.mark.parametrize("info,query", PAPER_VIEWS, ids=[f"{p.url_path}?{q}" for p, q in PAPER_VIEWS])
+def test_every_paper_named_view_shows_the_paper_beside_ours(server, browser, info, query):
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/{info.url_path}?{query}")
+    _settle(page)
+    _no_exception(page, f"{info.title}?{query}")
+    callouts = page.locator("[class*='st-key-paper-']")
+    assert callouts.count() >= 1, f"{info.title}?{query}: no paper callout (ui.paper_callout)"
+    assert "Paper vs here." in callouts.first.inner_text()
+    page.close()
+
+
+def test_the_paper_named_views_are_declared():
+    """The pages that reproduce a paper's table or figure list those views (page_list.PageInfo.paper_views)."""
+    named = {p.url_path for p in page_list.PAGES if p.paper_views}
+    assert {"codecs", "transfer", "training", "dropout", "deep_image", "planner"} <= named, named
+
+
+def _primary_buttons(page):
+    return page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']")
+
+
+@pytest.mark.parametrize("info", [p for p in page_list.PAGES if p is not page_list.HOME],
+                         ids=[p.url_path for p in page_list.PAGES if p is not page_list.HOME])
+def test_every_run_button_reaches_a_result(server, browser, info):
+    """Press each Run button the default view shows (in turn) and wait for its result: no exception box,
+    and the page still has its takeaway."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/{info.url_path}")
+    _settle(page)
+    labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
+    for label in labels:
+        button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
+                              has_text=label).first
+        if not button.count() or button.is_disabled():
+            continue
+        button.click()
+        page.wait_for_timeout(300)
+        page.wait_for_function("() => !document.querySelector(\"[data-testid='stMain'] [data-testid='stProgress']\")",
+                               timeout=240_000, polling=200)
+        _settle(page, 240_000)
+        _no_exception(page, f"{info.title} after '{label}'")
+    page.close()
