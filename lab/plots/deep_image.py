@@ -66,12 +66,29 @@ def augment_throughput_figure(df: pd.DataFrame) -> go.Figure:
                          "throughput (images/s, log scale)")
 
 
+def log_ticks(values) -> dict:
+    """Explicit tick values and labels for a log axis over `values`: every power of ten, written out up to
+    100,000 and as 10^k beyond (no SI prefixes on counts)."""
+    import math
+
+    v = [float(x) for x in pd.Series(values).dropna() if float(x) > 0]
+    if not v:
+        return {}
+    lo, hi = math.floor(math.log10(min(v))), math.ceil(math.log10(max(v)))
+    step = max(1, -(-(hi - lo) // 8))
+    ks = list(range(lo, hi + 1, step))
+    sup = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    text = [f"{10 ** k:,.0f}" if 0 <= k <= 5 else f"{10 ** k:g}" if k < 0 else "10" + str(k).translate(sup) for k in ks]
+    return {"tickvals": [10.0 ** k for k in ks], "ticktext": text}
+
+
 def _augment_bars(names, series: dict, y_title: str) -> go.Figure:
-    """Grouped bars per augmentation on a log axis, one bar series per entry of `series`."""
+    """Grouped bars per augmentation on a log axis with explicit ticks, one bar series per entry of `series`."""
     labels = [AUGMENT_LABELS.get(n, n) for n in names]
     fig = go.Figure([go.Bar(x=labels, y=y, name=name) for name, y in series.items()])
     fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title=y_title,
                       yaxis_type="log", legend_title="", margin={"t": 30})
+    fig.update_yaxes(**log_ticks(pd.concat([pd.Series(list(y)) for y in series.values()])))
     return fig
 
 
