@@ -150,13 +150,14 @@ def _table1(seed: int) -> None:
     ui.takeaway(_product_sentence(int(cimg), int(ccrop)))
     crop_row = cdf[cdf["augmentation"] == "crop"].iloc[0]
     same = int(part["matches"].sum())
-    if cimg == 512 and ccrop == 224:
-        text = (f"All {same} of Table 1's counts come out of the grids the ops draw from: colour casting 68,920, "
-                "vignetting 1,960, lens distortion 260, rotation 20, flipping 2, cropping 82,944 = (512 − 224)². ")
+    pairs = "; ".join(f"{plots.AUGMENT_LABELS.get(r.augmentation, r.augmentation)} {int(r.paper):,} (here "
+                      f"{int(r.possible_changes):,})" for r in part.itertuples())
+    if same == len(part) == 6:
+        text = (f"Table 1: {pairs} — all six match, counted from the grids the ops draw from. The paper gives no "
+                "product of them; ours is in the table below.")
     else:
-        text = (f"The {same} size-free counts match Table 1. Cropping's count depends on the sizes: "
-                f"{int(crop_row['possible_changes']):,} offsets for {ccrop} of {cimg} px, where the paper's 82,944 "
-                "is (512 − 224)² for 224 of 512.")
+        text = (f"Table 1: {pairs}. Cropping's count depends on the sizes: {int(crop_row['possible_changes']):,} "
+                f"offsets for {ccrop} of {cimg} px, where the paper's 82,944 is (512 − 224)² for 224 of 512.")
     ui.paper_callout(text, "table1")
     st.metric("Rows matching the paper", f"{same} of {len(part)}",
               help="counts with a paper number at these sizes that equal it (the product is not in the paper)")

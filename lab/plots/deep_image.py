@@ -93,11 +93,16 @@ def _augment_bars(names, series: dict, y_title: str) -> go.Figure:
 
 
 def fusion_figure(table: pd.DataFrame) -> go.Figure:
-    """Test error of each single-scale model and of the fusion (§4.2), from `multiscale_fusion(...).table`."""
-    fig = go.Figure(go.Bar(x=table["model"], y=table["test_error"],
-                           marker_color=["#1f77b4"] * (len(table) - 1) + ["#d62728"],
-                           text=[f"{e:.2f}%" for e in table["test_error"]], textposition="outside"))
-    fig.update_layout(xaxis_title="model (input scale)", yaxis_title="test error (%)", margin={"t": 30})
+    """Test error of each single-scale model and of the fusion (§4.2), from `multiscale_fusion(...).table` (or any
+    table of model, test_error with the fusion last). Colour says better/worse only: the fusion's bar is green when
+    it beats every single model, orange when not."""
+    err = list(table["test_error"])
+    better = len(err) > 1 and err[-1] < min(err[:-1])
+    fig = go.Figure(go.Bar(x=table["model"], y=err,
+                           marker_color=["#7f8fa6"] * (len(table) - 1) + ["#2ca02c" if better else "#ff7f0e"],
+                           text=[f"{e:.2f}%" for e in err], textposition="outside", cliponaxis=False))
+    fig.update_layout(xaxis_title="model (input scale)", yaxis_title="test error (%)", margin={"t": 30}, height=340)
+    fig.update_yaxes(range=[0, max(err) * 1.2 if err else 1])
     return fig
 
 
