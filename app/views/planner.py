@@ -214,14 +214,21 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
 
 
 def _papers(overlap: bool) -> None:
+    b1, b2, b3 = st.columns(3)
+    b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
+              help="load into the planner above: AlexNet on 1, 2 and 4 GPUs of the dettmers2016 preset (the paper's "
+                   "assumed 100 ms pass of 128 images), 7 GiB/s with 0.5 ms per message, tree allreduce, the "
+                   "mini-batch of 128 split over the GPUs, no overlap")
+    b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
+              help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs "
+                   "hybrid, 64 images per GPU")
+    b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
+              help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, the "
+                   "mini-batch of 1024 split over the GPUs")
     which = ui.radio("Check", CHECKS, "check", CHECKS[0],
-                     help="each paper's setting, computed by the same model; the preset button loads it above")
+                     help="each paper's setting computed by the same model, the paper's numbers beside")
     pc = _checks(overlap)
     if which == CHECKS[0]:
-        st.button("Preset: Dettmers §2.3.2 — load this setting into the planner", on_click=preset_dettmers,
-                  help="AlexNet on 1, 2 and 4 GPUs of the dettmers2016 preset (the paper's assumed 100 ms pass of 128 "
-                       "images), 7 GiB/s with 0.5 ms per message, tree allreduce, the mini-batch of 128 split over the "
-                       "GPUs, no overlap")
         d = pc.dettmers.set_index("quantity")
         four = d.loc["4 GPUs, naive data parallelism", "model"]
         sync, sync_paper = d.loc["full synchronisation", "model"], d.loc["full synchronisation", "paper"]
@@ -242,8 +249,6 @@ def _papers(overlap: bool) -> None:
         with st.expander("The same example through the planner"):
             ui.table(pc.dettmers_planner, "dettmers_planner")
     elif which == CHECKS[1]:
-        st.button("Preset: Deep Image Fig. 2 — load this setting into the planner", on_click=preset_figure2,
-                  help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs hybrid, 64 images per GPU")
         f2 = _figure2(overlap)
         st.metric("Figure 2: data beats hybrid from", "never here" if f2.crossover is None else f"P = {f2.crossover}",
                   delta=f"paper: beyond {f2.paper_crossover}", delta_color="off",
@@ -269,9 +274,6 @@ def _papers(overlap: bool) -> None:
         st.caption(f"Communication only: both strategies compute the same {f2.compute_ms / 1e3:.2f} s per step on a "
                    "K40m, which would hide the difference in a plot of total step time.")
     else:
-        st.button("Preset: Deep Image Fig. 3 — load this setting into the planner", on_click=preset_figure3,
-                  help="Table 2 network, K40m, FDR InfiniBand, butterfly sync, the mini-batch of 1024 split over the "
-                       "GPUs")
         f3 = pc.figure3
         at = f3[(f3["P"] == 64) & (f3["batch"] == 1024)]["speedup"].iloc[0]
         paper = pc.paper["speedup_64_gpus_batch_1024"]
