@@ -9,8 +9,10 @@ URL records `<key>=<hash of the parameters>`, so a shared link shows the same re
 server)."""
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,7 +25,7 @@ class Stopped(Exception):
     """Raised inside the experiment (from its progress or point callback) when Stop was pressed."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Job:
     """One run: its parameters, progress, streamed points, result or error message."""
 
@@ -56,11 +58,28 @@ class Job:
             raise Stopped()
         self.frac, self.msg = min(max(float(frac), 0.0), 1.0), str(msg)
 
+    def curve(self) -> list:
+        """A snapshot of the points streamed so far (the thread keeps appending to `points`)."""
+        return list(self.points)
+
     def on_point(self, row: dict) -> None:
         """The experiments' curve-point callback: the partial curve the page draws while it runs."""
         if self.stop_event.is_set():
             raise Stopped()
         self.points.append(dict(row))
+
+
+_LIVE: "weakref.WeakSet[Job]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At interpreter exit, stop running jobs (a torch op killed mid-way aborts the process)."""
+    for job in list(_LIVE):
+        job.stop_event.set()
+    for job in list(_LIVE):
+        if job.thread is not None:
+            job.thread.join(timeout=10)
 
 
 def _state() -> dict:
@@ -92,6 +111,7 @@ def start(key: str, params: Any, fn: Callable[[Job], Any]) -> Job:
     job = Job(key, ui._token(params), params)
     job.thread = threading.Thread(target=_run, args=(job, fn, ui._results()), daemon=True, name=f"paralab-{key}")
     slot["job"] = job
+    _LIVE.add(job)
     job.thread.start()
     return job
 

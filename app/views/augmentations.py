@@ -64,7 +64,8 @@ def render() -> None:
                     help="Preview: random draws of each augmentation; Set the parameters: each one at values you "
                          "choose; Table 1 counts: possible changes beside the paper's; Throughput: timed here")
     with ui.more_settings():
-        seed = int(ui.seed(where=st.columns([1, 4])[0]))
+        seed = int(ui.number("Seed", "seed", 0, where=st.columns([1, 4])[0], min_value=0, step=1,
+                            help="seeds the random draws of the preview and the throughput images, ≥ 0"))
     section = {VIEWS[0]: _preview, VIEWS[1]: _settings, VIEWS[2]: _table1, VIEWS[3]: _throughput}[view]
     ui.shown(lambda: section(seed))
 
@@ -199,5 +200,5 @@ def _throughput(seed: int) -> None:
                 f"images/s, {whole.speedup:.2f}x the per-image loop; {plots.AUGMENT_LABELS.get(best.op, best.op)} "
                 f"gains most ({best.speedup:.2f}x).")
     st.metric("Whole pipeline, batched", f"{whole.batched_img_s:,.0f} images/s",
-              delta=f"{whole.speedup:.2f}x the per-image loop", delta_color="off", help=info["device"])
+              delta=f"{whole.speedup:.2f}x the per-image loop", delta_color="off", delta_arrow="off", help=info["device"])
     ui.figure(plots.augment_throughput_figure(df), df, "augment_throughput")

@@ -69,7 +69,8 @@ def render() -> None:
               help="p = 0.7 and a 1024×1024 MLP, the paper's Table I column 1024×1024")
     with ui.more_settings():
         m1, m2, m3, m4 = st.columns(4)
-        seed = int(ui.seed(where=m1))
+        seed = int(ui.number("Seed", "seed", 0, where=m1, min_value=0, step=1,
+                            help="seeds the patterns, the weights and the data order, ≥ 0: the same seed gives the same run"))
         lr = ui.number("Learning rate", "mlp_lr" if net == "MLP" else "lstm_lr", 0.01 if net == "MLP" else 1.0, where=m2, min_value=1e-5,
                        max_value=20.0, format="%.4g",
                        help="SGD step size, 1e-5–20 (MLP: 0.01 with momentum 0.9; LSTM: 1.0, the paper's base rate)")
@@ -133,14 +134,14 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
                         help=f"trains one {net} per pattern with these settings (MLP defaults: a few seconds here)")
 
     def live(j: jobs.Job) -> None:
-        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(j.points), "epoch", y), key="dropout_live")
+        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(j.curve()), "epoch", y), key="dropout_live")
 
     jobs.watch("net_run", live)
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.points:
         st.caption(f"Partial curve of the stopped run ({len(job.points)} points):")
-        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(job.points), "epoch", y), key="dropout_partial")
+        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(job.curve()), "epoch", y), key="dropout_partial")
     done = jobs.last_result("net_run")
     if done is None:
         if job is None:
@@ -303,6 +304,6 @@ def _layer_section(p: float, seed: int) -> None:
     lost = [int(w) for w, s in by_w.items() if s <= 1.1]
     st.metric("Widths where a pattern is faster than conventional (>1.1x)",
               ", ".join(map(str, pays)) or "none",
-              delta=("not at " + ", ".join(map(str, lost))) if lost else None, delta_color="off",
+              delta=("not at " + ", ".join(map(str, lost))) if lost else None, delta_color="off", delta_arrow="off",
               help="best of RDP/TDP per width, all timed rates")
     ui.figure(plots.layer_speedup_figure(sp), sp, "layer_speedup")

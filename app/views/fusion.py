@@ -32,7 +32,8 @@ def render() -> None:
                        help="passes over the training set per model, 1–100")
     with ui.more_settings():
         m1, m2, m3 = st.columns(3)
-        seed = int(ui.seed(where=m1))
+        seed = int(ui.number("Seed", "seed", 0, where=m1, min_value=0, step=1,
+                            help="seeds the subsets, the weights and the data order, ≥ 0: the same seed gives the same run"))
         train_n = ui.number("Training images (0 = all)", "train_n", 0, where=m2, step=500, min_value=0,
                             help="a seeded subset of the training set, 0 = all of it")
         test_n = ui.number("Test images (0 = all)", "test_n", 0, where=m3, step=500, min_value=0,
@@ -48,13 +49,13 @@ def render() -> None:
     takeaway_slot = st.container()
     job = jobs.controls("Train and fuse", "fusion_run", params, go,
                         help="trains one model per scale, then averages their softmax outputs (digits: seconds)")
-    jobs.watch("fusion_run", lambda j: st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(j.points)),
+    jobs.watch("fusion_run", lambda j: st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(j.curve())),
                                                        key="fusion_live"))
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.points:
         st.caption(f"Partial curves of the stopped run ({len(job.points)} epochs):")
-        st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(job.points)), key="fusion_partial")
+        st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(job.curve())), key="fusion_partial")
     done = jobs.last_result("fusion_run")
     paper_gain = PAPER.test_error.iloc[:2].min() - PAPER.test_error.iloc[-1]
     if done is None:
@@ -64,7 +65,9 @@ def render() -> None:
                         "press **Train and fuse** to test the idea here.")
         ui.paper_callout("The paper's §4.2 numbers (ImageNet validation, top-5 error): 256 px 7.96 %, 512 px 7.42 %, "
                          "fused 6.97 %. Nothing trained here yet.", "fusion")
-        st.plotly_chart(plots.fusion_figure(PAPER), key="fusion_paper")
+        fig = plots.fusion_figure(PAPER)
+        fig.update_layout(title="The paper's §4.2: ImageNet top-5 error", margin={"t": 50})
+        st.plotly_chart(fig, key="fusion_paper")
         return
     res = done.result
     if done.token != ui._token(params):

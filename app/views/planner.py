@@ -144,7 +144,7 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, link) -> No
         else:
             r = row.iloc[0]
             cols[i].metric(f"{s}: speedup on {top} GPUs", f"{r.speedup:.2f}x",
-                           delta=f"{r.efficiency:.0%} efficiency, {r.step_ms:,.1f} ms per step", delta_color="off")
+                           delta=f"{r.efficiency:.0%} efficiency, {r.step_ms:,.1f} ms per step", delta_color="off", delta_arrow="off")
     cross = None
     if {"data", "hybrid"} <= set(strategies) and len(Ps) > 1:
         cross = crossover(sweep, "data", "hybrid")
@@ -234,8 +234,8 @@ def _papers(overlap: bool) -> None:
         sync, sync_paper = d.loc["full synchronisation", "model"], d.loc["full synchronisation", "paper"]
         h1, h2, h3 = st.columns(3)
         h1.metric("Full synchronisation (4 GPUs)", f"{sync:.1f} ms", delta=f"paper {sync_paper:.0f} ms",
-                  delta_color="off")
-        h2.metric("4 GPUs, one step", f"{four:.1f} ms", delta="vs 100 ms on one GPU", delta_color="off")
+                  delta_color="off", delta_arrow="off")
+        h2.metric("4 GPUs, one step", f"{four:.1f} ms", delta="vs 100 ms on one GPU", delta_color="off", delta_arrow="off")
         h3.metric("Through the planner: speedup on 4 GPUs", f"{pc.dettmers_planner['speedup'].iloc[-1]:.2f}x",
                   help="AlexNet preset, a device whose one-GPU pass is 100 ms, Dettmers' 7 GiB/s link, tree")
         ui.paper_callout(f"Dettmers: 0.223 GB of gradients, 32 ms per transfer, 128 ms per full synchronisation, "
@@ -251,7 +251,7 @@ def _papers(overlap: bool) -> None:
     elif which == CHECKS[1]:
         f2 = _figure2(overlap)
         st.metric("Figure 2: data beats hybrid from", "never here" if f2.crossover is None else f"P = {f2.crossover}",
-                  delta=f"paper: beyond {f2.paper_crossover}", delta_color="off",
+                  delta=f"paper: beyond {f2.paper_crossover}", delta_color="off", delta_arrow="off",
                   help="every P from 1 to 128; the model's communication time, the compute both share left out")
         s = f2.sweep
         d128 = float(s[(s.strategy == "data") & (s.P == s.P.max())].comm_ms.iloc[0])
@@ -277,7 +277,7 @@ def _papers(overlap: bool) -> None:
         f3 = pc.figure3
         at = f3[(f3["P"] == 64) & (f3["batch"] == 1024)]["speedup"].iloc[0]
         paper = pc.paper["speedup_64_gpus_batch_1024"]
-        st.metric("Speedup on 64 GPUs, mini-batch 1024", f"{at:.1f}x", delta=f"paper {paper:g}x", delta_color="off")
+        st.metric("Speedup on 64 GPUs, mini-batch 1024", f"{at:.1f}x", delta=f"paper {paper:g}x", delta_color="off", delta_arrow="off")
         by_b = {int(b): float(f3[(f3["P"] == 64) & (f3["batch"] == b)]["speedup"].iloc[0]) for b in f3["batch"].unique()}
         ui.paper_callout(f"Paper: {paper:g}x on 64 GPUs with a mini-batch of 1024, and larger mini-batches scale "
                          f"better. Model: {at:.1f}x ({at / paper - 1:+.0%}); "
