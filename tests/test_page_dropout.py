@@ -48,7 +48,8 @@ def test_default_training_run_learns_and_the_patterns_are_faster():
     patterns = runs[runs.kind != "bernoulli"]
     assert (patterns.speedup > 1.2).all(), patterns[["kind", "epoch_s", "speedup"]]
     take = _takeaway(at)
-    assert "as fast as conventional dropout — faster" in take and "3.33x ceiling" in take
+    assert ("as fast as conventional dropout — faster" in take and "1/(1−p)² = 11.1x" in take) or \
+        "other work on this machine slowed" in take  # a disturbed timing is named, not shown as a result
     callout = _callout(at)  # Table I's 1024x1024 column beside ours
     assert "RDP (row) 98.01 % at 1.45x" in callout and "TDP (tile) 98.15 % at 1.41x" in callout
 

@@ -213,6 +213,7 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
     ui.figure(plots.plan_layers_figure(bd.layers), bd.layers, "plan_layers")
 
 
+@st.fragment
 def _papers(overlap: bool) -> None:
     b1, b2, b3 = st.columns(3)
     b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,

@@ -53,7 +53,8 @@ def drop_frequency_figure(freq: pd.DataFrame) -> go.Figure:
                                  name=DROPOUT_LABELS.get(kind, kind)))
     p = float(freq["target_p"].iloc[0])
     fig.add_hline(y=p, line_dash="dash", annotation_text=f"target p = {p:g}")
-    fig.update_layout(xaxis_title="unit", yaxis_title="drop frequency", legend_title="dropout", margin={"t": 30})
+    fig.update_layout(xaxis_title="unit", yaxis_title="fraction of steps the unit is dropped", legend_title="dropout",
+                      margin={"t": 30}, height=340)
     return fig
 
 
@@ -81,8 +82,8 @@ def search_distribution_figure(distribution: pd.DataFrame, step: int | None = No
         step = int(distribution["step"].max()) if step is None else step
         part = distribution[distribution["step"] == step]
     fig = go.Figure(go.Bar(x=part["dp"], y=part["prob"], name="d"))
-    fig.update_layout(xaxis_title="dp (pattern keeps 1/dp)", yaxis_title="probability",
-                      title=None if step is None else f"step {step}", margin={"t": 40})
+    fig.update_layout(xaxis_title="dp (the pattern keeps 1 unit in dp)", yaxis_title="probability of the pattern",
+                      title=None if step is None else f"step {step}", margin={"t": 40}, height=320)
     fig.update_xaxes(tickmode="linear", dtick=1)
     return fig
 
