@@ -136,11 +136,12 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
     failed one (partial curve / message), else None. A URL carrying this key's hash of `params` (a
     shared link) shows the stored result, or starts the run once."""
     token = ui._token(params)
-    c1, c2, c3 = st.columns([1, 1, 4])
-    run = c1.button(label, type="primary", key=f"run_{key}", help=help)
+    row = st.container(horizontal=True, vertical_alignment="center")  # buttons as wide as their labels
+    run = row.button(label, type="primary", key=f"run_{key}", help=help)
     job = current(key)
-    stop = c2.button("Stop", key=f"stop_{key}", disabled=job is None or not job.running,
-                     help="stop the run: the last finished result stays, and the partial curve")
+    stop = row.button("Stop", key=f"stop_{key}", disabled=job is None or not job.running,
+                      help="stop the run: the last finished result stays, and the partial curve")
+    c3 = row.empty()
     if stop and job is not None and job.running:
         job.stop_event.set()
         job.thread.join(timeout=5)

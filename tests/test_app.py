@@ -324,7 +324,7 @@ def test_deep_image_fusion_runs_from_the_button():
     at.button(key="run_fusion_run").click().run()
     finish(at, lambda a: any(m.label.startswith("fused") for m in a.metric) or a.exception)
     assert not at.exception and not at.error
-    err = number(metric(at, "fused (mean of softmax)"))
+    err = number(metric(at, "fused: test error"))
     assert 0 <= err < 60
     assert at.dataframe[-1].value["test images (%)"].sum() == pytest.approx(100.0, abs=0.05)
     at.multiselect(key="w_scales").set_value(["16"]).run()

@@ -162,19 +162,17 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
         st.caption(f"Data that ran: **{t.dataset.iloc[0]}**, {t.train_samples.iloc[0]:,} training and "
                    f"{t.test_samples.iloc[0]:,} test images; time per epoch is the median of the epochs' "
                    "training-step time (same process, runs one after another).")
+    st.markdown("**Test accuracy after training**, and the change against conventional dropout:")
     cols = st.columns(len(t))
     for i, r in enumerate(t.itertuples()):
         base = r.kind == "bernoulli"
-        cols[i].metric(f"{r.pattern}: test accuracy", f"{r.test_acc:.1f} %",
+        cols[i].metric(r.pattern, f"{r.test_acc:.1f} %",
                        delta=None if base or pd.isna(r.acc_change) else f"{r.acc_change:+.1f} points",
                        help=f"{r.epoch_s:.3f} s per epoch" + ("" if base else f", {r.speedup:.2f}x conventional"))
-    a, b = st.columns(2)
-    with a:
-        ui.figure(plots.dropout_curve_figure(res.curves, "epoch", "test_acc" if is_mlp else "valid_ppl"), res.curves,
-                  "dropout_curves")
-    with b:
-        ui.figure(dropout_paper_figure(t, "speedup"), t, "dropout_speedup_vs_paper")
     ui.paper_callout(_paper_text(t, dp), "dropout-table")
+    ui.figure(dropout_paper_figure(t, "speedup"), t, "dropout_speedup_vs_paper")
+    ui.figure(plots.dropout_curve_figure(res.curves, "epoch", "test_acc" if is_mlp else "valid_ppl"), res.curves,
+              "dropout_curves")
     with st.expander("Table of the runs"):
         ui.table(t, "dropout_runs")
     return _takeaway(t, dp)

@@ -87,7 +87,7 @@ def render() -> None:
                                                              "too alike; try Fashion-MNIST at 28 and 56 px.")))
     cols = st.columns(len(t))
     for i, r in enumerate(t.itertuples()):
-        cols[i].metric(f"{r.model}: test error", f"{r.test_error:.2f} %",
+        cols[i].metric(f"{'fused' if i == len(t) - 1 else r.model}: test error", f"{r.test_error:.2f} %",
                        delta=f"{r.vs_best_single:+.2f} points vs best single" if i == len(t) - 1 else None,
                        delta_color="inverse")
     n_test = res.info["test"]
@@ -99,10 +99,7 @@ def render() -> None:
                      "paper's high-resolution gain.", "fusion")
     st.caption(f"{res.info['dataset']} ({res.info['source']}): {res.info['train']:,} training and {n_test:,} test "
                f"images, native {res.info['native_px'][0]}×{res.info['native_px'][1]} px; {done.seconds:.1f} s.")
-    left, right = st.columns(2)
-    with left:
-        ui.figure(plots.fusion_figure(t), t, "fusion")
-    with right:
-        ui.figure(plots.fusion_curve_figure(res.curves), res.curves, "fusion_curves")
+    ui.figure(plots.fusion_figure(t), t, "fusion")
+    ui.figure(plots.fusion_curve_figure(res.curves), res.curves, "fusion_curves")
     ui.table(res.agreement.assign(fraction=(100 * res.agreement["fraction"]).round(2)).rename(
         columns={"fraction": "test images (%)"}), "fusion_agreement")

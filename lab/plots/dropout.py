@@ -24,7 +24,8 @@ def dropout_mask_figure(masks: pd.DataFrame) -> go.Figure:
     titles = []
     for (kind, s), part in panels:
         dp = part["dp"].iloc[0]
-        titles.append(f"{DROPOUT_LABELS.get(kind, kind)}" + (f": keeps 1 in {int(dp)}, offset {int(part['bias'].iloc[0])}"
+        short = {"row": "RDP", "tile": "TDP"}.get(kind, DROPOUT_LABELS.get(kind, kind))
+        titles.append(short + (f": 1 in {int(dp)} kept, offset {int(part['bias'].iloc[0])}"
                                                              if pd.notna(dp) else f" #{s + 1}"))
     cols = max(1, int(masks.groupby("kind")["sample"].nunique().max()))
     rows = -(-len(panels) // cols)

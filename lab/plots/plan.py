@@ -68,14 +68,15 @@ def plan_comm_figure(sweep: pd.DataFrame, crossover: int | None = None, paper_cr
     for s, part in ok.groupby("strategy", sort=False):
         fig.add_trace(go.Scatter(x=part["P"], y=part["comm_ms"], mode="lines", name=f"{s} parallelism",
                                  hovertemplate="P = %{x}: %{y:,.0f} ms<extra>" + str(s) + "</extra>"))
-    if paper_crossover:
-        fig.add_vline(x=paper_crossover, line_dash="dash", line_color="gray",
-                      annotation_text=f"paper: data wins beyond {paper_crossover}", annotation_position="top left")
-    if crossover:
-        fig.add_vline(x=crossover, line_dash="dot", line_color="black",
-                      annotation_text=f"model: from {crossover}", annotation_position="top right")
+    top = float(ok["comm_ms"].max()) * 1.05 if len(ok) else 1.0
+    for P, name, dash in ((paper_crossover, f"paper: data faster beyond {paper_crossover} GPUs", "dash"),
+                          (crossover, f"model: data faster from {crossover} GPUs", "dot")):
+        if P:  # a vertical line as a trace: shapes on a log axis take log10 coordinates
+            fig.add_trace(go.Scatter(x=[P, P], y=[0, top], mode="lines", name=name, hoverinfo="name",
+                                     line={"dash": dash, "color": "gray" if dash == "dash" else "black", "width": 1.5}))
     fig.update_layout(xaxis_title="GPUs (P, log scale)", yaxis_title="communication per step (ms)", xaxis_type="log",
-                      legend_title="", margin={"t": 40}, height=380)
+                      legend_title="", margin={"t": 30}, height=380,
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0})
     fig.update_xaxes(**_p_ticks(ok["P"]))
     return fig
 
