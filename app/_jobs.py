@@ -42,6 +42,7 @@ class Job:
     started: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
     stop_event: threading.Event = field(default_factory=threading.Event)
+    go_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
     @property
@@ -87,6 +88,10 @@ def _state() -> dict:
 
 
 def _run(job: Job, fn: Callable[[Job], Any], store: dict) -> None:
+    # wait until the page that started the run has drawn (`release`): a run timed while the same process
+    # renders the page would be slowed by it, and a speedup against it would be wrong
+    job.go_event.wait(timeout=5.0)
+    job.started = time.perf_counter()
     try:
         job.result = fn(job)
         while len(store) >= 32:
@@ -165,7 +170,16 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
     return job
 
 
-def watch(key: str, draw_live: Callable[[Job], None], every: float = 0.7) -> None:
+def release(key: str | None = None) -> None:
+    """Let this session's started runs (or the run of `key`) begin: call at the end of the page or fragment
+    that starts them (a run otherwise begins 5 s after it was started)."""
+    for k, slot in _state().items():
+        job = slot.get("job")
+        if job is not None and key in (None, k):
+            job.go_event.set()
+
+
+def watch(key: str, draw_live: Callable[[Job], None], every: float = 1.0) -> None:
     """While the job of `key` runs: a fragment that redraws its progress and partial curve every
     `every` seconds, and reruns the page once it ends (so the result and the takeaway appear)."""
     job = current(key)

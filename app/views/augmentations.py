@@ -68,6 +68,7 @@ def render() -> None:
                             help="seeds the random draws of the preview and the throughput images, ≥ 0"))
     section = {VIEWS[0]: _preview, VIEWS[1]: _settings, VIEWS[2]: _table1, VIEWS[3]: _throughput}[view]
     ui.shown(lambda: section(seed))
+    jobs.release()
 
 
 def _preview(seed: int) -> None:

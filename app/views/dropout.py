@@ -112,6 +112,7 @@ def render() -> None:
                         f"see what that buys in speed and costs in accuracy.")
         if takeaway:
             ui.takeaway(takeaway)
+    jobs.release()  # the page has drawn: a run started by this rerun may begin (its timing is not disturbed)
 
 
 def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, seed: int, lr: float, batch: int,
@@ -304,6 +305,7 @@ def _layer_section(p: float, seed: int) -> None:
 
     job = jobs.controls("Time layers", "speed_run", params, go, help="times each width and rate (a few seconds)")
     jobs.watch("speed_run", lambda j: None)
+    jobs.release("speed_run")  # the end of this fragment (the figure below is drawn from a finished run)
     if job is not None and job.error:
         st.error(job.error)
     done = jobs.last_result("speed_run")

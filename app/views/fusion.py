@@ -51,6 +51,7 @@ def render() -> None:
                         help="trains one model per scale, then averages their softmax outputs (digits: seconds)")
     jobs.watch("fusion_run", lambda j: st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(j.curve())),
                                                        key="fusion_live"))
+    jobs.release()  # nothing heavy follows: the run may begin
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.points:

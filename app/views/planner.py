@@ -213,6 +213,13 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
     ui.figure(plots.plan_layers_figure(bd.layers), bd.layers, "plan_layers")
 
 
+def _markdown_table(df) -> str:
+    """A small table as markdown (drawn as static HTML, far cheaper in the browser than a data grid)."""
+    cols = list(df.columns)
+    rows = [" | ".join(str(v).replace("|", "/") for v in r) for r in df.itertuples(index=False)]
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols), *("| " + r + " |" for r in rows)])
+
+
 @st.fragment
 def _papers(overlap: bool) -> None:
     b1, b2, b3 = st.columns(3)
@@ -246,9 +253,9 @@ def _papers(overlap: bool) -> None:
                          "dettmers")
         shown = pc.dettmers.assign(**{c: pc.dettmers[c].map(
             lambda v: "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)) for c in ("paper", "model")})
-        ui.table(shown, "dettmers_alexnet")
-        with st.expander("The same example through the planner"):
-            ui.table(pc.dettmers_planner, "dettmers_planner")
+        st.markdown(_markdown_table(shown.rename(columns={"quantity": "step", "model": "here"})))  # static: cheap to draw
+        st.download_button("⬇ table (CSV)", pc.dettmers.to_csv(index=False), "dettmers_alexnet.csv", "text/csv",
+                           key="tcsv_dettmers_alexnet", on_click="ignore")
     elif which == CHECKS[1]:
         f2 = _figure2(overlap)
         st.metric("Figure 2: data beats hybrid from", "never here" if f2.crossover is None else f"P = {f2.crossover}",
