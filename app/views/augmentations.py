@@ -63,7 +63,7 @@ def render() -> None:
     view = ui.radio("View", VIEWS, "di_view", VIEWS[0], where=c1,
                     help="Preview: random draws of each augmentation; Set the parameters: each one at values you "
                          "choose; Table 1 counts: possible changes beside the paper's; Throughput: timed here")
-    with ui.more_settings():
+    with ui.more_settings("More settings: seed"):
         seed = int(ui.number("Seed", "seed", 0, where=st.columns([1, 4])[0], min_value=0, step=1,
                             help="seeds the random draws of the preview and the throughput images, ≥ 0"))
     section = {VIEWS[0]: _preview, VIEWS[1]: _settings, VIEWS[2]: _table1, VIEWS[3]: _throughput}[view]
