@@ -215,7 +215,8 @@ def test_dropout_page_rate_changes_search():
 
 @pytest.mark.parametrize("net", ["MLP", "LSTM"])
 def test_dropout_page_training_run(net):
-    at = page("dropout", net=net, net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
+    size = {"net_hidden": "64", "net_epochs": "1"} if net == "MLP" else {"lstm_hidden": "64", "lstm_epochs": "1"}
+    at = page("dropout", net=net, kinds=["bernoulli", "row"], **size)
     at.button(key="run_net_run").click().run()
     finish(at, lambda a: any(m.label.startswith("RDP (row)") for m in a.metric) or a.exception)
     assert not at.exception
@@ -226,7 +227,7 @@ def test_dropout_page_training_run(net):
 
 
 def test_dropout_page_missing_corpus_is_a_message():
-    at = page("dropout", net="LSTM", net_hidden="64", net_epochs="1", kinds=["bernoulli"], corpus="ptb",
+    at = page("dropout", net="LSTM", lstm_hidden="64", lstm_epochs="1", kinds=["bernoulli"], corpus="ptb",
               ptb_path="/nonexistent/ptb")
     assert at.selectbox(key="w_corpus").value == "ptb"
     offered = " | ".join(at.selectbox(key="w_corpus").options)

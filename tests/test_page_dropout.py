@@ -79,7 +79,7 @@ def test_stop_keeps_the_last_result_and_the_partial_curve_and_a_result_survives_
 
 
 def test_lstm_says_which_corpus_ran_and_unreadable_files_are_messages(tmp_path):
-    at = page("dropout", net="LSTM", net_hidden="64", net_epochs="1", kinds=["bernoulli"])
+    at = page("dropout", net="LSTM", lstm_hidden="64", lstm_epochs="1", kinds=["bernoulli"])
     at.button(key="run_net_run").click().run()
     finish(at, _trained)
     assert not at.exception and not at.error
@@ -87,7 +87,7 @@ def test_lstm_says_which_corpus_ran_and_unreadable_files_are_messages(tmp_path):
     (tmp_path / "ptb.train.txt").mkdir()  # a directory where a file should be: an OSError, not a traceback
     for name in ("ptb.valid.txt", "ptb.test.txt"):
         (tmp_path / name).write_text("a b c\n")
-    at = page("dropout", net="LSTM", net_hidden="64", net_epochs="1", kinds=["bernoulli"], corpus="ptb",
+    at = page("dropout", net="LSTM", lstm_hidden="64", lstm_epochs="1", kinds=["bernoulli"], corpus="ptb",
               ptb_path=str(tmp_path))
     at.button(key="run_net_run").click().run()
     finish(at, lambda a: a.error or a.exception)

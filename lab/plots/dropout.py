@@ -166,8 +166,8 @@ def dropout_paper_figure(table: pd.DataFrame, metric: str = "speedup") -> go.Fig
         fig.add_trace(go.Bar(x=x, y=t[paper_col], name="paper", text=[
             "" if pd.isna(v) else f"{v:.2f}" for v in t[paper_col]], textposition="outside"))
     if metric == "speedup":
-        fig.add_hline(y=1.0, line_dash="dot", annotation_text="conventional = 1", annotation_position="top left")
-    y = {"speedup": "speedup per epoch vs conventional (x)", "acc": "test accuracy (%)"}[metric]
+        fig.add_hline(y=1.0, line_dash="dot")
+    y = {"speedup": "speedup per epoch (x; 1 = conventional)", "acc": "test accuracy (%)"}[metric]
     fig.update_layout(barmode="group", yaxis_title=y, xaxis_title="pattern", legend_title="", margin={"t": 30},
                       height=340)
     if metric == "acc":
