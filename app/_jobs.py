@@ -144,12 +144,6 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
     row = st.container(horizontal=True, vertical_alignment="center")  # buttons as wide as their labels
     run = row.button(label, type="primary", key=f"run_{key}", help=help)
     job = current(key)
-    stop = row.button("Stop", key=f"stop_{key}", disabled=job is None or not job.running,
-                      help="stop the run: the last finished result stays, and the partial curve")
-    c3 = row.empty()
-    if stop and job is not None and job.running:
-        job.stop_event.set()
-        job.thread.join(timeout=5)
     if run:
         st.query_params[key] = token
         job = start(key, params, fn)
@@ -160,6 +154,14 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
             _state().setdefault(key, {})["job"] = job
         else:
             job = start(key, params, fn)
+    # drawn after a Run of this rerun has started its job, so Stop is live while the job runs
+    stop = row.button("Stop", key=f"stop_{key}", disabled=job is None or not job.running,
+                      help="stop the run: the last finished result stays, and the partial curve")
+    if stop and job is not None and job.running:
+        job.stop_event.set()
+        job.go_event.set()
+        job.thread.join(timeout=5)
+    c3 = row.empty()
     if job is not None and job.bug is not None:
         bug, job.bug = job.bug, None
         raise bug
