@@ -122,3 +122,37 @@ def test_pattern_heatmaps_have_one_colour_legend_and_ticks_on_the_outer_panels_o
 def test_the_takeaway_follows_the_rate(p):
     at = page("dropout", p=str(p))
     assert f"drops every unit {p:.3f} of the time" in _takeaway(at)
+
+
+@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium")
+def test_in_a_browser_stop_is_live_while_training_and_keeps_the_last_result():
+    """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
+    the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run."""
+    from test_browser import ARGS, CHROMIUM, _serve, _settle
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with _serve() as url, sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = b.new_page(viewport={"width": 1400, "height": 1200})
+        page.goto(f"{url}/dropout?net_hidden=512&net_epochs=2")
+        _settle(page)
+        page.get_by_role("button", name="Train", exact=True).click()
+        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricLabel]')]"
+                               ".some(e => e.innerText.includes('RDP (row)'))", timeout=120_000)
+        _settle(page)
+        epochs = page.get_by_role("spinbutton", name="Epochs")
+        epochs.fill("50")
+        epochs.press("Enter")
+        _settle(page)
+        page.get_by_role("button", name="Train", exact=True).click()
+        page.wait_for_timeout(2500)
+        page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
+        page.wait_for_timeout(1500)
+        assert page.get_by_text("running…").count() == 1  # not restarted, not killed
+        page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
+        page.wait_for_timeout(2500)
+        assert page.get_by_text("stopped after").count() == 1
+        assert page.get_by_text("Partial curve of the stopped run").count() == 1
+        assert page.get_by_text("These results are from the last run").count() == 1
+        assert page.locator("[data-testid='stException']").count() == 0
+        b.close()
