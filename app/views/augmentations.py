@@ -5,7 +5,7 @@ four on every change)."""
 import streamlit as st
 
 import _common as ui
-import _jobs as jobs
+import _runs as jobs
 from lab import plots
 from lab.experiments import (COLOR_SHIFTS, DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE, ROTATION_ANGLES,
                              Preview, augmentation_counts, augmentation_preview, augmentation_settings,

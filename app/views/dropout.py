@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
-import _jobs as jobs
+import _runs as jobs
 from lab import plots
 from lab.experiments import (DATASETS, KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora,
                              lstm_table, mlp_table, pattern_masks, search_trace)

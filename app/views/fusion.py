@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
-import _jobs as jobs
+import _runs as jobs
 from lab import plots
 from lab.experiments import DATASETS, multiscale_fusion
 

@@ -45,8 +45,8 @@ _add("training", "TrainConfig TrainResult train training_curves codec_curves con
 _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
      "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
-     "augmentation_throughput FusionResult multiscale_fusion")
-_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks Figure2 deep_image_figure2")
+     "augmentation_throughput FusionResult multiscale_fusion Figure2 deep_image_figure2")
+_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")
 _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "
      "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
      "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "

@@ -84,7 +84,7 @@ def _stop_all() -> None:
 
 
 def _state() -> dict:
-    return st.session_state.setdefault("_jobs", {})
+    return st.session_state.setdefault("_runs", {})
 
 
 def _run(job: Job, fn: Callable[[Job], Any], store: dict) -> None:
