@@ -47,6 +47,18 @@ def metric(at: AppTest, label_start: str) -> str:
     raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
 
 
+def finish(at: AppTest, done, timeout: float = 120) -> AppTest:
+    """Rerun a page whose Run button started a background job (app/_jobs.py) until `done(at)` holds."""
+    import time
+
+    t0 = time.time()
+    while not done(at):
+        assert time.time() - t0 < timeout, "the run did not finish"
+        time.sleep(0.3)
+        at.run()
+    return at
+
+
 def number(text: str) -> float:
     return float(text.replace(",", "").split()[0].rstrip("x%"))
 
@@ -203,33 +215,36 @@ def test_training_page_runs_and_compares_bytes():
 
 
 def test_dropout_page_rate_changes_search():
-    at = page("dropout")
+    at = page("dropout", p="0.5")
     assert not at.exception
-    assert abs(number(metric(at, "Searched expected rate")) - 0.5) < 1e-3
+    assert "drops every unit 0.500 of the time" in at.success[0].value  # the takeaway, from Algorithm 1's run
     at.slider(key="w_p").set_value(0.7).run()
     assert not at.exception
-    assert abs(number(metric(at, "Searched expected rate")) - 0.7) < 1e-3
-    assert len(at.get("plotly_chart")) >= 3
+    assert "drops every unit 0.700 of the time" in at.success[0].value
+    assert len(at.get("plotly_chart")) >= 2
 
 
 @pytest.mark.parametrize("net", ["MLP", "LSTM"])
 def test_dropout_page_training_run(net):
-    at = page("dropout", net=net, net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
+    size = {"net_hidden": "64", "net_epochs": "1"} if net == "MLP" else {"lstm_hidden": "64", "lstm_epochs": "1"}
+    at = page("dropout", net=net, kinds=["bernoulli", "row"], **size)
     at.button(key="run_net_run").click().run()
+    finish(at, lambda a: any(m.label.startswith("RDP (row)") for m in a.metric) or a.exception)
     assert not at.exception
-    assert "speed" in metric(at, "RDP (row)") or metric(at, "RDP (row)")
+    assert "%" in metric(at, "RDP (row)")
     assert at.dataframe[-1].value.shape[0] == 2
     if net == "LSTM":  # a fresh machine (conftest): Python's own documentation, and the page says so
-        assert any(c.value.startswith("Corpus: pydoc") for c in at.caption)
+        assert any(c.value.startswith("Corpus that ran: **pydoc") for c in at.caption)
 
 
 def test_dropout_page_missing_corpus_is_a_message():
-    at = page("dropout", net="LSTM", net_hidden="64", net_epochs="1", kinds=["bernoulli"], corpus="ptb",
+    at = page("dropout", net="LSTM", lstm_hidden="64", lstm_epochs="1", kinds=["bernoulli"], corpus="ptb",
               ptb_path="/nonexistent/ptb")
     assert at.selectbox(key="w_corpus").value == "ptb"
     offered = " | ".join(at.selectbox(key="w_corpus").options)
     assert "Python documentation" in offered and "apt install fortunes" not in offered  # fortunes absent here
     at.button(key="run_net_run").click().run()
+    finish(at, lambda a: a.error or a.exception)
     assert not at.exception
     assert "no Penn Treebank at '/nonexistent/ptb'" in at.error[0].value
 
@@ -239,7 +254,7 @@ def _sweep(at: AppTest):
 
 
 def test_deep_image_pages_render_with_defaults():
-    at = page("augmentations")
+    at = page("augmentations", di_view="Table 1 counts")
     assert not at.exception and not at.error
     assert metric(at, "Rows matching the paper") == "6 of 6"  # Table 1, computed beside the paper
     assert at.query_params["seed"] in ("0", ["0"])
@@ -247,14 +262,14 @@ def test_deep_image_pages_render_with_defaults():
     at = page("planner")
     assert not at.exception and not at.error
     assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
-    assert charts + len(at.get("plotly_chart")) >= 6
+    assert charts + len(at.get("plotly_chart")) >= 2  # one view at a time (issue 17: fast default views)
     at = page("fusion")
     assert not at.exception and not at.error
     assert not any(m.label.endswith("test error") for m in at.metric)  # fusion waits for its button
 
 
 def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
-    at = page("planner")
+    at = page("planner", plan_show="Table")
     s64 = number(metric(at, "data: speedup on 64 GPUs"))
     at.multiselect(key="w_gpus").set_value(["1", "2", "4", "8"]).run()
     assert not at.exception
@@ -283,6 +298,7 @@ def test_deep_image_presets_reproduce_the_papers():
     next(b for b in at.button if b.label.startswith("Preset: Deep Image Fig. 2")).click().run()
     assert not at.exception
     assert metric(at, "Data beats hybrid from") == "P = 128"
+    at.selectbox(key="w_plan_show").set_value("Table").run()
     assert set(_sweep(at).strategy) == {"data", "hybrid"}
 
 
@@ -304,7 +320,7 @@ def test_deep_image_bad_values_are_messages():
 
 
 def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
-    at = page("augmentations", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
+    at = page("augmentations", di_view="Set the parameters", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
               set_r="12", set_flip="1")
     assert not at.exception and not at.error
     assert at.slider(key="w_set_strength").value == pytest.approx(0.6)
@@ -318,12 +334,14 @@ def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
 def test_deep_image_fusion_runs_from_the_button():
     at = page("fusion", epochs="2", scales=["8", "16"])
     at.button(key="run_fusion_run").click().run()
+    finish(at, lambda a: any(m.label.startswith("fused") for m in a.metric) or a.exception)
     assert not at.exception and not at.error
-    err = number(metric(at, "fused (mean of softmax)"))
+    err = number(metric(at, "fused: test error"))
     assert 0 <= err < 60
-    assert at.dataframe[-1].value.fraction.sum() == pytest.approx(1.0)
+    assert at.dataframe[-1].value["test images (%)"].sum() == pytest.approx(100.0, abs=0.05)
     at.multiselect(key="w_scales").set_value(["16"]).run()
     at.button(key="run_fusion_run").click().run()
+    finish(at, lambda a: a.error or a.exception)
     assert not at.exception
     assert "at least two different sizes" in at.error[0].value
 
@@ -331,7 +349,7 @@ def test_deep_image_fusion_runs_from_the_button():
 def test_home_entry_reaches_deep_image():
     at = goto(home(), "deep_image")
     assert not at.exception
-    assert at.get("plotly_chart") and metric(at, "Rows matching the paper") == "6 of 6"
+    assert at.get("plotly_chart") and "different ways" in at.success[0].value  # the preview and its takeaway
 
 
 def test_a_type_error_is_a_bug_not_a_message():

@@ -1,121 +1,205 @@
-"""Deep Image page (Wu et al. 2015 §4.1, Table 1): the augmentations — a preview grid, every augmentation at
-parameters you set, Table 1's counts of possible changes, and the batched throughput here."""
+"""Deep Image page (Wu et al. 2015 §4.1, Table 1): how six cheap augmentations turn one photo into an enormous
+number of training images — a preview grid, every augmentation at parameters you set, Table 1's counts beside
+the paper's, and the batched throughput here. One view at a time (a view switch, not tabs: tabs would draw all
+four on every change)."""
 import streamlit as st
 
 import _common as ui
+import _runs as jobs
 from lab import plots
 from lab.experiments import (COLOR_SHIFTS, DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE, ROTATION_ANGLES,
                              Preview, augmentation_counts, augmentation_preview, augmentation_settings,
                              augmentation_throughput, test_card)
 
 AUGS = list(plots.AUGMENT_LABELS)  # crop, color_cast, vignette, lens_distortion, rotation, flip, all
+VIEWS = ["Preview", "Set the parameters", "Table 1 counts", "Throughput here"]
+CARDS = [64, 128, 256, 512]
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _preview_figure(image_size: int, crop: int, samples: int, chosen: tuple, seed: int):
+    pv = augmentation_preview(test_card(image_size), samples=samples, crop_size=crop, seed=seed)
+    return plots.augment_preview_figure(Preview(pv.original, {k: pv.panels[k] for k in chosen}, pv.seed))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _settings_figure(image_size: int, crop: int, top: int, left: int, shifts: tuple, area: float, strength: float,
+                     kind: str, degree: float, angle: float, flipped: bool):
+    pv = augmentation_settings(test_card(image_size), crop_size=crop, top=top, left=left, shifts=shifts, area=area,
+                               strength=strength, kind=kind, degree=degree, angle=angle, flipped=flipped)
+    return plots.augment_preview_figure(pv)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _counts(image_size: int, crop: int):
+    return augmentation_counts(image_size, crop)
+
+
+def _sci(n: int) -> str:
+    """A large count in plain words: 1.2 × 10^17."""
+    if n < 1e6:
+        return f"{n:,}"
+    e = len(str(int(n))) - 1
+    return f"{n / 10 ** e:.1f} × 10" + str(e).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def _product_sentence(image_size: int, crop: int) -> str:
+    cdf = _counts(image_size, crop)
+    total = int(cdf["possible_changes"].iloc[-1])
+    counts = dict(zip(cdf["augmentation"], cdf["possible_changes"]))
+    return (f"A {crop}-px crop of a {image_size}-px image can come out in {_sci(total)} different ways: cropping alone "
+            f"gives {int(counts['crop']):,} and colour casting {int(counts['color_cast']):,}, so a network almost "
+            "never sees the same training image twice.")
 
 
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("Deep Image: augmentations")
-    st.caption("Wu et al. 2015 (Baidu's Deep Image) §4.1: color casting, vignetting, lens distortion, rotation, flipping "
-               "and cropping, drawn on a synthetic test card; Table 1 counts the possible changes of each.")
-    seed = int(ui.seed(where=st.columns([1, 4])[0]))
+    ui.lesson("How do six cheap image edits turn one photo into more training images than a network can ever see?",
+              "Look at the preview (each augmentation drawn on a test card: the grid lines show distortion and "
+              "rotation, the disc flips and crops), then at **Table 1 counts**: how many versions each edit makes, "
+              "beside the paper's numbers.")
+    c1, _ = st.columns([3, 2])
+    view = ui.radio("View", VIEWS, "di_view", VIEWS[0], where=c1,
+                    help="Preview: random draws of each augmentation; Set the parameters: each one at values you "
+                         "choose; Table 1 counts: possible changes beside the paper's; Throughput: timed here")
+    with ui.more_settings("More settings: seed"):
+        seed = int(ui.number("Seed", "seed", 0, where=st.columns([1, 4])[0], min_value=0, step=1,
+                            help="seeds the random draws of the preview and the throughput images, ≥ 0"))
+    section = {VIEWS[0]: _preview, VIEWS[1]: _settings, VIEWS[2]: _table1, VIEWS[3]: _throughput}[view]
+    ui.shown(lambda: section(seed))
+    jobs.release()
 
 
-    @st.cache_resource(max_entries=16)
-    def preview_figure(image_size: int, crop: int, samples: int, chosen: tuple, seed: int):
-        pv = augmentation_preview(test_card(image_size), samples=samples, crop_size=crop, seed=seed)
-        return plots.augment_preview_figure(Preview(pv.original, {k: pv.panels[k] for k in chosen}, pv.seed))
+def _preview(seed: int) -> None:
+    a1, a2, a3, a4 = st.columns([4, 1, 1, 1])
+    chosen = ui.multiselect("Augmentations", AUGS, "augs", AUGS, where=a1, format_func=plots.AUGMENT_LABELS.get,
+                            help="which rows to draw; the last, 'all', is the whole pipeline (crop first)")
+    samples = ui.slider("Draws each", "draws", 2, 1, 8, where=a2, step=1,
+                        help="random draws per augmentation, 1–8 (seeded: the seed is under More settings)")
+    image_size = ui.select("Test card (px)", CARDS, "card", 256, where=a3,
+                           help="side of the synthetic test image, 64–512 px")
+    crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8, min_value=1, max_value=512,
+                     help="side of the square crop, at most the card's side; the paper crops 224 of 512")
+    ui.takeaway(_product_sentence(int(image_size), int(crop)) if crop <= image_size else
+                f"The crop ({crop} px) must fit in the test card ({image_size} px).")
+    if not chosen:
+        st.info("Pick at least one augmentation.")
+        return
+    st.caption("Colour casting, vignetting, distortion, rotation and flips work on the centre crop; the last row is "
+               "the whole pipeline (crop first, as §4.1 says).")
+    st.plotly_chart(_preview_figure(int(image_size), int(crop), int(samples), tuple(chosen), seed),
+                    key="augment_preview")
 
 
-    @st.cache_data(max_entries=16)
-    def counts(image_size: int, crop: int):
-        return augmentation_counts(image_size, crop)
+def _settings(seed: int) -> None:
+    st.caption("Every augmentation at the values you set, then all of them in the pipeline's order (crop first). "
+               f"Zero is the identity. The paper's grids: shifts −20..20 per channel, rotations up to "
+               f"±{max(ROTATION_ANGLES)}°, distortion degrees up to {max(DISTORTION_DEGREES)}; the sliders go further so "
+               "the effects are easy to see.")
+    lo, hi = min(COLOR_SHIFTS), max(COLOR_SHIFTS)
+    c1, c2, c3 = st.columns(3)
+    red = ui.slider("Colour cast: red", "set_r", 0, lo, hi, where=c1, step=1,
+                    help=f"added to the red channel, {lo}..{hi} in 8-bit steps (the paper's grid)")
+    strength = ui.slider("Vignette strength", "set_strength", 0.0, 0.0, 1.0, where=c1, step=0.02,
+                         help="brightness removed at the corners, 0–1 (paper grid 0.02–0.98)")
+    degree = ui.slider("Lens distortion degree", "set_degree", 0.0, 0.0, float(MAX_DISTORTION_DEGREE), where=c2,
+                       step=0.01, help=f"0–{MAX_DISTORTION_DEGREE:g}: how far straight lines bend (paper grid up to "
+                                       f"{max(DISTORTION_DEGREES)})")
+    angle = ui.slider("Rotation (degrees)", "set_angle", 0, -45, 45, where=c2, step=1,
+                      help=f"−45..45 degrees (paper grid ±1..±{max(ROTATION_ANGLES)})")
+    crop = ui.number("Crop (px)", "set_crop", 224, where=c3, step=8, min_value=1, max_value=512,
+                     help="side of the square crop, at most the card's side")
+    flipped = ui.checkbox("Horizontal flip", "set_flip", False, where=c3, help="mirror left-right")
+    with ui.more_settings("More settings: card, crop offset, other channels, vignette area, distortion kind"):
+        m1, m2, m3, m4 = st.columns(4)
+        image_size = ui.select("Test card (px)", CARDS, "set_card", 256, where=m1,
+                               help="side of the synthetic test image, 64–512 px")
+        top = ui.number("Crop top (px)", "set_top", 16, where=m1, step=1, min_value=0,
+                        help="crop offset from the top, 0..card − crop")
+        left = ui.number("Crop left (px)", "set_left", 16, where=m1, step=1, min_value=0,
+                         help="crop offset from the left, 0..card − crop")
+        green = ui.slider("Colour cast: green", "set_g", 0, lo, hi, where=m2, step=1,
+                          help=f"added to the green channel, {lo}..{hi}")
+        blue = ui.slider("Colour cast: blue", "set_b", 0, lo, hi, where=m2, step=1,
+                         help=f"added to the blue channel, {lo}..{hi}")
+        area = ui.slider("Vignette area", "set_area", 0.5, 0.0, 1.0, where=m3, step=0.025,
+                         help="outer ring darkened, as a fraction of the half-diagonal, 0–1")
+        kind = ui.select("Lens distortion kind", list(DISTORTION_KINDS), "set_kind", "barrel", where=m4,
+                         help="barrel bulges the centre out, pincushion pulls it in")
+    shifts = (int(red), int(green), int(blue))
+    fig = _settings_figure(int(image_size), int(crop), int(top), int(left), shifts, float(area), float(strength),
+                           kind, float(degree), float(angle), bool(flipped))
+    cdf = _counts(int(image_size), int(crop))
+    total = int(cdf["possible_changes"].iloc[-1])
+    changed = [n for n, on in (("colour cast", any(shifts)), ("vignette", strength > 0 and area > 0),
+                               ("lens distortion", degree > 0), ("rotation", angle != 0), ("flip", flipped)) if on]
+    ui.takeaway((f"These settings change the crop by {', '.join(changed)}" if changed else
+                 "At these settings every edit is the identity: move a slider") +
+                f" — one of {_sci(total)} combinations the paper's grids allow for a {crop}-px crop of a "
+                f"{image_size}-px image.")
+    st.plotly_chart(fig, key="augment_settings")
 
 
-    def preview_tab():
-        st.caption("Each augmentation drawn several times (seeded) on a synthetic test card; the grid lines show "
-                   "distortion and rotation, the disc shows flips and crops. Colour casting, vignetting, distortion, "
-                   "rotation and flips work on the centre crop; the last row is the whole pipeline (crop first).")
-        a1, a2, a3, a4 = st.columns([3, 1, 1, 1])
-        chosen = ui.multiselect("Augmentations", AUGS, "augs", AUGS, where=a1, format_func=plots.AUGMENT_LABELS.get)
-        samples = ui.slider("Draws each", "draws", 3, 1, 8, where=a2, step=1)
-        image_size = ui.select("Test card (px)", [64, 128, 256, 512], "card", 256, where=a3)
-        crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8,
-                         help="side of the square crop; the paper crops 224 of 512")
-        if not chosen:
-            st.info("Pick at least one augmentation.")
-        else:
-            fig = preview_figure(int(image_size), int(crop), int(samples), tuple(chosen), seed)
-            ui.figure(fig, None, "augment_preview")
+def _table1(seed: int) -> None:
+    b1, b2, _ = st.columns([1, 1, 3])
+    cimg = ui.number("Image side (px)", "count_image", 512, where=b1, step=1, min_value=1, max_value=100_000,
+                     help="side of the training image, px (the paper: 512)")
+    ccrop = ui.number("Crop side (px)", "count_crop", 224, where=b2, step=1, min_value=1, max_value=100_000,
+                      help="side of the square crop, px (the paper: 224); at most the image side")
+    cdf = _counts(int(cimg), int(ccrop))
+    part = cdf[cdf["paper"].notna()]
+    ui.takeaway(_product_sentence(int(cimg), int(ccrop)))
+    crop_row = cdf[cdf["augmentation"] == "crop"].iloc[0]
+    same = int(part["matches"].sum())
+    pairs = "; ".join(f"{plots.AUGMENT_LABELS.get(r.augmentation, r.augmentation)} {int(r.paper):,} (here "
+                      f"{int(r.possible_changes):,})" for r in part.itertuples())
+    if same == len(part) == 6:
+        text = (f"Table 1: {pairs} — all six match, counted from the grids the ops draw from. The paper gives no "
+                "product of them; ours is in the table below.")
+    else:
+        text = (f"Table 1: {pairs}. Cropping's count depends on the sizes: {int(crop_row['possible_changes']):,} "
+                f"offsets for {ccrop} of {cimg} px, where the paper's 82,944 is (512 − 224)² for 224 of 512.")
+    ui.paper_callout(text, "table1")
+    st.metric("Rows matching the paper", f"{same} of {len(part)}",
+              help="counts with a paper number at these sizes that equal it (the product is not in the paper)")
+    ui.figure(plots.augment_counts_figure(cdf), cdf, "augment_counts")
+    with st.expander("Table with the grids each count comes from"):
+        ui.table(cdf.rename(columns={"possible_changes": "possible changes (here)", "paper": "paper (Table 1)"}),
+                 "augment_counts_table")
 
 
-    @st.cache_resource(max_entries=16)
-    def settings_figure(image_size: int, crop: int, top: int, left: int, shifts: tuple, area: float, strength: float,
-                        kind: str, degree: float, angle: float, flipped: bool):
-        pv = augmentation_settings(test_card(image_size), crop_size=crop, top=top, left=left, shifts=shifts, area=area,
-                                   strength=strength, kind=kind, degree=degree, angle=angle, flipped=flipped)
-        return plots.augment_preview_figure(pv)
+def _throughput(seed: int) -> None:
+    st.caption("Images per second of each op batched, against a per-image loop over the same images and "
+               "parameters, measured now on this machine (same run; medians of 3).")
+    d1, d2, d3 = st.columns(3)
+    tb = ui.select_slider("Batch", [1, 2, 4, 8, 16, 32], "tp_batch", 8, where=d1,
+                          help="images per call, 1–32 (the per-image loop calls once per image)")
+    timg = ui.select("Image (px)", [256, 512], "tp_image", 256, where=d2, help="side of the input images")
+    tcrop = ui.select("Crop (px)", [128, 224], "tp_crop", 224, where=d3, help="side of the crop the ops work on")
+    params = dict(batch=tb, image=timg, crop=tcrop, seed=seed)
 
+    def go(job: jobs.Job):
+        return augmentation_throughput(batch=int(tb), image_size=int(timg), crop_size=int(tcrop), repeats=3,
+                                       seed=seed, progress=job.progress)
 
-    def settings_tab():
-        st.caption("Every augmentation at the parameters you set, then all of them in the pipeline's order (crop "
-                   "first). Zero is the identity. The paper's grids: shifts -20..20 per channel, rotations of "
-                   f"±{max(ROTATION_ANGLES)} degrees, distortion degrees up to {max(DISTORTION_DEGREES)}; the sliders "
-                   "go further so the effects are easy to see.")
-        c1, c2, c3, c4 = st.columns(4)
-        image_size = ui.select("Test card (px)", [64, 128, 256, 512], "set_card", 256, where=c1)
-        crop = ui.number("Crop (px)", "set_crop", 224, where=c1, step=8, help="side of the square crop")
-        top = ui.number("Crop top", "set_top", 16, where=c1, step=1, min_value=0)
-        left = ui.number("Crop left", "set_left", 16, where=c1, step=1, min_value=0)
-        lo, hi = min(COLOR_SHIFTS), max(COLOR_SHIFTS)
-        shifts = tuple(int(ui.slider(f"Colour cast: {ch}", f"set_{ch[0].lower()}", 0, lo, hi, where=c2, step=1))
-                       for ch in ("Red", "Green", "Blue"))
-        area = ui.slider("Vignette area", "set_area", 0.5, 0.0, 1.0, where=c3, step=0.025,
-                         help="outer ring darkened, as a fraction of the half-diagonal")
-        strength = ui.slider("Vignette strength", "set_strength", 0.0, 0.0, 1.0, where=c3, step=0.02,
-                             help="brightness removed at the corners")
-        kind = ui.select("Lens distortion", list(DISTORTION_KINDS), "set_kind", "barrel", where=c4)
-        degree = ui.slider("Distortion degree", "set_degree", 0.0, 0.0, float(MAX_DISTORTION_DEGREE), where=c4,
-                           step=0.01)
-        angle = ui.slider("Rotation (degrees)", "set_angle", 0, -45, 45, where=c4, step=1)
-        flipped = ui.checkbox("Horizontal flip", "set_flip", False, where=c4)
-        fig = settings_figure(int(image_size), int(crop), int(top), int(left), shifts, float(area), float(strength),
-                              kind, float(degree), float(angle), bool(flipped))
-        ui.figure(fig, None, "augment_settings")
-
-
-    def counts_tab():
-        st.caption("Possible changes per augmentation counted from the grids the ops draw from, the paper's Table 1 "
-                   "beside (cropping's count depends on the sizes; the paper's is 224 of 512).")
-        b1, b2, _ = st.columns([1, 1, 3])
-        cimg = ui.number("Image side (px)", "count_image", 512, where=b1, step=1)
-        ccrop = ui.number("Crop side (px)", "count_crop", 224, where=b2, step=1)
-        cdf = counts(int(cimg), int(ccrop))
-        part = cdf[cdf["paper"].notna()]
-        st.metric("Rows matching the paper", f"{int(part['matches'].sum())} of {len(part)}",
-                  help="the product of all counts (last row) is not in the paper")
-        ui.figure(plots.augment_counts_figure(cdf), cdf, "augment_counts")
-        ui.table(cdf, "augment_counts_table")
-
-
-    def throughput_tab():
-        st.caption("Images/s of each op batched against a per-image loop over the same images and parameters, "
-                   "measured now on this machine (same run; medians).")
-        d1, d2, d3, _ = st.columns([1, 1, 1, 2])
-        tb = ui.select_slider("Batch", [1, 2, 4, 8, 16, 32], "tp_batch", 8, where=d1)
-        timg = ui.select("Image (px)", [256, 512], "tp_image", 256, where=d2)
-        tcrop = ui.select("Crop (px)", [128, 224], "tp_crop", 224, where=d3)
-        params = [tb, timg, tcrop, seed]
-        if ui.run_button("Time augmentations", "tp_run", params):
-            cb = ui.progress()
-            df, info = ui.cached_run("augment_throughput", params, lambda: augmentation_throughput(
-                batch=int(tb), image_size=int(timg), crop_size=int(tcrop), repeats=3, seed=seed, progress=cb))
-            cb(1.0, "done")
-            whole = df[df["op"] == "all"].iloc[0]
-            st.metric("Whole pipeline, batched", f"{whole.batched_img_s:,.0f} images/s",
-                      delta=f"{whole.speedup:.2f}x the per-image loop", delta_color="off", help=info["device"])
-            ui.figure(plots.augment_throughput_figure(df), df, "augment_throughput")
-
-
-    tabs = st.tabs(["Preview grid", "Set the parameters", "Table 1 counts", "Throughput here"])
-    for tab, section in zip(tabs, (preview_tab, settings_tab, counts_tab, throughput_tab)):
-        with tab:
-            ui.shown(section)
+    job = jobs.controls("Time augmentations", "tp_run", params, go, help="times every op both ways (seconds)")
+    jobs.watch("tp_run", lambda j: None)
+    if job is not None and job.error:
+        st.error(job.error)
+    done = jobs.last_result("tp_run")
+    if done is None:
+        ui.takeaway("Press **Time augmentations** to measure how much batching the ops speeds them up here.")
+        return
+    df, info = done.result
+    if done.token != ui._token(params):
+        st.caption("Timed with " + ", ".join(f"{k} = {v}" for k, v in done.params.items()) +
+                   "; press **Time augmentations** for the current choice.")
+    whole = df[df["op"] == "all"].iloc[0]
+    best = df.sort_values("speedup").iloc[-1]
+    ui.takeaway(f"Batched {done.params['batch']} at a time, the whole pipeline runs {whole.batched_img_s:,.0f} "
+                f"images/s, {whole.speedup:.2f}x the per-image loop; {plots.AUGMENT_LABELS.get(best.op, best.op)} "
+                f"gains most ({best.speedup:.2f}x).")
+    st.metric("Whole pipeline, batched", f"{whole.batched_img_s:,.0f} images/s",
+              delta=f"{whole.speedup:.2f}x the per-image loop", delta_color="off", delta_arrow="off", help=info["device"])
+    ui.figure(plots.augment_throughput_figure(df), df, "augment_throughput")

@@ -3,6 +3,8 @@ and lab/cli/ import lab.experiments, lab.plots and lab.backend only). Names here
 pages, notebooks and CLI options show; nothing is listed twice."""
 from __future__ import annotations
 
+from pickle import UnpicklingError
+
 from lab.augment.color_casting import SHIFTS as COLOR_SHIFTS
 from lab.augment.distortion import DEGREES as DISTORTION_DEGREES, KINDS as DISTORTION_KINDS
 from lab.augment.distortion import MAX_DEGREE as MAX_DISTORTION_DEGREE
@@ -16,8 +18,11 @@ from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, get_
 from lab.train.consistency import KINDS as CONSISTENCY_KINDS
 
 # Errors the lab raises for bad input: a UI shows their message, never a traceback. TypeError is not
-# one of them: it is a bug in the caller, and hiding it would hide the bug.
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, CommError, DataError)
+# one of them: it is a bug in the caller, and hiding it would hide the bug. OSError covers a file the user
+# named that is missing or unreadable (FileNotFoundError, PermissionError, IsADirectoryError); UnpicklingError
+# a file that is not what it claims to be.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, OSError, UnpicklingError, CommError,
+                                                DataError)
 
 __all__ = ["ALGORITHMS", "LINKS", "custom_link", "codec_names", "codec_help", "get_codec", "TableCodec",
            "DATASETS", "CORPORA", "DataError", "CommError", "USER_ERRORS", "check_rate", "CONSISTENCY_KINDS",

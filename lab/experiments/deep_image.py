@@ -17,6 +17,7 @@ from lab.augment.common import check_images
 from lab.data.images import load_dataset
 from lab.train.models import SmallCNN
 from lab.backend import Progress
+from lab.plan.papers import DEEP_IMAGE_PAPER, deep_image_scaling
 
 
 
@@ -253,5 +254,49 @@ def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56)
     return FusionResult(table, pd.DataFrame(curves), agreement, data.name, info)
 
 
-__all__ = ["test_card", "Preview", "augmentation_preview", "augmentation_settings", "augmentation_counts",
+# -- the parallelism behind it: Figure 2 (§3.3) as communication time
+
+@dataclass
+class Figure2:
+    """Wu et al. 2015 Figure 2 as the planner predicts it: `sweep` (data and hybrid on every P of `gpus`, with
+    compute, communication and step time in ms), the P from which data parallelism stays faster (`crossover`,
+    on that dense grid), the paper's (beyond 16 GPUs), and the images per GPU at which the model's crossover
+    falls to the paper's P (`batch_for_paper`, None when no batch up to 4096 does it)."""
+
+    sweep: pd.DataFrame
+    crossover: int | None
+    paper_crossover: int
+    batch_per_gpu: int
+    batch_for_paper: int | None
+    compute_ms: float
+
+
+def deep_image_figure2(*, gpus: Sequence[int] = tuple(range(1, 129)), batch_per_gpu: int = 64,
+                       overlap: bool = False) -> Figure2:
+    """Figure 2 (§3.3): data vs hybrid parallelism of the Table 2 network on K40m and FDR InfiniBand with
+    butterfly synchronisation, 64 images per GPU. Communication is what differs (compute per GPU is the
+    same for both, 3.5 s); the crossover is found on every P, and the batch per GPU that moves it to the
+    paper's 16 GPUs by bisection (the hybrid's activations grow with the batch, data's gradients do not)."""
+    paper_P = int(DEEP_IMAGE_PAPER["crossover_gpus"])
+    sweep, cross = deep_image_scaling(tuple(gpus), batch_per_gpu=batch_per_gpu, overlap=overlap)
+
+    def data_wins_at_paper(b: int) -> bool:
+        s, _ = deep_image_scaling((paper_P, paper_P + 1, 2 * paper_P), batch_per_gpu=b, overlap=overlap)
+        t = s.pivot(index="P", columns="strategy", values="step_ms")
+        return bool((t["data"] < t["hybrid"]).all())
+
+    lo, hi = batch_per_gpu, 4096
+    found: int | None = None
+    if data_wins_at_paper(lo):
+        found = lo
+    elif data_wins_at_paper(hi):
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if data_wins_at_paper(mid) else (mid, hi)
+        found = hi
+    compute = float(sweep[(sweep["strategy"] == "data") & (sweep["P"] == 1)]["compute_ms"].iloc[0])
+    return Figure2(sweep, cross, paper_P, batch_per_gpu, found, compute)
+
+
+__all__ = ["Figure2", "deep_image_figure2", "test_card", "Preview", "augmentation_preview", "augmentation_settings", "augmentation_counts",
            "augmentation_throughput", "FusionResult", "multiscale_fusion"]

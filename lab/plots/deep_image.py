@@ -66,21 +66,43 @@ def augment_throughput_figure(df: pd.DataFrame) -> go.Figure:
                          "throughput (images/s, log scale)")
 
 
+def log_ticks(values) -> dict:
+    """Explicit tick values and labels for a log axis over `values`: every power of ten, written out up to
+    100,000 and as 10^k beyond (no SI prefixes on counts)."""
+    import math
+
+    v = [float(x) for x in pd.Series(values).dropna() if float(x) > 0]
+    if not v:
+        return {}
+    lo, hi = math.floor(math.log10(min(v))), math.ceil(math.log10(max(v)))
+    step = max(1, -(-(hi - lo) // 8))
+    ks = list(range(lo, hi + 1, step))
+    sup = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    text = [f"{10 ** k:,.0f}" if 0 <= k <= 5 else f"{10 ** k:g}" if k < 0 else "10" + str(k).translate(sup) for k in ks]
+    return {"tickvals": [10.0 ** k for k in ks], "ticktext": text}
+
+
 def _augment_bars(names, series: dict, y_title: str) -> go.Figure:
-    """Grouped bars per augmentation on a log axis, one bar series per entry of `series`."""
+    """Grouped bars per augmentation on a log axis with explicit ticks, one bar series per entry of `series`."""
     labels = [AUGMENT_LABELS.get(n, n) for n in names]
     fig = go.Figure([go.Bar(x=labels, y=y, name=name) for name, y in series.items()])
     fig.update_layout(barmode="group", xaxis_title="augmentation", yaxis_title=y_title,
                       yaxis_type="log", legend_title="", margin={"t": 30})
+    fig.update_yaxes(**log_ticks(pd.concat([pd.Series(list(y)) for y in series.values()])))
     return fig
 
 
 def fusion_figure(table: pd.DataFrame) -> go.Figure:
-    """Test error of each single-scale model and of the fusion (§4.2), from `multiscale_fusion(...).table`."""
-    fig = go.Figure(go.Bar(x=table["model"], y=table["test_error"],
-                           marker_color=["#1f77b4"] * (len(table) - 1) + ["#d62728"],
-                           text=[f"{e:.2f}%" for e in table["test_error"]], textposition="outside"))
-    fig.update_layout(xaxis_title="model (input scale)", yaxis_title="test error (%)", margin={"t": 30})
+    """Test error of each single-scale model and of the fusion (§4.2), from `multiscale_fusion(...).table` (or any
+    table of model, test_error with the fusion last). Colour says better/worse only: the fusion's bar is green when
+    it beats every single model, orange when not."""
+    err = list(table["test_error"])
+    better = len(err) > 1 and err[-1] < min(err[:-1])
+    fig = go.Figure(go.Bar(x=table["model"], y=err,
+                           marker_color=["#7f8fa6"] * (len(table) - 1) + ["#2ca02c" if better else "#ff7f0e"],
+                           text=[f"{e:.2f}%" for e in err], textposition="outside", cliponaxis=False))
+    fig.update_layout(xaxis_title="model (input scale)", yaxis_title="test error (%)", margin={"t": 30}, height=340)
+    fig.update_yaxes(range=[0, max(err) * 1.2 if err else 1])
     return fig
 
 
