@@ -70,17 +70,21 @@ PAGES: list[PageInfo] = [
     PageInfo("Dropout", ":material/grid_on:", "views.dropout", "dropout",
              "Approximate Random Dropout: row and tile patterns, the search for the pattern distribution "
              "(Algorithm 1), layer speedup against the 1/(1−p) ceiling, MLP and LSTM runs.",
-             f"[Song et al. 2019]({SONG}) §III–IV, Tables I–II"),
+             f"[Song et al. 2019]({SONG}) §III–IV, Tables I–II",
+             paper_views=('',)),
     PageInfo("Deep Image", ":material/image:", "views.augmentations", "deep_image",
              "The augmentations of Deep Image: previews, every augmentation at parameters you set, Table 1's "
-             "counts of possible changes, batched throughput here.", f"[Wu et al. 2015]({DEEPIMAGE}) §4.1, Table 1"),
+             "counts of possible changes, batched throughput here.", f"[Wu et al. 2015]({DEEPIMAGE}) §4.1, Table 1",
+             paper_views=('di_view=Table 1 counts',)),
     PageInfo("Planner", ":material/account_tree:", "views.planner", "planner",
              "The parallelism planner: step time of data, model, hybrid and pipeline parallelism against the GPU "
              "count, codec advice per layer, the papers' scaling figures beside the model.",
-             f"[Wu et al. 2015]({DEEPIMAGE}) §3.3, Figures 2–3; [Dettmers 2016]({DETTMERS}) §2.3.2"),
+             f"[Wu et al. 2015]({DEEPIMAGE}) §3.3, Figures 2–3; [Dettmers 2016]({DETTMERS}) §2.3.2",
+             paper_views=('', 'check=Deep Image Figure 2 (data vs hybrid)', 'check=Deep Image Figure 3 (speedup per mini-batch)')),
     PageInfo("Fusion", ":material/layers:", "views.fusion", "fusion",
              "Multi-scale fusion: the same small CNN at two input scales, softmax outputs averaged.",
-             f"[Wu et al. 2015]({DEEPIMAGE}) §4.2"),
+             f"[Wu et al. 2015]({DEEPIMAGE}) §4.2",
+             paper_views=('',)),
 ]
 
 
@@ -125,6 +129,19 @@ TOUR: list[TourStep] = [
              "Press Play, then try tree and recursive doubling at 8 ranks.",
              "Each ring link carries 2(P−1)/P·n bytes, which is why nccl-tests reports busbw = algbw·2(P−1)/P; the "
              "codec's error grows at each re-quantising hop."),
+    TourStep("training", "Does 8-bit training learn as well as 32-bit?",
+             {"experiment": "codecs", "codecs": ["32-bit", "dynamic_tree", "linear"]},
+             "Press Train, then add error feedback or switch to model parallelism.",
+             "The 8-bit curves track 32-bit's test error while sending a quarter of the bytes (Dettmers 2016 §3.4)."),
+    TourStep("dropout", "Drop rows, not units", {"p": "0.7", "net_hidden": "1024"},
+             "Press Train, then narrow the layers to 128 units.",
+             "Row and tile dropout reach about the same accuracy as conventional dropout while each epoch runs "
+             "faster; at 128 units the layer timing shows no gain (Song et al. 2019, Table I)."),
+    TourStep("planner", "Where does data parallelism stop scaling?",
+             {"check": "Deep Image Figure 2 (data vs hybrid)"},
+             "Change the mini-batch per GPU and watch the crossover move.",
+             "Communication per step of data vs hybrid parallelism against the GPU count; the callout says why our "
+             "crossover differs from the paper's 16."),
     TourStep("pays", "Does compression pay on your cluster?", {"inter": "eth10g"},
              "Set the network between nodes back to InfiniBand NDR, then to one node of NVLink.",
              "On 10 GbE most codecs beat bf16; inside an NVLink node none do."),
