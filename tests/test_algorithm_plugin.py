@@ -164,7 +164,8 @@ def test_cli_bench_collectives_measures_it(star_chain, tmp_path):
     res = CliRunner().invoke(app, ["bench", "collectives", "--procs", "2", "-b", "8", "-e", "8", "--target-s",
                                    "0.01", "-w", "0", "--out", str(tmp_path / "d.json")])
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "d.json").read_text())["config"]["algorithms"][::7] == ["native", "star_chain"]
+    algos = json.loads((tmp_path / "d.json").read_text())["config"]["algorithms"]
+    assert [algos[0], algos[-1]] == ["native", "star_chain"]
 
 
 def test_cli_scale_in_a_fresh_process(star_chain, tmp_path):

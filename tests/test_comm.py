@@ -87,7 +87,16 @@ def _hops(algorithm: str, P: int) -> int:
     core = 1 << (P.bit_length() - 1)
     return {"ring": P - 1 + 1, "tree": math.ceil(math.log2(P)) + 1,
             "recursive_doubling": int(math.log2(core)) + 2, "rabenseifner": int(math.log2(core)) + 2,
-            "butterfly_sync": 2, "parameter_server": 2}[algorithm]
+            "butterfly_sync": 2, "parameter_server": 2, "alltoall_quantized": 2,
+            "hierarchical": _hierarchical_hops(P)}[algorithm]
+
+
+def _hierarchical_hops(P: int) -> int:
+    """Inner ring k−1 hops, outer ring N encodes, the node's final encode (default ranks_per_node)."""
+    from lab.comm.algorithms.hierarchical import default_ranks_per_node
+    k = default_ranks_per_node(P)
+    N = P // k
+    return (k - 1) + (N if N > 1 else 0) + (1 if k > 1 else 0)
 
 
 @pytest.mark.parametrize("algorithm", list(ALGORITHMS))
@@ -212,7 +221,7 @@ def test_one_bit_two_stage_encodes_each_value_twice(algorithm: str) -> None:
     two, gather = simulate(sent, P, "requantize")[1], simulate(sent, P, "gather")[1]
     assert two == 2 * (P - 1) * (8000 // P // 8 + 8)  # packed bits + two means, to and from each owner
     assert two < gather / 1.4
-    with pytest.raises(CommError, match="use mode='gather', or algorithm butterfly_sync or parameter_server"):
+    with pytest.raises(CommError, match="use mode='gather', or algorithm butterfly_sync or alltoall_quantized or parameter_server"):
         simulate(_rank, P, n, "tree", c, "requantize")
 
 

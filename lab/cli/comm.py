@@ -20,18 +20,24 @@ def scale(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp16"], he
           values: int = typer.Option(4096, help="values per rank"),
           mode: str = typer.Option("auto", help="auto | requantize | gather"),
           seed: int = typer.Option(0, help="random seed"),
+          ranks_per_node: Optional[int] = typer.Option(
+              None, "--ranks-per-node", help="ranks per node for hierarchical and alltoall_quantized (must "
+              "divide every P; default: hierarchical's balanced split, alltoall_quantized flat)"),
           as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
-    """Error of compressed allreduce against the exact sum as P grows, on SimComm."""
+    """Error of compressed allreduce against the exact sum as P grows, on SimComm. --algorithm gather:
+    gather mode (each rank's vector encoded once)."""
     from lab.experiments import error_at_scale
 
     Ps = numbers(ranks, "--ranks", int)
     config = {"codec": list(codec), "algorithm": list(algorithm), "ranks": Ps, "values": values, "mode": mode,
               "seed": seed}
+    if ranks_per_node is not None:
+        config["ranks_per_node"] = ranks_per_node
     try:
         with session("scale", config, out, as_json) as s:
             for i, P in enumerate(Ps):  # one P at a time: Ctrl-C keeps the finished ones
                 part = error_at_scale(codec, algorithm, [P], n=values, mode=mode, seed=seed,
-                                      progress=s.part(i, len(Ps)))
+                                      progress=s.part(i, len(Ps)), ranks_per_node=ranks_per_node)
                 s.add(part.to_dict(orient="records"), f"P={P}")
     except ValueError as e:
         fail(str(e))
@@ -228,6 +234,15 @@ def bench_compressed(
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
     target_s: float = typer.Option(1.0, "--target-s", help="time budget per codec"),
     timeout: float = typer.Option(600.0, "--timeout", help="seconds a rank may wait on a peer"),
+    ranks_per_node: Optional[int] = typer.Option(
+        None, "--ranks-per-node", help="ranks per node: with --link-rate, the ranks of a node share a network "
+        "namespace (fast loopback) and nodes talk over one shaped link each; hierarchical and "
+        "alltoall_quantized get it"),
+    intra_codec: Optional[str] = typer.Option(
+        None, "--intra-codec", help="hierarchical: the codec inside a node (none = fp32; default: the codec)"),
+    compare: Optional[str] = typer.Option(
+        None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
+        "(default: ring when --algorithm is not ring; 'none' for none)"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
@@ -240,10 +255,20 @@ def bench_compressed(
     except ValueError as e:
         fail(str(e))
     names = [c.strip() for c in codecs.split(",") if c.strip()]
+    others = None if compare is None else [a.strip() for a in compare.split(",") if a.strip() and a.strip() != "none"]
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
+    for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("compare", others)):
+        if v is not None:
+            config[k] = v
+    import os
+    load_before = os.getloadavg()[0]
     info = {"procs": procs, "link_rate": rate, "mode": mode, "versions": backend.versions(),
-            "timing": "median seconds per call after a barrier, mean over ranks; speedup = fp32 / codec"}
+            "timing": f"median seconds per call after a barrier, mean over ranks; speedup = {algorithm} fp32 / row"}
+    if ranks_per_node is not None:
+        info["topology"] = (f"{procs // ranks_per_node} nodes x {ranks_per_node} ranks" + (
+            f": ranks of a node on one network namespace's loopback, one {rate} tc-shaped link per node"
+            if rate else ": local processes, no shaping"))
     tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
         f"-shaped-{rate}" if rate else "")
     try:
@@ -252,9 +277,12 @@ def bench_compressed(
             s.shape, s.extra = (lambda rows: {"rows": transfer_rows(rows)}), info  # fp32 runs first: speedups kept
             df = compressed_benchmark(n, algorithm, names, procs=procs, mode=mode, link_rate=rate, target_s=target_s,
                                       timeout=timeout, progress=s.progress,
-                                      on_row=lambda r: s.add([r], f"codec {r['codec']}"))
+                                      on_row=lambda r: s.add([r], f"codec {r['codec']}"),
+                                      ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others)
     except ValueError as e:
         fail(str(e))
+    info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
+                               "cores": os.cpu_count()}
     if emit(result("bench compressed", config, device=backend.device_name("cpu"), rows=df, **info),
             bench_out(out, as_json, f"compressed-cpu-P{procs}{tag}"), as_json):
         return

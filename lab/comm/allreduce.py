@@ -17,6 +17,8 @@ with own="exact" each rank's sum differs by its own quantisation error).
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from lab.codecs import Codec, parse_spec
@@ -104,17 +106,42 @@ def _plugin(algorithm: str | None, what: str) -> bool:
     return _known(algorithm) and bool(getattr(get_algorithm(algorithm), what))
 
 
+def configure(algorithm: str, P: int, codec: Codec | None, how: str, options: dict) -> dict:
+    """The algorithm's own options checked for P ranks and completed (`Algorithm.configure`); an
+    option the algorithm does not take is a ValueError naming the ones it does."""
+    takes = () if algorithm == NATIVE else get_algorithm(algorithm).options
+    bad = sorted(set(options) - set(takes))
+    if bad:
+        which = [a.name for a in algorithm_infos() if a.options]
+        raise ValueError(f"algorithm {algorithm!r} takes no option {', '.join(bad)}; "
+                         + (f"it takes: {', '.join(takes)}" if takes else "it takes none")
+                         + (f" (algorithms with options: {', '.join(which)})" if which else ""))
+    if not takes:
+        return {}
+    return get_algorithm(algorithm).configure(P, codec, how, **options)
+
+
+def describe_options(options: dict) -> tuple:
+    """Options as comparable plain values (codecs by their description), for the control check."""
+    return tuple(sorted((k, v.describe() if isinstance(v, Codec) else v) for k, v in options.items()))
+
+
 def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
               mode: str = "auto", own: str = "compressed", key: str = "default",
-              check: bool = True) -> torch.Tensor:
+              check: bool = True, **options) -> torch.Tensor:
     """The sum over ranks of x (every rank passes a tensor of the same length), as a new tensor
     of x's shape and dtype on the comm's device. check=True first verifies, with a small control
-    exchange, that every rank asked for the same length, algorithm, codec and mode. With one
-    rank nothing crosses a wire and the result is x itself. own="exact" (gather mode) adds the
-    rank's own x uncompressed; `key` names the error-feedback residual of an ErrorFeedback codec."""
+    exchange, that every rank asked for the same length, algorithm, codec, mode and options. With
+    one rank nothing crosses a wire and the result is x itself. own="exact" (gather mode) adds the
+    rank's own x uncompressed; `key` names the error-feedback residual of an ErrorFeedback codec.
+    **options are the algorithm's own (`Algorithm.options`), e.g. for the two-level algorithms
+    `ranks_per_node=8`; hierarchical also takes `inner=`/`outer=` (each level's algorithm) and
+    `intra_codec=` (the codec inside a node; `codec` is the one across nodes and, by default,
+    inside too; None or 'none' = fp32 inside)."""
     check_algorithm(algorithm)
     codec = resolve_codec(codec)
     how = resolve_mode(codec, mode, algorithm)
+    opts = configure(algorithm, comm.size, codec, how, options)
     if own not in OWN:
         raise ValueError(f"own={own!r}; allowed: {', '.join(OWN)}")
     if own == "exact" and how != "gather":
@@ -127,8 +154,9 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         raise ValueError("the native all_reduce carries fp32 only; pick one of "
                          f"{', '.join(_registered())} to put a codec on the wire")
     if check:
-        comm.check_same((x.numel(), algorithm, codec.describe() if codec else None, how),
-                        "(length, algorithm, codec, mode)")
+        same = (x.numel(), algorithm, codec.describe() if codec else None, how)
+        comm.check_same(same + ((describe_options(opts),) if opts else ()),
+                        "(length, algorithm, codec, mode" + (", options)" if opts else ")"))
     buf = x.detach().reshape(-1).to(device=comm.device, dtype=torch.float32, copy=True)
     n, P = buf.numel(), comm.size
     if n and P > 1:
@@ -137,10 +165,13 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         elif algorithm == NATIVE:
             comm.native_allreduce(buf)
         elif how == "gather":
-            buf = _gather_sum(comm, buf, codec, get_algorithm(algorithm).gather, own, key)
+            gather = get_algorithm(algorithm).gather
+            if opts:
+                gather = partial(gather, options=opts)
+            buf = _gather_sum(comm, buf, codec, gather, own, key)
         else:
             algo = get_algorithm(algorithm)
-            algo.reduce(comm, buf, Channel(comm, codec, scratch=algo.scratch(n, P)))
+            algo.reduce(comm, buf, Channel(comm, codec, scratch=algo.scratch(n, P), options=opts))
     return buf.view(x.shape).to(x.dtype)
 
 
@@ -166,5 +197,5 @@ def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, k
     return total.add_(buf) if own == "exact" else total
 
 
-__all__ = ["allreduce", "algorithm_names", "resolve_codec", "resolve_mode", "check_algorithm",
+__all__ = ["allreduce", "algorithm_names", "resolve_codec", "resolve_mode", "check_algorithm", "configure",
            "CommError", "MODES", "OWN", "NATIVE"]

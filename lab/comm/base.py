@@ -153,6 +153,34 @@ class Comm(ABC):
             listing = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
             raise CommError(f"ranks disagree on {what} ({listing}); every rank must pass the same")
 
+    # -- all-to-all and sub-groups
+    def alltoall(self, out: torch.Tensor, inp: torch.Tensor, out_splits: Sequence[int],
+                 in_splits: Sequence[int]) -> Work:
+        """All-to-all of one flat buffer (MPI's alltoallv, torch's `all_to_all_single`): the i-th
+        `in_splits[i]` elements of `inp` go to rank i, and rank i's piece for this rank lands in the
+        i-th `out_splits[i]` elements of `out` (this rank's own piece is copied). Every rank calls it.
+        Default: one batch of `exchange` (NCCL-safe), peers in the order r+1, r+2, ..."""
+        ins, outs = _split(inp, in_splits, self.size, "in"), _split(out, out_splits, self.size, "out")
+        r, P = self.rank, self.size
+        if ins[r].numel() != outs[r].numel():
+            raise CommError(f"rank {r}: alltoall sends itself {ins[r].numel()} elements into a slot of {outs[r].numel()}")
+        outs[r].copy_(ins[r])
+        peers = [(r + k) % P for k in range(1, P)]
+        return self.exchange([(ins[p], p) for p in peers], [(outs[p], p) for p in peers])
+
+    def group(self, ranks: Sequence[int]) -> "Comm":
+        """This rank's view of the sub-group `ranks` (distinct ranks of this comm, including this one),
+        numbered 0..len(ranks)-1 in the order given: a `SubComm` whose transfers go to the global
+        ranks through this comm (counted here too). Views are cached per group; the whole group in
+        order is this comm itself."""
+        key = tuple(ranks)
+        if key == tuple(range(self.size)):
+            return self
+        groups = self.__dict__.setdefault("_groups", {})
+        if key not in groups:
+            groups[key] = SubComm(self, key)
+        return groups[key]
+
     def reset_counters(self) -> None:
         self.bytes_sent = 0
         self.messages_sent = 0
@@ -160,3 +188,88 @@ class Comm(ABC):
     def _check_peer(self, peer: int) -> None:
         if not 0 <= peer < self.size or peer == self.rank:
             raise CommError(f"rank {self.rank}: peer {peer} is not another rank of 0..{self.size - 1}")
+
+
+def _split(t: torch.Tensor, splits: Sequence[int], P: int, what: str) -> list[torch.Tensor]:
+    """`t` (flat, contiguous) cut into consecutive views of the given lengths, one per rank."""
+    splits = [int(k) for k in splits]
+    if len(splits) != P or any(k < 0 for k in splits) or sum(splits) != t.numel() or t.dim() != 1:
+        raise CommError(f"alltoall: {what}_splits {splits} must be {P} lengths >= 0 adding up to the "
+                        f"{what} buffer's {t.numel()} elements (a flat tensor)")
+    out, off = [], 0
+    for k in splits:
+        out.append(t[off:off + k])
+        off += k
+    return out
+
+
+class SubComm(Comm):
+    """A sub-group of a Comm (made by `Comm.group`): rank i of it is global rank `ranks[i]`.
+
+    Point-to-point goes to the global ranks through the parent (on torch.distributed: plain
+    batched isend/irecv with global ranks, no new process group), so it works on every backend,
+    SimComm's strict NCCL rules included. Control traffic (allgather_object, barrier) and
+    native_allreduce are point-to-point among the members too: only the group's ranks take part.
+    Bytes are counted on the sub-group and on the parent."""
+
+    def __init__(self, parent: Comm, ranks: Sequence[int]) -> None:
+        super().__init__()
+        ranks = tuple(ranks)
+        if (len(set(ranks)) != len(ranks) or not all(isinstance(p, int) and 0 <= p < parent.size for p in ranks)
+                or parent.rank not in ranks):
+            raise CommError(f"group {list(ranks)}: allowed are distinct ranks of 0..{parent.size - 1} "
+                            f"that include this rank ({parent.rank})")
+        self.parent, self.ranks = parent, ranks
+        self.rank, self.size = ranks.index(parent.rank), len(ranks)
+        self.backend, self.device, self.receive_ahead = parent.backend, parent.device, parent.receive_ahead
+
+    def _count(self, sends: Sequence[tuple[torch.Tensor, int]]) -> None:
+        self.parent.bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
+        self.parent.messages_sent += len(sends)
+
+    def _isend(self, t: torch.Tensor, dst: int) -> Work:
+        self._count([(t, dst)])
+        return self.parent._isend(t, self.ranks[dst])
+
+    def _irecv(self, t: torch.Tensor, src: int) -> Work:
+        return self.parent._irecv(t, self.ranks[src])
+
+    def _exchange(self, sends: list[tuple[torch.Tensor, int]],
+                  recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
+        self._count(sends)
+        return self.parent._exchange([(t, self.ranks[d]) for t, d in sends], [(t, self.ranks[s]) for t, s in recvs])
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every member's `obj` by point-to-point: lengths, then pickled bytes (one batch each)."""
+        import pickle
+
+        mine = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(self.device)
+        others = [p for p in range(self.size) if p != self.rank]
+        n = torch.tensor([mine.numel()], dtype=torch.int64, device=self.device)
+        lens = {p: torch.zeros(1, dtype=torch.int64, device=self.device) for p in others}
+        self._control([(n, p) for p in others], [(lens[p], p) for p in others])
+        got = {p: torch.empty(int(lens[p].item()), dtype=torch.uint8, device=self.device) for p in others}
+        self._control([(mine, p) for p in others], [(got[p], p) for p in others])
+        got[self.rank] = mine
+        return [pickle.loads(got[p].cpu().numpy().tobytes()) for p in range(self.size)]
+
+    def _control(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]]) -> None:
+        """A batch that is not counted as data (like the parent's control all-gather)."""
+        saved = [(c, c.bytes_sent, c.messages_sent) for c in (self, self.parent)]
+        self.exchange(sends, recvs).wait()
+        for c, b, m in saved:
+            c.bytes_sent, c.messages_sent = b, m
+
+    def barrier(self) -> None:
+        self.allgather_object(None)
+
+    def native_allreduce(self, buf: torch.Tensor) -> None:
+        """The exact sum in member order: every member sends its buffer to every other one."""
+        others = [p for p in range(self.size) if p != self.rank]
+        got = {p: torch.empty_like(buf) for p in others}
+        self.exchange([(buf, p) for p in others], [(got[p], p) for p in others]).wait()
+        got[self.rank] = buf.clone()
+        acc = got[0].clone()
+        for p in range(1, self.size):
+            acc.add_(got[p])
+        buf.copy_(acc)

@@ -306,7 +306,10 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
 
 
 def speedups(rows: list[dict]) -> list[dict]:
-    base = {r["n_values"]: r["seconds"] for r in rows if r["codec"] == "fp32"}
+    base: dict = {}
+    for r in rows:  # the first fp32 row per size: the benchmarked algorithm's, ahead of --compare's
+        if r["codec"] == "fp32":
+            base.setdefault(r["n_values"], r["seconds"])
     for r in rows:
         r["speedup_vs_fp32"] = base[r["n_values"]] / r["seconds"] if r["n_values"] in base else None
     return rows
@@ -363,27 +366,48 @@ def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cud
 
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
                        max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
-                       on_row: RowSink | None = None) -> list[dict] | None:
+                       on_row: RowSink | None = None, options: dict | None = None,
+                       compare: list[str] | tuple = ()) -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
-    mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form)."""
+    mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form).
+    options: the algorithm's own (`allreduce(**options)`, e.g. ranks_per_node, intra_codec; the fp32
+    row and the reference sum leave intra_codec out: fp32 on every level).
+    compare: more algorithms run the same way (fp32 and each codec, no options) in the same run;
+    every row's speedup_vs_fp32 is against `algorithm`'s fp32 row."""
     check_algorithm(algorithm)
     x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
-    exact = allreduce(comm, x, algorithm=algorithm)
+    options = options or {}
+    fp32 = {k: v for k, v in options.items() if k != "intra_codec"}  # the baseline is fp32 on every level
+    exact = allreduce(comm, x, algorithm=algorithm, **fp32)
+    runs = [(algorithm, options if name is not None else fp32, name) for name in codecs]
+    runs += [(a, {}, name) for a in compare for name in codecs]
     rows = []
-    for i, name in enumerate(codecs):
+    for i, (a, opts, name) in enumerate(runs):
         codec = resolve_codec(name)
         comm.reset_counters()
-        y = allreduce(comm, x, algorithm=algorithm, codec=codec, mode=mode)
+        y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
         sent = comm.bytes_sent
-        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=algorithm, codec=codec, mode=mode, check=False),
+        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts),
                        target_s, max_iters)
-        rows.append({"algorithm": algorithm, "codec": codec.describe() if codec else "fp32",
-                     "mode": resolve_mode(codec, mode, algorithm), "P": comm.size,
-                     "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
-                     "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0})
+        row = {"algorithm": a, "codec": codec.describe() if codec else "fp32",
+               "mode": resolve_mode(codec, mode, a), "P": comm.size,
+               "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
+               "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0}
+        for k, v in opts.items():
+            row[k] = v if isinstance(v, (int, str, type(None))) else str(v)
+        if a == algorithm and "intra_codec" in options and "intra_codec" not in opts:
+            row["intra_codec"] = "none"
+        rows.append(row)
         if on_row:
             on_row(rows[-1])
         if progress:
-            progress((i + 1) / len(codecs), rows[-1]["codec"])
-    return speedups(rows) if comm.rank == 0 else None
+            progress((i + 1) / len(runs), f"{a} {rows[-1]['codec']}")
+    if comm.rank != 0:
+        return None
+    base = next((r["seconds"] for r in rows if r["algorithm"] == algorithm and r["codec"] == "fp32"), None)
+    if base is None:
+        return speedups(rows)
+    for r in rows:
+        r["speedup_vs_fp32"] = base / r["seconds"]
+    return rows

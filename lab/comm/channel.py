@@ -32,8 +32,11 @@ CHUNK = 1 << 20
 class Channel:
     """Send/receive/reduce of fp32 segments over `comm`, through `codec` when one is given."""
 
-    def __init__(self, comm: Comm, codec: Codec | None = None, *, scratch: int = 0) -> None:
+    def __init__(self, comm: Comm, codec: Codec | None = None, *, scratch: int = 0,
+                 options: dict | None = None) -> None:
         self.comm, self.codec = comm, codec
+        #: the algorithm's own options, checked and completed by its `configure` (allreduce.py)
+        self.options: dict = dict(options or {})
         self._scratch = None
         if codec is None and scratch:
             # kept on the comm: fresh multi-MB buffers per call would cost page faults every time
@@ -81,6 +84,19 @@ class Channel:
         """acc += decode(payload)."""
         if acc.numel():
             acc.add_(self.decoded(payload, acc.numel()))
+
+    def decode_sum(self, payloads: Sequence[torch.Tensor], seg: torch.Tensor) -> None:
+        """seg = the fp32 sum of the decoded payloads, in list order (an owner's reduction; the
+        codec's fused `decode_sum` where it has one). Raw: the payloads are fp32 segments."""
+        if not seg.numel():
+            return
+        if self.codec is None:
+            seg.copy_(payloads[0])
+            for p in payloads[1:]:
+                seg.add_(p)
+            return
+        fmt = self._fmt(seg.numel())
+        seg.copy_(self.codec.decode_sum([fmt.unpack(p) for p in payloads]).reshape(-1))
 
     def reduce(self, payload: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
         """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`."""

@@ -102,6 +102,25 @@ class TorchComm(Comm):
             wrapped = [one or Done() for _ in ops]
         return wrapped[len(recvs):], wrapped[:len(recvs)]
 
+    def alltoall(self, out: torch.Tensor, inp: torch.Tensor, out_splits, in_splits) -> Work:
+        """torch.distributed.all_to_all_single with split sizes (Gloo's alltoallv, NCCL's grouped
+        sends): the backend's own all-to-all. Every rank takes this path whatever its sizes (one
+        with nothing to send or receive too: Gloo accepts empty buffers here), else ranks would hang."""
+        if not hasattr(dist, "all_to_all_single"):
+            return super().alltoall(out, inp, out_splits, in_splits)
+        from .base import _split
+        ins = _split(inp, in_splits, self.size, "in")
+        _split(out, out_splits, self.size, "out")
+        sent = [t for p, t in enumerate(ins) if p != self.rank and t.numel()]
+        self.bytes_sent += sum(t.numel() * t.element_size() for t in sent)
+        self.messages_sent += len(sent)
+        try:
+            work = dist.all_to_all_single(out, inp, [int(k) for k in out_splits], [int(k) for k in in_splits],
+                                          async_op=True)
+        except Exception as e:
+            raise CommError(f"rank {self.rank}: all_to_all_single failed; a rank died or hung ({e})") from e
+        return _Work(work, self, "all-to-all with", "any")
+
     def barrier(self) -> None:
         try:
             dist.barrier()

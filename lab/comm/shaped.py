@@ -171,6 +171,10 @@ class ShapedLink:
     ``delay_ms`` is the one-way host-to-host latency (added once, at the
     sender's egress), so a TCP handshake between two ranks takes ``2*delay_ms``.
     ``burst_bytes`` is the tbf bucket (default: 1 ms of line rate, at least 8 KiB).
+    ``ranks_per_node=k`` makes it two-level: ranks jk..jk+k−1 share host j (one namespace, one
+    shaped link to the switch), so ranks of a node talk over that namespace's loopback at memory
+    speed and every byte between nodes crosses the node's one shaped link, as on a cluster whose
+    nodes have one NIC each (``namespace``/``address``/``interface`` of a rank are its host's).
 
     Use as a context manager::
 
@@ -180,7 +184,7 @@ class ShapedLink:
     """
 
     def __init__(self, procs: int, *, rate: str = "1gbit", delay_ms: float = 0.0,
-                 prefix: str = "plab", burst_bytes: int | None = None) -> None:
+                 prefix: str = "plab", burst_bytes: int | None = None, ranks_per_node: int = 1) -> None:
         if isinstance(procs, bool) or not isinstance(procs, int):
             raise ValueError(f"procs must be an int in 1..{MAX_PROCS}, got {procs!r}")
         if not 1 <= procs <= MAX_PROCS:
@@ -204,7 +208,15 @@ class ShapedLink:
                 or burst_bytes < _WIRE_FRAME:
             raise ValueError(f"burst_bytes must be an int >= {_WIRE_FRAME} (one full "
                              f"Ethernet frame), got {burst_bytes!r}")
+        if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) or ranks_per_node < 1 \
+                or procs % ranks_per_node:
+            raise ValueError(f"ranks_per_node={ranks_per_node!r} must divide procs={procs}; allowed: "
+                             + ", ".join(str(d) for d in range(1, procs + 1) if procs % d == 0))
         self.procs = procs
+        #: ranks sharing one host (namespace): they talk over its loopback, unshaped; hosts talk
+        #: over the shaped links (two-level: "fast inside a node, shaped between nodes")
+        self.ranks_per_node = ranks_per_node
+        self.hosts = procs // ranks_per_node
         self.rate = rate.strip().lower()
         self.delay_ms = float(delay_ms)
         self.prefix = prefix
@@ -220,7 +232,7 @@ class ShapedLink:
     def _check_rank(self, rank: int) -> int:
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.procs:
             raise ValueError(f"rank must be an int in 0..{self.procs - 1}, got {rank!r}")
-        return rank
+        return rank // self.ranks_per_node  # the rank's host
 
     @property
     def switch_namespace(self) -> str:
@@ -233,7 +245,7 @@ class ShapedLink:
     @property
     def namespaces(self) -> list[str]:
         """Every namespace this link owns: the ranks', then the switch's."""
-        return [self.namespace(r) for r in range(self.procs)] + [self.switch_namespace]
+        return [self.namespace(h * self.ranks_per_node) for h in range(self.hosts)] + [self.switch_namespace]
 
     def namespace(self, rank: int) -> str:
         return f"{self.tag}-{self._check_rank(rank)}"
@@ -271,7 +283,7 @@ class ShapedLink:
         cmds = [["ip", "netns", "add", sw],
                 ["ip", "-n", sw, "link", "add", br, "type", "bridge"],
                 ["ip", "-n", sw, "link", "set", br, "up"]]
-        for r in range(self.procs):
+        for r in range(0, self.procs, self.ranks_per_node):  # one host per node
             ns, dev, port = self.namespace(r), self.interface(r), self.port(r)
             cmds += [
                 ["ip", "netns", "add", ns],
@@ -356,7 +368,7 @@ class ShapedLink:
         self.teardown()
 
     def __repr__(self) -> str:
-        return (f"ShapedLink(procs={self.procs}, rate={self.rate!r}, "
+        return (f"ShapedLink(procs={self.procs}, ranks_per_node={self.ranks_per_node}, rate={self.rate!r}, "
                 f"delay_ms={self.delay_ms:g}, tag={self.tag!r}, up={self._up})")
 
 

@@ -22,8 +22,10 @@ size_sweep = bench.size_sweep
 format_collectives = bench.format_table
 
 
-def _shaped(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False) -> Any:
-    """The network-namespace link for `procs` ranks at `rate` (None: no shaping, plain local ranks)."""
+def _shaped(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False,
+            ranks_per_node: int = 1) -> Any:
+    """The network-namespace link for `procs` ranks at `rate` (None: no shaping, plain local ranks);
+    ranks_per_node > 1: ranks of a node share a namespace (fast loopback), nodes a shaped link."""
     if rate is None:
         return nullcontext(None)
     from lab.comm.shaped import ShapedLink, available
@@ -32,7 +34,7 @@ def _shaped(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = F
         ok, why = available(delay=delay_ms > 0)
         if not ok:
             raise ValueError(f"--link-rate needs network namespaces: {why}")
-    return ShapedLink(procs, rate=rate, delay_ms=delay_ms)
+    return ShapedLink(procs, rate=rate, delay_ms=delay_ms, ranks_per_node=ranks_per_node)
 
 
 @dataclass
@@ -133,19 +135,51 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
 
 def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: int = 4, mode: str = "auto",
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
-                         progress: Progress | None = None, on_row: RowSink | None = None) -> pd.DataFrame:
+                         progress: Progress | None = None, on_row: RowSink | None = None,
+                         ranks_per_node: int | None = None, intra_codec: str | None = None,
+                         compare: list[str] | None = None) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
-    error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.)."""
-    from lab.comm.allreduce import check_algorithm, resolve_codec, resolve_mode
+    error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
+
+    ranks_per_node: ranks per node; with a link rate the machine becomes two-level (the ranks of a
+    node share a network namespace and talk over its loopback; nodes talk over one shaped link
+    each), and the algorithm gets it when it takes it (hierarchical, alltoall_quantized).
+    intra_codec: hierarchical's codec inside a node ('none' = fp32; default: the codec itself).
+    compare: more algorithms timed in the same run, fp32 and every codec (default: the flat ring
+    when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time."""
+    from lab.comm.algorithms import get_algorithm
+    from lab.comm.allreduce import check_algorithm, configure, resolve_codec, resolve_mode
     from lab.comm.launch import run
 
     check_algorithm(algorithm)
+    compare = list(compare) if compare is not None else ([] if algorithm == "ring" else ["ring"])
+    for a in compare:
+        check_algorithm(a)
+    takes = get_algorithm(algorithm).options
+    options: dict = {}
+    if ranks_per_node is not None:
+        if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) or ranks_per_node < 1 \
+                or procs % ranks_per_node:
+            raise ValueError(f"--ranks-per-node {ranks_per_node!r} must divide --procs {procs}; allowed: "
+                             + ", ".join(str(d) for d in range(1, procs + 1) if procs % d == 0))
+        if "ranks_per_node" in takes:
+            options["ranks_per_node"] = ranks_per_node
+    if intra_codec is not None:
+        if "intra_codec" not in takes:
+            raise ValueError(f"--intra-codec is hierarchical's (the codec inside a node); algorithm {algorithm!r} "
+                             "has one codec")
+        options["intra_codec"] = intra_codec
     names: list = [None, *codecs]
     for c in names:
-        resolve_mode(resolve_codec(c), mode, algorithm)
-    with _shaped(procs, link_rate) as net:
+        codec = resolve_codec(c)
+        how = resolve_mode(codec, mode, algorithm)
+        configure(algorithm, procs, codec, how, options)
+        for a in compare:
+            resolve_mode(codec, mode, a)
+    with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
-                   on_row=on_row, target_s=target_s, mode=mode, timeout=timeout)[0]
+                   on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
+                   compare=compare)[0]
     return pd.DataFrame(rows)
 
 

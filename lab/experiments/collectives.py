@@ -64,9 +64,15 @@ def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, cod
     return df, pd.DataFrame(pred)
 
 
+#: the pseudo-algorithm of `error_at_scale`: gather mode (every rank's vector encoded once, the P
+#: payloads all-gathered and summed after decoding; the same numbers on every algorithm, run on the ring)
+GATHER = "gather"
+
+
 def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *, n: int = 4096,
                    mode: str | list[str] = "auto", seed: int = 0, progress: Progress | None = None,
-                   on_row: Callable[[dict], None] | None = None) -> pd.DataFrame:
+                   on_row: Callable[[dict], None] | None = None,
+                   ranks_per_node: int | None = None) -> pd.DataFrame:
     """Relative error of a compressed allreduce against the exact sum, on SimComm, as P grows.
 
     Rank r holds a seeded normal vector of n values. Columns: codec (described), spec (as given), algorithm, P, mode,
@@ -76,10 +82,17 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
     a list, a (codec, algorithm, mode) the codec cannot run is left out and named in
     `.attrs['skipped']`. Runs P in ascending order (every curve at one P before the next P), each
     finished row streamed through `on_row`, so a stopped run has every curve up to the same P; the
-    table comes back ordered by codec, algorithm, mode, P."""
+    table comes back ordered by codec, algorithm, mode, P. `algorithms` may include "gather" (GATHER):
+    gather mode on the ring, the codec applied once per rank. `ranks_per_node` goes to the algorithms
+    that take it (hierarchical, alltoall_quantized's two-level form; it must divide every P); None:
+    hierarchical's balanced default, alltoall_quantized flat."""
+    from lab.comm.algorithms import get_algorithm
+    from lab.comm.allreduce import configure
+
     check_seed(seed)
     for a in algorithms:
-        check_algorithm(a)
+        if a != GATHER:
+            check_algorithm(a)
     for P in ranks:
         if isinstance(P, bool) or not isinstance(P, int) or not 1 <= P <= MAX_RANKS:
             raise ValueError(f"P={P!r}; SimComm runs 1..{MAX_RANKS} ranks")
@@ -90,12 +103,24 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
     if not wanted:
         raise ValueError("mode: give at least one of auto, requantize, gather")
     resolved = {name: resolve_codec(name) for name in codecs}
+
+    def plan(a: str, m: str) -> tuple[str, str, dict]:
+        """(algorithm run, mode asked, its options)."""
+        if a == GATHER:
+            return "ring", "gather", {}
+        takes = "ranks_per_node" in get_algorithm(a).options
+        return a, m, ({"ranks_per_node": ranks_per_node} if takes and ranks_per_node is not None else {})
+
     combos, skipped = [], []
     for i, name in enumerate(codecs):
         for j, a in enumerate(algorithms):
             for k, m in enumerate(wanted):
+                run_a, run_m, opts = plan(a, m)
                 try:
-                    combos.append(((i, j, k), name, a, m, resolve_mode(resolved[name], m, a)))
+                    how = resolve_mode(resolved[name], run_m, run_a)
+                    for P in ranks:  # bad options fail before any run
+                        configure(run_a, P, resolved[name], how, opts)
+                    combos.append(((i, j, k), name, a, m, how))
                 except ValueError as e:
                     if not many:
                         raise
@@ -109,7 +134,8 @@ def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *
             codec = resolved[name]
             tick = _Ticker(progress, done / steps, f"{name} {a} {how} P={P}") if progress else None
             try:  # progress also reports (and can be stopped) during one long simulation, not only after it
-                out = simulate(_error_rank, P, n, a, name, m, seed, tick)
+                run_a, run_m, opts = plan(a, m)
+                out = simulate(_error_rank, P, n, run_a, name, run_m, seed, tick, **opts)
             except CommError as e:
                 if tick is not None and tick.raised is not None:
                     raise tick.raised from None
@@ -156,7 +182,7 @@ class _Ticker:
                 raise
 
 
-def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int, tick=None):
+def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int, tick=None, **options):
     if tick is not None and comm.rank == 0:
         send0 = comm._isend
 
@@ -164,7 +190,7 @@ def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed
             tick()
             return send0(t, dst)
         comm._isend = isend
-    y = allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec, mode=mode)
+    y = allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec, mode=mode, **options)
     return y, comm.bytes_sent
 
 

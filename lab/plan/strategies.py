@@ -173,6 +173,9 @@ def cluster_codec(wc: WireCodec, dev: Device) -> cl.CodecCost:
 def _check_cluster_algorithm(algorithm: str, cluster: cl.Cluster | None) -> None:
     if cluster is not None and algorithm in CLUSTER_ALGORITHMS:
         return
+    if cluster is None and algorithm in CLUSTER_ALGORITHMS:  # registered too (flat coefficients), but planned per level
+        raise ValueError(f"algorithm {algorithm!r} runs on a two-level cluster: give cluster= (the CLI's "
+                         "--cluster NODESxGPUS --intra LINK --inter LINK), or a flat algorithm")
     try:
         cost.check_algorithm(algorithm)
     except ValueError as e:

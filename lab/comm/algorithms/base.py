@@ -67,6 +67,12 @@ class Algorithm:
         so a codec that cannot be re-encoded at every hop (sign, sparse) may still requantize on it
         (Seide et al.'s 1-bit SGD).
     scratch(n, P): fp32 scratch values a raw reduce of n values uses.
+    options: names of the keyword options `allreduce(..., **options)` passes it (hierarchical's
+        ranks_per_node, inner, outer, intra_codec); its reduce reads them from `channel.options`,
+        its gather gets them as `gather(comm, rows, options)`.
+    configure(P, codec, mode, **options) -> dict: checks the options for P ranks, the codec and the
+        resolved mode ('raw', 'requantize', 'gather'), raising ValueError that names the allowed
+        values, and returns them complete (defaults filled in); None: the algorithm takes none.
     order: position in lists (lower first; the built-ins follow paper 001's slide).
     """
 
@@ -82,6 +88,8 @@ class Algorithm:
     busbw: Callable[[int], float] = allreduce_busbw
     two_stage: bool = False
     scratch: Callable[[int, int], int] = raw_scratch
+    options: tuple[str, ...] = ()
+    configure: Optional[Callable[..., dict]] = None
     order: int = 100
     module: str = field(default="", compare=False)
 
@@ -92,10 +100,13 @@ class Algorithm:
         for what in ("reduce", "coefficients", "total_bytes", "busbw", "scratch"):
             if not callable(getattr(self, what)):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable, got {getattr(self, what)!r}")
-        for what in ("gather", "gather_coefficients", "codec_counts"):
+        for what in ("gather", "gather_coefficients", "codec_counts", "configure"):
             v = getattr(self, what)
             if v is not None and not callable(v):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable or None, got {v!r}")
+        if bool(self.options) != (self.configure is not None):
+            raise ValueError(f"algorithm {self.name!r}: give options and configure together "
+                             "(the option names and their check), or neither")
         if (self.gather is None) != (self.gather_coefficients is None):
             raise ValueError(f"algorithm {self.name!r}: give gather and gather_coefficients together "
                              "(the allgather and its cost model), or neither")
