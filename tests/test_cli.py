@@ -346,11 +346,11 @@ STOPPABLE = {
 }
 
 
-@pytest.mark.parametrize("command", list(STOPPABLE))
-def test_ctrl_c_keeps_what_a_one_call_experiment_finished(command, tmp_path):
-    args, marker, key = STOPPABLE[command]
-    out = tmp_path / "partial.json"
-    p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO, env=ENV,
+def stop_at(args: list[str], marker: str, out, env: dict | None = None) -> str:
+    """Run `paralab <args> --out <out>`, press Ctrl-C when a stderr line starts with `marker`, and check
+    the stop: exit 130, 'interrupted', the partial result written, no traceback. Returns stderr after
+    the stop."""
+    p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO, env=env or ENV,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     deadline = time.monotonic() + 240
@@ -363,6 +363,14 @@ def test_ctrl_c_keeps_what_a_one_call_experiment_finished(command, tmp_path):
     rest = p.stderr.read()
     assert p.wait(timeout=120) == 130, "".join(seen) + rest
     assert "interrupted" in rest and f"written to {out}" in rest and "Traceback" not in rest, rest
+    return rest
+
+
+@pytest.mark.parametrize("command", list(STOPPABLE))
+def test_ctrl_c_keeps_what_a_one_call_experiment_finished(command, tmp_path):
+    args, marker, key = STOPPABLE[command]
+    out = tmp_path / "partial.json"
+    rest = stop_at(args, marker, out)
     data = json.loads(out.read_text())
     jsonschema.validate(data, schema(command))
     assert data["partial"] is True and data["stopped"] and len(data[key]) >= 1

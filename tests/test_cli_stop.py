@@ -4,8 +4,6 @@ train --reproduce): the run stops at once with exit 130, says where it was, and 
 finished are written, marked partial, in the command's schema. Rank 0 streams each finished row to
 the parent (lab.comm.launch's on_row), so the parent has them when the stop comes."""
 import json
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -14,7 +12,7 @@ import jsonschema
 import psutil
 import pytest
 
-from test_cli import ENV, REPO, schema
+from test_cli import ENV, REPO, schema, stop_at
 
 # command -> (arguments, the stderr line to stop at, the result's key for finished rows, row check)
 STOPPABLE = {
@@ -55,20 +53,7 @@ def test_ctrl_c_keeps_what_rank_0_finished(command, tmp_path):
     args, marker, key, check = STOPPABLE[command]
     out = tmp_path / "partial.json"
     tag = str(uuid.uuid4())
-    p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO,
-                         env={**ENV, "PARALAB_TEST_RUN": tag},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    deadline = time.monotonic() + 240
-    for line in p.stderr:
-        seen.append(line)
-        if line.startswith(marker):
-            p.send_signal(signal.SIGINT)
-            break
-        assert time.monotonic() < deadline, "".join(seen)
-    rest = p.stderr.read()
-    assert p.wait(timeout=120) == 130, "".join(seen) + rest
-    assert "interrupted" in rest and f"written to {out}" in rest and "Traceback" not in rest, rest
+    rest = stop_at(args, marker, out, {**ENV, "PARALAB_TEST_RUN": tag})
     data = json.loads(out.read_text())
     jsonschema.validate(data, schema(command.split(" --")[0]))
     assert data["partial"] is True and data["stopped"].split(" (")[0] in rest

@@ -5,19 +5,12 @@ survives other controls; a click elsewhere does not restart it)."""
 import time
 
 from streamlit.testing.v1 import AppTest
-
-
-def _render(module: str) -> None:
-    import importlib
-
-    importlib.import_module(module).render()
+from test_app import page as app_page
 
 
 def page(**query) -> AppTest:
-    at = AppTest.from_function(_render, args=("views.collectives",), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    """The collectives page on its own, its URL carrying `query` (tests/test_app.py's `page`)."""
+    return app_page("collectives", **query)
 
 
 def texts(at: AppTest, kind: str) -> str:

@@ -7,19 +7,12 @@ import time
 from streamlit.testing.v1 import AppTest
 
 from lab.experiments import codec_curves, dataset_info
-
-
-def _render(module: str) -> None:
-    import importlib
-
-    importlib.import_module(module).render()
+from test_app import page as app_page
 
 
 def page(**query) -> AppTest:
-    at = AppTest.from_function(_render, args=("views.training",), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    """The training page on its own, its URL carrying `query` (tests/test_app.py's `page`)."""
+    return app_page("training", **query)
 
 
 def texts(at: AppTest, kind: str) -> str:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from lab.cli import app
 from lab.comm import cluster as cl
 from lab.plan import pays as pp
+from test_app import page as app_page
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -140,17 +141,9 @@ def test_cli_json_matches_schema_and_bad_input_is_one_line(tmp_path):
         assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output, r.output
 
 
-def _render(module: str) -> None:
-    import importlib
-
-    importlib.import_module(module).render()
-
-
 def _page(**query) -> AppTest:
-    at = AppTest.from_function(_render, args=("views.pays",), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    """The pays page on its own, its URL carrying `query` (tests/test_app.py's `page`)."""
+    return app_page("pays", **query)
 
 
 def test_page_default_view_is_fast_and_has_a_computed_takeaway():

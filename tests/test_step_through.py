@@ -14,22 +14,14 @@ from lab import plots
 from lab.comm.algorithms import Algorithm, get_algorithm, register, unregister
 from lab.experiments import (STEP_P, algorithm_catalog, algorithm_traffic, busbw_table, step_algorithms,
                              step_codecs, step_through)
+from test_app import page as app_page
 
 PS = range(STEP_P[0], STEP_P[1] + 1)
 
 
-def _render(module: str) -> None:
-    import importlib
-
-    importlib.import_module(module).render()
-
-
 def page(**query) -> AppTest:
-    """The Step through page on its own, its URL carrying `query` (as tests/test_app.py's `page`)."""
-    at = AppTest.from_function(_render, args=("views.step_through",), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    return at.run()
+    """The step_through page on its own, its URL carrying `query` (tests/test_app.py's `page`)."""
+    return app_page("step_through", **query)
 
 
 # --- the trace: bytes, buffers, errors ---
