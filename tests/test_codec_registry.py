@@ -100,7 +100,8 @@ def test_flags_agree_with_the_codecs():
     for info in codec_infos():
         c = parse_spec(info.name)
         assert info.summable == c.summable, info.name
-        assert info.gather_only == (not c.requantize), info.name
+        assert info.phased == bool(c.phases), info.name
+        assert info.gather_only == (not c.requantize and not c.phases), info.name
         assert info.stochastic == c.stochastic, info.name
         for o in info.options:  # every declared default is accepted by the codec
             info.build(**{o.name: o.default})
@@ -192,8 +193,9 @@ def test_plugin_codec_in_every_pages_codec_choice(plugin, page_name, key):
     ("training", "codecs", {"epochs": "0.25", "workers": "2", "hidden": "32"})])
 def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, key, query):
     """The plugin's option (gain, float in [0, 10]) is a number input drawn from its OptionSpec, its
-    URL value reaches the run as a spec string, and a value out of range is a message."""
-    from test_app import page
+    URL value reaches the run as a spec string, and a value out of range is a message that names the
+    value used instead (ui.number)."""
+    from test_app import finish, page
 
     BUILT = sys.modules["myplugins.meansign"].BUILT
     at = page(page_name, **{key: ["meansign"], f"{key}.meansign.gain": "2.5"}, **query)
@@ -204,14 +206,18 @@ def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, k
     if page_name == "training":
         assert not BUILT  # nothing runs before Train
         at.button(key="run_train_run").click().run()
-        assert not at.exception
-        assert "meansign:gain=2.5" in at.dataframe[-1].value.variant.tolist()
+        finish(at, lambda a: bool(a.exception) or bool(a.error)
+               or any("Final test error per run" in c.value for c in a.caption), timeout=240)
+        assert not at.exception and not at.error
+        assert any("meansign:gain=2.5" in d.value.astype(str).to_string() for d in at.dataframe)
     assert {"gain": 2.5} in [{k: v for k, v in b.items() if k == "gain"} for b in BUILT]
     BUILT.clear()
     gain.set_value(20.0).run()
     assert not at.exception
-    assert any("gain" in e.value and "10" in e.value for e in at.error), [e.value for e in at.error]
-    assert not BUILT
+    # said under the field, with the value the page computes with instead (the nearest allowed one)
+    assert any("gain" in e.value and "10" in e.value and "Computing with 10" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert all(b.get("gain", 0) <= 10 for b in BUILT)  # never run with the refused value
 
 
 def test_codec_option_widgets_cover_every_option_kind():

@@ -73,7 +73,7 @@ def codecs(as_json: bool = json_option(), out: Optional[Path] = out_option()) ->
     """List every codec: name, description, options (name=default) and flags."""
     from lab.experiments import codec_catalog
 
-    flags = ("summable", "gather_only", "gradient_only", "two_stage", "table", "stochastic")
+    flags = ("summable", "gather_only", "phased", "gradient_only", "two_stage", "table", "stochastic")
     df = pd.DataFrame([{"name": c.name, "description": c.summary,
                         "options": ", ".join(f"{o.name}={o.default}" for o in c.options),
                         "flags": ", ".join(f for f in flags if getattr(c, f))} for c in codec_catalog()],

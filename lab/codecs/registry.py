@@ -121,7 +121,9 @@ class CodecInfo:
     collectives gather it), `gradient_only` (a gradient compressor; model parallelism cannot use it
     on activations, Dettmers 2016 §2.2), `two_stage` (the planner runs it as a two-encoding
     allreduce, Seide et al.'s 1-bit SGD), `table` (a value-table codec with the fused CUDA hop),
-    `stochastic` (random rounding or sampling; seeded). `work`: the planner's work model."""
+    `stochastic` (random rounding or sampling; seeded), `phased` (runs its own collective: fp32 sums of
+    what it computes, e.g. PowerSGD's low-rank factors; neither re-encoded per hop nor gathered). `work`: the
+    planner's work model."""
 
     name: str
     summary: str
@@ -133,6 +135,7 @@ class CodecInfo:
     two_stage: bool = False
     table: bool = False
     stochastic: bool = False
+    phased: bool = False
     work: WorkModel = field(default_factory=WorkModel)
 
     def option(self, name: str) -> OptionSpec:

@@ -396,7 +396,8 @@ def step_codecs() -> list[str]:
     from lab.codecs.registry import codec_infos
 
     two = any(a.two_stage for a in algorithm_infos())
-    return [c.name for c in codec_infos() if not c.work.raw and (not c.gather_only or (two and c.two_stage))]
+    return [c.name for c in codec_infos() if not c.work.raw and not c.phased
+            and (not c.gather_only or (two and c.two_stage))]
 
 
 __all__ = ["StepThrough", "step_through", "lamport_trace", "step_algorithms", "step_codecs", "traffic_summary", "step_time",
