@@ -92,7 +92,7 @@ def render() -> None:
             corpora = lstm_corpora()
             usable = corpora[corpora.available | corpora.needs_path]
             corpus = ui.select("Corpus", list(usable.corpus), "corpus", "auto", where=m4,
-                               format_func=dict(zip(usable.corpus, usable.description)).get,
+                               format_func=lambda c, d=dict(zip(usable.corpus, usable.description)): d.get(c, c),
                                help="the LSTM's text; auto picks Penn Treebank at the path, else an installed one, "
                                     "else Python's own documentation (always here)")
             if corpus == "ptb":
