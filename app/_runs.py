@@ -1,12 +1,16 @@
-"""Long experiments behind Run / Stop (issue 17): Run starts the experiment in a thread of this browser
-session, so a click elsewhere on the page neither restarts nor kills it; a fragment polls it and draws the
-progress bar and the partial curve; Stop asks it to stop at its next progress report and keeps the partial
-curve; the last finished result stays on the page, through unrelated widget changes, until a newer run
-finishes. No experiment logic here (DESIGN.md rule 3): the page passes a function of a `Job`.
+"""Long experiments behind Run / Stop (issue 17), the one place for background runs (DESIGN.md rule 6).
 
-A finished result is also kept per parameter set across sessions (`_common.cached_run`'s store), and the
-URL records `<key>=<hash of the parameters>`, so a shared link shows the same result (re-run on a fresh
-server)."""
+Run starts the experiment in a thread of the server, so a click elsewhere on the page neither restarts nor
+kills it; a fragment polls it and draws the progress bar and the partial result (the rows it streams);
+Stop asks it to stop at its next progress report or row and keeps those rows; the last finished result
+stays on the page, through unrelated widget changes, until a newer run finishes. With `auto`, a cheap
+default starts without a click. No experiment logic here (DESIGN.md rule 3): the page passes a function
+of a `Job`.
+
+A run begins only once the page that started it has drawn (`release`), so a run timed while the same
+process renders the page is not slowed by it. A finished result is kept per parameter set across sessions
+(`_common.cached_run`'s store), and the URL records `<key>=<hash of the parameters>`, so a shared link shows
+the same result (re-run on a fresh server). A user's error is a message; a bug is re-raised on the page."""
 from __future__ import annotations
 
 import atexit
@@ -22,19 +26,24 @@ import _common as ui
 
 
 class Stopped(Exception):
-    """Raised inside the experiment (from its progress or point callback) when Stop was pressed."""
+    """Raised inside the experiment (from its progress or row callback) when Stop was pressed."""
+
+
+def token(params: Any) -> str:
+    """A short hash of the parameters a run depends on (kept in the URL as `<key>=<token>`)."""
+    return ui._token(params)
 
 
 @dataclass(eq=False)
 class Job:
-    """One run: its parameters, progress, streamed points, result or error message."""
+    """One run: its parameters, progress, streamed rows, result or error message."""
 
     key: str
     token: str
     params: Any
     frac: float = 0.0
     msg: str = "starting…"
-    points: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
     result: Any = None
     error: str | None = None
     bug: BaseException | None = None
@@ -53,21 +62,38 @@ class Job:
     def finished(self) -> bool:
         return self.result is not None and not self.running
 
+    @property
+    def state(self) -> str:
+        """running | done | stopped | failed."""
+        if self.running:
+            return "running"
+        if self.error is not None or self.bug is not None:
+            return "failed"
+        return "stopped" if self.stopped else "done"
+
     def progress(self, frac: float, msg: str) -> None:
         """The experiments' progress callback (fraction, message); raises Stopped after Stop."""
         if self.stop_event.is_set():
             raise Stopped()
         self.frac, self.msg = min(max(float(frac), 0.0), 1.0), str(msg)
 
-    def curve(self) -> list:
-        """A snapshot of the points streamed so far (the thread keeps appending to `points`)."""
-        return list(self.points)
-
-    def on_point(self, row: dict) -> None:
-        """The experiments' curve-point callback: the partial curve the page draws while it runs."""
+    def on_row(self, row: dict) -> None:
+        """The experiments' row / curve-point callback (`on_row=`, `on_point=`): the partial result the page
+        draws while it runs and keeps after Stop; raises Stopped after Stop."""
         if self.stop_event.is_set():
             raise Stopped()
-        self.points.append(dict(row))
+        self.rows.append(dict(row))
+
+    def curve(self) -> list:
+        """A snapshot of the rows streamed so far (the thread keeps appending to `rows`)."""
+        return list(self.rows)
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Ask the run to end at its next report; wait a little for it so the page shows 'stopped'."""
+        self.stop_event.set()
+        self.go_event.set()
+        if self.thread is not None:
+            self.thread.join(timeout=wait_s)
 
 
 _LIVE: "weakref.WeakSet[Job]" = weakref.WeakSet()
@@ -78,6 +104,7 @@ def _stop_all() -> None:
     """At interpreter exit, stop running jobs (a torch op killed mid-way aborts the process)."""
     for job in list(_LIVE):
         job.stop_event.set()
+        job.go_event.set()
     for job in list(_LIVE):
         if job.thread is not None:
             job.thread.join(timeout=10)
@@ -93,12 +120,16 @@ def _run(job: Job, fn: Callable[[Job], Any], store: dict) -> None:
     job.go_event.wait(timeout=5.0)
     job.started = time.perf_counter()
     try:
+        if job.stop_event.is_set():
+            raise Stopped()
         job.result = fn(job)
         while len(store) >= 32:
             store.pop(next(iter(store)))
         store[(job.key, job.token)] = job.result
+        job.frac, job.msg = 1.0, "done"
     except Stopped:
         job.stopped = True
+        job.msg = f"stopped after {len(job.rows)} result rows"
     except ui.USER_ERRORS as e:
         job.error = str(e)
     except Exception as e:  # a bug: re-raised on the page (rule: a TypeError is not a user's message)
@@ -113,7 +144,8 @@ def start(key: str, params: Any, fn: Callable[[Job], Any]) -> Job:
     old = slot.get("job")
     if old is not None and old.running:
         old.stop_event.set()
-    job = Job(key, ui._token(params), params)
+        old.go_event.set()
+    job = Job(key, token(params), params)
     job.thread = threading.Thread(target=_run, args=(job, fn, ui._results()), daemon=True, name=f"paralab-{key}")
     slot["job"] = job
     _LIVE.add(job)
@@ -126,49 +158,63 @@ def current(key: str) -> Job | None:
     return _state().get(key, {}).get("job")
 
 
-def last_result(key: str) -> Job | None:
-    """The last job of `key` that finished with a result (kept until a newer one finishes)."""
+def last_result(key: str, other_than: Job | None = None) -> Job | None:
+    """The last job of `key` this session saw finish with a result (kept until a newer one finishes, and
+    when a later run is stopped or fails), unless it is `other_than`."""
     slot = _state().get(key, {})
     job = slot.get("job")
     if job is not None and job.finished:
         slot["last"] = job
-    return slot.get("last")
+    last = slot.get("last")
+    return None if last is other_than else last
 
 
-def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: str | None = None) -> Job | None:
-    """Run and Stop buttons for `fn(job)` at `params`. Returns the job to show: the running one, else the
-    last finished one (its `.params` may differ from `params`: the page says so), else a stopped or
-    failed one (partial curve / message), else None. A URL carrying this key's hash of `params` (a
-    shared link) shows the stored result, or starts the run once."""
-    token = ui._token(params)
+def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: str | None = None, *,
+             auto: bool = False, wait_s: float = 0.0) -> Job | None:
+    """Run and Stop buttons for `fn(job)` at `params` (`fn` calls `job.progress(frac, msg)` and
+    `job.on_row(row)` as it goes). Returns this session's latest job of `key` (running, finished - its
+    `.token` may differ from `token(params)`: the caption says so - stopped or failed), else None. A URL
+    carrying this key's hash of `params` (a shared link), or `auto` (for cheap defaults), shows the stored
+    result for `params` or starts the run once. A run that ends within `wait_s` seconds of its start is
+    shown finished in the same pass."""
+    tok = token(params)
     row = st.container(horizontal=True, vertical_alignment="center")  # buttons as wide as their labels
-    run = row.button(label, type="primary", key=f"run_{key}", help=help)
+    run = row.button(label, type="primary", key=f"run_{key}", help=help or (
+        "start the run (it keeps going while you change other settings; press Stop to end it early and keep "
+        "what it has)"))
     job = current(key)
+    started = False
     if run:
-        st.query_params[key] = token
-        job = start(key, params, fn)
-    elif st.query_params.get(key) == token and (job is None or job.token != token):
-        stored = ui._results().get((key, token))
+        st.query_params[key] = tok
+        job, started = start(key, params, fn), True
+    elif (auto or st.query_params.get(key) == tok) and (job is None or job.token != tok):
+        stored = ui._results().get((key, tok))
         if stored is not None:  # a shared link on a warm server: the stored result, no re-run
-            job = Job(key, token, params, frac=1.0, msg="done", result=stored)
+            job = Job(key, tok, params, frac=1.0, msg="done", result=stored)
             _state().setdefault(key, {})["job"] = job
         else:
-            job = start(key, params, fn)
+            job, started = start(key, params, fn), True
+        st.query_params[key] = tok
+    if started and wait_s > 0:  # nothing else is drawn meanwhile: the run may begin at once
+        job.go_event.set()
+        job.thread.join(wait_s)
     # drawn after a Run of this rerun has started its job, so Stop is live while the job runs
     stop = row.button("Stop", key=f"stop_{key}", disabled=job is None or not job.running,
-                      help="stop the run: the last finished result stays, and the partial curve")
+                      help="end the run at its next progress report: the last finished result stays, and the "
+                           "partial result")
     if stop and job is not None and job.running:
-        job.stop_event.set()
-        job.go_event.set()
-        job.thread.join(timeout=5)
+        job.stop()
     c3 = row.empty()
     if job is not None and job.bug is not None:
         bug, job.bug = job.bug, None
         raise bug
-    if job is not None and job.running:
-        c3.caption(f"running… {time.perf_counter() - job.started:.0f} s")
-    elif job is not None and job.stopped:
-        c3.caption(f"stopped after {job.seconds:.1f} s")
+    last_result(key)  # remember a finished job, so a later stopped run can still show it
+    if job is not None:
+        later = "" if job.token == tok or job.running else f" · for earlier settings: press {label} to run these"
+        c3.caption({"running": f"running… {time.perf_counter() - job.started:.0f} s",
+                    "done": f"finished in {job.seconds:.1f} s" if job.seconds else "finished (stored result)",
+                    "stopped": f"stopped after {job.seconds:.1f} s (partial result)",
+                    "failed": "failed"}[job.state] + later)
     return job
 
 
@@ -182,8 +228,9 @@ def release(key: str | None = None) -> None:
 
 
 def watch(key: str, draw_live: Callable[[Job], None], every: float = 1.0) -> None:
-    """While the job of `key` runs: a fragment that redraws its progress and partial curve every
-    `every` seconds, and reruns the page once it ends (so the result and the takeaway appear)."""
+    """While the job of `key` runs: a fragment that redraws its progress and partial result (`draw_live`,
+    once rows have come) every `every` seconds, and reruns the page once it ends (so the result and the
+    takeaway appear)."""
     job = current(key)
     if job is None or not job.running:
         return
@@ -194,7 +241,7 @@ def watch(key: str, draw_live: Callable[[Job], None], every: float = 1.0) -> Non
         if j is None:
             return
         st.progress(j.frac, text=j.msg)
-        if j.points:
+        if j.rows:
             draw_live(j)
         if not j.running:
             st.rerun(scope="app")

@@ -48,7 +48,7 @@ def metric(at: AppTest, label_start: str) -> str:
 
 
 def finish(at: AppTest, done, timeout: float = 120) -> AppTest:
-    """Rerun a page whose Run button started a background job (app/_jobs.py) until `done(at)` holds."""
+    """Rerun a page whose Run button started a background job (app/_runs.py) until `done(at)` holds."""
     import time
 
     t0 = time.time()

@@ -26,8 +26,8 @@ def wait(at: AppTest, done, timeout: float = 120.0) -> AppTest:
     end = time.time() + timeout
     while not done(at):
         if time.time() > end:
-            import _jobs
-            jobs = {k: (j.state, j.msg, j.error) for k, j in _jobs._store().items()}
+            runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
+            jobs = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs.items() if s.get("job")}
             raise AssertionError(f"timed out waiting for the background run; jobs: {jobs}; "
                                  f"metrics: {[m.label for m in at.metric]}; errors: {texts(at, 'error')}")
         time.sleep(0.3)
@@ -116,3 +116,19 @@ def test_stop_keeps_the_last_finished_result_too():
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
     assert "Last finished result" in " ".join(e.label for e in at.expander)
     assert "Measured from P = 2 to 8" in texts(at, "markdown")
+
+
+def test_stop_on_measure_keeps_the_finished_rows():
+    at = page(P="2", size=str(1 << 24), algorithm="ring")
+    at.button(key="run_meas_run").click().run()
+    def rows(a: AppTest):
+        return next((d.value for d in a.dataframe if "Bus bandwidth (GB/s)" in d.value), None)
+
+    at = wait(at, lambda a: rows(a) is not None or a.error, 300)  # rank 0's first finished sizes, streamed
+    at.button(key="stop_meas_run").click().run()
+    fitted = lambda a: any(m.label.startswith("Fitted") for m in a.metric)  # noqa: E731
+    at = wait(at, lambda a: "Stopped before the measurement finished" in texts(a, "warning") or fitted(a), 60)
+    assert not at.exception and not fitted(at)  # stopped, not finished: no link fitted
+    kept = rows(at)
+    assert kept is not None and 1 <= len(kept) < 10 and set(kept["Algorithm"]) <= {"ring", "native"}
+    assert (kept["Time (µs)"] > 0).all() and (kept["Bus bandwidth (GB/s)"] > 0).all()

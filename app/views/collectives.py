@@ -1,10 +1,12 @@
 """Collectives page: allreduce algorithms — modelled time and bus bandwidth against the lower bound
 (Ben-Nun & Hoefler's cost model), the same algorithms measured on this machine against the model of
 the link fitted to those measurements, and the error of compressed allreduce as P grows (SimComm)."""
+import functools
+
 import streamlit as st
 
 import _common as ui
-import _jobs as jobs
+import _runs as jobs
 from lab import plots
 from lab.experiments import (LINKS, algorithm_catalog, codec_catalog, collective_model, collective_sweep,
                              error_at_scale)
@@ -157,8 +159,33 @@ def render() -> None:
                 "[Step through an allreduce](./step_through).")
 
     if P > 1:
-        st.fragment(_measured_section)(algorithm, P, size, link)
-    st.fragment(_scale_section)(algorithm, CODECS)
+        st.fragment(_released(_measured_section, "meas_run"))(algorithm, P, size, link)
+    st.fragment(_released(_scale_section, "err_run"))(algorithm, CODECS)
+
+
+def _released(section, key: str):
+    """`section`, then let the run it started begin (the page has drawn: its timing is not disturbed)."""
+    @functools.wraps(section)
+    def body(*args) -> None:
+        try:
+            section(*args)
+        finally:
+            jobs.release(key)
+    return body
+
+
+def _measured_rows(rows: list, P: int, key: str) -> None:
+    """The raw rows a Measure run streamed (rank 0's finished sizes): time per call and bus bandwidth."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if not len(df):
+        return
+    shown = pd.DataFrame({"Algorithm": df["algorithm"], "Bytes per rank": df["nbytes"],
+                          "Time (µs)": (df["seconds"] * 1e6).round(1),
+                          "Bus bandwidth (GB/s)": df["nbytes"] / df["seconds"] * 2 * (P - 1) / P / 1e9})
+    st.dataframe(shown, hide_index=True, key=key,
+                 column_config={"Bus bandwidth (GB/s)": st.column_config.NumberColumn(format="%.3g")})  # no CSV button: rows of an unfinished run
 
 
 def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
@@ -171,20 +198,23 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
     msizes = sorted({1 << 10, top} | {1 << k for k in range(10, top.bit_length(), 4)})
     if len(msizes) < 2:
         msizes = [1 << 10, 1 << 14]
-    job = jobs.controls("meas_run", [P, algorithm, msizes], lambda j: collective_sweep(
-        P, [algorithm, "native"], msizes, target_s=0.02, progress=j.progress)[0], label="Measure",
+    job = jobs.controls("Measure", "meas_run", [P, algorithm, msizes], lambda j: collective_sweep(
+        P, [algorithm, "native"], msizes, target_s=0.02, progress=j.progress, on_row=j.on_row)[0],
         help=f"start {P} processes and time each size (seconds to a minute); other settings stay usable meanwhile")
     if job is None:
         return
     if job.running:
-        jobs.poll(job, lambda j: None)
+        jobs.watch("meas_run", lambda j: _measured_rows(j.curve(), P, key=f"meas_live_{len(j.rows)}"))
         return
     if job.state == "failed":
         st.error(job.error)
         return
     if job.state == "stopped":
-        st.warning("Stopped before the measurement finished: the processes were ended; press Measure to run it "
-                   "again.")
+        st.warning(f"Stopped before the measurement finished: the processes were ended; the {len(job.rows)} "
+                   "sizes finished before Stop are below (no link is fitted to a partial sweep). Press Measure "
+                   "to run it again.")
+        if job.rows:
+            _measured_rows(job.curve(), P, key="meas_stopped")
         return
     meas = job.result
     fit = meas.attrs.get("fit", {})
@@ -241,7 +271,7 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
     ranks = [1 << k for k in range(1, int(maxP).bit_length())]
     cheap = sum(ranks) * len(specs) * len(modes) * max(1.0, n / 1024) <= CHEAP_SCALE
     params = [specs, algorithm, ranks, modes, int(n), int(seed)]
-    job = jobs.controls("err_run", params, lambda j: error_at_scale(
+    job = jobs.controls("Run", "err_run", params, lambda j: error_at_scale(
         list(specs), [algorithm], ranks, mode=list(modes), n=int(n), seed=int(seed), progress=j.progress,
         on_row=j.on_row),
         help="simulate every P (the largest runs take up to minutes; other settings stay usable meanwhile)",
@@ -253,7 +283,7 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
     def draw(j) -> None:
         import pandas as pd
 
-        edf = j.result if j.state == "done" else pd.DataFrame(j.rows)
+        edf = j.result if j.state == "done" else pd.DataFrame(j.curve())
         if not len(edf):
             return
         edf = edf.assign(codec=edf["spec"]) if "spec" in edf else edf  # the names the user picked
@@ -270,12 +300,12 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
             ui.table(shown, "error_at_scale_table", column_config=config)
 
     if job.running:
-        jobs.poll(job, draw)
+        jobs.watch("err_run", draw)
     elif job.state == "failed":
         st.error(job.error)
     else:
         draw(job)
-    prev = jobs.last_done("err_run", other_than=job) if job.state != "done" else None
+    prev = jobs.last_result("err_run", other_than=job) if job.state != "done" else None
     if prev is not None:
         with st.expander("Last finished result (earlier settings)"):
             pdf = prev.result.assign(codec=prev.result["spec"]) if "spec" in prev.result else prev.result

@@ -132,10 +132,10 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
     def go(job: jobs.Job):
         if net == "MLP":
             return mlp_table(dataset, hidden=((hidden, hidden),), rates=((p, p),), kinds=kinds, epochs=epochs,
-                             batch=batch, lr=lr, seed=seed, progress=job.progress, on_point=job.on_point)
+                             batch=batch, lr=lr, seed=seed, progress=job.progress, on_point=job.on_row)
         return lstm_table(corpus, ptb_path or None, hidden=hidden, rates=((p, p),), kinds=kinds, epochs=epochs,
                           batch=batch, lr=lr, max_train_tokens=20_000, vocab_size=2000, seed=seed,
-                          progress=job.progress, on_point=job.on_point)
+                          progress=job.progress, on_point=job.on_row)
 
     job = jobs.controls("Train", "net_run", params, go,
                         help=f"trains one {net} per pattern with these settings (MLP defaults: a few seconds here)")
@@ -146,8 +146,8 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
     jobs.watch("net_run", live)
     if job is not None and job.error:
         st.error(job.error)
-    if job is not None and job.stopped and job.points:
-        st.caption(f"Partial curve of the stopped run ({len(job.points)} points):")
+    if job is not None and job.stopped and job.rows:
+        st.caption(f"Partial curve of the stopped run ({len(job.rows)} points):")
         st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(job.curve()), "epoch", y), key="dropout_partial")
     done = jobs.last_result("net_run")
     if done is None:

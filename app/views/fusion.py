@@ -44,7 +44,7 @@ def render() -> None:
     def go(job: jobs.Job):
         return multiscale_fusion(dataset=dataset, scales=[int(s) for s in scales], epochs=int(epochs),
                                  train_size=int(train_n) or None, test_size=int(test_n) or None, seed=seed,
-                                 progress=job.progress, on_point=job.on_point)
+                                 progress=job.progress, on_point=job.on_row)
 
     takeaway_slot = st.container()
     job = jobs.controls("Train and fuse", "fusion_run", params, go,
@@ -54,8 +54,8 @@ def render() -> None:
     jobs.release()  # nothing heavy follows: the run may begin
     if job is not None and job.error:
         st.error(job.error)
-    if job is not None and job.stopped and job.points:
-        st.caption(f"Partial curves of the stopped run ({len(job.points)} epochs):")
+    if job is not None and job.stopped and job.rows:
+        st.caption(f"Partial curves of the stopped run ({len(job.rows)} epochs):")
         st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(job.curve())), key="fusion_partial")
     done = jobs.last_result("fusion_run")
     paper_gain = PAPER.test_error.iloc[:2].min() - PAPER.test_error.iloc[-1]

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
-import _jobs as jobs
+import _runs as jobs
 from lab import plots
 from lab.experiments import (CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
@@ -161,9 +161,16 @@ def render() -> None:
 
 
 def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> None:
-    job = jobs.controls("train_run", [experiment, runs, base], lambda j: _run(experiment, runs, base, j),
-                        label="Train", help="start the runs (one after another, seconds to minutes); the page stays "
-                                            "usable, and Stop keeps the curves drawn so far")
+    try:
+        _results_body(experiment, runs, base, info, arch, paper_view)
+    finally:
+        jobs.release("train_run")  # the section has drawn: a run started by this pass may begin
+
+
+def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> None:
+    job = jobs.controls("Train", "train_run", [experiment, runs, base], lambda j: _run(experiment, runs, base, j),
+                        help="start the runs (one after another, seconds to minutes); the page stays usable, and "
+                             "Stop keeps the curves drawn so far")
     data = f"{info['name']} ({info['inputs']} inputs, {arch})"
     if job is None:
         if paper_view:
@@ -178,24 +185,24 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
     yname = ui.select("y axis", list(Y), "y", "test error (%)", where=x2, help="what the curves show")
 
     def draw(j) -> None:
-        points = pd.DataFrame(j.rows)
+        points = pd.DataFrame(j.curve())
         if len(points):
             ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), None, "training_live",
                       key=f"live_{len(points)}")
 
-    prev = jobs.last_done("train_run", other_than=job) if job.state != "done" else None
+    prev = jobs.last_result("train_run", other_than=job) if job.state != "done" else None
     if prev is not None:
         with st.expander("Last finished result (earlier settings)"):
             st.markdown(_takeaway(experiment, prev.result[1], data))
             ui.figure(plots.training_curve_figure(prev.result[0], X[xname], Y[yname]), prev.result[0],
                       "training_curves_last", key="train_last")
     if job.running:
-        jobs.poll(job, draw)
+        jobs.watch("train_run", draw)
         return
     if job.state == "done":
         curves, summary = job.result
     else:
-        curves = pd.DataFrame(job.rows)
+        curves = pd.DataFrame(job.curve())
         if not len(curves):
             st.warning("Stopped before the first evaluation: nothing to show.")
             return

@@ -40,15 +40,18 @@ def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:
 
 def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, codec: str | None = None,
                      predict_P: list[int] | None = None, target_s: float = 0.1,
-                     progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     progress: Progress | None = None,
+                     on_row: Callable[[dict], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every algorithm at every size (bytes) on `procs` >= 2 local processes; returns
     (measured rows with algbw/busbw and the calibrated model's time, the model's prediction at
     larger P for the same sizes on the fitted link). The link is fitted to these measurements by
     least squares (`lab.comm.cost.fit_link`); the first table's `.attrs['fit']` holds its
-    latency_us, bandwidth_GBps and median/max relative error (empty when no fit was possible)."""
+    latency_us, bandwidth_GBps and median/max relative error (empty when no fit was possible). on_row:
+    each raw (algorithm, size) row as rank 0 finishes it (seconds per call), so a stopped run keeps them."""
     if isinstance(procs, bool) or not isinstance(procs, int) or procs < 2:
         raise ValueError(f"P={procs!r}: an allreduce on one process moves no data; measure with P >= 2 processes")
-    result = run(bench.collectives_rank, procs, sizes, algorithms, codec, target_s=target_s, progress=progress)[0]
+    result = run(bench.collectives_rank, procs, sizes, algorithms, codec, target_s=target_s, progress=progress,
+                 on_row=on_row)[0]
     df, fit = bench.table(result, shared=True)
     df.attrs["fit"] = {} if fit is None else {
         "latency_us": fit.link.L * 1e6, "bandwidth_GBps": fit.link.bandwidth_Bps / 1e9,
