@@ -170,6 +170,19 @@ def test_the_paper_named_views_are_declared():
     assert {"codecs", "transfer", "training", "dropout", "deep_image", "planner"} <= named, named
 
 
+# A run is over when the script is idle, no progress bar is short of 100 % and no background run is live
+# (a live one keeps its Stop button enabled).
+_RUN_DONE = """() => {
+  const app = document.querySelector("[data-test-script-state]");
+  if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
+  const bars = [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stProgress'] [role='progressbar']")];
+  if (bars.some(b => Number(b.getAttribute("aria-valuenow") || 100) < 100)) return false;
+  const stops = [...document.querySelectorAll("[data-testid='stMain'] button")].filter(b => b.innerText.trim() === "Stop");
+  return !stops.some(b => !b.disabled && b.closest("[data-testid='stMain']") && b.dataset.testid !== undefined
+                      && document.body.innerText.includes("running…"));
+}"""
+
+
 def _primary_buttons(page):
     return page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']")
 
@@ -190,8 +203,7 @@ def test_every_run_button_reaches_a_result(server, browser, info):
             continue
         button.click()
         page.wait_for_timeout(300)
-        page.wait_for_function("() => !document.querySelector(\"[data-testid='stMain'] [data-testid='stProgress']\")",
-                               timeout=240_000, polling=200)
+        page.wait_for_function(_RUN_DONE, timeout=240_000, polling=250)
         _settle(page, 240_000)
         _no_exception(page, f"{info.title} after '{label}'")
     page.close()

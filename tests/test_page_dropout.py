@@ -130,11 +130,10 @@ def test_the_takeaway_follows_the_rate(p):
 def test_in_a_browser_stop_is_live_while_training_and_keeps_the_last_result():
     """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
     the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run."""
-    from test_browser import ARGS, CHROMIUM, _serve, _settle
+    pytest.importorskip("playwright.sync_api")
+    from test_browser import _serve, _settle, launch
 
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with _serve() as url, sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with _serve() as url, launch() as b:
         page = b.new_page(viewport={"width": 1400, "height": 1200})
         page.goto(f"{url}/dropout?net_hidden=512&net_epochs=2")
         _settle(page)
