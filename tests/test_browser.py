@@ -207,3 +207,53 @@ def test_every_run_button_reaches_a_result(server, browser, info):
         _settle(page, 240_000)
         _no_exception(page, f"{info.title} after '{label}'")
     page.close()
+
+
+# -- issue 17's bad inputs, as a person gives them in the browser: each is a message on the page, never a
+# traceback, and the rest of the page still draws
+
+BAD_URLS = {
+    "student_t keeps its own df": ("codecs?dist=student_t", None),
+    "a number out of range": ("codecs?normal.sigma=-1", "must be > 0"),
+    "one rank": ("collectives?P=1", "P"),
+    "an LSTM corpus that is not installed": ("dropout?net=LSTM&corpus=ptb", None),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_URLS))
+def test_bad_input_in_the_browser_is_a_message(server, browser, what):
+    url, word = BAD_URLS[what]
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/{url}")
+    _settle(page)
+    _no_exception(page, url)
+    if word is not None:
+        alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+        assert word in alerts, (url, alerts)
+    assert "nan GB/s" not in page.locator("[data-testid='stMain']").inner_text()
+    if what.startswith("student_t"):  # df starts at 3, not at normal's mu = 0 carried over
+        df = page.locator("[data-testid='stNumberInput']", has_text="df").locator("input").first
+        assert float(df.input_value()) == 3.0
+    if what.startswith("an LSTM"):  # the run button is there; pressing it says which corpus ran, or why none
+        page.get_by_role("button", name="Train", exact=True).click()
+        page.wait_for_function(_RUN_DONE, timeout=240_000, polling=250)
+        _settle(page, 240_000)
+        _no_exception(page, url + " after Train")
+    page.close()
+
+
+def test_a_non_tensor_upload_is_a_message_in_the_browser(server, browser, tmp_path):
+    import pickle
+
+    bad = tmp_path / "not_a_tensor.pt"
+    bad.write_bytes(pickle.dumps({"weights": [1, 2, 3], "note": "a list, not a tensor"}))
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/codecs?source=upload")
+    _settle(page)
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(str(bad))
+    page.wait_for_selector("[data-testid='stAlert']", timeout=60_000)
+    _settle(page)
+    _no_exception(page, "codecs upload")
+    alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+    assert ".pt" in alerts and "allow_pickle" not in alerts and "weights_only=False" not in alerts, alerts
+    page.close()
