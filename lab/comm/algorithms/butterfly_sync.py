@@ -12,6 +12,7 @@ from ..base import Comm
 from ..channel import Channel
 from ..pieces import pieces
 from . import ring
+from .common import sum_in_rank_order
 from .base import Algorithm
 
 
@@ -25,15 +26,7 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     got = [ch.buffer(mine.numel(), slot * mine.numel()) for slot in range(P - 1)]
     sends = [(ch.encode(parts[k]), k) for k in others]
     batch = ch.post(sends, list(zip(got, others)))
-    own = mine.clone()
-    mine.zero_()
-    for i in range(P):  # in rank order, on every owner
-        if i == r:
-            mine.add_(own)
-        else:
-            j = others.index(i)
-            batch.recvs[j].wait()
-            ch.add_into(got[j], mine)
+    sum_in_rank_order(mine, r, others, batch, got, ch)
     batch.wait()  # raw parts are views of buf, which the receives below overwrite
     payload = ch.finalize(mine)
     back = [ch.final_buffer(parts[i]) for i in others]

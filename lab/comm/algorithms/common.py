@@ -55,3 +55,19 @@ def core(P: int) -> tuple[int, int, int]:
 def levels(P: int) -> int:
     """ceil(log2 P), the depth of a binomial tree on P ranks."""
     return (P - 1).bit_length()
+
+
+def sum_in_rank_order(mine: torch.Tensor, me: int, others: list[int], batch, got: list, ch: "Channel") -> None:
+    """mine = the sum over every rank's part in rank order: its own part at `me`, each peer's received
+    payload (got[j] from others[j]) decoded and added as soon as its receive is done. The same order on
+    every owner, so all owners' sums are bit-identical (butterfly sync's and the hierarchical step's
+    owner sum)."""
+    own = mine.clone()
+    mine.zero_()
+    for p in range(len(others) + 1):
+        if p == me:
+            mine.add_(own)
+        else:
+            j = others.index(p)
+            batch.recvs[j].wait()
+            ch.add_into(got[j], mine)

@@ -28,6 +28,7 @@ from ..base import Comm
 from ..channel import Channel
 from ..pieces import pieces
 from .base import Algorithm, algorithm_infos, get_algorithm
+from .common import sum_in_rank_order
 
 if TYPE_CHECKING:
     from lab.codecs import Codec
@@ -142,15 +143,7 @@ def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: s
     mine = shards[i]
     got = [ch.buffer(mine.numel(), j * mine.numel()) for j in range(k - 1)]
     batch = ch.post([(ch.encode(shards[p]), p) for p in others], list(zip(got, others)))
-    own = mine.clone()
-    mine.zero_()
-    for p in range(k):  # in rank order on every owner
-        if p == i:
-            mine.add_(own)
-        else:
-            j = others.index(p)
-            batch.recvs[j].wait()
-            ch.add_into(got[j], mine)
+    sum_in_rank_order(mine, i, others, batch, got, ch)
     batch.wait()
 
 
