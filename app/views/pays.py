@@ -34,8 +34,8 @@ def render() -> None:
                            + ", ".join(f"{a}={v}" for a, v in LINK_ALIASES.items()))
     model = ui.select("Model", list(MODELS), "model", "gpt2_small", where=c5,
                       help="the planner's layer lists: each layer's gradient is one allreduce bucket")
-    overlap = ui.checkbox("Overlap with backward", "overlap", False, where=c6,
-                          help="each layer's allreduce starts when its backward is done (DDP's buckets) and runs "
+    overlap = ui.checkbox("Overlap", "overlap", False, where=c6,
+                          help="overlap with the backward pass: each layer's allreduce starts when its backward is done (DDP's buckets) and runs "
                                "while the rest of the backward computes")
     with ui.more_settings():
         m1, m2, m3 = st.columns(3)

@@ -7,6 +7,10 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from .codecs import decade_ticks
+
+SPEEDUP_TICKS = (0.1, 0.2, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)  # explicit: no "2" for 20
+
 
 def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: float | None = None,
                       codecs: list[str] | None = None) -> go.Figure:
@@ -37,6 +41,11 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
     fig.update_layout(xaxis_title="network bandwidth per NIC (GB/s per direction, log scale)",
                       yaxis_title="speedup of a training step vs bf16 (x, log scale)", xaxis_type="log",
                       yaxis_type="log", legend_title="codec", margin={"t": 30})
+    fig.update_xaxes(**decade_ticks(float(best["inter_GBps"].min()), float(best["inter_GBps"].max())))
+    ys = best[best["codec"].isin(keep)]["speedup_vs_bf16"]
+    lo, hi = (float(ys.min()), float(ys.max())) if len(ys) else (1.0, 1.0)
+    ticks = [v for v in SPEEDUP_TICKS if lo / 1.3 <= v <= hi * 1.3] or [1.0]
+    fig.update_yaxes(tickvals=ticks, ticktext=[f"{v:g}x" for v in ticks])
     return fig
 
 
