@@ -21,7 +21,6 @@ DISTS = {
     "student_t": (("df", 3.0, "degrees of freedom > 0; small = heavy tails (3: the usual heavy-tail test)"),),
     "lognormal": (("mu", 0.0, "mean of log x, any number"), ("sigma", 1.0, "standard deviation of log x > 0")),
 }
-DEFAULT_CODECS = ["dynamic_tree", "linear", "fp8_e4m3", "int8"]
 SAMPLES = [10_000, 30_000, 100_000, 1_000_000]
 T1_SAMPLES = [100_000, 1_000_000, 25_000_000]
 T1_INSTANT = 100_000
@@ -286,7 +285,7 @@ def render() -> None:
 
     left, right = st.columns([3, 2])
     with left:
-        chosen = ui.multiselect("Codecs", list(catalog), "codecs", DEFAULT_CODECS,
+        chosen = ui.multiselect("Codecs", list(catalog), "codecs", ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
                                 help="the codecs to compare (any number): " +
                                      "; ".join(f"{k}: {catalog[k].summary}" for k in catalog))
         source = ui.radio("Data", ["distribution", "captured tensor", "upload"], "source", "distribution",

@@ -8,12 +8,12 @@ import streamlit as st
 import _common as ui
 import _runs as jobs
 from lab import plots
-from lab.experiments import (CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
+from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
-PAPER_TYPES = ["32-bit", "linear", "mantissa", "static_tree", "dynamic_tree"]
+PAPER_TYPES = ["32-bit", *TABLE1_TYPES]  # Dettmers 2016 §3.4: 32-bit and the paper's four 8-bit types
 PAPER = dict(experiment="codecs", parallel="data", workers=4, codecs=PAPER_TYPES, hidden=1024, epochs=1.0,
              lr=0.003, batch=128, dataset="auto")
 # Dettmers 2016 §3.4 (MNIST, 784-1024-1024-10, ReLU, dropout 0.2/0.3/0.3, RMSProp lr 0.003): one-way ANOVA
