@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -265,4 +266,9 @@ def session(command: str, config: dict, out: Path | None, as_json: bool, device:
     else:
         msg += "; nothing had finished, no result written"
     err_console.print(msg, highlight=False, soft_wrap=True, markup=False)
-    raise typer.Exit(130)
+    # Leave at once with 130, the shell's code for Ctrl-C: what finished is written and the ranks are gone,
+    # and the interpreter's shutdown (torch.compile's worker threads, atexit hooks) once turned the stop
+    # into a death by SIGINT (exit -2) in CI.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
