@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import quiet  # noqa: F401  first: filters known third-party import-time messages
 
-from .base import TORCHRUN_COMMANDS, app, bench_app  # noqa: E402
+from .base import STOPPED, TORCHRUN_COMMANDS, app, bench_app  # noqa: E402
 
 # each module registers its commands on import, in the order `paralab --help` lists them
 from . import codecs, comm, train, dropout, deep_image, pays  # noqa: E402,I001
@@ -21,9 +21,17 @@ def main() -> None:
     process group and skip interpreter teardown, where DDP's reducer threads met std::terminate
     (SIGABRT) after the work was done and torchrun then reported the run as failed."""
     import os
+    import sys
 
     if "TORCHELASTIC_RUN_ID" not in os.environ:
-        raise SystemExit(_run())
+        code = _run()
+        if code == STOPPED:
+            # What finished is written and the ranks are gone; the interpreter's shutdown (torch.compile's
+            # worker threads, atexit hooks) once turned the stop into a death by SIGINT (exit -2) in CI.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise SystemExit(code)
     code = 1
     try:
         code = _run()
@@ -32,8 +40,6 @@ def main() -> None:
 
         traceback.print_exc()
     finally:
-        import sys
-
         import torch.distributed as dist
 
         try:

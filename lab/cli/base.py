@@ -240,6 +240,10 @@ class Session:
                       **body, **self.extra)
 
 
+STOPPED = 130
+"""Exit code of a run stopped by Ctrl-C (the shell's 128 + SIGINT)."""
+
+
 @contextmanager
 def session(command: str, config: dict, out: Path | None, as_json: bool, device: str | None = None,
             progress: bool = True) -> Iterator[Session]:
@@ -266,9 +270,5 @@ def session(command: str, config: dict, out: Path | None, as_json: bool, device:
     else:
         msg += "; nothing had finished, no result written"
     err_console.print(msg, highlight=False, soft_wrap=True, markup=False)
-    # Leave at once with 130, the shell's code for Ctrl-C: what finished is written and the ranks are gone,
-    # and the interpreter's shutdown (torch.compile's worker threads, atexit hooks) once turned the stop
-    # into a death by SIGINT (exit -2) in CI.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(130)
+    # 130 is the shell's code for Ctrl-C; `main` leaves at once with it (see there).
+    raise SystemExit(STOPPED)
