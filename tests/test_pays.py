@@ -166,3 +166,28 @@ def test_page_reacts_and_says_bad_input():
     assert not at.exception and at.error and "at most 256 nodes" in at.error[0].value
     at = _page(nodes="0")
     assert not at.exception and at.error and "allowed" in at.error[0].value
+
+
+def test_powersgd_is_priced_from_each_layers_matrix_shapes():
+    """PowerSGD (rank 1) on GPT-2 small: three fp32 allreduces per layer (uncompressed tensors, P, Q) of the
+    sizes Vogels et al.'s Algorithm 1 sends, by hand for one transformer block; loses across NDR400 (the bf16
+    baseline reduces in the switch), is the best codec across 10 GbE."""
+    assert "powersgd" in pp.candidate_codecs()
+    dev, c = pp.get_device("h100"), cl.make_cluster("8x8", "nvlink4", "eth10g")
+    psgd = pp.codec_cost("powersgd", dev)
+    assert isinstance(psgd, pp.PhasedCost) and psgd.mode == "phased" and not pp.available("in_network", psgd, c)
+    block = ((2304, 768), (768, 768), (3072, 768), (768, 3072))
+    n = 7087872.0
+    # rank 1: P gets a column of each matrix's rows, Q of its columns; biases and norms (n − Σ rows·cols) go as they are
+    plain, p, q = n - sum(a * b for a, b in block), sum(a for a, _ in block), sum(b for _, b in block)
+    by_hand = sum(cl.cluster_allreduce(c, v, pp.FP32, "hierarchical", intra_codec=pp.FP32).seconds for v in (plain, p, q))
+    got = psgd.layer(c, n, block, "hierarchical")
+    assert got.seconds - got.codec_s == pytest.approx(by_hand, rel=1e-9)
+    assert got.codec_s == pp.phased_work_seconds(n, psgd.wire, dev, block) > 0
+    assert psgd.wire_values(n, block) == plain + p + q
+    fast = pp.pays("gpt2_small", "8x8", inter="ib_ndr", codecs=["powersgd", "dynamic_tree"]).summary.set_index("codec")
+    slow = pp.pays("gpt2_small", "8x8", inter="eth10g", codecs=["powersgd", "dynamic_tree"]).summary.set_index("codec")
+    assert fast.loc["powersgd", "bits_per_value"] < 0.1 and not fast.loc["powersgd", "pays"]
+    assert slow.loc["powersgd", "pays"] and slow.loc["powersgd", "speedup_vs_bf16"] > slow.loc["dynamic_tree",
+                                                                                            "speedup_vs_bf16"] > 1.2
+    assert 1.0 < fast.loc["powersgd", "break_even_GBps"] < 50.0  # pays below some NIC bandwidth slower than NDR's 50

@@ -35,7 +35,7 @@ from lab.comm.cluster import BF16, Cluster, CodecCost
 
 from .devices import Device, get_device
 from .layers import ModelSpec, get_model
-from .wire import wire_codec
+from .wire import WireCodec, phased_values, phased_work_seconds, wire_codec
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "bench" / "results"
@@ -54,9 +54,10 @@ def _model(name: str | ModelSpec) -> ModelSpec:
 
 
 def candidate_codecs() -> list[str]:
-    """Every registered codec that compresses a bf16 gradient: not raw fp32, not bf16 (the baseline)."""
+    """Every registered codec that compresses a bf16 gradient: not raw fp32, not bf16 (the baseline);
+    PowerSGD included (priced from each layer's matrix shapes, `PhasedCost`)."""
     from lab.codecs import codec_infos
-    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE and not wire_codec(i.name).phased]
+    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE]
 
 
 def measured_codec_file(device: Device, bench_dir: Path | str | None = None) -> Path | None:
@@ -92,16 +93,49 @@ def _measured(path: Path | None, codec: str) -> tuple[float, float] | None:
     return None
 
 
-def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> CodecCost:
-    """The CodecCost of a codec name or spec on `device`: wire bytes measured from the codec
-    (`lab.plan.wire`), its time per value measured (bench_file) or a roofline of the device."""
+FP32 = CodecCost("fp32", 4.0, source="fp32 values reduced as they are (PowerSGD's P, Q and uncompressed layers)")
+
+
+@dataclass(frozen=True)
+class PhasedCost:
+    """A codec that runs its own collective (PowerSGD, Vogels et al. 2019 Algorithm 1): per layer, its
+    fp32 allreduces (uncompressed tensors, then P, then Q: `lab.plan.wire.phased_values` from the layer's
+    weight shapes) on the cluster, one after another, plus its own work (`phased_work_seconds`: a
+    memory roofline of the GPU and a launch per kernel; its orthogonalisation's FLOPs are not counted)."""
+
+    name: str
+    wire: WireCodec
+    device: Device
+    source: str
+    mode: str = "phased"
+    raw: bool = False
+
+    def layer(self, c: Cluster, n: float, matrices: tuple[tuple[int, int], ...], algorithm: str) -> cl.CollectiveTime:
+        """One layer's gradient of n values: the sum of its fp32 allreduces plus its work."""
+        out = cl.CollectiveTime(algorithm, 0.0, phased_work_seconds(n, self.wire, self.device, matrices), 0.0, 0.0)
+        for v in phased_values(self.wire, n, matrices)[:3]:
+            if v > 0:
+                out = out + cl.cluster_allreduce(c, v, FP32, algorithm, intra_codec=FP32)
+        return out
+
+    def wire_values(self, n: float, matrices: tuple[tuple[int, int], ...]) -> float:
+        """fp32 values one rank sends into its allreduces for a layer of n values."""
+        return float(sum(phased_values(self.wire, n, matrices)[:3]))
+
+
+Cost = CodecCost | PhasedCost
+
+
+def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Cost:
+    """The cost of a codec name or spec on `device`: wire bytes measured from the codec (`lab.plan.wire`),
+    its time per value measured (bench_file) or a roofline of the device; a phased codec (PowerSGD) as a
+    `PhasedCost`."""
     if codec == BASELINE:
         return BF16
     wc = wire_codec(codec)
     if wc.phased:
-        raise ValueError(f"codec {codec!r} runs its own collective (low-rank P and Q sums): its bytes follow each "
-                         "layer's matrix shapes, which this per-value model cannot price; `paralab plan --advice` "
-                         "does (lab.plan.advice)")
+        return PhasedCost(codec, wc, device, f"roofline: {device.name} {device.memory_GBps:g} GB/s "
+                                             "(PowerSGD's matmuls as memory traffic)")
     if wc.raw:
         raise ValueError(f"codec {codec!r} is uncompressed fp32: against a bf16 baseline it only doubles the bytes; "
                          "pick a codec that compresses")
@@ -143,35 +177,45 @@ class Setting:
     fwd: list[float] = field(default_factory=list)
     bwd: list[float] = field(default_factory=list)
     params: list[float] = field(default_factory=list)
+    matrices: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         F = self.device.flops_per_s
         self.fwd = [lay.flops * self.batch_per_gpu / F for lay in self.model.layers]
         self.bwd = [2.0 * f for f in self.fwd]
         self.params = [float(lay.params) for lay in self.model.layers]
+        self.matrices = [lay.matrices for lay in self.model.layers]
 
     @property
     def compute_s(self) -> float:
         return 3.0 * sum(self.fwd)
 
+    def bits_per_value(self, codec: Cost) -> float:
+        """Wire bits per gradient value of the model (PowerSGD: from its layers' shapes)."""
+        if isinstance(codec, PhasedCost):
+            sent = sum(codec.wire_values(n, m) for n, m in zip(self.params, self.matrices))
+            return 32.0 * sent / sum(self.params)
+        return 8.0 * codec.bytes_per_value
 
-def available(algorithm: str, codec: CodecCost, c: Cluster) -> bool:
-    """in_network: 16-bit values only, on a cluster whose switches reduce."""
+
+def available(algorithm: str, codec: Cost, c: Cluster) -> bool:
+    """in_network: 16-bit values only (no codec), on a cluster whose switches reduce."""
     if algorithm == "in_network":
         return codec.raw and cl.in_network_available(c)
     return True
 
 
-def step(s: Setting, codec: CodecCost, algorithm: str,
+def step(s: Setting, codec: Cost, algorithm: str,
          c: Cluster | None = None) -> tuple[float, list[cl.CollectiveTime]]:
     """(step seconds, per-layer allreduce times) of one codec × algorithm."""
     c = c or s.cluster
-    memo: dict[float, cl.CollectiveTime] = {}  # layers of one size (a transformer's blocks) cost the same
+    memo: dict = {}  # layers of one shape (a transformer's blocks) cost the same
     times = []
-    for n in s.params:
-        if n not in memo:
-            memo[n] = cl.cluster_allreduce(c, n, codec, algorithm)
-        times.append(memo[n])
+    for n, mats in zip(s.params, s.matrices):
+        if (n, mats) not in memo:
+            memo[n, mats] = (codec.layer(c, n, mats, algorithm) if isinstance(codec, PhasedCost)
+                             else cl.cluster_allreduce(c, n, codec, algorithm))
+        times.append(memo[n, mats])
     return ddp_step(s.fwd, s.bwd, [t.seconds for t in times], s.overlap), times
 
 
@@ -258,7 +302,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
             per_alg[a] = (t, grid)
             rows.append({
                 "codec": cc.name, "algorithm": a, "mode": cc.mode,
-                "bits_per_value": 8.0 * cc.bytes_per_value,
+                "bits_per_value": s.bits_per_value(cc),
                 "compute_ms": 1e3 * s.compute_s, "comm_ms": 1e3 * sum(x.seconds for x in layers),
                 "transfer_ms": 1e3 * sum(x.transfer_s for x in layers),
                 "codec_ms": 1e3 * sum(x.codec_s for x in layers), "launch_ms": 1e3 * sum(x.launch_s for x in layers),
@@ -274,7 +318,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
         if per_alg:
             best = min(per_alg, key=lambda a: per_alg[a][0])
             env = np.min(np.stack([g for _, g in per_alg.values()]), axis=0)
-            summary.append({"codec": cc.name, "best_algorithm": best, "bits_per_value": 8.0 * cc.bytes_per_value,
+            summary.append({"codec": cc.name, "best_algorithm": best, "bits_per_value": s.bits_per_value(cc),
                             "step_ms": 1e3 * per_alg[best][0], "speedup_vs_bf16": base_step / per_alg[best][0],
                             "pays": bool(per_alg[best][0] < base_step / (1 + PAYS_MARGIN)),
                             "break_even_GBps": _crossing(bw, env - base_grid / (1 + PAYS_MARGIN))
@@ -305,7 +349,7 @@ def _count(summary: pd.DataFrame) -> tuple[int, int]:
 SLOW = "eth10g"  # the slow network of the lesson: 10 Gb/s Ethernet, as in Agarwal et al. 2022's cloud settings
 
 
-def _paying(s: Setting, costs: list[CodecCost], algos: list[str]) -> list[tuple[str, float]]:
+def _paying(s: Setting, costs: list[Cost], algos: list[str]) -> list[tuple[str, float]]:
     """(codec, speedup) of every codec whose best algorithm pays (PAYS_MARGIN) against the best bf16 step of s."""
     ba = [a for a in algos if available(a, BF16, s.cluster)]
     if not ba:
@@ -319,7 +363,7 @@ def _paying(s: Setting, costs: list[CodecCost], algos: list[str]) -> list[tuple[
     return out
 
 
-def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool, costs: list[CodecCost],
+def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool, costs: list[Cost],
             algos: list[str], summary: pd.DataFrame, best_base: str, base_step: float) -> dict:
     """The same question inside one node of this cluster (no network), at this cluster and at this
     cluster on 10 Gb/s Ethernet: how many codecs pay and the best one; the median break-even bandwidth."""
@@ -363,5 +407,6 @@ def lesson_sentence(lesson: dict) -> str:
 
 
 __all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
+           "PhasedCost", "FP32",
            "ddp_step", "pays_below",
            "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]
