@@ -153,3 +153,56 @@ def test_bad_numbers():
         CodecCost("x", 1.0, mode="sparse")
     assert cl.cluster_allreduce(C, 0, BF16, "hierarchical").seconds == 0
     assert math.isfinite(cl.alltoall_quantized_time(C, 1, Q4, hierarchical=False).seconds)
+
+
+def test_a_single_ring_crosses_each_node_boundary_with_a_whole_nic():
+    """One NIC per node of 2 GPUs: the hierarchical level shares it (two flows), the flat ring does not (one
+    flow per node boundary per direction); other flat algorithms stay on one GPU's share."""
+    one_nic = Cluster(2, 2, A, E, nics_per_node=1)
+    assert one_nic.ring_link.bandwidth_Bps == 10e9 and one_nic.inter_per_gpu.bandwidth_Bps == 5e9
+    assert cl.flat_time(one_nic, N_VALUES).seconds == approx(cl.flat_time(C, N_VALUES).seconds)
+    assert cl.flat_time(one_nic, N_VALUES, algorithm="tree").seconds > cl.flat_time(C, N_VALUES, algorithm="tree").seconds
+
+
+def _levels(intra: Link, nic: Link, n: int, k: int = 2, N: int = 2) -> dict:
+    """What `bench.levels_rank` would measure on a machine that is exactly these links."""
+    rows = lambda P, sizes, lk: [{"kind": "allreduce", "algorithm": "ring", "P": P, "nbytes": 4 * m,  # noqa: E731
+                                  "seconds": cost.allreduce_time("ring", P, 4 * m, lk)} for m in sizes]
+    sizes = [n // 16, n // 4, n]
+    return {"intra": rows(k, sizes, intra), "inter": rows(N, [m // k for m in sizes], nic),
+            "codecs": {"q8": {"encode_s_per_value": 2e-9, "decode_s_per_value": 1e-9, "bytes_per_value": 1.0}}}
+
+
+def test_calibration_recovers_the_links_and_models_rows_by_hand():
+    """The two levels measured apart give back the links; a 2x2 hierarchical fp32 allreduce of n values is
+    2 L_i + 4n G_i (ring reduce-scatter and allgather of 4n bytes on 2 ranks) + 2 (L_e + n·2G_e) (a 2-rank
+    ring of the n/2 shard, 2n bytes, in two messages of n bytes on half a NIC: the node's two ranks share it)."""
+    import pandas as pd
+
+    from lab.experiments.benchmarks import two_level_model
+
+    n = 1 << 22
+    intra, nic = Link("i", 50e-6, 2e9, "t"), Link("e", 200e-6, 0.125e9, "t")
+    machine = cl.calibrate(_levels(intra, nic, n), 2, 2)
+    assert machine.intra.L == pytest.approx(50e-6, rel=1e-6) and machine.intra.bandwidth_Bps == pytest.approx(2e9)
+    assert machine.inter.L == pytest.approx(200e-6, rel=1e-6) and machine.inter.bandwidth_Bps == pytest.approx(0.125e9)
+    by_hand = 2 * 50e-6 + 4 * n / 2e9 + 2 * (200e-6 + n * 2 / 0.125e9)
+    assert cl.predict(machine, "hierarchical", n, cl.FP32, cl.FP32).seconds == pytest.approx(by_hand, rel=1e-9)
+    df = pd.DataFrame([
+        {"algorithm": "hierarchical", "codec": "fp32", "mode": "raw", "n_values": n, "seconds": by_hand,
+         "intra_codec": "none"},
+        {"algorithm": "hierarchical", "codec": "q8", "mode": "requantize", "n_values": n, "seconds": 1.0,
+         "intra_codec": "none"},
+        {"algorithm": "ring", "codec": "fp32", "mode": "raw", "n_values": n, "seconds": 1.0}])
+    out = two_level_model(df, _levels(intra, nic, n), 2, 2)
+    assert out["model_error"][0] == pytest.approx(0, abs=1e-9)
+    # the codec across: 1 byte per value, two messages of n/4 bytes on half a NIC; the shard's ring hop
+    # decodes-adds-encodes (E = n/2, D = 3n/4)
+    q8_hand = 2 * 50e-6 + 4 * n / 2e9 + 2 * (200e-6 + n / 4 * 2 / 0.125e9) + (n / 2) * 2e-9 + (3 * n / 4) * 1e-9
+    assert out["model_s"][1] == pytest.approx(q8_hand, rel=1e-9)
+    # the flat ring: 6 messages of n bytes (a quarter of 4n), every hop at the slower link, a whole NIC
+    assert out["model_s"][2] == pytest.approx(6 * (200e-6 + n / 0.125e9), rel=1e-9)
+    cal = out.attrs["calibration"]
+    assert cal["nic_GBps"] == pytest.approx(0.125) and cal["max_abs_model_error"] == out["model_error"].abs().max()
+    bad = {"intra": _levels(intra, nic, n)["intra"][:1], "inter": [], "codecs": {}}  # one size: no fit
+    assert "no model" in two_level_model(df, bad, 2, 2).attrs["calibration"]["error"]

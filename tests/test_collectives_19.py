@@ -382,15 +382,25 @@ def test_cli_scale_and_bench_options(tmp_path) -> None:
     assert res.exit_code != 0 and "hierarchical's" in res.output
     out = tmp_path / "c.json"
     res = CliRunner().invoke(app, ["bench", "compressed", "--procs", "4", "--values", "4K", "--algorithm",
-                                   "hierarchical", "--ranks-per-node", "2", "--intra-codec", "none", "--codecs",
+                                   "hierarchical", "--ranks-per-node", "2", "--intra-codec", "none,bf16", "--codecs",
                                    "dynamic_tree", "--target-s", "0.01", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    rows = json.loads(out.read_text())["rows"]
-    assert [(r["algorithm"], r["codec"].split("[")[0]) for r in rows] == [
-        ("hierarchical", "fp32"), ("hierarchical", "dynamic_tree"), ("ring", "fp32"), ("ring", "dynamic_tree")]
+    doc = json.loads(out.read_text())
+    rows = doc["rows"]
+    assert [(r["algorithm"], r["codec"].split("[")[0], r.get("intra_codec")) for r in rows] == [
+        ("hierarchical", "fp32", "none"), ("hierarchical", "dynamic_tree", "none"),
+        ("hierarchical", "dynamic_tree", "bf16"), ("ring", "fp32", None), ("ring", "dynamic_tree", None)]
     assert rows[0]["rel_error"] == 0 and rows[0]["speedup_vs_fp32"] == 1
-    assert 0 < rows[1]["rel_error"] < 0.05 and rows[1]["ranks_per_node"] == 2
-    assert math.isfinite(rows[2]["speedup_vs_fp32"])
+    assert 0 < rows[1]["rel_error"] < rows[2]["rel_error"] < 0.05 and rows[1]["ranks_per_node"] == 2
+    assert math.isfinite(rows[3]["speedup_vs_fp32"])
+    # the two levels measured apart in the same run: the fitted machine and each row's model, or why not
+    cal = doc["calibration"]
+    assert cal["machine"] == "2 nodes x 2 ranks, one NIC per node" and len(cal["levels"]["intra"]) == 3
+    if "error" in cal:  # 4K values on loaded cores may not separate latency from bandwidth
+        assert cal["error"].startswith("no model") and "model_s" not in rows[0]
+    else:
+        assert all(r["model_s"] > 0 and math.isfinite(r["model_error"]) for r in rows)
+        assert set(cal["codecs"]) == {rows[1]["codec"], "bf16"}
 
 
 def test_bench_rows_baseline_is_fp32_on_every_level() -> None:

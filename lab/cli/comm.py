@@ -239,7 +239,8 @@ def bench_compressed(
         "namespace (fast loopback) and nodes talk over one shaped link each; hierarchical and "
         "alltoall_quantized get it"),
     intra_codec: Optional[str] = typer.Option(
-        None, "--intra-codec", help="hierarchical: the codec inside a node (none = fp32; default: the codec)"),
+        None, "--intra-codec", help="hierarchical: the codec inside a node (none = fp32; default: the codec); "
+        "comma-separated: every codec runs with each (e.g. none,bf16)"),
     compare: Optional[str] = typer.Option(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
         "(default: ring when --algorithm is not ring; 'none' for none)"),
@@ -255,6 +256,8 @@ def bench_compressed(
     except ValueError as e:
         fail(str(e))
     names = [c.strip() for c in codecs.split(",") if c.strip()]
+    if intra_codec is not None and "," in intra_codec:
+        intra_codec = [c.strip() for c in intra_codec.split(",") if c.strip()]
     others = None if compare is None else [a.strip() for a in compare.split(",") if a.strip() and a.strip() != "none"]
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
@@ -283,6 +286,8 @@ def bench_compressed(
         fail(str(e))
     info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
                                "cores": os.cpu_count()}
+    if "calibration" in df.attrs:
+        info["calibration"] = df.attrs["calibration"]
     if emit(result("bench compressed", config, device=backend.device_name("cpu"), rows=df, **info),
             bench_out(out, as_json, f"compressed-cpu-P{procs}{tag}"), as_json):
         return

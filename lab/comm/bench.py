@@ -72,11 +72,12 @@ def _agree(comm: Comm, value: Any) -> Any:
 
 
 def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
-               warmup: int = 1) -> float:
+               warmup: int = 1, ranks: list[int] | None = None) -> float:
     """Seconds per call: each call starts after a barrier and is timed on every rank; the median
     over calls (robust to the scheduler's outliers on shared cores), averaged over ranks as
-    nccl-tests does (-a 1). `warmup` untimed calls first (nccl-tests' -w); then `iters` timed calls
-    (its -n), or, when None, as many as fit `target_s` (3..max_iters)."""
+    nccl-tests does (-a 1), or over `ranks` only (the others idle). `warmup` untimed calls first
+    (nccl-tests' -w); then `iters` timed calls (its -n), or, when None, as many as fit `target_s`
+    (3..max_iters)."""
     for _ in range(max(1, warmup)):
         op()
     if iters is None:
@@ -95,6 +96,8 @@ def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: in
         times.append(time.perf_counter() - t0)
     mine = statistics.median(times)
     every = comm.allgather_object(mine)
+    if ranks is not None:
+        every = [every[r] for r in ranks]
     return sum(every) / len(every)
 
 
@@ -364,6 +367,43 @@ def pcie_transfer(sizes: list[int], codecs: list[str | None], device: str = "cud
     return speedups(rows)
 
 
+def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None], target_s: float = 0.5,
+                max_iters: int = 20) -> dict | None:
+    """The two levels of a two-level machine measured apart, on the same ranks as the run they calibrate
+    (`lab.comm.cluster.calibrate`): ring allreduces inside every node at once at n/16, n/4 and n values
+    (the intra link), ring allreduces across the nodes among the local-rank-0s alone at 1/k of those (one
+    flow per node: a whole NIC), and each codec's encode and decode of one n/k shard on every rank at once (the
+    cores shared as in the run). Rank 0 returns {"intra": rows, "inter": rows, "codecs": {describe():
+    {encode_s_per_value, decode_s_per_value, bytes_per_value}}} (rows as `cost.fit_link` takes them)."""
+    k, P = ranks_per_node, comm.size
+    N, (node, local) = P // k, divmod(comm.rank, k)
+    out: dict = {"intra": [], "inter": [], "codecs": {}}
+    gen = torch.Generator().manual_seed(comm.rank)
+    leaders = list(range(0, P, k))
+    for m in sorted({max(1, n // 16), max(1, n // 4), n}):
+        if k > 1:
+            g, x = comm.group(range(node * k, node * k + k)), torch.randn(m, generator=gen).to(comm.device)
+            t = _time_loop(comm, lambda: allreduce(g, x, algorithm="ring", check=False), target_s, max_iters)
+            out["intra"].append({"kind": "allreduce", "algorithm": "ring", "P": k, "nbytes": 4 * m, "seconds": t})
+        if N > 1:
+            g, x = comm.group(range(local, P, k)), torch.randn(max(1, m // k), generator=gen).to(comm.device)
+            op = (lambda: allreduce(g, x, algorithm="ring", check=False)) if local == 0 else (lambda: None)
+            t = _time_loop(comm, op, target_s, max_iters, ranks=leaders)
+            out["inter"].append({"kind": "allreduce", "algorithm": "ring", "P": N, "nbytes": 4 * x.numel(),
+                                 "seconds": t})
+    x = torch.randn(max(1, n // k), generator=gen).to(comm.device)
+    for name in codecs:
+        codec = resolve_codec(name)
+        if codec is None or codec.payload_codec.phases:
+            continue
+        enc = codec.encode(x)
+        te = _time_loop(comm, lambda: codec.encode(x), target_s / 2, max_iters)
+        td = _time_loop(comm, lambda: codec.decode(enc), target_s / 2, max_iters)
+        out["codecs"][codec.describe()] = {"encode_s_per_value": te / x.numel(), "decode_s_per_value": td / x.numel(),
+                                           "bytes_per_value": enc.wire_bytes / x.numel()}
+    return out if comm.rank == 0 else None
+
+
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
                        max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
                        on_row: RowSink | None = None, options: dict | None = None,
@@ -372,7 +412,8 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
     mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form).
     options: the algorithm's own (`allreduce(**options)`, e.g. ranks_per_node, intra_codec; the fp32
-    row and the reference sum leave intra_codec out: fp32 on every level).
+    row and the reference sum leave intra_codec out: fp32 on every level; a list of intra codecs runs
+    every codec with each).
     compare: more algorithms run the same way (fp32 and each codec, no options) in the same run;
     every row's speedup_vs_fp32 is against `algorithm`'s fp32 row."""
     check_algorithm(algorithm)
@@ -380,7 +421,10 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     options = options or {}
     fp32 = {k: v for k, v in options.items() if k != "intra_codec"}  # the baseline is fp32 on every level
     exact = allreduce(comm, x, algorithm=algorithm, **fp32)
-    runs = [(algorithm, options if name is not None else fp32, name) for name in codecs]
+    intras = options.get("intra_codec")
+    variants = [dict(fp32, intra_codec=ic) for ic in intras] if isinstance(intras, (list, tuple)) else [options]
+    runs = [(algorithm, fp32, None)] if None in codecs else []
+    runs += [(algorithm, v, name) for v in variants for name in codecs if name is not None]
     runs += [(a, {}, name) for a in compare for name in codecs]
     rows = []
     for i, (a, opts, name) in enumerate(runs):

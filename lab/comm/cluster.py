@@ -13,7 +13,8 @@ node):
 
 - flat: any registered algorithm (`lab.comm.algorithms`) over all P ranks as if every hop were
   the slowest one (latency of the inter link, one GPU's share of the network bandwidth), codec as
-  `cost.compressed_time` runs it (requantize per hop, or gather).
+  `cost.compressed_time` runs it (requantize per hop, or gather). The ring over consecutive ranks
+  crosses each node boundary with one flow per direction, which has a whole NIC (`Cluster.ring_link`).
 - hierarchical: intra-node ring reduce-scatter, an allreduce of each 1/g shard among the N ranks
   that hold it (any registered algorithm, on one GPU's share of the network), intra-node ring
   allgather; a codec per level (e.g. bf16 inside, 8-bit across).
@@ -45,7 +46,7 @@ from numbers import Integral
 from . import cost
 from .cost import Link, get_link
 
-__all__ = ["INTRA", "INTER", "ALIASES", "ALGORITHMS", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
+__all__ = ["calibrate", "measured_codec", "predict", "FP32", "INTRA", "INTER", "ALIASES", "ALGORITHMS", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
            "Cluster", "parse_cluster", "make_cluster", "resolve_level_link", "CodecCost", "BF16", "CollectiveTime",
            "flat_time", "hierarchical_time", "alltoall_quantized_time", "in_network_time", "in_network_coefficients",
            "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce"]
@@ -167,6 +168,17 @@ class Cluster:
         e = self.inter_per_gpu
         return Link(f"slowest of {self.intra.name}, {self.inter.name}", max(self.intra.L, e.L),
                     min(self.intra.bandwidth_Bps, e.bandwidth_Bps), "the slower of the two levels")
+
+    @property
+    def ring_link(self) -> Link:
+        """The link a single ring over consecutive ranks is modelled on: the intra link on one node, else
+        the larger latency and the smaller bandwidth of the intra link and one whole NIC (one flow
+        crosses each node boundary per direction)."""
+        if self.nodes == 1:
+            return self.intra
+        e = self.inter
+        return Link(f"ring over {self.intra.name}, {self.inter.name}", max(self.intra.L, e.L),
+                    min(self.intra.bandwidth_Bps, e.bandwidth_Bps), "one flow per node boundary")
 
     def with_inter_bandwidth(self, GBps: float) -> "Cluster":
         """The same cluster with the NIC's bandwidth set to `GBps` (1e9 bytes/s per direction)."""
@@ -310,7 +322,7 @@ def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algori
     `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one decode set
     per message on the critical path; gather: one encode, a decode set per message)."""
     n = _n(n_values)
-    P, lk = cluster.P, cluster.slowest
+    P, lk = cluster.P, (cluster.ring_link if algorithm == "ring" else cluster.slowest)
     name = f"flat {algorithm}"
     if P == 1 or n == 0:
         cost.check_algorithm(algorithm)
@@ -519,3 +531,36 @@ def cluster_allreduce(cluster: Cluster, n_values: float, codec: CodecCost = BF16
     if algorithm == "in_network":
         return in_network_time(cluster, n_values, codec)
     raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+
+
+# -- calibration against a measured two-level run (`paralab bench compressed --ranks-per-node`)
+
+FP32 = CodecCost("fp32", 4.0, source="fp32 values reduced as they are")
+
+
+def calibrate(levels: dict, nodes: int, gpus_per_node: int) -> Cluster:
+    """The two-level machine fitted to `lab.comm.bench.levels_rank`'s measurement: the intra link from the
+    in-node ring allreduces, the NIC from the one-flow cross-node ones (`cost.fit_link`), one NIC per node
+    (the ranks of a node share it, as the namespaces' one shaped link per node does)."""
+    intra = cost.fit_link(levels["intra"]).link if levels.get("intra") else get_link("nvlink4")
+    inter = cost.fit_link(levels["inter"]).link if levels.get("inter") else intra
+    return Cluster(nodes, gpus_per_node, replace(intra, name="fitted intra-node link"),
+                   replace(inter, name="fitted NIC"), nics_per_node=1)
+
+
+def measured_codec(name: str, mode: str, measured: dict) -> CodecCost:
+    """A CodecCost from `levels_rank`'s codec timing (name = the codec's describe(); 'fp32' or 'none': raw)."""
+    if name in ("fp32", "none", None):
+        return FP32
+    m = measured[name]
+    return CodecCost(name, m["bytes_per_value"], 0.0, m["encode_s_per_value"], m["decode_s_per_value"], mode=mode,
+                     source="measured in the run")
+
+
+def predict(cluster: Cluster, algorithm: str, n_values: float, codec: CodecCost,
+            intra_codec: CodecCost | None = None) -> CollectiveTime:
+    """A measured row's model: hierarchical and alltoall_quantized as their own models, any other
+    registered algorithm flat."""
+    if algorithm in ("hierarchical", "alltoall_quantized"):
+        return cluster_allreduce(cluster, n_values, codec, algorithm, intra_codec=intra_codec)
+    return flat_time(cluster, n_values, codec, algorithm)

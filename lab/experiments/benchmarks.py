@@ -136,7 +136,7 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
 def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: int = 4, mode: str = "auto",
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
                          progress: Progress | None = None, on_row: RowSink | None = None,
-                         ranks_per_node: int | None = None, intra_codec: str | None = None,
+                         ranks_per_node: int | None = None, intra_codec: str | list[str] | None = None,
                          compare: list[str] | None = None) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
@@ -144,7 +144,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     ranks_per_node: ranks per node; with a link rate the machine becomes two-level (the ranks of a
     node share a network namespace and talk over its loopback; nodes talk over one shaped link
     each), and the algorithm gets it when it takes it (hierarchical, alltoall_quantized).
-    intra_codec: hierarchical's codec inside a node ('none' = fp32; default: the codec itself).
+    intra_codec: hierarchical's codec inside a node ('none' = fp32; default: the codec itself); a list:
+    every codec runs with each.
     compare: more algorithms timed in the same run, fp32 and every codec (default: the flat ring
     when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time."""
     from lab.comm.algorithms import get_algorithm
@@ -170,17 +171,74 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                              "has one codec")
         options["intra_codec"] = intra_codec
     names: list = [None, *codecs]
+    variants = [dict(options, intra_codec=ic) for ic in intra_codec] if isinstance(intra_codec, (list, tuple)) \
+        else [options]
     for c in names:
         codec = resolve_codec(c)
         how = resolve_mode(codec, mode, algorithm)
-        configure(algorithm, procs, codec, how, options)
+        for v in variants:
+            configure(algorithm, procs, codec, how, v)
         for a in compare:
             resolve_mode(codec, mode, a)
     with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
                    on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
                    compare=compare)[0]
-    return pd.DataFrame(rows)
+        df = pd.DataFrame(rows)
+        if ranks_per_node is not None and procs // ranks_per_node > 1:
+            if progress:
+                progress(1.0, "the two levels apart (the model's calibration)")
+            inside = intra_codec if isinstance(intra_codec, (list, tuple)) else [intra_codec]
+            timed = [*names, *(c for c in inside if c not in (None, "none", "fp32"))]
+            levels = run(bench.levels_rank, procs, n, ranks_per_node, timed, net=net, target_s=target_s / 2,
+                         timeout=timeout)[0]
+            df = two_level_model(df, levels, procs // ranks_per_node, ranks_per_node)
+    return df
+
+
+def two_level_model(df: pd.DataFrame, levels: dict, nodes: int, ranks_per_node: int) -> pd.DataFrame:
+    """Each measured row's two-level model (`lab.comm.cluster.predict`) on the machine fitted to the levels
+    measured apart in the same run (`cluster.calibrate`): columns model_s and model_error ((model −
+    measured) / measured); df.attrs["calibration"] holds the fitted links and codec times."""
+    from lab.comm import cluster as cl
+    from lab.comm.allreduce import resolve_codec
+
+    how = ("intra link fitted to ring allreduces inside every node at once (n/16, n/4, n values); NIC fitted to "
+           "ring allreduces across nodes among local rank 0s alone (1/k of those); codec encode/decode of an "
+           "n/k shard on every rank at once; then each row's model (lab.comm.cluster.predict)")
+    machine_name = f"{nodes} nodes x {ranks_per_node} ranks, one NIC per node"
+    try:
+        machine = cl.calibrate(levels, nodes, ranks_per_node)
+    except ValueError as e:  # timings too noisy to separate latency from bandwidth: keep the measured rows
+        df = df.copy()
+        df.attrs["calibration"] = {"machine": machine_name, "error": f"no model: {e}", "how": how,
+                                   "levels": {"intra": levels["intra"], "inter": levels["inter"]}}
+        return df
+    model = []
+    for r in df.to_dict("records"):
+        codec = cl.measured_codec(r["codec"], r["mode"], levels["codecs"])
+        intra = None
+        ic = r.get("intra_codec")
+        if r["algorithm"] == "hierarchical":
+            if isinstance(ic, str) and ic not in ("none", "fp32"):
+                named = resolve_codec(ic).describe()
+                intra = cl.measured_codec(named, "requantize", levels["codecs"])
+            elif ic in ("none", "fp32") or codec.raw:
+                intra = cl.FP32
+            else:
+                intra = codec
+        model.append(cl.predict(machine, r["algorithm"], r["n_values"], codec, intra).seconds)
+    df = df.copy()
+    df["model_s"] = model
+    df["model_error"] = (df["model_s"] - df["seconds"]) / df["seconds"]
+    link = {"intra": machine.intra, "nic": machine.inter}
+    df.attrs["calibration"] = {
+        "machine": machine_name,
+        **{f"{k}_latency_us": v.latency_s * 1e6 for k, v in link.items()},
+        **{f"{k}_GBps": v.bandwidth_Bps / 1e9 for k, v in link.items()},
+        "codecs": levels["codecs"], "levels": {"intra": levels["intra"], "inter": levels["inter"]},
+        "max_abs_model_error": float(df["model_error"].abs().max()), "how": how}
+    return df
 
 
 CODEC_BENCH_MAXBYTES = {"cpu": 256 << 20, "cuda": 1 << 30}  # default -e: 2^26 values on a CPU, 2^28 on a GPU

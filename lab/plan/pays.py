@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from lab.comm import cluster as cl
-from lab.comm.cluster import BF16, Cluster, CodecCost
+from lab.comm.cluster import BF16, FP32, Cluster, CodecCost
 
 from .devices import Device, get_device
 from .layers import ModelSpec, get_model
@@ -91,9 +91,6 @@ def _measured(path: Path | None, codec: str) -> tuple[float, float] | None:
         if "encode" in ops and dec is not None:
             return ops["encode"] * 1e-9, dec * 1e-9
     return None
-
-
-FP32 = CodecCost("fp32", 4.0, source="fp32 values reduced as they are (PowerSGD's P, Q and uncompressed layers)")
 
 
 @dataclass(frozen=True)
