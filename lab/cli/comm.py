@@ -241,6 +241,9 @@ def bench_compressed(
     intra_codec: Optional[str] = typer.Option(
         None, "--intra-codec", help="hierarchical: the codec inside a node (none = fp32; default: the codec); "
         "comma-separated: every codec runs with each (e.g. none,bf16)"),
+    pipeline: Optional[int] = typer.Option(
+        None, "--pipeline", help="hierarchical: cut the vector into this many pieces and overlap the node level "
+        "of one piece with the cross-node level of the next (1..64; the fp32 baseline too)"),
     compare: Optional[str] = typer.Option(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
         "(default: ring when --algorithm is not ring; 'none' for none)"),
@@ -261,7 +264,8 @@ def bench_compressed(
     others = None if compare is None else [a.strip() for a in compare.split(",") if a.strip() and a.strip() != "none"]
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
-    for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("compare", others)):
+    for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("pipeline", pipeline),
+                 ("compare", others)):
         if v is not None:
             config[k] = v
     import os
@@ -281,7 +285,8 @@ def bench_compressed(
             df = compressed_benchmark(n, algorithm, names, procs=procs, mode=mode, link_rate=rate, target_s=target_s,
                                       timeout=timeout, progress=s.progress,
                                       on_row=lambda r: s.add([r], f"codec {r['codec']}"),
-                                      ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others)
+                                      ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others,
+                                      pipeline=pipeline)
     except ValueError as e:
         fail(str(e))
     info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),

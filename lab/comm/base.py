@@ -21,6 +21,7 @@ isend/irecv/send/recv suit one-way traffic (a ping-pong, a benchmark), not excha
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
@@ -73,6 +74,8 @@ class Comm(ABC):
     device: torch.device
     #: may a receive be posted in a batch before the one that carries its matching send (see above)
     receive_ahead: bool = True
+    #: may two threads of this rank run transfers with disjoint sets of peers at once (Gloo: yes)
+    concurrent: bool = False
 
     def __init__(self) -> None:
         self.bytes_sent = 0
@@ -190,6 +193,9 @@ class Comm(ABC):
             raise CommError(f"rank {self.rank}: peer {peer} is not another rank of 0..{self.size - 1}")
 
 
+_COUNTING = threading.Lock()
+
+
 def _split(t: torch.Tensor, splits: Sequence[int], P: int, what: str) -> list[torch.Tensor]:
     """`t` (flat, contiguous) cut into consecutive views of the given lengths, one per rank."""
     splits = [int(k) for k in splits]
@@ -222,10 +228,12 @@ class SubComm(Comm):
         self.parent, self.ranks = parent, ranks
         self.rank, self.size = ranks.index(parent.rank), len(ranks)
         self.backend, self.device, self.receive_ahead = parent.backend, parent.device, parent.receive_ahead
+        self.concurrent = parent.concurrent
 
     def _count(self, sends: Sequence[tuple[torch.Tensor, int]]) -> None:
-        self.parent.bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
-        self.parent.messages_sent += len(sends)
+        with _COUNTING:  # two levels' threads may send at once (`Comm.concurrent`)
+            self.parent.bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
+            self.parent.messages_sent += len(sends)
 
     def _isend(self, t: torch.Tensor, dst: int) -> Work:
         self._count([(t, dst)])

@@ -63,6 +63,7 @@ class TorchComm(Comm):
             dist.barrier()
         else:
             self.device = torch.device("cpu")
+            self.concurrent = True  # Gloo's pairs take sends and receives from any thread
 
     @classmethod
     def from_env(cls, backend: str | None = None, timeout: float = 300.0) -> "TorchComm":

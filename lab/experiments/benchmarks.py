@@ -137,7 +137,7 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
                          progress: Progress | None = None, on_row: RowSink | None = None,
                          ranks_per_node: int | None = None, intra_codec: str | list[str] | None = None,
-                         compare: list[str] | None = None) -> pd.DataFrame:
+                         compare: list[str] | None = None, pipeline: int | None = None) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
 
@@ -147,7 +147,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     intra_codec: hierarchical's codec inside a node ('none' = fp32; default: the codec itself); a list:
     every codec runs with each.
     compare: more algorithms timed in the same run, fp32 and every codec (default: the flat ring
-    when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time."""
+    when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time.
+    pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too)."""
     from lab.comm.algorithms import get_algorithm
     from lab.comm.allreduce import check_algorithm, configure, resolve_codec, resolve_mode
     from lab.comm.launch import run
@@ -165,6 +166,11 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                              + ", ".join(str(d) for d in range(1, procs + 1) if procs % d == 0))
         if "ranks_per_node" in takes:
             options["ranks_per_node"] = ranks_per_node
+    if pipeline is not None:
+        if "pipeline" not in takes:
+            raise ValueError(f"--pipeline is hierarchical's (pieces whose levels overlap); algorithm {algorithm!r} "
+                             "has one level")
+        options["pipeline"] = pipeline
     if intra_codec is not None:
         if "intra_codec" not in takes:
             raise ValueError(f"--intra-codec is hierarchical's (the codec inside a node); algorithm {algorithm!r} "

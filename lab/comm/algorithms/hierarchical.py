@@ -20,6 +20,7 @@ ring outer moves 2(N−1)/N·m/k over the slow links, k times less than a flat r
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 INNER = ("ring", "butterfly_sync")
 #: intra_codec's default: the codec of the inter-node level
 SAME = "same"
+#: the most pieces `pipeline` may cut a vector into
+MAX_PIPELINE = 64
 
 
 def divisors(P: int) -> list[int]:
@@ -70,10 +73,13 @@ def groups(P: int, r: int, k: int) -> tuple[list[int], list[int]]:
 
 
 def _configure(P: int, codec: "Codec | None", how: str, *, ranks_per_node: int | None = None,
-               inner: str = "ring", outer: str = "ring", intra_codec: Any = SAME) -> dict:
+               inner: str = "ring", outer: str = "ring", intra_codec: Any = SAME, pipeline: int = 1) -> dict:
     from ..allreduce import resolve_codec, resolve_mode
 
     k = check_ranks_per_node(P, ranks_per_node)
+    if isinstance(pipeline, bool) or not isinstance(pipeline, int) or not 1 <= pipeline <= MAX_PIPELINE:
+        raise ValueError(f"pipeline={pipeline!r}: the number of pieces whose levels overlap; allowed: an int "
+                         f"from 1 (levels one after the other) to {MAX_PIPELINE}")
     if inner not in INNER:
         raise ValueError(f"inner={inner!r}: the intra-node level runs a reduce-scatter and an allgather; "
                          f"allowed: {', '.join(INNER)}")
@@ -95,7 +101,7 @@ def _configure(P: int, codec: "Codec | None", how: str, *, ranks_per_node: int |
                                  "intra_codec, or mode='gather'")
         if codec is not None and P // k > 1:
             resolve_mode(codec, "requantize", outer)  # the outer level re-quantises: its own rules
-    return {"ranks_per_node": k, "inner": inner, "outer": outer, "intra_codec": ic}
+    return {"ranks_per_node": k, "inner": inner, "outer": outer, "intra_codec": ic, "pipeline": pipeline}
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -106,6 +112,9 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     k = o["ranks_per_node"]
     N, (node, local) = P // k, divmod(r, k)
     intra_ranks, inter_ranks = groups(P, r, k)
+    if o.get("pipeline", 1) > 1 and k > 1 and N > 1 and comm.concurrent:
+        _pipelined(comm, buf, ch, o)
+        return
     shards = pieces(buf, k)
     width = -(-buf.numel() // k)
     if k > 1:
@@ -119,6 +128,60 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         outer.reduce(inter, mine, Channel(inter, ch.codec, scratch=outer.scratch(mine.numel(), N), options=opts))
     if k > 1:
         allgather(intra, shards, ich, o["inner"])
+
+
+def _pipelined(comm: Comm, buf: torch.Tensor, ch: Channel, o: dict) -> None:
+    """The three steps on `pipeline` pieces with the levels overlapped, as NCCL pipelines its two-level
+    algorithms by chunks: a thread runs the node's reduce-scatters, then its allgathers, in piece order
+    (the same on every rank); this one runs piece g's cross-node allreduce as soon as its reduce-scatter
+    is done, so piece g crosses the nodes while piece g+1 is reduced inside the node. The two levels
+    talk to disjoint peers (`Comm.concurrent`); every value is summed as without the pipeline."""
+    P, r = comm.size, comm.rank
+    k, G = o["ranks_per_node"], o["pipeline"]
+    N, local = P // k, r % k
+    intra_ranks, inter_ranks = groups(P, r, k)
+    intra, inter, outer = comm.group(intra_ranks), comm.group(inter_ranks), get_algorithm(o["outer"])
+    parts = [pieces(p, k) for p in pieces(buf, G)]
+    width = max(s.numel() for s in parts[0])
+    ich = Channel(intra, o["intra_codec"], scratch=(k - 1) * width)
+    how = "raw" if ch.codec is None else "requantize"
+    och = Channel(inter, ch.codec, scratch=outer.scratch(width, N),
+                  options=outer.configure(N, ch.codec, how) if outer.options else {})
+    reduced, crossed = [threading.Event() for _ in parts], [threading.Event() for _ in parts]
+    failed: list[BaseException] = []
+
+    def node_level() -> None:
+        try:
+            for g, shards in enumerate(parts):
+                reduce_scatter(intra, shards, ich, o["inner"])
+                reduced[g].set()
+            for g, shards in enumerate(parts):
+                crossed[g].wait()
+                if failed:
+                    return
+                allgather(intra, shards, ich, o["inner"])
+        except BaseException as e:  # re-raised by the caller's thread below
+            failed.append(e)
+            for ev in reduced:
+                ev.set()
+
+    worker = threading.Thread(target=node_level, name=f"rank{r}-node-level", daemon=True)
+    worker.start()
+    try:
+        for g, shards in enumerate(parts):
+            reduced[g].wait()
+            if failed:
+                break
+            outer.reduce(inter, shards[local], och)
+            crossed[g].set()
+    except BaseException as e:
+        failed.append(e)
+    finally:
+        for ev in crossed:
+            ev.set()
+        worker.join()
+    if failed:
+        raise failed[0]
 
 
 def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: str) -> None:
@@ -262,4 +325,4 @@ ALGORITHM = Algorithm(
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
     gather_coefficients=_gather_coefficients, scratch=_scratch,
     codec_counts=lambda P, n: codec_counts(P, n),
-    options=("ranks_per_node", "inner", "outer", "intra_codec"), configure=_configure, order=60)
+    options=("ranks_per_node", "inner", "outer", "intra_codec", "pipeline"), configure=_configure, order=60)
