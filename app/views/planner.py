@@ -300,6 +300,11 @@ def _two_level_metrics(df: pd.DataFrame, chosen: str) -> None:
                    delta_arrow="off" if abs(ms / ring - 1) < 0.005 else "auto",
                    help="data parallelism's gradient allreduce per step on the cluster (the planner's sweep with "
                         "this algorithm)" + (" — the one chosen under More settings" if a == chosen else ""))
+    table = df.pivot(index="P", columns="algorithm", values="comm_ms")[shown].reset_index()
+    table.columns = ["GPUs P", *(f"{'flat ring' if a == 'ring' else a} (ms)" for a in shown)]
+    with st.expander("Gradient allreduce per step against P, per algorithm", expanded=True):
+        st.markdown(_markdown_table(table.assign(**{c: table[c].map(lambda v: f"{v:,.2f}")
+                                                    for c in table.columns[1:]})))
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -355,16 +360,18 @@ def _markdown_table(df) -> str:
 @st.fragment
 def _papers(overlap: bool) -> None:
     b1, b2, b3 = st.columns(3)
-    b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
+    pressed = b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
               help="load into the planner above: AlexNet on 1, 2 and 4 GPUs of the dettmers2016 preset (the paper's "
                    "assumed 100 ms pass of 128 images), 7 GiB/s with 0.5 ms per message, tree allreduce, the "
                    "mini-batch of 128 split over the GPUs, no overlap")
-    b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
+    pressed |= b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
               help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs "
                    "hybrid, 64 images per GPU")
-    b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
+    pressed |= b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
               help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, the "
                    "mini-batch of 1024 split over the GPUs")
+    if pressed:  # a preset loads the planner above too: a button in a fragment reruns only the fragment
+        st.rerun(scope="app")
     # one tab per paper check, in the URL as `check`; only the open tab is computed and drawn
     tabs, which = ui.tabs(CHECKS, "check", CHECKS[0])
     with tabs[CHECKS.index(which)]:
