@@ -253,11 +253,9 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
         cross = crossover(sweep, "data", "hybrid")
         cols[-1].metric("Data beats hybrid from", "never here" if cross is None else f"P = {cross}",
                         help="the smallest P in the list from which data parallelism stays faster")
+    two_take = ""
     if two is not None:
         df, out["two_level"], two_take = two
-        _two_level_metrics(df, kw["algorithm"])
-    else:
-        two_take = ""
     if at_top.empty:
         ui.takeaway(f"None of the chosen strategies fits {net} on {top} GPUs here; see the notes below." + two_take)
     else:
@@ -267,6 +265,8 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
                     f"{b.speedup:.1f}x one GPU ({b.efficiency:.0%} of ideal), with communication "
                     f"{comm:.0%} of its step" + (" — adding GPUs still pays." if b.efficiency >= 0.7 else
                                                  " — communication eats most of what extra GPUs add.") + two_take)
+    if two is not None:
+        _two_level_metrics(two[0], kw["algorithm"])
     if (~sweep["feasible"]).any():
         st.caption("Infeasible: " + "; ".join(f"{r.strategy} P={r.P}: {r.note}"
                                               for r in sweep[~sweep["feasible"]].itertuples()))
@@ -302,7 +302,7 @@ def _two_level_metrics(df: pd.DataFrame, chosen: str) -> None:
                         "this algorithm)" + (" — the one chosen under More settings" if a == chosen else ""))
     table = df.pivot(index="P", columns="algorithm", values="comm_ms")[shown].reset_index()
     table.columns = ["GPUs P", *(f"{'flat ring' if a == 'ring' else a} (ms)" for a in shown)]
-    with st.expander("Gradient allreduce per step against P, per algorithm", expanded=True):
+    with st.expander("Gradient allreduce per step against P, per algorithm (the lesson's numbers)"):
         st.markdown(_markdown_table(table.assign(**{c: table[c].map(lambda v: f"{v:,.2f}")
                                                     for c in table.columns[1:]})))
 
