@@ -82,6 +82,11 @@ def test_paper_preset_says_which_data_set_and_shows_the_paper():
         assert "not the paper's 784" in texts(at, "warning")
     callout = texts(at, "info")
     assert "Paper vs here" in callout and "F(4, 4) = 0.71, p = 0.59" in callout
+    # what the paper's five runs put on the wire, measured before any Train: the four 8-bit types a quarter of 32-bit
+    base = next(m for m in at.metric if m.label == "32-bit: bytes per step")
+    for t in ("linear", "mantissa", "static_tree", "dynamic_tree"):
+        assert next(m for m in at.metric if m.label == f"{t}: bytes per step").delta.startswith("-7"), t
+    assert base.value.endswith("MB")
 
 
 def test_train_shows_results_and_a_takeaway_from_them():
@@ -135,3 +140,18 @@ def test_at_most_six_controls_in_view():
     at = page()
     shown = top_level_inputs(at)
     assert len(shown) <= MAX_IN_VIEW and any("'Codec per run (overlaid)'" in w for w in shown), shown
+
+
+def test_many_workers_measure_one_step_on_demand():
+    """64 simulated workers: one real step runs every hop on the CPU (seconds), so it waits for its button;
+    the takeaway says so, and after the button the bytes are the ring's 2(K-1)/K of the gradient per worker."""
+    at = page(workers="64", codecs=["32-bit"])
+    assert not at.exception and not at.error
+    assert not any(m.label.endswith("bytes per step") for m in at.metric)
+    assert "press **Measure one step**" in texts(at, "success")
+    at.button(key="wire_measure").click().run()
+    assert not at.exception and not at.error
+    n = (64 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)
+    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"
+    at.number_input(key="w_epochs").set_value(1.0).run()  # measured once: it stays for these settings
+    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"

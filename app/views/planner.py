@@ -22,7 +22,7 @@ NICS = ["one per GPU", "1", "2", "4", "8", "16"]
 SHOW = ["Speedup", "Step-time breakdown", "Scaling efficiency", "One step, layer by layer", "Codec advice", "Table"]
 
 
-def FLAT_ALGORITHMS() -> list[str]:
+def flat_algorithms() -> list[str]:
     """The registered allreduce algorithms that run on one link (the two-level ones need a cluster)."""
     return [a for a in algorithm_catalog().name if a not in TWO_LEVEL]
 
@@ -112,7 +112,7 @@ def render() -> None:
         e1, e2, e3, e4 = st.columns(4)
         device = ui.select("GPU", [*DEVICES, "custom"], "device", "v100", where=e1, help="compute speed from the "
                            "data sheet: " + "; ".join(f"{k}: {d.source}" for k, d in DEVICES.items()))
-        algorithms = [*FLAT_ALGORITHMS(), *(TWO_LEVEL if two_level else ())]
+        algorithms = [*flat_algorithms(), *(TWO_LEVEL if two_level else ())]
         _keep_valid("algorithm", algorithms, "ring")
         algorithm = ui.select("Allreduce", algorithms, "algorithm", "ring", where=e1,
                               help="the allreduce algorithm for gradients (cost model of Ben-Nun & Hoefler)" +
