@@ -1,7 +1,8 @@
 """Parallelism planner page (Wu et al. 2015 §3.3, Figures 2-3; Dettmers 2016 §2.3.2): how many GPUs pay off and
 which way of splitting the work is fastest — speedup against P, the step-time breakdown, one step layer by layer,
-codec advice, and the papers' numbers beside the model's. Predictions of the cost model (docs/deep_image.md), not
-measurements."""
+codec advice, and the papers' numbers beside the model's; on one link or on a two-level cluster (nodes x GPUs per
+node, a link inside a node and one between nodes, issue 19) where flat and hierarchical allreduces part ways.
+Predictions of the cost model (docs/deep_image.md, lab.comm.cluster), not measurements."""
 import pandas as pd
 import streamlit as st
 
@@ -45,20 +46,22 @@ def _sweep(net, Ps, strategies, grad_codec, act_codec, overlap, kw):
 
 def preset_dettmers():
     # the paper's assumptions: a one-GPU pass of the 128-image mini-batch in 100 ms, 7 GiB/s, 0.5 ms per message
-    ui.set_state(check=CHECKS[0], machine=MACHINES[0], net="alexnet", device="dettmers2016", plan_link="dettmers2016", algorithm="tree", strategies=["data"],
-                 gpus=["1", "2", "4"], batch_mode="global", batch_size=128, grad_codec="none", act_codec="none",
-                 overlap=False, detail_P="4", detail_strategy="data", plan_show="One step, layer by layer")
+    ui.set_state(check=CHECKS[0], machine=MACHINES[0], net="alexnet", device="dettmers2016", plan_link="dettmers2016",
+                 algorithm="tree", strategies=["data"], gpus=["1", "2", "4"], batch_mode="global", batch_size=128,
+                 grad_codec="none", act_codec="none", overlap=False, detail_P="4", detail_strategy="data", plan_show="One step, layer by layer")
 
 
 def preset_figure2():
-    ui.set_state(check=CHECKS[1], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync",
+    ui.set_state(check=CHECKS[1], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr",
+                 algorithm="butterfly_sync",
                  strategies=["data", "hybrid"], gpus=["1", "2", "4", "8", "16", "32", "64", "128"],
                  batch_mode="per GPU", batch_size=64, grad_codec="none", act_codec="none", overlap=False,
                  detail_P="16", detail_strategy="data", plan_show="Step-time breakdown")
 
 
 def preset_figure3():
-    ui.set_state(check=CHECKS[2], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync",
+    ui.set_state(check=CHECKS[2], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr",
+                 algorithm="butterfly_sync",
                  strategies=["data"],
                  gpus=["1", "2", "4", "8", "16", "32", "64"], batch_mode="global", batch_size=1024,
                  grad_codec="none", act_codec="none", overlap=False, detail_P="64", detail_strategy="data",
@@ -169,8 +172,9 @@ def render() -> None:
     with lesson_slot:
         ui.lesson("How many GPUs pay off, and which way of splitting a network over them is fastest?",
                   "Look at the speedup against the GPU count P: a curve that bends away from the dotted ideal is "
-                  "communication outgrowing compute. " + (lesson.get("two_level") or "") +
-                  " Below, the papers' own numbers beside the model's. All numbers are predictions of the cost model "
+                  "communication outgrowing compute. " +
+                  (lesson["two_level"] + " " if lesson.get("two_level") else "") +
+                  "Below, the papers' own numbers beside the model's. All numbers are predictions of the cost model "
                   "(compute at 40 % of the GPU's peak, the links' latency and bandwidth), not measurements.")
     st.subheader("The papers' numbers beside the model's")
     ui.shown(lambda: _papers(bool(overlap)))

@@ -224,8 +224,8 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
                    "on this CPU and takes seconds; smaller settings are measured as you change them.")
         if not c1.button("Measure one step", key="wire_measure",
                          help="one real training step per run on one batch: its exact bytes on the wire"):
-            return (f"With {K} workers of {h}-unit layers, press **Measure one step** to see what one real step of each run puts on "
-                    "the wire, or **Train** for the test-error curves.")
+            return (f"With {K} workers of {h}-unit layers, press **Measure one step** to see what one real step of "
+                    "each run puts on the wire, or **Train** for the test-error curves.")
         measured.add(params)
     try:
         with st.spinner("one real step per run…"):
