@@ -63,6 +63,9 @@ def test_a_cluster_gives_the_numbers_planner_sweep_gives_and_the_takeaway_names_
     assert not at.exception and not at.error
     assert at.query_params["machine"] in (CLUSTER, [CLUSTER]) and at.query_params["inter"] in ("ib_hdr", ["ib_hdr"])
     assert set(at.selectbox(key="w_intra").options) == set(INTRA_LINKS)  # the registry's presets, per level
+    for kind in INPUTS:  # the cluster's controls say what they change too
+        for w in getattr(at, kind, []):
+            assert w.help, f"{kind} {w.label!r} has no help tooltip"
     assert set(at.selectbox(key="w_inter").options) == set(INTER_LINKS)
     Ps = [1, 2, 4, 8, 16, 32]
     want = planner_sweep("alexnet", Ps, strategies=["data", "hybrid"], device="v100", batch_per_gpu=128,
