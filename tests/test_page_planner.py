@@ -79,7 +79,7 @@ def test_a_cluster_gives_the_numbers_planner_sweep_gives_and_the_takeaway_names_
     assert number(metric(at, "Gradient allreduce at P = 32: flat ring")) == pytest.approx(ring, abs=0.005)
     assert number(metric(at, "Gradient allreduce at P = 32: hierarchical")) == pytest.approx(hier, abs=0.005)
     take = _takeaway(at)
-    assert "4x8 cluster (nvlink4 inside a node, ib_hdr between nodes)" in take
+    assert "4 nodes × 8 GPUs (nvlink4 inside a node, ib_hdr between nodes)" in take
     assert f"hierarchical allreduce takes {hier:.2f} ms against the flat ring's {ring:.2f} ms " \
            f"({ring / hier:.1f}x faster" in take
     flat = planner_sweep("alexnet", [8, 16], strategies=["data"], device="v100", batch_per_gpu=128, cluster="4x8",

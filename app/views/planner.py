@@ -164,7 +164,7 @@ def render() -> None:
     except ui.USER_ERRORS as e:
         st.error(str(e))
         kw = None
-    where = (f"an {int(nodes)}x{int(gpn)} cluster ({intra} inside a node, {inter} between nodes)" if two_level
+    where = (f"{int(nodes)} nodes × {int(gpn)} GPUs ({intra} inside a node, {inter} between nodes)" if two_level
              else str(link))
     codecs = (None if grad_codec == "none" else grad_codec, None if act_codec == "none" else act_codec)
     lesson = {}
