@@ -330,3 +330,18 @@ def paper_callout(text: str, key: str) -> None:
 def more_settings(label: str = "More settings", expanded: bool = False):
     """The expander the page's less-used controls fold into (at most about six controls in view)."""
     return st.expander(label, expanded=expanded)
+
+
+def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any) -> tuple[list, str]:
+    """Tabs whose open tab lives in the URL as `key` (a navigation between views, not an input): the
+    containers and the open tab's label. Only the open tab reruns the page when chosen, so draw only its
+    content (`st.tabs` with on_change='rerun'). Presets set it like a widget: `set_state(key=label)`."""
+    labels = list(labels)
+    default = labels[0] if default is None else default
+    v = _from_url(key, default, str)
+    _init(key, v if v in labels else default)
+    if st.session_state[_wkey(key)] not in labels:
+        st.session_state[_wkey(key)] = default
+    containers = st.tabs(labels, key=_wkey(key), on_change="rerun", **kw)
+    chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
+    return list(containers), _sync(key, chosen)

@@ -198,19 +198,19 @@ def test_collectives_page_model_and_limits():
 def test_training_page_runs_and_compares_bytes():
     at = page("training", codecs=["32-bit", "dynamic_tree"], epochs="1", workers="2")
     assert not at.exception
-    assert not at.metric  # nothing runs before Train
+    assert [m.label for m in at.metric] == ["32-bit: bytes per step", "dynamic_tree: bytes per step"]  # no run yet
     at.button(key="run_train_run").click().run()
-    _until(at, lambda a: len(a.metric) >= 4)
+    _until(at, lambda a: len(a.metric) >= 6)
     assert not at.exception
     assert "vs 32-bit" in at.metric[-2].delta
     share = number(at.metric[-2].delta.split("(")[1])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
-    err = number(metric(at, "32-bit"))
+    err = number(next(m.value for m in at.metric if m.label == "32-bit"))  # its final test error
     assert 0 < err < 60
     at.multiselect(key="w_codecs").set_value(["32-bit", "onebit"]).run()
     assert any("earlier Train" in c.value for c in at.caption)  # new runs: press Train again
     at.button(key="run_train_run").click().run()
-    _until(at, lambda a: len(a.metric) >= 4 and not any("earlier Train" in c.value for c in a.caption))
+    _until(at, lambda a: len(a.metric) >= 6 and not any("earlier Train" in c.value for c in a.caption))
     assert number(at.metric[-2].delta.split("(")[1]) < 10
 
 

@@ -157,3 +157,18 @@ def test_in_a_browser_stop_is_live_while_training_and_keeps_the_last_result():
         assert page.get_by_text("These results are from the last run").count() == 1
         assert page.locator("[data-testid='stException']").count() == 0
         b.close()
+
+
+def test_at_most_six_controls_in_view_and_the_layer_timing_settings_folded():
+    from test_page_planner import MAX_IN_VIEW, top_level_inputs
+
+    at = page("dropout")
+    shown = top_level_inputs(at)
+    assert len(shown) <= MAX_IN_VIEW, shown
+    for label in ("Dropout rate p", "Network", "Hidden units per layer"):  # the lesson's controls stay in view
+        assert any(repr(label) in w for w in shown), (label, shown)
+    assert not any("'Widths w'" in w or "'Seed'" in w for w in shown)
+    assert {"More settings", "Widths and rates to time"} <= {e.label for e in at.expander}
+    at = page("dropout", widths=["256", "2048"], rates=["0.5"])  # the folded widths still come from the URL
+    assert not at.exception
+    assert any(c.value == "**Time layers** times widths 256, 2048 at p = 0.5." for c in at.caption)

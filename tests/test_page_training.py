@@ -37,7 +37,38 @@ def test_default_view_names_data_and_model():
     assert not at.exception
     md = texts(at, "markdown")
     assert "Runs on digits" in md and "MLP 64-64-64-10" in md
-    assert not at.metric  # nothing runs before Train
+    assert not any("Final test error" in c.value for c in at.caption)  # nothing is trained before Train
+
+
+def _metric(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_default_view_opens_with_what_one_step_puts_on_the_wire():
+    """Before any Train: one real step per codec, its bytes on the wire and the takeaway from them. The 32-bit
+    figure is the ring allreduce's volume: K workers each send 2(K-1)/K of the 4-byte gradient."""
+    at = page()
+    assert not at.exception and not at.error
+    n = (64 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)  # MLP 64-64-64-10: weights and biases
+    K = 4
+    ring = K * 2 * (K - 1) / K * 4 * n
+    assert _metric(at, "32-bit: bytes per step").value == f"{ring / 1e3:,.1f} kB"  # 215.3 kB
+    tree = float(_metric(at, "dynamic_tree: bytes per step").value.split()[0]) * 1e3
+    assert 0.25 <= tree / ring < 0.26  # 8 bits a value plus the blocks' scales
+    one = float(_metric(at, "onebit: bytes per step").value.split()[0]) * 1e3
+    assert one / ring < 0.1
+    take = texts(at, "success")
+    assert take.count("**Takeaway.**") == 1
+    assert f"puts {ring / 1e3:,.1f} kB of 32-bit gradients on the wire" in take
+    assert f"dynamic_tree {tree / 1e3:.1f} kB ({tree / ring:.1%})" in take
+    # it follows the controls: twice the workers, more bytes (each worker sends 2(K-1)/K of the gradient)
+    at.number_input(key="w_workers").set_value(8).run()
+    assert _metric(at, "32-bit: bytes per step").value == f"{8 * 2 * 7 / 8 * 4 * n / 1e3:,.1f} kB"
+    assert "on 8 workers" in texts(at, "success")
+    at = page(experiment="consistency models")
+    assert not at.exception and not at.error
+    take = texts(at, "success")
+    assert f"sync 1 update of {ring / 1e3:,.1f} kB" in take and "async 4 updates of" in take
 
 
 def test_paper_preset_says_which_data_set_and_shows_the_paper():
@@ -51,6 +82,11 @@ def test_paper_preset_says_which_data_set_and_shows_the_paper():
         assert "not the paper's 784" in texts(at, "warning")
     callout = texts(at, "info")
     assert "Paper vs here" in callout and "F(4, 4) = 0.71, p = 0.59" in callout
+    # what the paper's five runs put on the wire, measured before any Train: the four 8-bit types a quarter of 32-bit
+    base = next(m for m in at.metric if m.label == "32-bit: bytes per step")
+    for t in ("linear", "mantissa", "static_tree", "dynamic_tree"):
+        assert next(m for m in at.metric if m.label == f"{t}: bytes per step").delta.startswith("-7"), t
+    assert base.value.endswith("MB")
 
 
 def test_train_shows_results_and_a_takeaway_from_them():
@@ -60,6 +96,7 @@ def test_train_shows_results_and_a_takeaway_from_them():
     assert not at.exception and not at.error
     take = texts(at, "success")
     assert "against 32-bit's" in take and "dynamic_tree ends" in take and "25% of the bytes" in take
+    assert take.count("**Takeaway.**") == 1 and "One real" not in take  # the curves' takeaway replaces the wire's
     share = float(at.metric[-2].delta.split("(")[1].split("%")[0])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
     assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
@@ -95,3 +132,26 @@ def test_progress_names_each_run_once():
                  progress=lambda f, m: msgs.append(m))
     assert msgs and all(not m.startswith("32-bit: 32-bit") for m in msgs)
     assert any(m.startswith("32-bit: epoch") for m in msgs) and any(m.startswith("linear: epoch") for m in msgs)
+
+
+def test_at_most_six_controls_in_view():
+    from test_page_planner import MAX_IN_VIEW, top_level_inputs
+
+    at = page()
+    shown = top_level_inputs(at)
+    assert len(shown) <= MAX_IN_VIEW and any("'Codec per run (overlaid)'" in w for w in shown), shown
+
+
+def test_many_workers_measure_one_step_on_demand():
+    """64 simulated workers: one real step runs every hop on the CPU (seconds), so it waits for its button;
+    the takeaway says so, and after the button the bytes are the ring's 2(K-1)/K of the gradient per worker."""
+    at = page(workers="64", codecs=["32-bit"])
+    assert not at.exception and not at.error
+    assert not any(m.label.endswith("bytes per step") for m in at.metric)
+    assert "press **Measure one step**" in texts(at, "success")
+    at.button(key="wire_measure").click().run()
+    assert not at.exception and not at.error
+    n = (64 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)
+    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"
+    at.number_input(key="w_epochs").set_value(1.0).run()  # measured once: it stays for these settings
+    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"

@@ -296,16 +296,19 @@ def _layer_section(p: float, seed: int) -> None:
     st.caption("Forward + backward of Linear(w, w) → ReLU → dropout → Linear(w, w), batch 64: conventional "
                "dropout with full GEMMs against RDP and TDP computing only the kept part (same run, interleaved, "
                "medians). The black tick is the 1/(1−p) ceiling.")
-    l1, l2 = st.columns([3, 2])
-    widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,
-                            help="layer widths to time, 128–4096; on this CPU skipping does not pay at 128 and pays "
-                                 "more the wider the layer (4096 takes about half a minute)")
-    rates = ui.multiselect("Rates p", ["0.3", "0.5", "0.7", "0.9"], "rates", [f"{p:g}"] if f"{p:g}" in
-                           ("0.3", "0.5", "0.7", "0.9") else ["0.5"], where=l2,
-                           help="dropout rates to time; the ceiling is 1/(1−p): 1.43x at 0.3, 2x at 0.5, 3.3x at 0.7")
+    with ui.more_settings("Widths and rates to time"):  # the page keeps about six controls in view (issue 17)
+        l1, l2 = st.columns([3, 2])
+        widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,
+                                help="layer widths to time, 128–4096; on this CPU skipping does not pay at 128 and "
+                                     "pays more the wider the layer (4096 takes about half a minute)")
+        rates = ui.multiselect("Rates p", ["0.3", "0.5", "0.7", "0.9"], "rates", [f"{p:g}"] if f"{p:g}" in
+                               ("0.3", "0.5", "0.7", "0.9") else ["0.5"], where=l2,
+                               help="dropout rates to time; the ceiling is 1/(1−p): 1.43x at 0.3, 2x at 0.5, 3.3x "
+                                    "at 0.7")
     if not widths or not rates:
-        st.info("Pick at least one width and one rate.")
+        st.info("Pick at least one width and one rate (under 'Widths and rates to time').")
         return
+    st.caption(f"**Time layers** times widths {', '.join(widths)} at p = {', '.join(rates)}.")
     params = dict(widths=widths, rates=rates, seed=seed)
 
     def go(job: jobs.Job):

@@ -1,21 +1,31 @@
 """Parallelism planner page (Wu et al. 2015 §3.3, Figures 2-3; Dettmers 2016 §2.3.2): how many GPUs pay off and
 which way of splitting the work is fastest — speedup against P, the step-time breakdown, one step layer by layer,
-codec advice, and the papers' numbers beside the model's. Predictions of the cost model (docs/deep_image.md), not
-measurements."""
+codec advice, and the papers' numbers beside the model's; on one link or on a two-level cluster (nodes x GPUs per
+node, a link inside a node and one between nodes, issue 19) where flat and hierarchical allreduces part ways.
+Predictions of the cost model (docs/deep_image.md, lab.comm.cluster), not measurements."""
+import pandas as pd
 import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (DEVICES, MODELS, STRATEGIES, algorithm_catalog, codec_names, crossover, custom_device,
-                             custom_link, deep_image_figure2, link_presets, paper_checks, planner_advice,
-                             planner_breakdown, planner_sweep)
+from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, STRATEGIES, algorithm_catalog, codec_names,
+                             crossover, custom_device, custom_link, deep_image_figure2, link_presets, paper_checks,
+                             planner_advice, planner_breakdown, planner_sweep)
+from lab.experiments.plan import CLUSTER_ALGORITHMS as TWO_LEVEL, planner_cluster
 from lab.plots.plan import plan_comm_figure
 
 GPUS = ["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64", "96", "128", "256", "512", "1024"]
 CODECS = ["none"] + [c for c in codec_names() if c not in ("layout", "fp32")]
 CHECKS = ["Dettmers §2.3.2 (AlexNet, 4 GPUs)", "Deep Image Figure 2 (data vs hybrid)",
           "Deep Image Figure 3 (speedup per mini-batch)"]
+MACHINES = ["one link", "a cluster of nodes"]
+NICS = ["one per GPU", "1", "2", "4", "8", "16"]
 SHOW = ["Speedup", "Step-time breakdown", "Scaling efficiency", "One step, layer by layer", "Codec advice", "Table"]
+
+
+def flat_algorithms() -> list[str]:
+    """The registered allreduce algorithms that run on one link (the two-level ones need a cluster)."""
+    return [a for a in algorithm_catalog().name if a not in TWO_LEVEL]
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -36,55 +46,83 @@ def _sweep(net, Ps, strategies, grad_codec, act_codec, overlap, kw):
 
 def preset_dettmers():
     # the paper's assumptions: a one-GPU pass of the 128-image mini-batch in 100 ms, 7 GiB/s, 0.5 ms per message
-    ui.set_state(net="alexnet", device="dettmers2016", plan_link="dettmers2016", algorithm="tree", strategies=["data"],
-                 gpus=["1", "2", "4"], batch_mode="global", batch_size=128, grad_codec="none", act_codec="none",
-                 overlap=False, detail_P="4", detail_strategy="data", check=CHECKS[0], plan_show="One step, layer by layer")
+    ui.set_state(check=CHECKS[0], machine=MACHINES[0], net="alexnet", device="dettmers2016", plan_link="dettmers2016",
+                 algorithm="tree", strategies=["data"], gpus=["1", "2", "4"], batch_mode="global", batch_size=128,
+                 grad_codec="none", act_codec="none", overlap=False, detail_P="4", detail_strategy="data", plan_show="One step, layer by layer")
 
 
 def preset_figure2():
-    ui.set_state(net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync",
+    ui.set_state(check=CHECKS[1], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr",
+                 algorithm="butterfly_sync",
                  strategies=["data", "hybrid"], gpus=["1", "2", "4", "8", "16", "32", "64", "128"],
                  batch_mode="per GPU", batch_size=64, grad_codec="none", act_codec="none", overlap=False,
-                 detail_P="16", detail_strategy="data", check=CHECKS[1], plan_show="Step-time breakdown")
+                 detail_P="16", detail_strategy="data", plan_show="Step-time breakdown")
 
 
 def preset_figure3():
-    ui.set_state(net="deep_image", device="k40m", plan_link="ib_fdr", algorithm="butterfly_sync", strategies=["data"],
+    ui.set_state(check=CHECKS[2], machine=MACHINES[0], net="deep_image", device="k40m", plan_link="ib_fdr",
+                 algorithm="butterfly_sync",
+                 strategies=["data"],
                  gpus=["1", "2", "4", "8", "16", "32", "64"], batch_mode="global", batch_size=1024,
                  grad_codec="none", act_codec="none", overlap=False, detail_P="64", detail_strategy="data",
-                 check=CHECKS[2], plan_show="Speedup")
+                 plan_show="Speedup")
 
 
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("Parallelism planner")
-    ui.lesson("How many GPUs pay off, and which way of splitting a network over them is fastest?",
-              "Look at the speedup against the GPU count P: a curve that bends away from the dotted ideal is "
-              "communication outgrowing compute. Below, the papers' own numbers beside the model's. All numbers are "
-              "predictions of the cost model (compute at 40 % of the GPU's peak, the link's latency and bandwidth), "
-              "not measurements.")
-    c1, c2, c3 = st.columns(3)
+    lesson_slot = st.container()  # filled once the machine is known: a cluster's lesson names its two levels
+    c1, c2, c3 = st.columns([2, 2, 2])
     net = ui.select("Model", list(MODELS), "net", "alexnet", where=c1,
                     help="the network as layers (parameters, FLOPs, activations): " + ", ".join(MODELS))
-    device = ui.select("GPU", [*DEVICES, "custom"], "device", "v100", where=c2, help="compute speed from the data "
-                       "sheet: " + "; ".join(f"{k}: {d.source}" for k, d in DEVICES.items()))
-    link = ui.select("Link between GPUs", [*link_presets(), "custom"], "plan_link", "pcie3", where=c3,
-                     help="latency and bandwidth of the allreduce's messages: " +
-                          "; ".join(f"{k}: {v.source}" for k, v in link_presets().items()))
-    d1, d2, d3 = st.columns([2, 3, 2])
-    strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d1,
+    machine = ui.radio("Machine", MACHINES, "machine", MACHINES[0], where=c2,
+                       help="one link: every GPU pair talks over the same link; a cluster: nodes of GPUs on a fast "
+                            "link inside a node and a slower network between nodes (two levels)")
+    show = ui.select("Show", SHOW, "plan_show", SHOW[0], where=c3,
+                     help="speedup vs one GPU; step time split into compute and communication; speedup / P; one "
+                          "step's layers; the fastest codec per layer; the numbers as a table")
+    two_level = machine == MACHINES[1]
+    presets = link_presets()
+    link = nodes = gpn = intra = inter = None
+    if two_level:
+        k1, k2, k3, k4 = st.columns(4)
+        nodes = ui.number("Nodes", "nodes", 8, where=k1, min_value=1, max_value=1024, step=1,
+                          help="machines in the cluster, 1–1024 (the network model says how many its switches "
+                               "connect)")
+        gpn = ui.number("GPUs per node", "gpus_per_node", 8, where=k2, min_value=1, max_value=72, step=1,
+                        help="GPUs inside one node, 1–72 (the intra-node link says how many it connects: 8 for "
+                             "NVLink 4, 72 for NVLink 5)")
+        intra = ui.select("Link inside a node", list(INTRA_LINKS), "intra", "nvlink4", where=k3,
+                          help="joins a node's GPUs: " + "; ".join(f"{k}: {presets[k].source}" for k in INTRA_LINKS
+                                                                   if k in presets))
+        inter = ui.select("Link between nodes", list(INTER_LINKS), "inter", "ib_ndr", where=k4,
+                          help="one network card (NIC) between nodes: " + "; ".join(
+                              f"{k}: {presets[k].source}" for k in INTER_LINKS if k in presets))
+        d2, d3 = st.columns([3, 4])
+    else:
+        d1, d2, d3 = st.columns([2, 3, 4])
+        link = ui.select("Link between GPUs", [*presets, "custom"], "plan_link", "pcie3", where=d1,
+                         help="latency and bandwidth of the allreduce's messages: " +
+                              "; ".join(f"{k}: {v.source}" for k, v in presets.items()))
+    strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d2,
                                 help="data: every GPU a replica, gradients allreduced; model: every layer split; "
                                      "hybrid: convolutions data-, dense layers model-parallel (Krizhevsky); "
                                      "pipeline: GPipe stages")
-    gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d2,
-                          help="the GPU counts to predict, 1–1024")
-    show = ui.select("Show", SHOW, "plan_show", SHOW[0], where=d3,
-                     help="speedup vs one GPU; step time split into compute and communication; speedup / P; one "
-                          "step's layers; the fastest codec per layer; the numbers as a table")
+    gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d3,
+                          help="the GPU counts to predict, 1–1024" + ("; on a cluster, P up to one node's GPUs or "
+                                                                      "whole nodes" if two_level else ""))
     with ui.more_settings():
         e1, e2, e3, e4 = st.columns(4)
-        algorithm = ui.select("Allreduce", algorithm_catalog().name.tolist(), "algorithm", "ring", where=e1,
-                              help="the allreduce algorithm for gradients (cost model of Ben-Nun & Hoefler)")
+        device = ui.select("GPU", [*DEVICES, "custom"], "device", "v100", where=e1, help="compute speed from the "
+                           "data sheet: " + "; ".join(f"{k}: {d.source}" for k, d in DEVICES.items()))
+        algorithms = [*flat_algorithms(), *(TWO_LEVEL if two_level else ())]
+        _keep_valid("algorithm", algorithms, "ring")
+        algorithm = ui.select("Allreduce", algorithms, "algorithm", "ring", where=e1,
+                              help="the allreduce algorithm for gradients (cost model of Ben-Nun & Hoefler)" +
+                                   ("; on a cluster also hierarchical (reduce-scatter inside the node, allreduce "
+                                    "across, allgather inside), alltoall_quantized (ZeRO++ qgZ: each value encoded "
+                                    "twice) and in_network (NVLink SHARP / InfiniBand SHARP switches sum)"
+                                    if two_level else "; a cluster (Machine) adds the two-level algorithms"))
         batch_mode = ui.radio("Mini-batch", ["per GPU", "global"], "batch_mode", "per GPU", where=e2,
                               help="per GPU: the mini-batch grows with P (Deep Image, weak scaling); global: a fixed "
                                    "mini-batch split over the GPUs (Dettmers, strong scaling)")
@@ -98,6 +136,11 @@ def render() -> None:
                               help="Deep Image's lazy update: a layer's allreduce runs during the rest of the "
                                    "backward pass")
         tflops = lat = bw = None
+        nics = NICS[0]
+        if two_level:
+            nics = ui.select("NICs per node", NICS, "nics", NICS[0], where=e4,
+                             help="network cards per node; one GPU's share of the network is NIC bandwidth × NICs / "
+                                  "GPUs per node (DGX H100: 8 NDR400 NICs, one per GPU)")
         if device == "custom":
             tflops = ui.number("Achieved TFLOP/s", "tflops", 10.0, where=e4, format="%.4g",
                                help="what a training step gets (peak × efficiency), > 0")
@@ -109,29 +152,93 @@ def render() -> None:
 
     Ps = tuple(sorted(int(g) for g in gpus))
     try:
-        kw = dict(device=custom_device(tflops) if device == "custom" else device,
-                  link=custom_link(lat, bw) if link == "custom" else link, algorithm=algorithm,
+        kw = dict(device=custom_device(tflops) if device == "custom" else device, algorithm=algorithm,
                   batch_per_gpu=int(batch) if batch_mode == "per GPU" else None,
                   global_batch=int(batch) if batch_mode == "global" else None)
+        if two_level:
+            kw.update(cluster=f"{int(nodes)}x{int(gpn)}", intra=intra, inter=inter,
+                      nics_per_node=None if nics == NICS[0] else int(nics))
+            planner_cluster(kw["cluster"], intra, inter, kw["nics_per_node"])  # a bad machine: its message here
+        else:
+            kw.update(link=custom_link(lat, bw) if link == "custom" else link)
     except ui.USER_ERRORS as e:
         st.error(str(e))
         kw = None
+    where = (f"{int(nodes)} nodes × {int(gpn)} GPUs ({intra} inside a node, {inter} between nodes)" if two_level
+             else str(link))
     codecs = (None if grad_codec == "none" else grad_codec, None if act_codec == "none" else act_codec)
-    ui.shown(lambda: _planner(net, Ps, strategies, codecs, bool(overlap), kw, show, device, link))
+    lesson = {}
+    ui.shown(lambda: lesson.update(_planner(net, Ps, strategies, codecs, bool(overlap), kw, show, device, where)))
+    with lesson_slot:
+        ui.lesson("How many GPUs pay off, and which way of splitting a network over them is fastest?",
+                  "Look at the speedup against the GPU count P: a curve that bends away from the dotted ideal is "
+                  "communication outgrowing compute. " +
+                  (lesson["two_level"] + " " if lesson.get("two_level") else "") +
+                  "Below, the papers' own numbers beside the model's. All numbers are predictions of the cost model "
+                  "(compute at 40 % of the GPU's peak, the links' latency and bandwidth), not measurements.")
     st.subheader("The papers' numbers beside the model's")
     ui.shown(lambda: _papers(bool(overlap)))
 
 
-def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, link) -> None:
+def _two_level(net, Ps, codecs, overlap, kw) -> tuple[pd.DataFrame, str, str] | None:
+    """Data parallelism's gradient allreduce on the cluster, flat ring against hierarchical (and the chosen
+    algorithm): one row per algorithm and P (the planner's own sweep), the lesson's sentence and the
+    takeaway's. None when no P leaves one node or nothing is feasible."""
+    chosen = kw["algorithm"]
+    algs = list(dict.fromkeys(["ring", "hierarchical", chosen]))
+    rows, errors = [], {}
+    for a in algs:
+        try:
+            s = _sweep(net, Ps, ("data",), *codecs, overlap, tuple(sorted({**kw, "algorithm": a}.items())))
+        except ui.USER_ERRORS as e:
+            errors[a] = str(e)
+            continue
+        rows.append(s[s["feasible"]].assign(algorithm=a))
+    if not rows or "ring" in errors or "hierarchical" in errors:
+        return None
+    df = pd.concat(rows, ignore_index=True)[["algorithm", "P", "comm_ms", "step_ms", "speedup"]]
+    g = int(kw["cluster"].split("x")[1])
+    flat = df[df.algorithm == "ring"].set_index("P")
+    hier = df[df.algorithm == "hierarchical"].set_index("P")
+    both = sorted(set(flat.index) & set(hier.index))
+    if not both:
+        return None
+    top = both[-1]
+    f, h = flat.loc[top], hier.loc[top]
+    inside = [p for p in both if p <= g]
+    outside = [p for p in both if p > g]
+    lesson = ""
+    if inside and outside:
+        p0, p1 = inside[-1], outside[0]
+        lesson = (f"On this cluster, watch P leave one node ({g} GPUs): the flat ring's gradient allreduce goes from "
+                  f"{flat.comm_ms[p0]:.2f} ms at P = {p0} to {flat.comm_ms[p1]:.2f} ms at P = {p1} "
+                  f"({flat.comm_ms[p1] / flat.comm_ms[p0]:.1f}x) because every hop now runs at the network's "
+                  f"speed; hierarchical crosses the network once per shard ({hier.comm_ms[p1]:.2f} ms at P = {p1}).")
+    if top <= g:
+        take = (f" All {top} GPUs sit in one node here, so the two-level effect does not show: flat ring and "
+                f"hierarchical both spend {f.comm_ms:.2f} ms on the gradients.")
+    else:
+        ratio = f.comm_ms / h.comm_ms if h.comm_ms else float("inf")
+        take = (f" Two levels: at P = {top} the hierarchical allreduce takes {h.comm_ms:.2f} ms against the flat "
+                f"ring's {f.comm_ms:.2f} ms ({ratio:.1f}x faster; data-parallel speedup {h.speedup:.1f}x vs "
+                f"{f.speedup:.1f}x), because only one shard per GPU crosses the slow network.")
+    for a, e in errors.items():
+        take += f" ({a}: {e})"
+    return df, lesson, take
+
+
+def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> dict:
+    out: dict = {}
     if kw is None:
-        return
+        return out
     if not strategies or not Ps:
         st.info("Pick at least one strategy and one GPU count.")
-        return
+        return out
     cacheable = all(isinstance(v, (str, int, type(None))) for v in kw.values())
     sweep = (_sweep(net, Ps, tuple(strategies), *codecs, overlap, tuple(sorted(kw.items()))) if cacheable else
              planner_sweep(net, list(Ps), strategies=strategies, codec=codecs[0], activation_codec=codecs[1],
                            overlap=overlap, **kw))
+    two = _two_level(net, Ps, codecs, overlap, kw) if "cluster" in kw else None
     ok = sweep[sweep["feasible"]]
     top = max(Ps)
     at_top = ok[ok["P"] == top].sort_values("speedup")
@@ -150,15 +257,20 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, link) -> No
         cross = crossover(sweep, "data", "hybrid")
         cols[-1].metric("Data beats hybrid from", "never here" if cross is None else f"P = {cross}",
                         help="the smallest P in the list from which data parallelism stays faster")
+    two_take = ""
+    if two is not None:
+        df, out["two_level"], two_take = two
     if at_top.empty:
-        ui.takeaway(f"None of the chosen strategies fits {net} on {top} GPUs here; see the notes below.")
+        ui.takeaway(f"None of the chosen strategies fits {net} on {top} GPUs here; see the notes below." + two_take)
     else:
         b = at_top.iloc[-1]
         comm = b.exposed_comm_ms / b.step_ms if b.step_ms else 0.0
-        ui.takeaway(f"On {top} {device} GPUs over {link}, {b.strategy} parallelism is fastest for {net}: "
+        ui.takeaway(f"On {top} {device} GPUs over {where}, {b.strategy} parallelism is fastest for {net}: "
                     f"{b.speedup:.1f}x one GPU ({b.efficiency:.0%} of ideal), with communication "
                     f"{comm:.0%} of its step" + (" — adding GPUs still pays." if b.efficiency >= 0.7 else
-                                                 " — communication eats most of what extra GPUs add."))
+                                                 " — communication eats most of what extra GPUs add.") + two_take)
+    if two is not None:
+        _two_level_metrics(two[0], kw["algorithm"])
     if (~sweep["feasible"]).any():
         st.caption("Infeasible: " + "; ".join(f"{r.strategy} P={r.P}: {r.note}"
                                               for r in sweep[~sweep["feasible"]].itertuples()))
@@ -172,6 +284,31 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, link) -> No
         ui.table(sweep, "plan_sweep")
     else:
         _detail(net, Ps, strategies, codecs, overlap, kw, show)
+    return out
+
+
+def _two_level_metrics(df: pd.DataFrame, chosen: str) -> None:
+    """The gradient allreduce at the largest P both flat ring and hierarchical reach, per algorithm."""
+    top = int(df[df.algorithm == "hierarchical"].P.max())
+    at = df[df.P == top].set_index("algorithm")
+    ring = float(at.comm_ms["ring"])
+    shown = list(at.index)
+    cols = st.columns(len(shown))
+    for col, a in zip(cols, shown):
+        ms = float(at.comm_ms[a])
+        col.metric(f"Gradient allreduce at P = {top}: {'flat ring' if a == 'ring' else a}", f"{ms:,.2f} ms",
+                   delta=None if a == "ring" else "same as flat ring" if abs(ms / ring - 1) < 0.005 else
+                   (f"{ms / ring - 1:+.0%} time: {ring / ms:.1f}x faster than flat ring" if ms < ring else
+                    f"{ms / ring - 1:+.0%} time: {ms / ring:.1f}x slower than flat ring"),
+                   delta_color="off" if a == "ring" or abs(ms / ring - 1) < 0.005 else "inverse",
+                   delta_arrow="off" if abs(ms / ring - 1) < 0.005 else "auto",
+                   help="data parallelism's gradient allreduce per step on the cluster (the planner's sweep with "
+                        "this algorithm)" + (" — the one chosen under More settings" if a == chosen else ""))
+    table = df.pivot(index="P", columns="algorithm", values="comm_ms")[shown].reset_index()
+    table.columns = ["GPUs P", *(f"{'flat ring' if a == 'ring' else a} (ms)" for a in shown)]
+    with st.expander("Gradient allreduce per step against P, per algorithm (the lesson's numbers)"):
+        st.markdown(_markdown_table(table.assign(**{c: table[c].map(lambda v: f"{v:,.2f}")
+                                                    for c in table.columns[1:]})))
 
 
 def _keep_valid(key: str, options: list, default) -> None:
@@ -190,6 +327,10 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
     strategy = ui.select("Strategy", strategies, "detail_strategy", strategies[0], where=f2,
                          help="the strategy of the step shown")
     if show == "Codec advice":
+        if "cluster" in kw:
+            st.info("Codec advice times each codec on one link: choose Machine = one link (or see the "
+                    "'Does compression pay?' page for codecs on a cluster).")
+            return
         if strategy == "pipeline":
             st.info("Codec advice covers data, model and hybrid parallelism.")
             return
@@ -223,18 +364,25 @@ def _markdown_table(df) -> str:
 @st.fragment
 def _papers(overlap: bool) -> None:
     b1, b2, b3 = st.columns(3)
-    b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
+    pressed = b1.button("Preset: Dettmers §2.3.2", on_click=preset_dettmers, use_container_width=True,
               help="load into the planner above: AlexNet on 1, 2 and 4 GPUs of the dettmers2016 preset (the paper's "
                    "assumed 100 ms pass of 128 images), 7 GiB/s with 0.5 ms per message, tree allreduce, the "
                    "mini-batch of 128 split over the GPUs, no overlap")
-    b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
+    pressed |= b2.button("Preset: Deep Image Fig. 2", on_click=preset_figure2, use_container_width=True,
               help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, data vs "
                    "hybrid, 64 images per GPU")
-    b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
+    pressed |= b3.button("Preset: Deep Image Fig. 3", on_click=preset_figure3, use_container_width=True,
               help="load into the planner above: Table 2 network, K40m, FDR InfiniBand, butterfly sync, the "
                    "mini-batch of 1024 split over the GPUs")
-    which = ui.radio("Check", CHECKS, "check", CHECKS[0],
-                     help="each paper's setting computed by the same model, the paper's numbers beside")
+    if pressed:  # a preset loads the planner above too: a button in a fragment reruns only the fragment
+        st.rerun(scope="app")
+    # one tab per paper check, in the URL as `check`; only the open tab is computed and drawn
+    tabs, which = ui.tabs(CHECKS, "check", CHECKS[0])
+    with tabs[CHECKS.index(which)]:
+        _check(which, overlap)
+
+
+def _check(which: str, overlap: bool) -> None:
     pc = _checks(overlap)
     if which == CHECKS[0]:
         d = pc.dettmers.set_index("quantity")

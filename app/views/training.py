@@ -18,12 +18,58 @@ PAPER = dict(experiment="codecs", parallel="data", workers=4, codecs=PAPER_TYPES
              lr=0.003, batch=128, dataset="auto")
 # Dettmers 2016 §3.4 (MNIST, 784-1024-1024-10, ReLU, dropout 0.2/0.3/0.3, RMSProp lr 0.003): one-way ANOVA
 # of the best test error across 32-bit and the four 8-bit types; the paper gives no per-type errors.
+# one real step per run is measured as the settings change while it is cheap here (about 1 s at most on a 2-core
+# CPU): its cost follows the values a ring allreduce moves, 2(K-1) x the parameters, and the K(K-1) simulated hops.
+# Measured for three runs on digits: 4 workers x 1024 units (6.8 M values) 0.3-0.65 s, 16 x 256 units 0.54 s;
+# 8 x 1024 units (15.8 M) 1.5 s, 16 x 512 units 3.8 s, 64 workers x 64 units 5.3 s (on demand there).
+LIVE_WORKERS = 16
+LIVE_VALUES = 12e6
 PAPER_ANOVA = {"data": "F(4, 4) = 0.71, p = 0.59", "model": "F(4, 4) = 0.54, p = 0.71"}
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def _data(dataset: str, seed: int) -> dict:
     return dataset_info(dataset, seed=seed)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _one_step(experiment: str, runs: tuple, base_items: tuple) -> pd.DataFrame:
+    """Each run's summary after one real training step on one batch (its bytes on the wire are exact; the
+    modelled time is this step's measured compute plus the link's model): what the page shows before Train."""
+    base = dict(base_items, epochs=1.0, evals_per_epoch=1)
+    base.update(train_limit=base["batch"], test_limit=base["batch"])
+    if experiment == "codecs":
+        return codec_curves([None if r == "32-bit" else r for r in runs], **base)[1]
+    return consistency_curves(list(runs), **base)[1]
+
+
+def _kb(n: float) -> str:
+    """Bytes in SI units (kB = 1000 bytes)."""
+    return f"{n / 1e6:,.2f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB" if n >= 1e3 else f"{n:,.0f} B"
+
+
+def _wire_takeaway(experiment: str, one: pd.DataFrame, base: dict, arch: str, data: str) -> str:
+    """The sentence the page opens with, from the one-step table: what each run puts on the wire."""
+    first = one.iloc[0]
+    K = base["workers"]
+    if experiment == "codecs":
+        what = "gradients" if base["parallel"] == "data" else "activations and deltas"
+        head = (f"One real {base['parallel']}-parallel step of {arch} on {K} workers ({data}, a batch of "
+                f"{base['batch']}) puts {_kb(first.bytes_per_step)} of {first.variant} {what} on the wire")
+        if len(one) == 1:
+            return head + "; add a codec to compare what it saves, then press Train to see what it costs."
+        rest = [f"{r.variant} {_kb(r.bytes_per_step)} ({r.bytes_per_step / first.bytes_per_step:.1%})"
+                for r in one.iloc[1:].itertuples()]
+        return (head + "; " + ", ".join(rest) + ". Press Train to see whether the test-error curves still lie on "
+                "top of each other.")
+    parts = [f"{r.variant} {r.steps} update{'s' if r.steps != 1 else ''} of {_kb(r.bytes_per_step)}"
+             for r in one.itertuples()]
+    fewest = int(one.steps.min())
+    more = one[one.steps > fewest]
+    tail = (f"; {', '.join(more.variant)} update{'s' if len(more) == 1 else ''} without waiting for all {K} workers "
+            f"({int(more.steps.max())} updates on this batch instead of {fewest}). Press Train to see what the staler "
+            "gradients cost in test error." if len(more) else ". Press Train to compare their test-error curves.")
+    return f"One batch of {base['batch']} samples on {K} workers ({arch}, {data}): " + ", ".join(parts) + tail
 
 
 def _run(experiment: str, runs: list, base: dict, job) -> tuple:
@@ -72,8 +118,9 @@ def render() -> None:
               *(codec_spec(c.name, error_feedback=True) for c in catalog if c.gather_only and c.gradient_only)]
     st.title("Training")
     ui.lesson("Does sending gradients (or activations) in 8 bits — or 1 bit — change how well a network learns?",
-              "Press Train and look at the test-error curves: runs that lie on top of each other lost nothing to "
-              "their codec; switch the x axis to bytes sent to see what each one saved. K simulated workers train "
+              "First, what one real step of each run puts on the wire (what a codec saves). Then press Train and "
+              "look at the test-error curves: runs that lie on top of each other lost nothing to their codec; "
+              "switch the x axis to bytes sent to see what each one saved. K simulated workers train "
               "one MLP with the codec on the wire; time is modelled from measured compute and the chosen link.")
 
     def preset_paper():
@@ -157,17 +204,67 @@ def render() -> None:
     if not runs:
         st.info("Pick at least one run.")
         return
-    st.fragment(_results)(experiment, list(runs), base, info, arch, paper_view)
+    wire = _wire_section(experiment, list(runs), base, info, arch)
+    st.fragment(_results)(experiment, list(runs), base, info, arch, paper_view, wire)
 
 
-def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> None:
+def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str) -> str | None:
+    """What one real step of each run puts on the wire (cheap: one batch, cached): metrics and the sentence
+    the page opens with before anything is trained."""
+    st.subheader("What one step puts on the wire")
+    params = (experiment, tuple(runs), tuple(sorted((k, v) for k, v in base.items()
+                                                    if k not in ("epochs", "evals_per_epoch"))))
+    measured = st.session_state.setdefault("_wire_measured", set())
+    K = base["workers"]
+    h = max(base["hidden"])
+    values = 2 * (K - 1) * (info["inputs"] * h + h * h + h * info["classes"])  # what the ring moves, about
+    if (K > LIVE_WORKERS or values > LIVE_VALUES) and params not in measured:  # seconds here: on demand
+        c1, c2 = st.columns([1, 3], vertical_alignment="center")
+        c2.caption(f"With {K} simulated workers of {h}-unit layers one real step runs every hop of the allreduce "
+                   "on this CPU and takes seconds; smaller settings are measured as you change them.")
+        if not c1.button("Measure one step", key="wire_measure",
+                         help="one real training step per run on one batch: its exact bytes on the wire"):
+            return (f"With {K} workers of {h}-unit layers, press **Measure one step** to see what one real step of "
+                    "each run puts on the wire, or **Train** for the test-error curves.")
+        measured.add(params)
     try:
-        _results_body(experiment, runs, base, info, arch, paper_view)
+        with st.spinner("one real step per run…"):
+            one = _one_step(*params)
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
+        return None
+    first = one.iloc[0]
+    per = "step" if experiment == "codecs" else "update"
+    cols = st.columns(min(len(one), 5))
+    for i, r in enumerate(one.itertuples()):
+        share = r.bytes_per_step / first.bytes_per_step if first.bytes_per_step else float("nan")
+        cols[i % len(cols)].metric(
+            f"{r.variant}: bytes per {per}", _kb(r.bytes_per_step),
+            delta=None if i == 0 or abs(share - 1) < 0.0005 else f"{share - 1:+.1%} vs {first.variant}",
+            delta_color="inverse",
+            help=f"measured: all {base['workers']} workers' bytes in one real {per} on one batch of {base['batch']} "
+                 f"({r.steps} {per}{'s' if r.steps != 1 else ''} on it); modelled time of a {per} on "
+                 f"{base['link']}: {1e3 * r.modelled_time_s / max(r.steps, 1):.3g} ms (this step's measured "
+                 "compute plus the link's model)")
+    return _wire_takeaway(experiment, one, base, arch, f"{info['name']}")
+
+
+def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
+             wire: str | None = None) -> None:
+    slot = st.container()  # one takeaway: the curves' once a run has finished, else what the wire carries
+    try:
+        curves = _results_body(experiment, runs, base, info, arch, paper_view)
     finally:
         jobs.release("train_run")  # the section has drawn: a run started by this pass may begin
+    with slot:
+        if curves:
+            ui.takeaway(curves)
+        elif wire:
+            ui.takeaway(wire)
 
 
-def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> None:
+def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> str | None:
+    """The Train section; returns the curves' takeaway once a result (finished or stopped) is shown."""
     job = jobs.controls("Train", "train_run", [experiment, runs, base], lambda j: _run(experiment, runs, base, j),
                         help="start the runs (one after another, seconds to minutes); the page stays usable, and "
                              "Stop keeps the curves drawn so far")
@@ -227,7 +324,6 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
               help="all workers' bytes on the wire over the whole run; fewer is better")
     n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
               help="measured compute per step plus the link's communication time, summed over the run")
-    ui.takeaway(_takeaway(experiment, summary, data))
     if paper_view:
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
     ui.figure(plots.training_curve_figure(curves, X[xname], Y[yname]), curves, "training_curves")
@@ -239,6 +335,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
                         "epochs done") if c in shown]
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
+    return _takeaway(experiment, summary, data)
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:
