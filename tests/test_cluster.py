@@ -206,3 +206,32 @@ def test_calibration_recovers_the_links_and_models_rows_by_hand():
     assert cal["nic_GBps"] == pytest.approx(0.125) and cal["max_abs_model_error"] == out["model_error"].abs().max()
     bad = {"intra": _levels(intra, nic, n)["intra"][:1], "inter": [], "codecs": {}}  # one size: no fit
     assert "no model" in two_level_model(df, bad, 2, 2).attrs["calibration"]["error"]
+
+
+def test_hierarchical_codec_work_is_what_the_algorithm_does():
+    """The model's values encoded and decoded per rank are the algorithm module's own counts (inner ring
+    re-quantising per hop, the owner keeping its decoded sum, the outer ring on the shard)."""
+    from lab.comm.algorithms import hierarchical as hier
+
+    for P, k in ((4, 2), (8, 4), (8, 2)):
+        c = Cluster(P // k, k, A, E)
+        E_, D_ = hier.codec_counts(P, N_VALUES, k)
+        assert cl.hierarchical_time(c, N_VALUES, Q4, Q4).codec_s == approx(E_ * 1e-12 + D_ * 2e-12)
+
+
+def test_chunks_and_pipeline_hide_what_they_overlap():
+    assert cl.pipelined_hidden(3.0, 1.0, 1) == 0 and cl.pipelined_hidden(3.0, 1.0, 4) == approx(0.75)
+    slow = CodecCost("slow8", 1.0, 0.0, 1e-9, 1e-9, mode="requantize")
+    plain = cl.hierarchical_time(C, 8e6, slow, cl.FP32)
+    # the shard's 2-rank ring sends 2e6-value messages: 2 chunks of 1e6 -> half the smaller of transfer and codec
+    chunked = cl.hierarchical_time(C, 8e6, slow, cl.FP32, chunk_values=1e6)
+    across = cl._across(C, 8e6, slow, "ring", None)
+    assert chunked.hidden_s == approx(min(across.transfer_s, across.codec_s) / 2)
+    assert chunked.seconds == approx(plain.seconds - chunked.hidden_s)
+    # pipeline = 4: each level runs 4 times on a quarter (4x the latency) and the levels overlap
+    piped = cl.hierarchical_time(C, 8e6, cl.FP32, cl.FP32, pipeline=4)
+    node = cl.hierarchical_time(Cluster(1, 2, A, E), 2e6, cl.FP32, cl.FP32)
+    cross = cl._across(C, 2e6, cl.FP32, "ring", None)
+    assert piped.seconds == approx(4 * node.seconds + 4 * cross.seconds
+                                   - cl.pipelined_hidden(4 * node.seconds, 4 * cross.seconds, 4))
+    assert piped.seconds < cl.hierarchical_time(C, 8e6, cl.FP32, cl.FP32).seconds

@@ -49,7 +49,7 @@ from .cost import Link, get_link
 __all__ = ["calibrate", "measured_codec", "predict", "FP32", "INTRA", "INTER", "ALIASES", "ALGORITHMS", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
            "Cluster", "parse_cluster", "make_cluster", "resolve_level_link", "CodecCost", "BF16", "CollectiveTime",
            "flat_time", "hierarchical_time", "alltoall_quantized_time", "in_network_time", "in_network_coefficients",
-           "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce"]
+           "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce", "pipelined_hidden"]
 
 
 @dataclass(frozen=True)
@@ -250,22 +250,36 @@ BF16 = CodecCost("bf16", 2.0, source="bf16 gradients reduced as they are (NCCL s
 
 @dataclass(frozen=True)
 class CollectiveTime:
-    """One allreduce on the cluster: seconds of transfer, codec work and codec kernel launches (their sum
-    is `seconds`), and the bytes that leave one node (both directions' worth of sends)."""
+    """One allreduce on the cluster: seconds of transfer, codec work and codec kernel launches, less the
+    seconds hidden by overlapping them (`seconds` = transfer + codec + launch − hidden), and the bytes
+    that leave one node (both directions' worth of sends)."""
 
     algorithm: str
     transfer_s: float
     codec_s: float
     launch_s: float
     node_egress_bytes: float
+    hidden_s: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return self.transfer_s + self.codec_s + self.launch_s
+        return self.transfer_s + self.codec_s + self.launch_s - self.hidden_s
 
     def __add__(self, other: "CollectiveTime") -> "CollectiveTime":
         return CollectiveTime(self.algorithm, self.transfer_s + other.transfer_s, self.codec_s + other.codec_s,
-                              self.launch_s + other.launch_s, self.node_egress_bytes + other.node_egress_bytes)
+                              self.launch_s + other.launch_s, self.node_egress_bytes + other.node_egress_bytes,
+                              self.hidden_s + other.hidden_s)
+
+
+def pipelined_hidden(a: float, b: float, pieces: float) -> float:
+    """Seconds hidden when two stages of a and b seconds run on `pieces` pieces in a pipeline (stage 2 of
+    piece i beside stage 1 of piece i+1): a + b − (max(a, b) + min(a, b)/pieces) = min(a, b)(1 − 1/pieces)."""
+    return 0.0 if pieces <= 1 else min(a, b) * (1.0 - 1.0 / pieces)
+
+
+def _chunks(values: float, chunk_values: float | None) -> float:
+    """Chunks one message of `values` travels in (`lab.comm.channel.CHUNK`); 1 when not chunked."""
+    return 1.0 if not chunk_values else float(max(1, math.ceil(values / chunk_values)))
 
 
 def _n(n_values: float) -> float:
@@ -299,15 +313,16 @@ def _ring_rs(k: int, n: float, link: Link, c: CodecCost) -> tuple[float, float, 
 
 def _ring_ag(k: int, n: float, link: Link, c: CodecCost, encode: bool = True) -> tuple[float, float, float]:
     """Ring allgather of k pieces of n/k values: (k−1)(L + w(n/k)G); the owner encodes its piece once
-    (unless it arrives encoded), k−1 arrivals are decoded."""
+    (unless it arrives encoded) and keeps the decoded value, like its receivers (`Channel.finalize`);
+    k−1 arrivals are decoded."""
     if k == 1 or n == 0:
         return 0.0, 0.0, 0.0
     t = (k - 1) * (link.L + c.wire(n / k) * link.G)
     if c.raw:
         return t, 0.0, 0.0
     E = n / k if encode else 0.0
-    return t, _codec_s(c, E, (k - 1) * n / k), ((c.encode_kernels if encode else 0)
-                                                  + (k - 1) * c.decode_kernels) * c.launch_s
+    return t, _codec_s(c, E, (k - 1) * n / k + E), ((c.encode_kernels if encode else 0)
+                                                      + (k - 1 + (1 if encode else 0)) * c.decode_kernels) * c.launch_s
 
 
 def _alltoall(k: int, n: float, link: Link, c: CodecCost) -> float:
@@ -317,10 +332,13 @@ def _alltoall(k: int, n: float, link: Link, c: CodecCost) -> float:
 
 # -- the algorithms
 
-def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "ring") -> CollectiveTime:
-    """A registered algorithm over all P ranks, every hop on `cluster.slowest`; the codec as
-    `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one decode set
-    per message on the critical path; gather: one encode, a decode set per message)."""
+def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "ring",
+              chunk_values: float | None = None) -> CollectiveTime:
+    """A registered algorithm over all P ranks, every hop on `cluster.slowest` (the ring: `ring_link`); the
+    codec as `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one
+    decode set per message on the critical path; gather: one encode, a decode set per message).
+    chunk_values: the ring's messages travel in chunks of this many values and each chunk's codec work
+    overlaps the next one's transfer (`pipelined_hidden`); None: codec work and transfers add up."""
     n = _n(n_values)
     P, lk = cluster.P, (cluster.ring_link if algorithm == "ring" else cluster.slowest)
     name = f"flat {algorithm}"
@@ -339,25 +357,51 @@ def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algori
     else:
         a, b = cost.coefficients(algorithm, P, m)
         launches = a * (codec.encode_kernels + codec.decode_kernels)
-    return CollectiveTime(name, a * lk.L + b * lk.G, _codec_s(codec, E, D), launches * codec.launch_s, egress)
+    t, w = a * lk.L + b * lk.G, _codec_s(codec, E, D)
+    hidden = pipelined_hidden(t, w, _chunks(n / P, chunk_values)) if algorithm == "ring" else 0.0
+    return CollectiveTime(name, t, w, launches * codec.launch_s, egress, hidden)
 
 
 def hierarchical_time(cluster: Cluster, n_values: float, inter_codec: CodecCost = BF16,
-                      intra_codec: CodecCost = BF16, inter_algorithm: str = "ring") -> CollectiveTime:
+                      intra_codec: CodecCost = BF16, inter_algorithm: str = "ring", *,
+                      chunk_values: float | None = None, pipeline: int = 1) -> CollectiveTime:
     """Intra-node ring reduce-scatter (intra_codec), an allreduce of each n/g shard among the N ranks that
     hold it (`inter_algorithm`, inter_codec, on one GPU's share of the network: `cost.compressed_time`),
-    intra-node ring allgather (intra_codec). All g shards cross the network at once, one per GPU."""
+    intra-node ring allgather (intra_codec). All g shards cross the network at once, one per GPU.
+    chunk_values: the cross-node ring's messages travel in chunks whose codec work overlaps the next
+    chunk's transfer (`pipelined_hidden`; the node level sends whole shards). pipeline: the vector in this many pieces, the node level of one piece
+    beside the cross-node level of another (the algorithm's `pipeline` option): the two levels' times
+    pipeline too."""
     n = _n(n_values)
     N, g = cluster.nodes, cluster.gpus_per_node
     cost.check_algorithm(inter_algorithm)
     name = "hierarchical"
     if cluster.P == 1 or n == 0:
         return _zero(name)
-    rs = _ring_rs(g, n, cluster.intra, intra_codec)
-    ag = _ring_ag(g, n, cluster.intra, intra_codec)
-    out = CollectiveTime(name, rs[0] + ag[0], rs[1] + ag[1], rs[2] + ag[2], 0.0)
+    G = max(1, int(pipeline)) if N > 1 and g > 1 else 1
+    piece = n / G  # each level runs G times on a piece
+    rs = _ring_rs(g, piece, cluster.intra, intra_codec)
+    ag = _ring_ag(g, piece, cluster.intra, intra_codec)
+    # the node level sends whole shards (lab.comm.algorithms.hierarchical.reduce_scatter): nothing overlaps
+    node = _times(CollectiveTime(name, rs[0] + ag[0], rs[1] + ag[1], rs[2] + ag[2], 0.0), G)
     if N == 1:
-        return out
+        return node
+    across = _times(_across(cluster, piece, inter_codec, inter_algorithm, chunk_values), G)
+    node = replace(node, hidden_s=node.hidden_s + pipelined_hidden(node.seconds, across.seconds, G))
+    return node + across
+
+
+def _times(t: CollectiveTime, k: int) -> CollectiveTime:
+    """k runs of t one after the other."""
+    return t if k == 1 else CollectiveTime(t.algorithm, k * t.transfer_s, k * t.codec_s, k * t.launch_s,
+                                           k * t.node_egress_bytes, k * t.hidden_s)
+
+
+def _across(cluster: Cluster, n: float, inter_codec: CodecCost, inter_algorithm: str,
+            chunk_values: float | None) -> CollectiveTime:
+    """hierarchical's cross-node level: the allreduce of each n/g shard among the N ranks holding it."""
+    name = "hierarchical"
+    N, g = cluster.nodes, cluster.gpus_per_node
     shard = n / g
     e = cluster.inter_per_gpu
     m = inter_codec.wire(shard)
@@ -382,7 +426,8 @@ def hierarchical_time(cluster: Cluster, n_values: float, inter_codec: CodecCost 
             a, _ = cost.coefficients(inter_algorithm, N, m)
             launch = a * (inter_codec.encode_kernels + inter_codec.decode_kernels) * inter_codec.launch_s
             egress = cost.total_bytes(inter_algorithm, N, m) / N * g
-    return out + CollectiveTime(name, t, codec_s, launch, egress)
+    hidden = pipelined_hidden(t, codec_s, _chunks(shard / N, chunk_values)) if inter_algorithm == "ring" else 0.0
+    return CollectiveTime(name, t, codec_s, launch, egress, hidden)
 
 
 def alltoall_quantized_time(cluster: Cluster, n_values: float, codec: CodecCost, *, hierarchical: bool = True,
@@ -558,9 +603,13 @@ def measured_codec(name: str, mode: str, measured: dict) -> CodecCost:
 
 
 def predict(cluster: Cluster, algorithm: str, n_values: float, codec: CodecCost,
-            intra_codec: CodecCost | None = None) -> CollectiveTime:
-    """A measured row's model: hierarchical and alltoall_quantized as their own models, any other
-    registered algorithm flat."""
-    if algorithm in ("hierarchical", "alltoall_quantized"):
+            intra_codec: CodecCost | None = None, *, chunk_values: float | None = None,
+            pipeline: int = 1) -> CollectiveTime:
+    """A measured row's model: hierarchical (its ring levels chunked as `lab.comm.channel` sends them,
+    its `pipeline`) and alltoall_quantized as their own models, any other registered algorithm flat."""
+    if algorithm == "hierarchical":
+        return hierarchical_time(cluster, n_values, codec, intra_codec or codec, chunk_values=chunk_values,
+                                 pipeline=pipeline)
+    if algorithm == "alltoall_quantized":
         return cluster_allreduce(cluster, n_values, codec, algorithm, intra_codec=intra_codec)
-    return flat_time(cluster, n_values, codec, algorithm)
+    return flat_time(cluster, n_values, codec, algorithm, chunk_values=chunk_values)

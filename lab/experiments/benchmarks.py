@@ -208,10 +208,12 @@ def two_level_model(df: pd.DataFrame, levels: dict, nodes: int, ranks_per_node: 
     measured) / measured); df.attrs["calibration"] holds the fitted links and codec times."""
     from lab.comm import cluster as cl
     from lab.comm.allreduce import resolve_codec
+    from lab.comm.channel import CHUNK
 
     how = ("intra link fitted to ring allreduces inside every node at once (n/16, n/4, n values); NIC fitted to "
            "ring allreduces across nodes among local rank 0s alone (1/k of those); codec encode/decode of an "
-           "n/k shard on every rank at once; then each row's model (lab.comm.cluster.predict)")
+           "n/k shard on every rank at once; then each row's model (lab.comm.cluster.predict: ring messages in "
+           "chunks of lab.comm.channel.CHUNK values, each chunk's codec work beside the next one's transfer)")
     machine_name = f"{nodes} nodes x {ranks_per_node} ranks, one NIC per node"
     try:
         machine = cl.calibrate(levels, nodes, ranks_per_node)
@@ -233,7 +235,9 @@ def two_level_model(df: pd.DataFrame, levels: dict, nodes: int, ranks_per_node: 
                 intra = cl.FP32
             else:
                 intra = codec
-        model.append(cl.predict(machine, r["algorithm"], r["n_values"], codec, intra).seconds)
+        piped = r.get("pipeline")
+        model.append(cl.predict(machine, r["algorithm"], r["n_values"], codec, intra, chunk_values=CHUNK,
+                                pipeline=int(piped) if isinstance(piped, (int, float)) and piped == piped else 1).seconds)
     df = df.copy()
     df["model_s"] = model
     df["model_error"] = (df["model_s"] - df["seconds"]) / df["seconds"]
