@@ -277,7 +277,7 @@ def bench_compressed(
             f": ranks of a node on one network namespace's loopback, one {rate} tc-shaped link per node"
             if rate else ": local processes, no shaping"))
     tag = (f"-{algorithm}" if algorithm != "ring" else "") + (f"-{mode}" if mode != "auto" else "") + (
-        f"-shaped-{rate}" if rate else "")
+        f"-shaped-{rate}" if rate else "") + (f"-pipeline{pipeline}" if pipeline and pipeline > 1 else "")
     try:
         with session("bench compressed", config, out or partial_out(as_json, f"compressed-cpu-P{procs}{tag}"),
                      as_json) as s:
