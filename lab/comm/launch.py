@@ -27,7 +27,7 @@ import torch
 
 from .base import CommError
 from .dist import check_backend
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 GB_PER_PROC = 0.4  # resident memory of one rank process with torch imported, measured on CPU
 MAX_PROCS_PER_CORE = 8
@@ -46,7 +46,7 @@ def max_procs(backend: str = "gloo") -> int:
 
 
 def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", timeout: float = 120.0,
-        net: Any = None, progress: Progress | None = None, on_row: Callable[[dict], None] | None = None,
+        net: Any = None, progress: Progress | None = None, on_row: RowSink | None = None,
         **kwargs: Any) -> list[Any]:
     """fn(comm, *args, **kwargs) on `procs` ranks; the results in rank order.
 
@@ -232,7 +232,7 @@ def _plain(v: Any) -> Any:
 class _RowRelay:
     """The parent's side of `on_row`: hands each complete line of rows.jsonl to the callback once."""
 
-    def __init__(self, path: Path, on_row: Callable[[dict], None] | None) -> None:
+    def __init__(self, path: Path, on_row: RowSink | None) -> None:
         self.path, self.on_row, self.offset = path, on_row, 0
 
     def relay(self) -> None:

@@ -15,9 +15,8 @@ import torch.nn.functional as F
 
 from .models import DropoutLSTM, DropoutMLP, clip_grad_norm, sgd
 from .tile_pattern import DEFAULT_TILE
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
-OnPoint = Callable[[dict], None]
 
 
 @torch.no_grad()
@@ -38,7 +37,7 @@ class _Curve:
 
     def __init__(self, kind: str, epochs: int, steps_per_epoch: int, points_per_epoch: int,
                  loss_column: Callable[[float], tuple[str, float]], progress: Optional[Progress],
-                 on_point: Optional[OnPoint]) -> None:
+                 on_point: Optional[RowSink]) -> None:
         self.kind, self.epochs, self.steps_per_epoch = kind, epochs, steps_per_epoch
         self.log_every = max(1, steps_per_epoch // max(1, points_per_epoch))
         self.loss_column, self.progress, self.on_point = loss_column, progress, on_point
@@ -70,7 +69,7 @@ def train_mlp(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor
               kind: str = "row", epochs: int = 1, batch: int = 128, lr: float = 0.01, momentum: float = 0.9,
               max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, seed: int = 0,
               points_per_epoch: int = 4, progress: Optional[Progress] = None,
-              on_point: Optional[OnPoint] = None) -> tuple[pd.DataFrame, dict]:
+              on_point: Optional[RowSink] = None) -> tuple[pd.DataFrame, dict]:
     """One MLP run (§IV-A): SGD with momentum, cross-entropy; returns (curve, summary)."""
     if epochs < 1 or batch < 1 or lr <= 0 or not 0 <= momentum < 1:
         raise ValueError("need epochs >= 1, batch >= 1, lr > 0 and 0 <= momentum < 1")
@@ -128,7 +127,7 @@ def train_lstm(train: torch.Tensor, valid: torch.Tensor, test: torch.Tensor, voc
                layers: int = 2, rates: Sequence[float] = (0.5, 0.5), kind: str = "row", epochs: int = 1,
                batch: int = 20, bptt: int = 35, lr: float = 1.0, lr_decay: float = 0.8, clip: float = 5.0,
                max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, seed: int = 0,
-               points_per_epoch: int = 4, progress: Optional[Progress] = None, on_point: Optional[OnPoint] = None
+               points_per_epoch: int = 4, progress: Optional[Progress] = None, on_point: Optional[RowSink] = None
                ) -> tuple[pd.DataFrame, dict]:
     """One LSTM LM run (§IV-C): truncated BPTT, plain SGD (lr decays by lr_decay per epoch after the
     first), gradient-norm clipping; returns (curve, summary) with perplexity and word accuracy."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 
 import time
-from typing import Callable
 
 import pandas as pd
 import torch
@@ -17,7 +16,7 @@ from lab.comm.allreduce import allreduce, check_algorithm, resolve_codec, resolv
 from lab.comm.launch import run
 from lab.comm.base import CommError
 from lab.comm.sim import MAX_RANKS, simulate
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 
 
@@ -41,7 +40,7 @@ def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:
 def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, codec: str | None = None,
                      predict_P: list[int] | None = None, target_s: float = 0.1,
                      progress: Progress | None = None,
-                     on_row: Callable[[dict], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     on_row: RowSink | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Measure every algorithm at every size (bytes) on `procs` >= 2 local processes; returns
     (measured rows with algbw/busbw and the calibrated model's time, the model's prediction at
     larger P for the same sizes on the fitted link). The link is fitted to these measurements by
@@ -74,7 +73,7 @@ GATHER = "gather"
 
 def error_at_scale(codecs: list[str], algorithms: list[str], ranks: list[int], *, n: int = 4096,
                    mode: str | list[str] = "auto", seed: int = 0, progress: Progress | None = None,
-                   on_row: Callable[[dict], None] | None = None,
+                   on_row: RowSink | None = None,
                    ranks_per_node: int | None = None) -> pd.DataFrame:
     """Relative error of a compressed allreduce against the exact sum, on SimComm, as P grows.
 

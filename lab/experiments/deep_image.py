@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 import torch
@@ -16,7 +16,7 @@ from lab.augment import (color_cast, deep_image_augment, flip, lens_distortion, 
 from lab.augment.common import check_images
 from lab.data.images import load_dataset
 from lab.train.models import SmallCNN
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 from lab.plan.papers import DEEP_IMAGE_PAPER, deep_image_scaling
 
 
@@ -160,8 +160,8 @@ def _posteriors(model: torch.nn.Module, x: torch.Tensor, batch: int = 512) -> to
 def multiscale_fusion(*, dataset: str = "auto", scales: Sequence[int] = (28, 56), epochs: int = 8,
                       train_size: int | None = 10000, test_size: int | None = 2000, batch: int = 64,
                       lr: float = 3e-3, seed: int = 0, smoke: bool = False, data_path=None,
-                      progress: Progress | None = None, on_point: Callable[[dict], None] | None = None,
-                      on_row: Callable[[dict], None] | None = None) -> FusionResult:
+                      progress: Progress | None = None, on_point: RowSink | None = None,
+                      on_row: RowSink | None = None) -> FusionResult:
     """Wu et al. 2015 §4.2: train one model per input scale, fuse by averaging softmax posteriors.
 
     The same SmallCNN (two conv + pool stages, dropout, one dense layer; Adam with a one-cycle

@@ -4,7 +4,7 @@ sweep, and the MLP (§IV-A/B, Table I) and LSTM (§IV-C, Table II) training runs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import pandas as pd
 import torch
@@ -13,10 +13,7 @@ from lab.dropout import PatternSampler, search
 from lab.dropout.conventional import check_rate
 from lab.dropout.search import default_max_dp
 from lab.dropout.kinds import DEFAULT_TILE, KIND_LABELS, LAYER_KINDS, MODEL_KINDS
-from lab.backend import Progress
-
-OnPoint = Callable[[dict], None]
-OnRow = Callable[[dict], None]
+from lab.backend import Progress, RowSink
 
 # Table I of the paper: MNIST, rates (0.7, 0.7); accuracy (change vs conventional) and speedup.
 # The 2048x2048 ROW change is printed as "(0.37%)" without a sign.
@@ -195,8 +192,8 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
               lr: float = 0.01, momentum: float = 0.9, train_samples: Optional[int] = None,
               test_samples: Optional[int] = None, max_dp: Optional[int] = None,
               tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None, seed: int = 0,
-              progress: Optional[Progress] = None, on_point: Optional[OnPoint] = None,
-              on_row: Optional[OnRow] = None) -> TrainingTables:
+              progress: Optional[Progress] = None, on_point: Optional[RowSink] = None,
+              on_row: Optional[RowSink] = None) -> TrainingTables:
     """The MLP experiments (§IV-A: rates (0.3,0.3)..(0.7,0.7) on 784-2048-2048-10; §IV-B, Table I:
     hidden sizes at (0.7,0.7)): test accuracy and time per epoch for each dropout kind, the change
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
@@ -270,7 +267,7 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                clip: float = 5.0, vocab_size: int = 10_000, max_train_tokens: Optional[int] = None,
                max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None,
                seed: int = 0, progress: Optional[Progress] = None,
-               on_point: Optional[OnPoint] = None, on_row: Optional[OnRow] = None) -> TrainingTables:
+               on_point: Optional[RowSink] = None, on_row: Optional[RowSink] = None) -> TrainingTables:
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
     conventional dropout at the same rates and the speedup. `corpus` is one of

@@ -3,15 +3,14 @@ consistency models side by side, DDP with a codec hook, and the §3.4 reproducti
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from lab.train.reproduce import Reproduction, reproduce, type_summary
 from lab.train.run import TrainConfig, TrainResult, load_data, train
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
-OnPoint = Callable[[dict], None]
 CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
 
 
@@ -24,7 +23,7 @@ def config(**kw: Any) -> TrainConfig:
 
 
 def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress | None = None,
-                    on_point: OnPoint | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    on_point: RowSink | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One run per variant (settings laid over `base`), on the same data: the curves (a
     `variant` column; x = step, epoch, bytes or modelled time_s) and one summary row per variant."""
     if not variants:
@@ -73,7 +72,7 @@ def dataset_info(dataset: str = "auto", *, data_path: str | None = None, seed: i
 
 
 def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
-                 on_point: OnPoint | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 on_point: RowSink | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Data- or model-parallel training with each codec on the wire (None = 32-bit);
     'ef:<codec>' adds error feedback."""
     variants = {}
@@ -87,7 +86,7 @@ def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
     return training_curves(variants, progress=progress, on_point=on_point, **base)
 
 
-def consistency_curves(kinds: list[str], *, progress: Progress | None = None, on_point: OnPoint | None = None,
+def consistency_curves(kinds: list[str], *, progress: Progress | None = None, on_point: RowSink | None = None,
                        **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The consistency models side by side (curves against steps and modelled time)."""
     variants = {}
@@ -119,7 +118,7 @@ def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, 
 
 def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout: float = 600.0,
                  progress: Progress | None = None,
-                 on_point: OnPoint | None = None) -> TrainResult | None:
+                 on_point: RowSink | None = None) -> TrainResult | None:
     """PyTorch DDP with `cfg.codec` as the communication hook on `procs` local processes, or on
     torchrun's ranks when started by torchrun (then None on every rank but 0). on_point: each
     evaluation of rank 0's curve as it is made (local processes only)."""
@@ -136,8 +135,8 @@ def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout
 
 
 def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,
-                 progress: Progress | None = None, on_point: OnPoint | None = None,
-                 on_run: Callable[[dict], None] | None = None, **base: Any) -> Reproduction:
+                 progress: Progress | None = None, on_point: RowSink | None = None,
+                 on_run: RowSink | None = None, **base: Any) -> Reproduction:
     """Dettmers 2016 §3.4 (see lab.train.reproduce); each finished (type, seed) run's row streams
     through `on_run`."""
     cfg = config(**{"dataset": "auto", "workers": 1, "epochs": 3.0, **base})

@@ -333,7 +333,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
              f"{1e3 * base_step:.2f} ms per step)",
              f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "
              "(GB/s per direction) below which it pays (pays_below says it in words: never, every bandwidth swept)",
-             "flat: every hop at one GPU's share of the network (a single ring); NCCL's rail-aligned rings move "
+             "flat: one ring over all GPUs, each node boundary crossed by one flow on one NIC; NCCL's rail-aligned rings move "
              "bytes like the hierarchical model"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import pandas as pd
 
 from .run import TrainConfig, load_data, train
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 PAPER_TYPES = ("linear", "mantissa", "static_tree", "dynamic_tree")
 REPRODUCTIONS = {
@@ -76,8 +75,8 @@ def anova(groups: dict[str, list[float]]) -> dict:
 
 
 def reproduce(which: str, *, seeds: int = 3, base: TrainConfig | None = None, smoke: bool = False,
-              progress: Progress | None = None, on_point: Callable[[dict], None] | None = None,
-              on_run: Callable[[dict], None] | None = None) -> Reproduction:
+              progress: Progress | None = None, on_point: RowSink | None = None,
+              on_run: RowSink | None = None) -> Reproduction:
     """Run every type of `which` ('mnist-dp' | 'mnist-mp') for seeds 0..seeds-1 on `base`
     (default: the paper's MLP, RMSProp lr 0.003, 4 workers, data set 'auto'); smoke=True
     shrinks it to a seconds-long run on scikit-learn's digits. Each finished (type, seed) run's

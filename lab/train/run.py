@@ -23,10 +23,9 @@ from .data_parallel import GradientExchange, Workers, roundtrip
 from .model_parallel import ModelParallelMLP
 from .models import MODELS, build_model, make_optimizer
 from .stream import ShardStream
-from lab.backend import Progress
+from lab.backend import Progress, RowSink
 
 PARALLEL = ("data", "model")
-OnPoint = Callable[[dict], None]
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ def load_data(cfg: TrainConfig) -> Dataset:
     return ds
 
 
-def train(cfg: TrainConfig, progress: Progress | None = None, on_point: OnPoint | None = None,
+def train(cfg: TrainConfig, progress: Progress | None = None, on_point: RowSink | None = None,
           data: Dataset | None = None) -> TrainResult:
     """Train once as `cfg` says; every evaluation appends a curve row (streamed to on_point)."""
     cfg.check()
