@@ -30,7 +30,8 @@ def test_transfer_sweep_reports_speedups_against_fp32() -> None:
 
 
 def test_collective_sweep_measures_and_models() -> None:
-    df, pred = collective_sweep(3, ["native", "ring", "tree"], [65536, 262144, 1048576], target_s=0.02)
+    # up to 4 MB: the bandwidth term must stand out of loopback's noise on loaded cores for the fit
+    df, pred = collective_sweep(3, ["native", "ring", "tree"], [65536, 1048576, 4194304], target_s=0.02)
     assert (df["wrong"] == 0).all()
     assert {"time_us", "algbw_GBps", "busbw_GBps", "model_us"} <= set(df.columns)
     assert (df["busbw_GBps"] > 0).all()
