@@ -69,3 +69,12 @@ def test_a_stopped_benchmark_never_overwrites_its_complete_result():
 
     assert partial_out(False, "collectives-cpu-P4").name == "collectives-cpu-P4.partial.json"
     assert partial_out(True, "collectives-cpu-P4") is None  # --json: the partial result goes to stdout
+
+
+def test_the_paralab_script_is_the_entry_that_leaves_cleanly():
+    """`paralab` runs lab.cli:main (one-line errors for failed ranks, os._exit(130) after a stop), not the bare
+    typer app; an in-process stop (CliRunner) returns 130 instead of ending the interpreter."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["paralab"] == "lab.cli:main"
