@@ -73,7 +73,7 @@ def test_a_stopped_benchmark_never_overwrites_its_complete_result():
 
 def test_the_paralab_script_is_the_entry_that_leaves_cleanly():
     """`paralab` runs lab.cli:main (one-line errors for failed ranks, os._exit(130) after a stop), not the bare
-    typer app; an in-process stop (CliRunner) returns 130 instead of ending the interpreter."""
+    typer app (test_train's CliRunner stop checks that an in-process stop returns 130 and leaves pytest alive)."""
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
