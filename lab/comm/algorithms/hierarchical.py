@@ -110,69 +110,62 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         return
     o = ch.options or _configure(P, ch.codec, "raw" if ch.codec is None else "requantize")
     k = o["ranks_per_node"]
-    N, (node, local) = P // k, divmod(r, k)
+    N, local = P // k, r % k
     intra_ranks, inter_ranks = groups(P, r, k)
-    if o.get("pipeline", 1) > 1 and k > 1 and N > 1 and comm.concurrent:
-        _pipelined(comm, buf, ch, o)
-        return
-    shards = pieces(buf, k)
-    width = -(-buf.numel() // k)
+    G = o.get("pipeline", 1) if k > 1 and N > 1 and comm.concurrent else 1
+    parts = [pieces(p, k) for p in pieces(buf, G)]  # G pieces, each cut in k shards
+    node_rs = node_ag = cross = None
     if k > 1:
         intra = comm.group(intra_ranks)
-        ich = Channel(intra, o["intra_codec"], scratch=(k - 1) * width)
-        reduce_scatter(intra, shards, ich, o["inner"])
+        ich = Channel(intra, o["intra_codec"], scratch=(k - 1) * max(s.numel() for s in parts[0]))
+        node_rs = lambda shards: reduce_scatter(intra, shards, ich, o["inner"])  # noqa: E731
+        node_ag = lambda shards: allgather(intra, shards, ich, o["inner"])  # noqa: E731
     if N > 1:
-        inter, outer, mine = comm.group(inter_ranks), get_algorithm(o["outer"]), shards[local]
+        inter, outer = comm.group(inter_ranks), get_algorithm(o["outer"])
         how = "raw" if ch.codec is None else "requantize"
-        opts = outer.configure(N, ch.codec, how) if outer.options else {}
-        outer.reduce(inter, mine, Channel(inter, ch.codec, scratch=outer.scratch(mine.numel(), N), options=opts))
-    if k > 1:
-        allgather(intra, shards, ich, o["inner"])
+        och = Channel(inter, ch.codec, scratch=outer.scratch(max(p[local].numel() for p in parts), N),
+                      options=outer.configure(N, ch.codec, how) if outer.options else {})
+        cross = lambda shards: outer.reduce(inter, shards[local], och)  # noqa: E731
+    if G > 1:
+        _pipelined(parts, node_rs, cross, node_ag, f"rank{r}-node-level")
+        return
+    for step in (node_rs, cross, node_ag):
+        if step is not None:
+            step(parts[0])
 
 
-def _pipelined(comm: Comm, buf: torch.Tensor, ch: Channel, o: dict) -> None:
-    """The three steps on `pipeline` pieces with the levels overlapped, as NCCL pipelines its two-level
+def _pipelined(parts: list[list[torch.Tensor]], node_rs, cross, node_ag, name: str) -> None:
+    """The three steps on several pieces with the levels overlapped, as NCCL pipelines its two-level
     algorithms by chunks: a thread runs the node's reduce-scatters, then its allgathers, in piece order
     (the same on every rank); this one runs piece g's cross-node allreduce as soon as its reduce-scatter
     is done, so piece g crosses the nodes while piece g+1 is reduced inside the node. The two levels
     talk to disjoint peers (`Comm.concurrent`); every value is summed as without the pipeline."""
-    P, r = comm.size, comm.rank
-    k, G = o["ranks_per_node"], o["pipeline"]
-    N, local = P // k, r % k
-    intra_ranks, inter_ranks = groups(P, r, k)
-    intra, inter, outer = comm.group(intra_ranks), comm.group(inter_ranks), get_algorithm(o["outer"])
-    parts = [pieces(p, k) for p in pieces(buf, G)]
-    width = max(s.numel() for s in parts[0])
-    ich = Channel(intra, o["intra_codec"], scratch=(k - 1) * width)
-    how = "raw" if ch.codec is None else "requantize"
-    och = Channel(inter, ch.codec, scratch=outer.scratch(width, N),
-                  options=outer.configure(N, ch.codec, how) if outer.options else {})
     reduced, crossed = [threading.Event() for _ in parts], [threading.Event() for _ in parts]
     failed: list[BaseException] = []
 
     def node_level() -> None:
         try:
             for g, shards in enumerate(parts):
-                reduce_scatter(intra, shards, ich, o["inner"])
+                node_rs(shards)
                 reduced[g].set()
             for g, shards in enumerate(parts):
                 crossed[g].wait()
                 if failed:
                     return
-                allgather(intra, shards, ich, o["inner"])
+                node_ag(shards)
         except BaseException as e:  # re-raised by the caller's thread below
             failed.append(e)
             for ev in reduced:
                 ev.set()
 
-    worker = threading.Thread(target=node_level, name=f"rank{r}-node-level", daemon=True)
+    worker = threading.Thread(target=node_level, name=name, daemon=True)
     worker.start()
     try:
         for g, shards in enumerate(parts):
             reduced[g].wait()
             if failed:
                 break
-            outer.reduce(inter, shards[local], och)
+            cross(shards)
             crossed[g].set()
     except BaseException as e:
         failed.append(e)
