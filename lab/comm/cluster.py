@@ -159,26 +159,25 @@ class Cluster:
         bw = self.inter.bandwidth_Bps * self.nics_per_node / self.gpus_per_node
         return Link(f"{self.inter.name} per GPU", self.inter.latency_s, bw, self.inter.source)
 
-    @property
-    def slowest(self) -> Link:
-        """The link a flat algorithm's every hop is modelled on: the intra link on one node, else the
-        larger latency and the smaller bandwidth of the two levels."""
+    def _slower(self, e: Link, name: str, source: str) -> Link:
+        """The intra link on one node, else the larger latency and the smaller bandwidth of it and `e`."""
         if self.nodes == 1:
             return self.intra
-        e = self.inter_per_gpu
-        return Link(f"slowest of {self.intra.name}, {self.inter.name}", max(self.intra.L, e.L),
-                    min(self.intra.bandwidth_Bps, e.bandwidth_Bps), "the slower of the two levels")
+        return Link(name, max(self.intra.L, e.L), min(self.intra.bandwidth_Bps, e.bandwidth_Bps), source)
+
+    @property
+    def slowest(self) -> Link:
+        """The link a flat algorithm's every hop is modelled on: the slower of the intra link and one GPU's
+        share of the network."""
+        return self._slower(self.inter_per_gpu, f"slowest of {self.intra.name}, {self.inter.name}",
+                            "the slower of the two levels")
 
     @property
     def ring_link(self) -> Link:
-        """The link a single ring over consecutive ranks is modelled on: the intra link on one node, else
-        the larger latency and the smaller bandwidth of the intra link and one whole NIC (one flow
-        crosses each node boundary per direction)."""
-        if self.nodes == 1:
-            return self.intra
-        e = self.inter
-        return Link(f"ring over {self.intra.name}, {self.inter.name}", max(self.intra.L, e.L),
-                    min(self.intra.bandwidth_Bps, e.bandwidth_Bps), "one flow per node boundary")
+        """The link a single ring over consecutive ranks is modelled on: the slower of the intra link and
+        one whole NIC (one flow crosses each node boundary per direction)."""
+        return self._slower(self.inter, f"ring over {self.intra.name}, {self.inter.name}",
+                            "one flow per node boundary")
 
     def with_inter_bandwidth(self, GBps: float) -> "Cluster":
         """The same cluster with the NIC's bandwidth set to `GBps` (1e9 bytes/s per direction)."""

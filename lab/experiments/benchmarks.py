@@ -177,8 +177,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                              "has one codec")
         options["intra_codec"] = intra_codec
     names: list = [None, *codecs]
-    variants = [dict(options, intra_codec=ic) for ic in intra_codec] if isinstance(intra_codec, (list, tuple)) \
-        else [options]
+    inside = list(intra_codec) if isinstance(intra_codec, (list, tuple)) else [intra_codec]
+    variants = [dict(options, intra_codec=ic) for ic in inside] if intra_codec is not None else [options]
     for c in names:
         codec = resolve_codec(c)
         how = resolve_mode(codec, mode, algorithm)
@@ -194,7 +194,6 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
         if ranks_per_node is not None and procs // ranks_per_node > 1:
             if progress:
                 progress(1.0, "the two levels apart (the model's calibration)")
-            inside = intra_codec if isinstance(intra_codec, (list, tuple)) else [intra_codec]
             timed = [*names, *(c for c in inside if c not in (None, "none", "fp32"))]
             levels = run(bench.levels_rank, procs, n, ranks_per_node, timed, net=net, target_s=target_s / 2,
                          timeout=timeout)[0]
@@ -225,16 +224,13 @@ def two_level_model(df: pd.DataFrame, levels: dict, nodes: int, ranks_per_node: 
     model = []
     for r in df.to_dict("records"):
         codec = cl.measured_codec(r["codec"], r["mode"], levels["codecs"])
-        intra = None
+        intra = None  # predict: the codec itself inside (the algorithm's default)
         ic = r.get("intra_codec")
         if r["algorithm"] == "hierarchical":
             if isinstance(ic, str) and ic not in ("none", "fp32"):
-                named = resolve_codec(ic).describe()
-                intra = cl.measured_codec(named, "requantize", levels["codecs"])
+                intra = cl.measured_codec(resolve_codec(ic).describe(), "requantize", levels["codecs"])
             elif ic in ("none", "fp32") or codec.raw:
                 intra = cl.FP32
-            else:
-                intra = codec
         piped = r.get("pipeline")
         model.append(cl.predict(machine, r["algorithm"], r["n_values"], codec, intra, chunk_values=CHUNK,
                                 pipeline=int(piped) if isinstance(piped, (int, float)) and piped == piped else 1).seconds)

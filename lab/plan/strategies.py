@@ -203,7 +203,7 @@ def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str
                          "with it: use codec none, or hierarchical / alltoall_quantized / a registered algorithm")
     cc = cluster_codec(wc, dev)
     if algorithm in CLUSTER_ALGORITHMS:
-        intra = cl.CodecCost("fp32", 4.0) if algorithm == "hierarchical" else None
+        intra = cl.FP32 if algorithm == "hierarchical" else None
         return cl.cluster_allreduce(c, n, cc, algorithm, intra_codec=intra).seconds
     return cl.flat_time(c, n, cc, algorithm).seconds
 
