@@ -195,7 +195,7 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
                f"least squares and draws the model on that fitted link beside the measurements. The {link} "
                "preset above describes another network, so it is not drawn here.")
     top = min(size, 1 << 24)
-    msizes = sorted({1 << 10, top} | {1 << k for k in range(10, top.bit_length(), 4)})
+    msizes = sorted({1 << 10, top} | {1 << k for k in range(10, top.bit_length(), 2)})  # x4: enough sizes to fit
     if len(msizes) < 2:
         msizes = [1 << 10, 1 << 14]
     job = jobs.controls("Measure", "meas_run", [P, algorithm, msizes], lambda j: collective_sweep(
