@@ -7,11 +7,14 @@ import hashlib
 import json
 import math
 from contextlib import contextmanager
-from typing import Any, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 import streamlit as st
 
+import chart
+import static_table
 from lab import backend
 from lab.backend import Progress
 from lab.experiments import USER_ERRORS, check_range, codec_catalog, codec_spec
@@ -25,6 +28,16 @@ def device_name() -> str:
 
 def _wkey(key: str) -> str:
     return f"w_{key}"
+
+
+# True inside a closed `folded` expander: the ui widgets there keep their value without being drawn.
+_FOLDED: ContextVar[bool] = ContextVar("folded", default=False)
+
+
+def _kept(key: str) -> Any:
+    """A folded widget's value: its state from the last run it was drawn in, else the URL's, else the default
+    (`_init` has put one of them in place)."""
+    return st.session_state[_wkey(key)]
 
 
 def _init(key: str, value: Any) -> None:
@@ -66,6 +79,8 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
     _init(key, v if v in options else default)
+    if _FOLDED.get():
+        return _sync(key, _kept(key))
     return _sync(key, where.selectbox(label, options, key=_wkey(key), **kw))
 
 
@@ -73,6 +88,8 @@ def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, 
     options = list(options)
     v = _from_url(key, default, str)
     _init(key, v if v in options else default)
+    if _FOLDED.get():
+        return _sync(key, _kept(key))
     return _sync(key, where.radio(label, options, key=_wkey(key), horizontal=True, **kw))
 
 
@@ -81,6 +98,8 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
     _init(key, chosen)
+    if _FOLDED.get():
+        return _sync(key, list(_kept(key)))
     return _sync(key, list(where.multiselect(label, options, key=_wkey(key), **kw)))
 
 
@@ -93,7 +112,7 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
     keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
     _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
-    v = _sync(key, cast(where.number_input(label, key=_wkey(key), **kw)))
+    v = _sync(key, cast(_kept(key) if _FOLDED.get() else where.number_input(label, key=_wkey(key), **kw)))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
@@ -113,6 +132,8 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
     cast = int if isinstance(default, int) else float
     v = _from_url(key, default, lambda s: cast(float(s)))
     _init(key, min(max(v, lo), hi))
+    if _FOLDED.get():
+        return _sync(key, _kept(key))
     return _sync(key, where.slider(label, lo, hi, key=_wkey(key), **kw))
 
 
@@ -123,6 +144,8 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
     except ValueError:
         v = tuple(default)
     _init(key, (max(lo, min(v)), min(hi, max(v))))
+    if _FOLDED.get():
+        return tuple(_sync(key, list(_kept(key))))
     return tuple(_sync(key, list(where.slider(label, lo, hi, key=_wkey(key), **kw))))
 
 
@@ -130,17 +153,19 @@ def select_slider(label: str, options: Sequence[Any], key: str, default: Any, wh
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s))
     _init(key, v if v in options else default)
+    if _FOLDED.get():
+        return _sync(key, _kept(key))
     return _sync(key, where.select_slider(label, options, key=_wkey(key), **kw))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
     _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
-    return _sync(key, bool(where.checkbox(label, key=_wkey(key), **kw)))
+    return _sync(key, bool(_kept(key) if _FOLDED.get() else where.checkbox(label, key=_wkey(key), **kw)))
 
 
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
     _init(key, _from_url(key, default, str))
-    return _sync(key, where.text_input(label, key=_wkey(key), **kw))
+    return _sync(key, _kept(key) if _FOLDED.get() else where.text_input(label, key=_wkey(key), **kw))
 
 
 EF = "ef:"
@@ -208,7 +233,7 @@ def codec_option_specs(names: Sequence[str], key: str, skip: Callable[[str], Seq
     """The spec string of each chosen codec, its option widgets in an expander 'Codec options' (one
     group per codec, `codec_options`)."""
     specs = []
-    with st.expander("Codec options", expanded=False):
+    with folded("Codec options", f"{key}.options"):
         for name in names:
             st.markdown(f"**{name}**")
             specs.append(codec_options(name, key, skip=skip(name), **fixed(name)))
@@ -222,7 +247,7 @@ def seed(where=st) -> int:
 
 def figure(fig, data: pd.DataFrame | None, name: str, key: str | None = None) -> None:
     """A plotly figure with its data as CSV and the figure (data + layout) as JSON."""
-    st.plotly_chart(fig, key=key or f"fig_{name}")
+    chart.plotly(fig, key=key or f"fig_{name}")
     c1, c2, _ = st.columns([1, 1, 2])
     if data is not None:
         c1.download_button("⬇ CSV", data.to_csv(index=False), f"{name}.csv", "text/csv",
@@ -231,10 +256,14 @@ def figure(fig, data: pd.DataFrame | None, name: str, key: str | None = None) ->
                        key=f"json_{key or name}", on_click="ignore")
 
 
-def table(df: pd.DataFrame, name: str, **kw: Any) -> None:
-    st.dataframe(df, hide_index=True, **kw)
-    st.download_button("⬇ table (CSV)", df.to_csv(index=False), f"{name}.csv", "text/csv", key=f"tcsv_{name}",
-                       on_click="ignore")
+def table(df: pd.DataFrame, name: str, help: dict[str, str] | None = None, formats: dict[str, str] | None = None,
+          download: bool = True) -> None:
+    """A result table (app/static_table.py: headers' tooltips from `help`, `formats` per column) with a CSV
+    download of its exact numbers (unless `download` is False: rows of an unfinished run)."""
+    st.markdown(static_table.html(df, help, formats), unsafe_allow_html=True)
+    if download:
+        st.download_button("⬇ table (CSV)", df.to_csv(index=False), f"{name}.csv", "text/csv", key=f"tcsv_{name}",
+                           on_click="ignore")
 
 
 def shown(section: Callable[[], None]) -> None:
@@ -308,10 +337,13 @@ def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int =
 # from the data on screen, paper-vs-here callouts, and the settings folded under "More settings".
 # Each piece sits in a keyed container (CSS class `st-key-<key>`), which the browser tests look for.
 
-def lesson(question: str, look_at: str) -> None:
-    """The page's opening: the question it answers and what to look at, in plain words."""
+def lesson(question: str, look_at: str, charts: bool = True) -> None:
+    """The page's opening: the question it answers and what to look at, in plain words. A page with
+    `charts` starts loading the chart library here, while its script computes the rest."""
     with st.container(key="lesson"):
         st.markdown(f"**{question}**  \n{look_at}")
+    if charts:
+        chart.preload()
 
 
 def takeaway(text: str, key: str = "takeaway") -> None:
@@ -327,9 +359,24 @@ def paper_callout(text: str, key: str) -> None:
         st.info(f"**Paper vs here.** {text}", icon=":material/menu_book:")
 
 
-def more_settings(label: str = "More settings", expanded: bool = False):
-    """The expander the page's less-used controls fold into (at most about six controls in view)."""
-    return st.expander(label, expanded=expanded)
+@contextmanager
+def folded(label: str, key: str, expanded: bool = False) -> Iterator[Any]:
+    """An expander whose ui widgets are drawn only while it is open: a closed one costs the browser nothing
+    (issue 17: widgets in a collapsed expander are still built), and each widget in it keeps its value
+    without being drawn (`_kept`). Opening it reruns the page; its open state is in the URL as `key`."""
+    box = st.expander(label, expanded=expanded, key=key, bind="query-params")
+    token = _FOLDED.set(not box.open)
+    try:
+        with box:
+            yield box
+    finally:
+        _FOLDED.reset(token)
+
+
+def more_settings(label: str = "More settings", expanded: bool = False, key: str = "more") -> Any:
+    """The expander the page's less-used controls fold into (at most about six controls in view), drawn
+    only while open (`folded`)."""
+    return folded(label, key, expanded)
 
 
 def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any) -> tuple[list, str]:

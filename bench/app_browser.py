@@ -94,8 +94,8 @@ _DONE = """() => {
   if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
   if (!document.querySelector("[data-testid='stMain'] h1")) return false;
   if (document.querySelector("[data-testid='stSpinner']")) return false;
-  const charts = document.querySelectorAll("[data-testid='stPlotlyChart']").length;
-  return document.querySelectorAll("[data-testid='stPlotlyChart'] .main-svg").length >= charts;
+  const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'], .paralab-chart")];
+  return charts.every(c => c.querySelector(".main-svg"));
 }"""
 # Records each change of the script state after a control is touched.
 _WATCH = """() => {
@@ -345,7 +345,7 @@ def main() -> None:
            "timing": "median of visits after one warm-up visit on a warm server; a view is finished at its last "
                      "DOM change once the script has stopped, every plotly chart is drawn and nothing changed for "
                      f"{QUIET_MS} ms. view_s: a new tab opened at the page's URL (timed from navigation: Streamlit's "
-                     "and plotly.js's JavaScript loaded and parsed in every tab); navigate_s: a click on the page's "
+                     "JavaScript and the plotly.js cartesian bundle, app/static, loaded and parsed in every tab); navigate_s: a click on the page's "
                      "sidebar link from Home in one tab that has shown every page once (timed from the click); a change is a click on the page's control "
                      "(CONTROL, else its first radio, else its first number input) and the click that undoes it, each "
                      "timed to the rerun's finished render after 1.5 s idle, in one tab",

@@ -25,6 +25,7 @@ CHILD = r"""
 import importlib, json, sys, time
 import lab, lab.experiments, lab.plots, streamlit  # imported before timing, as on a running server
 from streamlit.testing.v1 import AppTest
+from chart import figures
 module = sys.argv[1]
 importlib.import_module(module)
 script = f"import importlib\nimportlib.import_module({module!r}).render()\n"
@@ -35,7 +36,7 @@ for what in ("cold_s", "warm_s"):
     at.run()
     out[what] = time.perf_counter() - t
     out["exception"] = [e.value for e in at.exception]
-    out["plots"] = len(at.get("plotly_chart"))
+    out["plots"] = len(figures(at))
     out["metrics"] = {m.label: m.value for m in at.metric}
 print("RESULT" + json.dumps(out))
 """

@@ -9,6 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import page_list
+from chart import figures
+from static_table import tables
 
 APP = Path(__file__).resolve().parent.parent / "app"
 
@@ -70,7 +72,7 @@ def test_home_entry_navigates_every_page():
     for name in ("transfer", "collectives", "dropout"):
         goto(at, name)
         assert not at.exception, name
-        assert at.get("plotly_chart"), name
+        assert figures(at), name
 
 
 def test_the_page_list_drives_navigation_and_overview(tmp_path, monkeypatch):
@@ -116,38 +118,38 @@ def test_overview_shows_device_and_papers():
 def test_codecs_page_updates_error_table():
     at = page("codecs")
     assert not at.exception
-    df = at.dataframe[0].value
+    df = tables(at)[0]
     assert set(df.Codec) >= {"dynamic_tree[nearest,tensor]", "linear[nearest,tensor]"}
     before = df.set_index("Codec")["Mean relative error (%)"]["dynamic_tree[nearest,tensor]"]
     at.radio(key="w_rounding").set_value("paper").run()
     assert not at.exception
-    after = at.dataframe[0].value.set_index("Codec")["Mean relative error (%)"]["dynamic_tree[paper,tensor]"]
+    after = tables(at)[0].set_index("Codec")["Mean relative error (%)"]["dynamic_tree[paper,tensor]"]
     assert after > 1.3 * before
     assert at.query_params["rounding"] in ("paper", ["paper"])
-    assert len(at.get("plotly_chart")) >= 2
+    assert len(figures(at)) >= 2
 
 
 def test_codecs_page_url_reproduces_view_and_captured_tensors():
     at = page("codecs", dist="uniform", **{"uniform.a": "0", "uniform.b": "1"}, rounding="paper",
               codecs=["dynamic_tree"])
     assert not at.exception
-    df = at.dataframe[0].value
+    df = tables(at)[0]
     assert list(df.Codec) == ["dynamic_tree[paper,tensor]"] and df.Data[0] == "uniform(0,1)"
     assert 1.2 < df["Mean relative error (%)"][0] < 1.6  # the paper's 1.39 % (kernel rounding)
     at.radio(key="w_source").set_value("captured tensor").run()
     assert not at.exception
-    assert any(d.startswith("grad") for d in at.dataframe[0].value.Data)
+    assert any(d.startswith("grad") for d in tables(at)[0].Data)
 
 
 def test_codecs_page_bad_parameters_are_messages():
-    at = page("codecs")
+    at = page("codecs", designer="true")  # the bit-layout designer open
     at.number_input(key="w_normal.sigma").set_value(-1.0).run()
     assert not at.exception
     assert "scale parameter must be > 0" in at.error[0].value
     at.number_input(key="w_normal.sigma").set_value(1.0).run()
     at.checkbox(key="w_layout_on").check().run()
     assert not at.exception and not at.error
-    assert len(at.dataframe[0].value) == 5  # the four default codecs and the layout
+    assert len(tables(at)[0]) == 5  # the four default codecs and the layout
     at.checkbox(key="w_lay_dynamic").uncheck().run()
     at.number_input(key="w_lay_exp").set_value(7).run()  # leaves no bits for a linear mantissa
     at.selectbox(key="w_lay_mantissa").set_value("linear").run()
@@ -221,7 +223,7 @@ def test_dropout_page_rate_changes_search():
     at.slider(key="w_p").set_value(0.7).run()
     assert not at.exception
     assert "drops every unit 0.700 of the time" in at.success[0].value
-    assert len(at.get("plotly_chart")) >= 2
+    assert len(figures(at)) >= 2
 
 
 @pytest.mark.parametrize("net", ["MLP", "LSTM"])
@@ -232,14 +234,14 @@ def test_dropout_page_training_run(net):
     finish(at, lambda a: any(m.label.startswith("RDP (row)") for m in a.metric) or a.exception)
     assert not at.exception
     assert "%" in metric(at, "RDP (row)")
-    assert at.dataframe[-1].value.shape[0] == 2
+    assert tables(at)[-1].shape[0] == 2
     if net == "LSTM":  # a fresh machine (conftest): Python's own documentation, and the page says so
         assert any(c.value.startswith("Corpus that ran: **pydoc") for c in at.caption)
 
 
 def test_dropout_page_missing_corpus_is_a_message():
     at = page("dropout", net="LSTM", lstm_hidden="64", lstm_epochs="1", kinds=["bernoulli"], corpus="ptb",
-              ptb_path="/nonexistent/ptb")
+              ptb_path="/nonexistent/ptb", more="true")
     assert at.selectbox(key="w_corpus").value == "ptb"
     offered = " | ".join(at.selectbox(key="w_corpus").options)
     assert "Python documentation" in offered and "apt install fortunes" not in offered  # fortunes absent here
@@ -250,7 +252,7 @@ def test_dropout_page_missing_corpus_is_a_message():
 
 
 def _sweep(at: AppTest):
-    return next(d.value for d in at.dataframe if {"strategy", "P", "speedup"} <= set(d.value.columns))
+    return next(d for d in tables(at) if {"strategy", "P", "speedup"} <= set(d.columns))
 
 
 def test_deep_image_pages_render_with_defaults():
@@ -258,11 +260,11 @@ def test_deep_image_pages_render_with_defaults():
     assert not at.exception and not at.error
     assert metric(at, "Rows matching the paper") == "6 of 6"  # Table 1, computed beside the paper
     assert at.query_params["seed"] in ("0", ["0"])
-    charts = len(at.get("plotly_chart"))
+    charts = len(figures(at))
     at = page("planner")
     assert not at.exception and not at.error
     assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
-    assert charts + len(at.get("plotly_chart")) >= 2  # one view at a time (issue 17: fast default views)
+    assert charts + len(figures(at)) >= 2  # one view at a time (issue 17: fast default views)
     at = page("fusion")
     assert not at.exception and not at.error
     assert not any(m.label.endswith("test error") for m in at.metric)  # fusion waits for its button
@@ -303,13 +305,13 @@ def test_deep_image_presets_reproduce_the_papers():
 
 
 def test_deep_image_bad_values_are_messages():
-    at = page("planner", gpus=["1", "4"])
+    at = page("planner", gpus=["1", "4"], more="true")
     at.number_input(key="w_batch_size").set_value(0).run()
     assert not at.exception
     assert "batch_per_gpu must be an int >= 1" in at.error[0].value
     assert number(metric(at, "Full synchronisation")) > 0  # the other sections still render
     at.number_input(key="w_batch_size").set_value(64).run()
-    aug = page("augmentations")
+    aug = page("augmentations", more_card="true")
     aug.number_input(key="w_crop").set_value(300).run()
     assert not aug.exception
     assert "larger than the images" in aug.error[0].value
@@ -321,7 +323,7 @@ def test_deep_image_bad_values_are_messages():
 
 def test_deep_image_settings_tab_takes_every_parameter_and_names_bad_ones():
     at = page("augmentations", di_view="Set the parameters", set_strength="0.6", set_angle="10", set_degree="0.2", set_kind="pincushion",
-              set_r="12", set_flip="1")
+              set_r="12", set_flip="1", more_card="true")
     assert not at.exception and not at.error
     assert at.slider(key="w_set_strength").value == pytest.approx(0.6)
     assert at.slider(key="w_set_r").value == 12 and at.checkbox(key="w_set_flip").value
@@ -338,7 +340,7 @@ def test_deep_image_fusion_runs_from_the_button():
     assert not at.exception and not at.error
     err = number(metric(at, "fused: test error"))
     assert 0 <= err < 60
-    assert at.dataframe[-1].value["test images (%)"].sum() == pytest.approx(100.0, abs=0.05)
+    assert tables(at)[-1]["test images (%)"].sum() == pytest.approx(100.0, abs=0.05)
     at.multiselect(key="w_scales").set_value(["16"]).run()
     at.button(key="run_fusion_run").click().run()
     finish(at, lambda a: a.error or a.exception)
@@ -349,7 +351,7 @@ def test_deep_image_fusion_runs_from_the_button():
 def test_home_entry_reaches_deep_image():
     at = goto(home(), "deep_image")
     assert not at.exception
-    assert at.get("plotly_chart") and "different ways" in at.success[0].value  # the preview and its takeaway
+    assert figures(at) and "different ways" in at.success[0].value  # the preview and its takeaway
 
 
 def test_a_type_error_is_a_bug_not_a_message():

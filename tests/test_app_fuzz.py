@@ -17,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import page_list  # app/ is on pytest's pythonpath
+from static_table import tables
 
 PAGES = [p.module for p in page_list.PAGES]
 ROUNDS = 20         # random inputs per page
@@ -163,4 +164,4 @@ def test_codecs_page_non_tensor_uploads_are_messages(monkeypatch):
     at.query_params["source"] = "upload"
     at.run()
     assert not at.exception and not at.error
-    assert "good.pt" in set(at.dataframe[0].value.Data)
+    assert "good.pt" in set(tables(at)[0].Data)

@@ -12,6 +12,7 @@ import torch
 
 from lab.codecs import (CodecInfo, ErrorFeedback, codec_infos, codec_names, format_spec, parse_spec,
                         unregister)
+from static_table import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -198,7 +199,8 @@ def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, k
     from test_app import finish, page
 
     BUILT = sys.modules["myplugins.meansign"].BUILT
-    at = page(page_name, **{key: ["meansign"], f"{key}.meansign.gain": "2.5"}, **query)
+    opened = {"more": "true"} if page_name == "codecs" else {f"{key}.options": "true"}  # where its options fold
+    at = page(page_name, **{key: ["meansign"], f"{key}.meansign.gain": "2.5"}, **query, **opened)
     assert not at.exception
     gain = at.number_input(key=f"w_{key}.meansign.gain")
     assert gain.value == 2.5 and "scale of the mean" in gain.help and "[0.0, 10.0]" in gain.help
@@ -211,7 +213,7 @@ def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, k
         finish(at, lambda a: bool(a.exception) or bool(a.error)
                or any("Final test error per run" in c.value for c in a.caption), timeout=240)
         assert not at.exception and not at.error
-        assert any("meansign:gain=2.5" in d.value.astype(str).to_string() for d in at.dataframe)
+        assert any("meansign:gain=2.5" in d.astype(str).to_string() for d in tables(at))
     assert {"gain": 2.5} in [{k: v for k, v in b.items() if k == "gain"} for b in BUILT]
     BUILT.clear()
     gain.set_value(20.0).run()
@@ -226,7 +228,7 @@ def test_codec_option_widgets_cover_every_option_kind():
     """bool -> checkbox, choices -> selectbox, a number that may be None -> a 'default' checkbox."""
     from test_app import page
 
-    at = page("codecs", codecs=["randomk", "dynamic_tree"], block="256")
+    at = page("codecs", codecs=["randomk", "dynamic_tree"], block="256", more="true")
     assert not at.exception
     assert at.checkbox(key="w_codecs.randomk.unbiased").value is False
     assert at.checkbox(key="w_codecs.randomk.ratio.default").value is True
@@ -234,7 +236,7 @@ def test_codec_option_widgets_cover_every_option_kind():
     assert not at.exception
     at.number_input(key="w_codecs.randomk.ratio").set_value(0.25).run()
     assert not at.exception
-    assert any("randomk" in c for c in at.dataframe[0].value.Codec)
+    assert any("randomk" in c for c in tables(at)[0].Codec)
     keys = {w.key for w in at.selectbox}
     assert "w_codecs.dynamic_tree.search" in keys
     assert "w_codecs.dynamic_tree.rounding" not in keys  # the page's Table 1 rounding sets it

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from test_app import page
+from chart import figures
+from static_table import tables
 
 
 def _takeaway(at) -> str:
@@ -20,7 +22,7 @@ def _takeaway(at) -> str:
 def test_takeaway_is_computed_from_the_table_and_follows_the_inputs():
     at = page("codecs")
     assert not at.exception and not at.error
-    df = at.dataframe[0].value
+    df = tables(at)[0]
     assert "Mean relative error (%)" in df.columns and "SNR (dB)" in df.columns  # plain names, not mean_rel_error
     rel = df.set_index("Codec")["Mean relative error (%)"]
     text = _takeaway(at)
@@ -42,9 +44,9 @@ def test_switching_distribution_keeps_each_ones_parameters():
     at.selectbox(key="w_dist").set_value("student_t").run()
     assert not at.exception and not at.error
     assert at.number_input(key="w_student_t.df").value == 3.0
-    assert at.dataframe[0].value.Data[0] == "student_t(3)"
+    assert tables(at)[0].Data[0] == "student_t(3)"
     at.selectbox(key="w_dist").set_value("normal").run()
-    assert at.dataframe[0].value.Data[0] == "normal(0,2)"
+    assert tables(at)[0].Data[0] == "normal(0,2)"
     assert at.query_params["student_t.df"] in ("3.0", ["3.0"])
 
 
@@ -68,14 +70,14 @@ def test_an_error_leaves_the_other_sections_and_their_url_state():
 
 def test_a_typed_out_of_range_number_is_said_on_the_page():
     """Defect 7: the field's value beyond its range is named with the allowed range, not ignored."""
-    at = page("codecs", t1_samples="1000000", lay_signed="1")
+    at = page("codecs", t1_samples="1000000", lay_signed="1", designer="true")
     at.number_input(key="w_lay_bits").set_value(9).run()
     assert not at.exception
     msg = [e.value for e in at.error if "Total bits" in e.value]
     assert msg and "Total bits = 9 is out of range; allowed: 2..8" in msg[0] and "Computing with 8" in msg[0]
     # the page goes on: the widgets below the field still draw and keep their state (URL included)
     assert at.checkbox(key="w_lay_signed").value and at.select_slider(key="w_t1_samples").value == 1_000_000
-    assert len(at.dataframe) >= 2
+    assert len(tables(at)) >= 2
     at.number_input(key="w_lay_bits").set_value(8).run()
     assert not at.error and at.query_params["t1_samples"] in ("1000000", ["1000000"])
 
@@ -85,7 +87,7 @@ def test_unscaled_layouts_use_the_offset_and_show_their_range():
     use offset 1), and the page says the representable range."""
     at = page("codecs", layout_on="1", lay_scale="none", lay_offset="0", codecs=["dynamic_tree"])
     assert not at.exception and not at.error
-    df = at.dataframe[0].value.set_index("Codec")
+    df = tables(at)[0].set_index("Codec")
     row0 = [c for c in df.index if c.startswith("8b-s-dyn-tree")][0]
     assert "o0[" in row0 and row0.endswith(",none]")
     at0 = df.loc[row0, "Mean relative error (%)"]
@@ -93,7 +95,7 @@ def test_unscaled_layouts_use_the_offset_and_show_their_range():
     assert "largest 1" in cap and "saturate" in cap
     at.number_input(key="w_lay_offset").set_value(1).run()
     assert not at.exception and not at.error
-    df = at.dataframe[0].value.set_index("Codec")
+    df = tables(at)[0].set_index("Codec")
     row1 = [c for c in df.index if c.startswith("8b-s-dyn-tree")][0]
     assert "o1[" in row1
     at1 = df.loc[row1, "Mean relative error (%)"]
@@ -148,7 +150,7 @@ def test_non_tensor_uploads_say_what_is_accepted_without_unsafe_advice(monkeypat
 def test_table1_shows_the_papers_numbers_beside_ours_with_clear_names():
     """Defect 6: published and measured columns are named apart; the chart shows paper and both roundings."""
     at = page("codecs")
-    t1 = at.dataframe[1].value
+    t1 = tables(at)[1]
     for col in ("Paper %", "Ours %", "Ours exact %", "Paper MAE", "Our MAE"):
         assert col in t1.columns
     assert "paper_mae" not in t1.columns and "mae_paper" not in t1.columns
@@ -158,7 +160,7 @@ def test_table1_shows_the_papers_numbers_beside_ours_with_clear_names():
     assert dyn["Ours exact %"] < dyn["Ours %"]
     callout = [i.value for i in at.info if i.value.startswith("**Paper vs here.**")]
     assert callout and "linear" in callout[0]
-    charts = at.get("plotly_chart")
+    charts = figures(at)
     assert len(charts) >= 2  # the error bars and Table 1's paper-vs-measured chart
     takeaway = [s.value for s in at.success if "On N(0,1) with the paper's rounding" in s.value][0]
     assert f"{dyn['Ours %']:.2f} %" in takeaway

@@ -6,6 +6,8 @@ import time
 
 from streamlit.testing.v1 import AppTest
 from test_app import page as app_page
+from chart import figures
+from static_table import tables
 
 
 def page(**query) -> AppTest:
@@ -85,7 +87,7 @@ def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not
     time.sleep(1.0)
     at.button(key="stop_err_run").click().run()
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
-    assert at.get("plotly_chart")  # the partial curve
+    assert figures(at)  # the partial curve
     assert not at.exception
     at.selectbox(key="w_link").set_value("eth10g").run()  # the stopped curve stays
     assert "Stopped at P =" in texts(at, "warning")
@@ -99,7 +101,7 @@ def test_measured_compares_with_the_fitted_link():
     at = wait(at, lambda a: any(m.label.startswith("Fitted latency") for m in a.metric) or a.error
               or "No link could be fitted" in texts(a, "warning"), 400, poll=1.0)
     assert not at.error, texts(at, "error")
-    assert "No link could be fitted" not in texts(at, "warning"), [d.value for d in at.dataframe]
+    assert "No link could be fitted" not in texts(at, "warning"), tables(at)
     lat = float(metric(at, "Fitted latency").split()[0])
     bw = float(metric(at, "Fitted bandwidth").split()[0])
     assert lat >= 0 and bw > 0
@@ -126,7 +128,7 @@ def test_stop_on_measure_keeps_the_finished_rows():
     at = page(P="2", size=str(1 << 24), algorithm="ring")
     at.button(key="run_meas_run").click().run()
     def rows(a: AppTest):
-        return next((d.value for d in a.dataframe if "Bus bandwidth (GB/s)" in d.value), None)
+        return next((d for d in tables(a) if "Bus bandwidth (GB/s)" in d), None)
 
     at = wait(at, lambda a: rows(a) is not None or a.error, 300)  # rank 0's first finished sizes, streamed
     at.button(key="stop_meas_run").click().run()

@@ -82,7 +82,7 @@ def test_planner_figure2_is_communication_with_the_crossover_explained():
     f2 = deep_image_figure2()
     assert f2.crossover == 82 and f2.paper_crossover == 16  # docs/deep_image.md: P* = 82 at 64 images per GPU
     assert 300 <= f2.batch_for_paper <= 360  # "P* = 16 needs b ≈ 330 per GPU"
-    at = page("planner", check="Deep Image Figure 2 (data vs hybrid)")
+    at = page("planner", check="Deep Image Figure 2 (data vs hybrid)", more="true")
     assert not at.exception and not at.error
     assert metric(at, "Figure 2: data beats hybrid from") == "P = 82"
     callout = next(c for c in _callouts(at) if "beyond 16" in c)

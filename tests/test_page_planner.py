@@ -49,14 +49,18 @@ def test_default_view_keeps_six_controls_in_view_and_the_rest_under_more_setting
     assert any("'Machine'" in w for w in shown) and any("'GPU counts P'" in w for w in shown)
     folded = {e.label for e in at.expander}
     assert "More settings" in folded
-    assert at.selectbox(key="w_device").value == "v100"  # the GPU is still there, folded
+    assert "w_device" not in {w.key for w in at.selectbox}  # folded: not drawn (a new tab builds no more widgets)
+    assert at.query_params["device"] in ("v100", ["v100"])  # ... yet its value is the page's, in the URL
+    at.session_state["more"] = True  # open it (a click on it)
+    at.run()
+    assert not at.exception and at.selectbox(key="w_device").value == "v100"
     for kind in INPUTS:  # every control says what it changes
         for w in getattr(at, kind, []):
             assert w.help, f"{kind} {w.label!r} has no help tooltip"
 
 
 def test_a_cluster_gives_the_numbers_planner_sweep_gives_and_the_takeaway_names_the_two_level_effect():
-    at = page("planner", gpus=["1", "2", "4", "8", "16", "32"])
+    at = page("planner", gpus=["1", "2", "4", "8", "16", "32"], more="true")
     at.radio(key="w_machine").set_value(CLUSTER).run()
     at.number_input(key="w_nodes").set_value(4).run()
     at.selectbox(key="w_inter").set_value("ib_hdr").run()
@@ -94,7 +98,7 @@ def test_a_cluster_gives_the_numbers_planner_sweep_gives_and_the_takeaway_names_
 
 
 def test_two_level_algorithms_only_on_a_cluster_and_bad_machines_are_messages():
-    at = page("planner")
+    at = page("planner", more="true")
     assert not set(CLUSTER_ALGORITHMS) & set(at.selectbox(key="w_algorithm").options)  # one link: flat only
     at.radio(key="w_machine").set_value(CLUSTER).run()
     assert set(CLUSTER_ALGORITHMS) <= set(at.selectbox(key="w_algorithm").options)

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.experiments import codec_curves, dataset_info
 from test_app import page as app_page
+from chart import figures
 
 
 def page(**query) -> AppTest:
@@ -111,7 +112,7 @@ def test_stop_keeps_the_partial_curve():
     at.button(key="stop_train_run").click().run()
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
-    assert at.get("plotly_chart")
+    assert figures(at)
     assert any("Final test error per run" in c.value for c in at.caption)
 
 

@@ -15,6 +15,7 @@ from lab.comm.algorithms import Algorithm, get_algorithm, register, unregister
 from lab.experiments import (STEP_P, algorithm_catalog, algorithm_traffic, busbw_table, step_algorithms,
                              step_codecs, step_through)
 from test_app import page as app_page
+from chart import figures
 
 PS = range(STEP_P[0], STEP_P[1] + 1)
 
@@ -214,7 +215,7 @@ def test_page_renders_with_takeaway_and_explains_busbw():
     assert _metric(at, "Step") == "0 of 6"
     text = " ".join(m.value for m in at.markdown)
     assert "Why 2(P−1)/P" in text
-    assert len(at.get("plotly_chart")) == 2
+    assert len(figures(at)) == 2
 
 
 def test_page_url_state_of_step_algorithm_and_p():

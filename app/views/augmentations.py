@@ -5,6 +5,7 @@ four on every change)."""
 import streamlit as st
 
 import _common as ui
+import chart
 import _runs as jobs
 from lab import plots
 from lab.experiments import (COLOR_SHIFTS, DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE, ROTATION_ANGLES,
@@ -88,8 +89,8 @@ def _preview(seed: int) -> None:
         return
     st.caption("Colour casting, vignetting, distortion, rotation and flips work on the centre crop; the last row is "
                "the whole pipeline (crop first, as §4.1 says).")
-    st.plotly_chart(_preview_figure(int(image_size), int(crop), int(samples), tuple(chosen), seed),
-                    key="augment_preview")
+    chart.plotly(_preview_figure(int(image_size), int(crop), int(samples), tuple(chosen), seed),
+                 key="augment_preview")
 
 
 def _settings(seed: int) -> None:
@@ -111,7 +112,8 @@ def _settings(seed: int) -> None:
     crop = ui.number("Crop (px)", "set_crop", 224, where=c3, step=8, min_value=1, max_value=512,
                      help="side of the square crop, at most the card's side")
     flipped = ui.checkbox("Horizontal flip", "set_flip", False, where=c3, help="mirror left-right")
-    with ui.more_settings("More settings: card, crop offset, other channels, vignette area, distortion kind"):
+    with ui.more_settings("More settings: card, crop offset, other channels, vignette area, distortion kind",
+                          key="more_card"):
         m1, m2, m3, m4 = st.columns(4)
         image_size = ui.select("Test card (px)", CARDS, "set_card", 256, where=m1,
                                help="side of the synthetic test image, 64–512 px")
@@ -138,7 +140,7 @@ def _settings(seed: int) -> None:
                  "At these settings every edit is the identity: move a slider") +
                 f" — one of {_sci(total)} combinations the paper's grids allow for a {crop}-px crop of a "
                 f"{image_size}-px image.")
-    st.plotly_chart(fig, key="augment_settings")
+    chart.plotly(fig, key="augment_settings")
 
 
 def _table1(seed: int) -> None:

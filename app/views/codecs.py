@@ -60,11 +60,7 @@ def _show(df: pd.DataFrame, columns: dict, name: str, pct: tuple[str, ...] = ())
         if c in out:
             out[c] = 100 * out[c]
     out = out.rename(columns={c: columns[c][0] for c in out.columns})
-    cfg = {columns[c][0]: st.column_config.Column(help=columns[c][1]) for c in columns if c in df}
-    for c in columns:
-        if c in df and pd.api.types.is_float_dtype(df[c]):
-            cfg[columns[c][0]] = st.column_config.NumberColumn(help=columns[c][1], format="%.4g")
-    ui.table(out, name, column_config=cfg)
+    ui.table(out, name, help={columns[c][0]: columns[c][1] for c in columns if c in df})
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -421,8 +417,8 @@ def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, lay
 
 def _layout_designer(rounding: str):
     """The bit-layout designer (Dettmers 2016 §3.1, Figure 1): (codec or None, its cache key)."""
-    with st.expander("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
-                     expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
+    with ui.folded("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
+                   "designer", expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
         on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
                          help="adds a codec built from the fields below to the chart and table above")
         b1, b2, b3, b4 = st.columns(4)

@@ -45,8 +45,7 @@ def _plain(df, columns: dict):
     shown = shown.round({"time_us": 1, "model_us": 1, "model_error": 1, "rel_error": 3, "algbw_GBps": 4,
                          "busbw_GBps": 4})
     shown = shown.rename(columns={c: columns[c][0] for c in shown.columns})
-    config = {name: st.column_config.Column(name, help=tip) for name, tip in columns.values() if tip}
-    return shown, config
+    return shown, {name: tip for name, tip in columns.values() if tip}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -184,8 +183,7 @@ def _measured_rows(rows: list, P: int, key: str) -> None:
     shown = pd.DataFrame({"Algorithm": df["algorithm"], "Bytes per rank": df["nbytes"],
                           "Time (µs)": (df["seconds"] * 1e6).round(1),
                           "Bus bandwidth (GB/s)": df["nbytes"] / df["seconds"] * 2 * (P - 1) / P / 1e9})
-    st.dataframe(shown, hide_index=True, key=key,
-                 column_config={"Bus bandwidth (GB/s)": st.column_config.NumberColumn(format="%.3g")})  # no CSV button: rows of an unfinished run
+    ui.table(shown, key, formats={"Bus bandwidth (GB/s)": "%.3g"}, download=False)  # rows of an unfinished run
 
 
 def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
@@ -242,7 +240,7 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
                                      "(median)." if fit else "."), key="takeaway-measured")
     ui.figure(measured_fit_figure(meas), meas, "collective_measured")
     shown, config = _plain(meas, MEASURED_COLUMNS)
-    ui.table(shown, "collective_measured_table", column_config=config)
+    ui.table(shown, "collective_measured_table", help=config)
 
 
 def _scale_section(algorithm: str, CODECS: list) -> None:
@@ -297,7 +295,7 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
                   key=f"scale_{j.state}_{len(edf)}")
         if j.state != "running":
             shown, config = _plain(edf, SCALE_COLUMNS)
-            ui.table(shown, "error_at_scale_table", column_config=config)
+            ui.table(shown, "error_at_scale_table", help=config)
 
     if job.running:
         jobs.watch("err_run", draw)

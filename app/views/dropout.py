@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
+import chart
 import _runs as jobs
 from lab import plots
 from lab.experiments import (DATASETS, KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora,
@@ -141,14 +142,14 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
                         help=f"trains one {net} per pattern with these settings (MLP defaults: a few seconds here)")
 
     def live(j: jobs.Job) -> None:
-        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(j.curve()), "epoch", y), key="dropout_live")
+        chart.plotly(plots.dropout_curve_figure(pd.DataFrame(j.curve()), "epoch", y), key="dropout_live")
 
     jobs.watch("net_run", live)
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.rows:
         st.caption(f"Partial curve of the stopped run ({len(job.rows)} points):")
-        st.plotly_chart(plots.dropout_curve_figure(pd.DataFrame(job.curve()), "epoch", y), key="dropout_partial")
+        chart.plotly(plots.dropout_curve_figure(pd.DataFrame(job.curve()), "epoch", y), key="dropout_partial")
     done = jobs.last_result("net_run")
     if done is None:
         if job is None:
@@ -296,7 +297,7 @@ def _layer_section(p: float, seed: int) -> None:
     st.caption("Forward + backward of Linear(w, w) → ReLU → dropout → Linear(w, w), batch 64: conventional "
                "dropout with full GEMMs against RDP and TDP computing only the kept part (same run, interleaved, "
                "medians). The black tick is the 1/(1−p) ceiling.")
-    with ui.more_settings("Widths and rates to time"):  # the page keeps about six controls in view (issue 17)
+    with ui.more_settings("Widths and rates to time", key="more_widths"):  # the page keeps about six controls in view (issue 17)
         l1, l2 = st.columns([3, 2])
         widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,
                                 help="layer widths to time, 128–4096; on this CPU skipping does not pay at 128 and "

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
+import chart
 import _runs as jobs
 from lab import plots
 from lab.experiments import DATASETS, multiscale_fusion
@@ -49,14 +50,14 @@ def render() -> None:
     takeaway_slot = st.container()
     job = jobs.controls("Train and fuse", "fusion_run", params, go,
                         help="trains one model per scale, then averages their softmax outputs (digits: seconds)")
-    jobs.watch("fusion_run", lambda j: st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(j.curve())),
-                                                       key="fusion_live"))
+    jobs.watch("fusion_run", lambda j: chart.plotly(plots.fusion_curve_figure(pd.DataFrame(j.curve())),
+                                                    key="fusion_live"))
     jobs.release()  # nothing heavy follows: the run may begin
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.rows:
         st.caption(f"Partial curves of the stopped run ({len(job.rows)} epochs):")
-        st.plotly_chart(plots.fusion_curve_figure(pd.DataFrame(job.curve())), key="fusion_partial")
+        chart.plotly(plots.fusion_curve_figure(pd.DataFrame(job.curve())), key="fusion_partial")
     done = jobs.last_result("fusion_run")
     paper_gain = PAPER.test_error.iloc[:2].min() - PAPER.test_error.iloc[-1]
     if done is None:
@@ -68,7 +69,7 @@ def render() -> None:
                          "fused 6.97 %. Nothing trained here yet.", "fusion")
         fig = plots.fusion_figure(PAPER)
         fig.update_layout(title="The paper's §4.2: ImageNet top-5 error", margin={"t": 50})
-        st.plotly_chart(fig, key="fusion_paper")
+        chart.plotly(fig, key="fusion_paper")
         return
     res = done.result
     if done.token != ui._token(params):

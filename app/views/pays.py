@@ -53,7 +53,7 @@ def render() -> None:
     summary = res.summary
     lesson = res.lesson
     comp = summary[summary["codec"] != "bf16"]
-    with ui.more_settings("Codecs on the chart"):
+    with ui.more_settings("Codecs on the chart", key="more_codecs"):
         shown = ui.multiselect("Codecs", comp["codec"].tolist(), "codecs",
                                comp.sort_values("speedup_vs_bf16", ascending=False)["codec"].head(SHOWN).tolist(),
                                help="every registered codec that compresses is computed; the six fastest here are "

@@ -5,6 +5,7 @@ same run: why nccl-tests multiplies by 2(P−1)/P."""
 import streamlit as st
 
 import _common as ui
+import chart
 from lab import plots
 from lab.experiments import (LINKS, STEP_P, STEP_VALUES, algorithm_catalog, algorithm_traffic, busbw_table,
                              step_codecs, step_through)
@@ -156,7 +157,7 @@ def render() -> None:
                f"on the wire instead: busbw counted from the fp32 size is then {bw.iloc[1].busbw_of_link:.0%} of "
                f"the link — compression shows up as bandwidth the link does not have."))
     with right:
-        st.plotly_chart(plots.step_traffic_figure(traffic), key="fig_step_traffic")
+        chart.plotly(plots.step_traffic_figure(traffic), key="fig_step_traffic")
     cols = ["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n", "nccl_share_x_n", "busbw_of_link"]
     if (traffic.busbw_factor.round(9) != traffic.nccl_share_x_n.round(9)).any():  # a plugin with its own factor
         cols.append("busbw_factor")
@@ -168,13 +169,9 @@ def render() -> None:
         "busiest_link_x_n": "Busiest link (× n)", "busiest_rank_x_n": "Busiest rank (× n)",
         "nccl_share_x_n": "2(P−1)/P", "busbw_factor": "busbw factor", "busbw_of_link": "busbw / link",
         "note": "Note"})
-    st.dataframe(view, hide_index=True, column_config={
-        "busbw / link": st.column_config.NumberColumn(format="percent",
-                                                      help=f"modelled busbw on {link} at {_fmt_bytes(size)}"),
-        "Busiest link (× n)": st.column_config.NumberColumn(format="%.3g"),
-        "Busiest rank (× n)": st.column_config.NumberColumn(format="%.3g"),
-        "2(P−1)/P": st.column_config.NumberColumn(format="%.3g"),
-        "busbw factor": st.column_config.NumberColumn(format="%.3g")})
+    ui.table(view, "step_through_algorithms", help={"busbw / link": f"modelled busbw on {link} at {_fmt_bytes(size)}"},
+             formats={"busbw / link": "percent", **{c: "%.3g" for c in ("Busiest link (× n)", "Busiest rank (× n)",
+                                                                        "2(P−1)/P", "busbw factor")}})
 
     errs = tr.messages.dropna(subset=["max_abs_error"])
     if tr.codec == "fp32" or not len(errs):

@@ -1,0 +1,70 @@
+// One plotly figure, drawn in the page (no iframe) with plotly.js's cartesian bundle, loaded once per tab.
+// data: {figure: the figure's JSON, src: the bundle's URL}; a mount without a figure only starts the load.
+// Streamlit's plotly template leaves placeholder colours (#000001..#000040) that its own chart element
+// fills from the theme; here they come from the theme's CSS variables (--st-*), so dark mode works too.
+const PLACEHOLDER = /#0000([0-3][0-9]|40)/gi;
+
+function library(src) {
+  const w = window;
+  if (!w.__paralabPlotly) {
+    w.__paralabPlotly = w.Plotly ? Promise.resolve(w.Plotly) : new Promise((ok, fail) => {
+      const s = document.createElement("script");
+      s.src = src;
+      s.onload = () => ok(w.Plotly);
+      s.onerror = () => { w.__paralabPlotly = null; fail(new Error("could not load " + src)); };
+      document.head.appendChild(s);
+    });
+  }
+  return w.__paralabPlotly;
+}
+
+function theme(el) {
+  const css = getComputedStyle(el);
+  const v = (name, dflt) => (css.getPropertyValue(name) || "").trim() || dflt;
+  const list = (name, dflt) => v(name, dflt).split(",").map((c) => c.trim());
+  const text = v("--st-text-color", "#31333F");
+  const faded = `color-mix(in srgb, ${text} 70%, transparent)`;
+  const cat = list("--st-chart-categorical-colors",
+    "#0068c9,#83c9ff,#ff2b2b,#ffabab,#29b09d,#7defa1,#ff8700,#ffd16a,#6d3fc0,#d5dae5");
+  const seq = list("--st-chart-sequential-colors",
+    "#e4f5ff,#c7ebff,#a6dcff,#83c9ff,#60b4ff,#3d9df3,#1c83e1,#0068c9,#0054a3,#004280");
+  const div = list("--st-chart-diverging-colors",
+    "#7d353b,#bd4043,#ff4b4b,#ff8c8c,#ffc7c7,#a6dcff,#60b4ff,#1c83e1,#0054a3,#004280");
+  const bg = v("--st-background-color", "#ffffff");
+  const grid = v("--st-border-color-light", "rgba(128,128,128,0.25)");
+  const colors = {};
+  cat.forEach((c, i) => { colors[i + 1] = c; });
+  seq.forEach((c, i) => { colors[i + 11] = c; });
+  div.forEach((c, i) => { colors[i + 21] = c; });
+  Object.assign(colors, {32: v("--st-green-color", "#29b09d"), 33: v("--st-red-color", "#ff2b2b"), 34: cat[0],
+                         36: faded, 37: text, 38: bg, 39: grid, 40: v("--st-secondary-background-color", bg)});
+  const font = {family: v("--st-font", "sans-serif").replace(/"/g, "'"), color: text, size: 13};
+  const axis = {gridcolor: grid, zerolinecolor: grid, linecolor: grid, tickfont: {color: faded},
+                title: {font: {color: faded}}, automargin: true};
+  return {colors, layout: {font, colorway: cat, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+          xaxis: axis, yaxis: axis, legend: {font: {color: text}}, hoverlabel: {font: {family: font.family}},
+          title: {font: {color: text}}}};
+}
+
+export default function ({ parentElement, data }) {
+  const load = library(data.src);
+  if (!data.figure) return;
+  let el = parentElement.querySelector(".paralab-chart");
+  if (!el) {
+    el = document.createElement("div");
+    el.className = "paralab-chart";
+    el.style.width = "100%";
+    parentElement.appendChild(el);
+  }
+  if (el.__figure === data.figure) return;
+  el.__figure = data.figure;
+  const t = theme(parentElement);
+  const fig = JSON.parse(data.figure.replace(PLACEHOLDER, (m, n) => t.colors[Number(n)] || m));
+  const layout = fig.layout || {};
+  el.style.minHeight = (layout.height || 450) + "px";  // no jump while the library loads
+  const template = layout.template || {};
+  layout.template = {data: template.data || {}, layout: Object.assign({}, t.layout, template.layout || {})};
+  load.then((Plotly) => Plotly.react(el, {data: fig.data || [], layout, frames: fig.frames || [],
+                                         config: {responsive: true, displaylogo: false}}))
+      .catch((e) => { el.textContent = "This chart could not be drawn: " + e.message; });
+}
