@@ -337,13 +337,10 @@ def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int =
 # from the data on screen, paper-vs-here callouts, and the settings folded under "More settings".
 # Each piece sits in a keyed container (CSS class `st-key-<key>`), which the browser tests look for.
 
-def lesson(question: str, look_at: str, charts: bool = True) -> None:
-    """The page's opening: the question it answers and what to look at, in plain words. A page with
-    `charts` starts loading the chart library here, while its script computes the rest."""
+def lesson(question: str, look_at: str) -> None:
+    """The page's opening: the question it answers and what to look at, in plain words."""
     with st.container(key="lesson"):
         st.markdown(f"**{question}**  \n{look_at}")
-    if charts:
-        chart.preload()
 
 
 def takeaway(text: str, key: str = "takeaway") -> None:

@@ -1,5 +1,5 @@
 // One plotly figure, drawn in the page (no iframe) with plotly.js's cartesian bundle, loaded once per tab.
-// data: {figure: the figure's JSON, src: the bundle's URL}; a mount without a figure only starts the load.
+// data: {figure: the figure's JSON, src: the bundle's URL}.
 // Streamlit's plotly template leaves placeholder colours (#000001..#000040) that its own chart element
 // fills from the theme; here they come from the theme's CSS variables (--st-*), so dark mode works too.
 const PLACEHOLDER = /#0000([0-3][0-9]|40)/gi;
@@ -48,7 +48,6 @@ function theme(el) {
 
 export default function ({ parentElement, data }) {
   const load = library(data.src);
-  if (!data.figure) return;
   let el = parentElement.querySelector(".paralab-chart");
   if (!el) {
     el = document.createElement("div");

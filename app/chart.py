@@ -33,13 +33,6 @@ def plotly(fig: Any, key: str) -> None:
     _mount(key=key, data={"figure": fig.to_json(), "src": _src()})
 
 
-def preload() -> None:
-    """Start loading the chart library before the page's first chart is computed (the bundle then
-    loads while the script runs on the server)."""
-    if _served():
-        _mount(key="paralab_chart_preload", data={"src": _src()}, height=0)
-
-
 def figures(at: Any) -> list[dict]:
     """The figures an AppTest run drew (tests and bench/app_render.py count and read them)."""
     out = []

@@ -67,6 +67,11 @@ def test_every_page_in_a_browser(server, browser, tmp_path):
         if path:
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
             assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path}"
+            # every chart is drawn by the bundled plotly.js (app/chart.py), none left empty or failed
+            charts = page.locator(".paralab-chart")
+            assert charts.count() >= 1 and charts.count() == page.locator(".paralab-chart .main-svg").evaluate_all(
+                "els => new Set(els.map(e => e.closest('.paralab-chart'))).size"), path
+            assert page.get_by_text("This chart could not be drawn").count() == 0, path
         _shot(page, tmp_path, path or "home")
     assert len(list(tmp_path.glob("*.png"))) == len(PAGES)
     page.close()

@@ -25,7 +25,7 @@ def render() -> None:
     ui.lesson("Which tricks make parallel training fast, and when do they pay?",
               "Follow the tour: each step opens a page already set up, says what to try, and what you should see. "
               "Every figure is measured on this machine or computed from a stated model; every page's state is in "
-              "its URL, so a link reproduces a view.", charts=False)
+              "its URL, so a link reproduces a view.")
     c1, c2 = st.columns(2)
     c1.metric("Device", ui.device_name())
     c2.metric("Backend", "CUDA + CuPy kernels" if backend.gpu_available() else "CPU (torch reference path)")
