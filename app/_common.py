@@ -246,13 +246,14 @@ def seed(where=st) -> int:
 
 
 def figure(fig, data: pd.DataFrame | None, name: str, key: str | None = None) -> None:
-    """A plotly figure with its data as CSV and the figure (data + layout) as JSON."""
+    """A plotly figure with its data as CSV and the figure (data + layout) as JSON (both made on the click:
+    nothing is serialised or stored per rerun)."""
     chart.plotly(fig, key=key or f"fig_{name}")
     c1, c2, _ = st.columns([1, 1, 2])
     if data is not None:
-        c1.download_button("⬇ CSV", data.to_csv(index=False), f"{name}.csv", "text/csv",
+        c1.download_button("⬇ CSV", lambda: data.to_csv(index=False), f"{name}.csv", "text/csv",
                            key=f"csv_{key or name}", on_click="ignore")
-    c2.download_button("⬇ JSON", fig.to_json(), f"{name}.json", "application/json",
+    c2.download_button("⬇ JSON", fig.to_json, f"{name}.json", "application/json",
                        key=f"json_{key or name}", on_click="ignore")
 
 
@@ -262,8 +263,8 @@ def table(df: pd.DataFrame, name: str, help: dict[str, str] | None = None, forma
     download of its exact numbers (unless `download` is False: rows of an unfinished run)."""
     st.markdown(static_table.html(df, help, formats), unsafe_allow_html=True)
     if download:
-        st.download_button("⬇ table (CSV)", df.to_csv(index=False), f"{name}.csv", "text/csv", key=f"tcsv_{name}",
-                           on_click="ignore")
+        st.download_button("⬇ table (CSV)", lambda: df.to_csv(index=False), f"{name}.csv", "text/csv",
+                           key=f"tcsv_{name}", on_click="ignore")
 
 
 def shown(section: Callable[[], None]) -> None:

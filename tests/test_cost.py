@@ -314,6 +314,33 @@ def test_fit_noisy_within_few_percent():
     assert fit.max_rel_error < 0.15
 
 
+def test_fit_leaves_out_rows_a_loaded_host_stalled():
+    """A loopback sweep on busy cores: a few sizes' calls stall several-fold (seen: 256 kB at 0.45 to 6 ms).
+    With trim the fit finds the link of the other rows and names the stalled ones; without, it is off."""
+    ring = [{"kind": "allreduce", "algorithm": "ring", "P": 4, "nbytes": nb,
+             "seconds": allreduce_time("ring", 4, nb, TRUE)} for nb in (2**16, 2**18, 2**20, 2**22, 2**24, 2**26)]
+    stalled = [dict(r) for r in ring]
+    stalled[0]["seconds"] *= 12  # the two smallest sizes stalled: alone they pull G below zero
+    stalled[1]["seconds"] *= 9
+    with pytest.raises(ValueError, match="no positive G"):
+        fit_link(stalled)
+    fit = fit_link(stalled, trim=0.4)
+    assert fit.link.latency_s == pytest.approx(5e-6, rel=1e-6)
+    assert fit.link.bandwidth_Bps == pytest.approx(10e9, rel=1e-6)
+    assert sorted(fit.left_out["nbytes"]) == [2**16, 2**18] and len(fit.rows) == 4
+    assert (fit.left_out["seconds"] > 2 * fit.left_out["predicted_s"]).all()
+    one = [dict(r) for r in ring]
+    one[3]["seconds"] *= 3  # one stalled large size: the plain fit is pulled, the trimmed one is exact
+    assert fit_link(one).median_rel_error > 0.01
+    assert fit_link(one, trim=0.25).max_rel_error < 1e-9
+    clean = fit_link(_synthetic_rows(), trim=0.25)  # nothing stalled: nothing left out
+    assert clean.left_out is None and len(clean.rows) == len(_synthetic_rows())
+    noisy = [{**r, "seconds": r["seconds"] * f} for r, f in zip(ring, (1.3, 0.8, 1.2, 0.9, 1.1, 1.0))]
+    assert fit_link(noisy, trim=0.25).left_out is None  # ordinary noise is never trimmed
+    with pytest.raises(ValueError, match=r"trim=0.5: allowed is a fraction in \[0, 0.5\)"):
+        fit_link(ring, trim=0.5)
+
+
 def test_fit_min_bytes_drops_small_rows():
     fit = fit_link(_synthetic_rows(), min_bytes=2**20)
     assert (fit.rows["nbytes"] >= 2**20).all()

@@ -168,7 +168,9 @@ def bench_collectives(
         model = "shared medium (all ranks on one host)" if fit.link.shared else "per-rank links"
         console.print(f"# model: {model}; fitted L = {fit.link.latency_s * 1e6:.1f} us, "
                       f"1/G = {fit.link.bandwidth_Bps / 1e9:.3f} GB/s; median |error| {fit.median_rel_error:.0%} "
-                      f"over {len(fit.rows)} rows >= 64 KB", highlight=False)
+                      f"over {len(fit.rows)} rows >= 64 KB"
+                      + (f" ({len(fit.left_out)} stalled rows left out)" if fit.left_out is not None else ""),
+                      highlight=False)
     if len(res.ratios):
         print_frame(res.ratios, "busbw relative to native all_reduce (sizes >= 16 MB)")
 

@@ -307,6 +307,7 @@ class Fit:
     rows: pd.DataFrame         # the rows used + predicted_s + rel_error ((predicted − seconds)/seconds)
     median_rel_error: float    # median of |rel_error|
     max_rel_error: float       # max of |rel_error|
+    left_out: pd.DataFrame | None = None  # rows left out as stalled (`fit_link`'s trim) + predicted_s
 
 
 _KINDS = ("pingpong", "allreduce")
@@ -321,7 +322,19 @@ def _row_coefficients(row: pd.Series, shared: bool = False) -> tuple[float, floa
     return (shared_coefficients if shared else coefficients)(row["algorithm"], P, float(row["nbytes"]))
 
 
-def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: bool = False) -> Fit:
+def _solve(A: np.ndarray) -> tuple[float, float] | None:
+    """Least squares of A·(L, G) = 1 with L >= 0; None without a positive G."""
+    (L, G), *_ = np.linalg.lstsq(A, np.ones(len(A)), rcond=None)
+    if L < 0:  # the constrained optimum lies on L = 0: refit G alone
+        x = A[:, 1]
+        L, G = 0.0, float(x.sum() / (x @ x))
+    return (float(L), float(G)) if G > 0 else None
+
+
+STALLED = 2.0  # a row measured over STALLED x what the fit of the other rows predicts was stalled (trim)
+
+
+def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: bool = False, trim: float = 0.0) -> Fit:
     """Fit L >= 0 and G > 0 to measured times by least squares on relative error.
 
     Rows: kind ("pingpong": one-way time L + nbytes·G; "allreduce": `coefficients` of
@@ -329,6 +342,9 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
     and so are allreduce rows with P = 1 (the model predicts 0). Each row is weighted by
     1/seconds; if the free fit gives L < 0, L is clamped to 0 and G refitted.
     shared=True fits a shared-medium link (ranks on one host): see `Link.shared`.
+    trim: up to this fraction of the rows may be left out as stalled (a loaded host only ever makes
+    a call slower): while the fit fails or a row takes over STALLED x its prediction, the row whose
+    removal fits the rest best goes (`Fit.left_out`). 0: every row counts.
     """
     df = pd.DataFrame(rows).reset_index(drop=True)
     missing = {"kind", "nbytes", "seconds"} - set(df.columns)
@@ -339,6 +355,8 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
     bad_kind = sorted({str(k) for k in df["kind"]} - set(_KINDS))
     if bad_kind:
         raise ValueError(f"unknown kind {bad_kind}: allowed are {', '.join(_KINDS)}")
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim={trim!r}: allowed is a fraction in [0, 0.5)")
     secs = pd.to_numeric(df["seconds"], errors="coerce").to_numpy(dtype=float)
     bad = ~(np.isfinite(secs) & (secs > 0))
     if bad.any():
@@ -359,17 +377,34 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
     if np.linalg.matrix_rank(A) < 2:
         raise ValueError("rows cannot separate L from G: give at least two different message sizes "
                          "(or pingpong and allreduce rows)")
-    (L, G), *_ = np.linalg.lstsq(A, np.ones(len(t)), rcond=None)
-    if L < 0:  # the constrained optimum lies on L = 0: refit G alone
-        x = A[:, 1]
-        L, G = 0.0, float(x.sum() / (x @ x))
-    if not G > 0:
+    used = np.ones(len(df), dtype=bool)
+    sol = _solve(A)
+    for _ in range(int(trim * len(df))):
+        if sol is not None and (ab[used] @ np.array(sol) * STALLED >= t[used]).all():
+            break
+        trials = []
+        for i in np.flatnonzero(used):
+            u = used.copy()
+            u[i] = False
+            if np.linalg.matrix_rank(A[u]) == 2 and (s := _solve(A[u])) is not None:
+                trials.append((float(np.sum((A[u] @ np.array(s) - 1) ** 2)), i, s))
+        if not trials:
+            break
+        _, i, sol = min(trials)
+        used[i] = False
+    if sol is None:
         raise ValueError("fit gives no positive G: the rows carry too little bandwidth information; "
                          "include larger messages")
+    L, G = sol
+    out_all = df.copy()
+    df, ab, t = df[used].reset_index(drop=True), ab[used], t[used]
     link = Link("fitted", float(L), 1.0 / float(G),
                 f"least-squares fit (relative error) to {len(df)} measured rows", shared)
     out = df.copy()
     out["predicted_s"] = ab @ np.array([link.L, link.G])
     out["rel_error"] = (out["predicted_s"] - t) / t
     err = out["rel_error"].abs()
-    return Fit(link, out, float(err.median()), float(err.max()))
+    left = out_all[~used].reset_index(drop=True)
+    if len(left):
+        left["predicted_s"] = [float(np.dot(_row_coefficients(r, shared), [link.L, link.G])) for _, r in left.iterrows()]
+    return Fit(link, out, float(err.median()), float(err.max()), left if len(left) else None)

@@ -57,7 +57,8 @@ class CollectivesBenchmark:
         f = self.fit
         return None if f is None else {"latency_s": f.link.latency_s, "bandwidth_Bps": f.link.bandwidth_Bps,
                                        "shared": f.link.shared, "median_rel_error": f.median_rel_error,
-                                       "max_rel_error": f.max_rel_error}
+                                       "max_rel_error": f.max_rel_error,
+                                       "left_out": 0 if f.left_out is None else len(f.left_out)}
 
 
 def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorithms: list[str], *, procs: int = 4,

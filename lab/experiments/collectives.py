@@ -54,7 +54,8 @@ def collective_sweep(procs: int, algorithms: list[str], sizes: list[int], *, cod
     df, fit = bench.table(result, shared=True)
     df.attrs["fit"] = {} if fit is None else {
         "latency_us": fit.link.L * 1e6, "bandwidth_GBps": fit.link.bandwidth_Bps / 1e9,
-        "median_rel_error": fit.median_rel_error, "max_rel_error": fit.max_rel_error, "rows": len(fit.rows)}
+        "median_rel_error": fit.median_rel_error, "max_rel_error": fit.max_rel_error, "rows": len(fit.rows),
+        "left_out": 0 if fit.left_out is None else len(fit.left_out)}
     pred = []
     if fit is not None:
         for P in predict_P or [8, 64, 1024]:
