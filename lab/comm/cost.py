@@ -343,8 +343,8 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
     1/seconds; if the free fit gives L < 0, L is clamped to 0 and G refitted.
     shared=True fits a shared-medium link (ranks on one host): see `Link.shared`.
     trim: up to this fraction of the rows may be left out as stalled (a loaded host only ever makes
-    a call slower): while the fit fails or a row takes over STALLED x its prediction, the row whose
-    removal fits the rest best goes (`Fit.left_out`). 0: every row counts.
+    a call slower): one at a time, of the rows measured over STALLED x what the fit of the other rows
+    predicts, the one whose removal fits the rest best goes (`Fit.left_out`). 0: every row counts.
     """
     df = pd.DataFrame(rows).reset_index(drop=True)
     missing = {"kind", "nbytes", "seconds"} - set(df.columns)
@@ -379,18 +379,27 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
                          "(or pingpong and allreduce rows)")
     used = np.ones(len(df), dtype=bool)
     sol = _solve(A)
-    for _ in range(int(trim * len(df))):
-        if sol is not None and (ab[used] @ np.array(sol) * STALLED >= t[used]).all():
+    budget = int(trim * len(df))
+    group = np.array([repr(k) for k in df.reindex(columns=["kind", "algorithm", "P"]).itertuples(index=False)])
+    nb = df["nbytes"].to_numpy(dtype=float)
+    while sol is None and budget:  # no fit at all: first the rows slower than a larger message of their kind
+        larger = [(i, used & (group == group[i]) & (nb > nb[i])) for i in np.flatnonzero(used)]
+        worst = max(((t[i] / t[m].min(), i) for i, m in larger if m.any()), default=(0.0, -1))
+        if worst[0] <= 1.0:
             break
-        trials = []
+        used[worst[1]] = False
+        budget -= 1
+        sol = _solve(A[used]) if np.linalg.matrix_rank(A[used]) == 2 else None
+    for _ in range(budget):
+        stalled = []  # rows measured over STALLED x what the fit of the other rows predicts
         for i in np.flatnonzero(used):
             u = used.copy()
             u[i] = False
-            if np.linalg.matrix_rank(A[u]) == 2 and (s := _solve(A[u])) is not None:
-                trials.append((float(np.sum((A[u] @ np.array(s) - 1) ** 2)), i, s))
-        if not trials:
+            if np.linalg.matrix_rank(A[u]) == 2 and (s := _solve(A[u])) is not None and t[i] > STALLED * (ab[i] @ s):
+                stalled.append((float(np.sum((A[u] @ np.array(s) - 1) ** 2)), i, s))
+        if not stalled:
             break
-        _, i, sol = min(trials)
+        _, i, sol = min(stalled)  # the one whose removal fits the rest best
         used[i] = False
     if sol is None:
         raise ValueError("fit gives no positive G: the rows carry too little bandwidth information; "
