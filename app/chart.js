@@ -66,4 +66,8 @@ export default function ({ parentElement, data }) {
   load.then((Plotly) => Plotly.react(el, {data: fig.data || [], layout, frames: fig.frames || [],
                                          config: {responsive: true, displaylogo: false}}))
       .catch((e) => { el.textContent = "This chart could not be drawn: " + e.message; });
+  return () => {  // unmounted (or about to be redrawn): free plotly's listeners; a redraw starts afresh
+    el.__figure = null;
+    if (window.Plotly) window.Plotly.purge(el);
+  };
 }
