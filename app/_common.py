@@ -34,10 +34,11 @@ def _wkey(key: str) -> str:
 _FOLDED: ContextVar[bool] = ContextVar("folded", default=False)
 
 
-def _kept(key: str) -> Any:
-    """A folded widget's value: its state from the last run it was drawn in, else the URL's, else the default
-    (`_init` has put one of them in place)."""
-    return st.session_state[_wkey(key)]
+def _value(key: str, draw: Callable[[], Any]) -> Any:
+    """The widget's value: `draw()` draws it and returns it; inside a closed `folded` expander it is not drawn
+    and keeps its state from the last run it was drawn in, else the URL's, else the default (`_init` has put
+    one of them in place)."""
+    return st.session_state[_wkey(key)] if _FOLDED.get() else draw()
 
 
 def _init(key: str, value: Any) -> None:
@@ -79,18 +80,14 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
     _init(key, v if v in options else default)
-    if _FOLDED.get():
-        return _sync(key, _kept(key))
-    return _sync(key, where.selectbox(label, options, key=_wkey(key), **kw))
+    return _sync(key, _value(key, lambda: where.selectbox(label, options, key=_wkey(key), **kw)))
 
 
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, str)
     _init(key, v if v in options else default)
-    if _FOLDED.get():
-        return _sync(key, _kept(key))
-    return _sync(key, where.radio(label, options, key=_wkey(key), horizontal=True, **kw))
+    return _sync(key, _value(key, lambda: where.radio(label, options, key=_wkey(key), horizontal=True, **kw)))
 
 
 def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[str], where=st, **kw: Any) -> list:
@@ -98,9 +95,7 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
     _init(key, chosen)
-    if _FOLDED.get():
-        return _sync(key, list(_kept(key)))
-    return _sync(key, list(where.multiselect(label, options, key=_wkey(key), **kw)))
+    return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=_wkey(key), **kw))))
 
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
@@ -112,7 +107,7 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
     keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
     _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
-    v = _sync(key, cast(_kept(key) if _FOLDED.get() else where.number_input(label, key=_wkey(key), **kw)))
+    v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=_wkey(key), **kw))))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
@@ -132,9 +127,7 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
     cast = int if isinstance(default, int) else float
     v = _from_url(key, default, lambda s: cast(float(s)))
     _init(key, min(max(v, lo), hi))
-    if _FOLDED.get():
-        return _sync(key, _kept(key))
-    return _sync(key, where.slider(label, lo, hi, key=_wkey(key), **kw))
+    return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))
 
 
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
@@ -144,28 +137,24 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
     except ValueError:
         v = tuple(default)
     _init(key, (max(lo, min(v)), min(hi, max(v))))
-    if _FOLDED.get():
-        return tuple(_sync(key, list(_kept(key))))
-    return tuple(_sync(key, list(where.slider(label, lo, hi, key=_wkey(key), **kw))))
+    return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s))
     _init(key, v if v in options else default)
-    if _FOLDED.get():
-        return _sync(key, _kept(key))
-    return _sync(key, where.select_slider(label, options, key=_wkey(key), **kw))
+    return _sync(key, _value(key, lambda: where.select_slider(label, options, key=_wkey(key), **kw)))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
     _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
-    return _sync(key, bool(_kept(key) if _FOLDED.get() else where.checkbox(label, key=_wkey(key), **kw)))
+    return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=_wkey(key), **kw))))
 
 
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
     _init(key, _from_url(key, default, str))
-    return _sync(key, _kept(key) if _FOLDED.get() else where.text_input(label, key=_wkey(key), **kw))
+    return _sync(key, _value(key, lambda: where.text_input(label, key=_wkey(key), **kw)))
 
 
 EF = "ef:"
@@ -361,7 +350,7 @@ def paper_callout(text: str, key: str) -> None:
 def folded(label: str, key: str, expanded: bool = False) -> Iterator[Any]:
     """An expander whose ui widgets are drawn only while it is open: a closed one costs the browser nothing
     (issue 17: widgets in a collapsed expander are still built), and each widget in it keeps its value
-    without being drawn (`_kept`). Opening it reruns the page; its open state is in the URL as `key`."""
+    without being drawn (`_value`). Opening it reruns the page; its open state is in the URL as `key`."""
     box = st.expander(label, expanded=expanded, key=key, bind="query-params")
     token = _FOLDED.set(not box.open)
     try:

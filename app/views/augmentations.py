@@ -5,8 +5,8 @@ four on every change)."""
 import streamlit as st
 
 import _common as ui
-import chart
 import _runs as jobs
+import chart
 from lab import plots
 from lab.experiments import (COLOR_SHIFTS, DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE, ROTATION_ANGLES,
                              Preview, augmentation_counts, augmentation_preview, augmentation_settings,

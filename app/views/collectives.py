@@ -225,8 +225,9 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
                   help="bytes per second of the fitted link (shared medium: all ranks' bytes count)")
         f3.metric("Model error (median)", f"{fit['median_rel_error']:.0%}",
                   help=f"median |model − measured| / measured over the {fit['rows']} rows used for the fit "
-                       f"(worst {fit['max_rel_error']:.0%})" + (f"; {fit['left_out']} rows the machine's load "
-                                                                 "stalled (over 2x the fit) left out" if fit.get("left_out") else ""))
+                       f"(worst {fit['max_rel_error']:.0%})"
+                       + (f"; {fit['left_out']} rows the machine's load stalled (over 2x the fit) left out"
+                          if fit.get("left_out") else ""))
     else:
         st.warning("No link could be fitted to these rows (too few sizes at 64 kB or more): only the measurements "
                    "are drawn.")

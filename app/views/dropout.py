@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
-import chart
 import _runs as jobs
+import chart
 from lab import plots
 from lab.experiments import (DATASETS, KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora,
                              lstm_table, mlp_table, pattern_masks, search_trace)
@@ -297,7 +297,8 @@ def _layer_section(p: float, seed: int) -> None:
     st.caption("Forward + backward of Linear(w, w) → ReLU → dropout → Linear(w, w), batch 64: conventional "
                "dropout with full GEMMs against RDP and TDP computing only the kept part (same run, interleaved, "
                "medians). The black tick is the 1/(1−p) ceiling.")
-    with ui.more_settings("Widths and rates to time", key="more_widths"):  # the page keeps about six controls in view (issue 17)
+    # the page keeps about six controls in view (issue 17)
+    with ui.more_settings("Widths and rates to time", key="more_widths"):
         l1, l2 = st.columns([3, 2])
         widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,
                                 help="layer widths to time, 128–4096; on this CPU skipping does not pay at 128 and "

@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
-import chart
 import _runs as jobs
+import chart
 from lab import plots
 from lab.experiments import DATASETS, multiscale_fusion
 

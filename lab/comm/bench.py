@@ -206,9 +206,9 @@ TRIM = 0.25  # a quarter of the calibration rows may be left out as stalled by t
 def table(result: dict, link: cost.Link | None = None, shared: bool = False) -> tuple[pd.DataFrame, cost.Fit | None]:
     """The nccl-tests columns plus the cost model's prediction. Without a `link` the model is
     calibrated here: L and G fitted by least squares to the library's own algorithms' times at
-    sizes >= 64 KB, rows a loaded host stalled left out (`TRIM`) (plus the ping-pong when the ranks have links of their own; with shared=True,
-    ranks on one host, the shared-medium model of cost.py and no ping-pong, which runs with the
-    other ranks idle)."""
+    sizes >= 64 KB, rows a loaded host stalled left out (`TRIM`), plus the ping-pong when the ranks
+    have links of their own (with shared=True, ranks on one host, the shared-medium model of cost.py
+    and no ping-pong, which runs with the other ranks idle)."""
     df = pd.DataFrame(result["rows"])
     P = int(df["P"].iloc[0])
     df["time_us"] = df["seconds"] * 1e6

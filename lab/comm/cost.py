@@ -405,15 +405,10 @@ def fit_link(rows: pd.DataFrame | list[dict], *, min_bytes: int = 0, shared: boo
         raise ValueError("fit gives no positive G: the rows carry too little bandwidth information; "
                          "include larger messages")
     L, G = sol
-    out_all = df.copy()
-    df, ab, t = df[used].reset_index(drop=True), ab[used], t[used]
     link = Link("fitted", float(L), 1.0 / float(G),
-                f"least-squares fit (relative error) to {len(df)} measured rows", shared)
-    out = df.copy()
-    out["predicted_s"] = ab @ np.array([link.L, link.G])
-    out["rel_error"] = (out["predicted_s"] - t) / t
+                f"least-squares fit (relative error) to {int(used.sum())} measured rows", shared)
+    df = df.assign(predicted_s=ab @ np.array([link.L, link.G]))
+    out, left = df[used].reset_index(drop=True), df[~used].reset_index(drop=True)
+    out["rel_error"] = (out["predicted_s"] - t[used]) / t[used]
     err = out["rel_error"].abs()
-    left = out_all[~used].reset_index(drop=True)
-    if len(left):
-        left["predicted_s"] = [float(np.dot(_row_coefficients(r, shared), [link.L, link.G])) for _, r in left.iterrows()]
     return Fit(link, out, float(err.median()), float(err.max()), left if len(left) else None)
