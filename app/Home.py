@@ -5,6 +5,7 @@ import importlib
 
 import streamlit as st
 
+import nodelay
 import page_list
 
 
@@ -18,5 +19,6 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
     return nav
 
 
+nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
 st.set_page_config(page_title="ParaLab", layout="wide")
 st.navigation(navigation(page_list.PAGES)).run()

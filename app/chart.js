@@ -1,4 +1,4 @@
-// One plotly figure, drawn in the page (no iframe) with plotly.js's cartesian bundle, loaded once per tab.
+// One plotly figure, drawn in the page (no iframe) by the bundled plotly.js (app/plotly_bundle), loaded once a tab.
 // data: {figure: the figure's JSON, src: the bundle's URL}.
 // Streamlit's plotly template leaves placeholder colours (#000001..#000040) that its own chart element
 // fills from the theme; here they come from the theme's CSS variables (--st-*), so dark mode works too.

@@ -1,8 +1,9 @@
-"""One plotly chart on a dashboard page: the figure's JSON drawn in the page by plotly.js's cartesian bundle
-(app/static/plotly-cartesian.min.js, 1.5 MB: scatter, bar, heatmap, image) instead of Streamlit's own chart
-element, whose full plotly.js (4.7 MB) costs every new tab ~0.5 s more on a 2-core machine (issue 17,
-bench/app_browser.py). Needs Streamlit's static serving (`.streamlit/config.toml`, read when the app is
-started from the repository root); without it the chart falls back to `st.plotly_chart`."""
+"""One plotly chart on a dashboard page: the figure's JSON drawn in the page by a plotly.js bundle of just the
+traces the pages draw (app/static/plotly-paralab.min.js, 1.3 MB: scatter, bar, heatmap, image; built by
+app/plotly_bundle) instead of Streamlit's own chart element, whose full plotly.js (4.7 MB) costs every new tab
+~0.5 s more on a 2-core machine (issue 17, bench/app_browser.py). Needs Streamlit's static serving
+(`.streamlit/config.toml`, read when the app is started from the repository root); without it the chart falls
+back to `st.plotly_chart`."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-BUNDLE = "plotly-cartesian.min.js"
+BUNDLE = "plotly-paralab.min.js"
 _JS = (Path(__file__).with_name("chart.js")).read_text()
 _mount = st.components.v2.component("paralab_chart", js=_JS, isolate_styles=False)
 

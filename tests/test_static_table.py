@@ -60,7 +60,19 @@ def test_the_bundled_chart_library_matches_plotly_py():
     head = (APP / "static" / chart.BUNDLE).read_text()[:200]
     bundled = re.search(r"v(\d+)\.(\d+)\.(\d+)", head).group(0)[1:]
     assert bundled.split(".")[0] == get_plotlyjs_version().split(".")[0], (bundled, get_plotlyjs_version())
-    assert "cartesian" in head and (APP / "static" / "plotly-cartesian.LICENSE.txt").exists()
+    assert "paralab" in head and (APP / "static" / "plotly-paralab.LICENSE.txt").exists()
+
+
+def test_the_bundle_has_every_trace_the_dashboard_draws():
+    """app/plotly_bundle/entry.js registers the traces the pages use (plotly.js's core brings scatter); a page
+    drawing another trace type would show an empty chart in the browser."""
+    entry = (APP / "plotly_bundle" / "entry.js").read_text()
+    bundled = {"scatter", *re.findall(r"plotly\.js/lib/(\w+)'", entry)}
+    used = set()
+    for path in [*APP.rglob("*.py"), *(APP.parent / "lab").rglob("*.py")]:
+        used |= {name.lower() for name in re.findall(r"\bgo\.([A-Z]\w*)\(", path.read_text())} - {"figure", "frame"}
+    assert {"scatter", "bar", "heatmap", "image"} <= used, used  # the scan finds what the pages draw
+    assert used <= bundled, f"traces drawn but not in app/plotly_bundle/entry.js: {sorted(used - bundled)}"
 
 
 def test_a_chart_without_static_serving_falls_back_to_streamlits_element(monkeypatch):

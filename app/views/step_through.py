@@ -188,10 +188,11 @@ def render() -> None:
         + f"the 2(P−1)/P·n = {share:.3g}·n that busbw = algbw × {share:.3g} assumes, so its modelled busbw on "
         f"{link} at {_fmt_bytes(size)} is {fp.busbw_of_link:.1%} of the link bandwidth"
         + (f"; {err_part}." if err_part else "."))
-    with st.expander("Final error on every rank and the buffers as a table"):
-        ui.table(tr.final.rename(columns={"max_abs_error": "largest |error| vs exact sum",
-                                          "rel_error": "relative L2 error",
-                                          "exact_provenance": "fp32 run summed every rank once"}),
-                 "step_through_final")
-        st.download_button("⬇ buffers per step (CSV)", tr.buffers.to_csv(index=False), "step_through_buffers.csv",
-                           "text/csv", key="csv_step_buffers", on_click="ignore")
+    with ui.folded("Final error on every rank and the buffers as a table", "final") as box:
+        if box.open:  # built only when opened
+            ui.table(tr.final.rename(columns={"max_abs_error": "largest |error| vs exact sum",
+                                              "rel_error": "relative L2 error",
+                                              "exact_provenance": "fp32 run summed every rank once"}),
+                     "step_through_final")
+            st.download_button("⬇ buffers per step (CSV)", lambda: tr.buffers.to_csv(index=False),
+                               "step_through_buffers.csv", "text/csv", key="csv_step_buffers", on_click="ignore")

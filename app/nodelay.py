@@ -1,0 +1,49 @@
+"""TCP_NODELAY on the dashboard server's connections. Streamlit (1.67) binds its listening socket itself with
+`socket.socket(family)`, whose `proto` is 0; asyncio turns Nagle's algorithm off only for sockets that report
+IPPROTO_TCP, and accepted sockets inherit the listener's 0. With Nagle on, every response after the first on a
+keep-alive connection (each of the ~100 scripts a first visit loads over the browser's 6 connections, each
+websocket message of a rerun) waits for the browser's delayed ACK: ~40 ms on Linux. uvicorn's issue #3149 is
+the same bug in its own `bind_socket`. `install()` gives every TCP connection of this process TCP_NODELAY:
+those accepted from now on and those already open."""
+from __future__ import annotations
+
+import socket
+from asyncio import base_events
+from typing import Any
+
+_installed = False
+
+
+def _set_nodelay(sock: Any) -> None:
+    """asyncio's own `_set_nodelay` without its `proto == IPPROTO_TCP` condition."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # a connection that closed meanwhile
+            pass
+
+
+def open_connections(loop: Any) -> None:
+    """TCP_NODELAY on the connections `loop` already serves (run on the loop's own thread)."""
+    for transport in list(getattr(loop, "_transports", {}).values()):
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            _set_nodelay(sock)
+
+
+def install() -> bool:
+    """Once per process (the dashboard's entry calls it on every run): connections accepted from now on get
+    TCP_NODELAY, and those already open get it on the server's event loop. False when already installed."""
+    global _installed
+    if _installed:
+        return False
+    _installed = True
+    base_events._set_nodelay = _set_nodelay
+    try:
+        from streamlit.runtime import Runtime
+
+        loop = Runtime.instance()._get_async_objs().eventloop
+    except Exception:  # no running server (AppTest, bare mode): nothing open to fix
+        return True
+    loop.call_soon_threadsafe(open_connections, loop)
+    return True
