@@ -361,7 +361,7 @@ def main() -> None:
                      f"{QUIET_MS} ms. view_s: a new tab at the page's URL in a browser that has shown the dashboard "
                      "before (one profile: its HTTP and code caches warm), timed from navigation; first_visit_s: the "
                      "same in a fresh browser profile each time (nothing cached: Streamlit's JavaScript and the "
-                     "plotly.js cartesian bundle, app/static, fetched, compiled and run); navigate_s: a click on the "
+                     "bundled plotly.js, app/static, fetched, compiled and run); navigate_s: a click on the "
                      "page's sidebar link from Home in one tab that has shown every page once (timed from the "
                      "click); a change is a click on the page's control (CONTROL, else its first radio, else its "
                      "first number input) and the click that undoes it, each timed to the rerun's finished render "
