@@ -1,6 +1,7 @@
 """ParaLab dashboard entry: `streamlit run app/Home.py`. The navigation is built from the one page list
 (`page_list.PAGES`); each page is a module in views/ with a `render()` function (not a pages/ folder:
 Streamlit would also auto-list that)."""
+import gc
 import importlib
 
 import streamlit as st
@@ -21,4 +22,8 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
 
 nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
 st.set_page_config(page_title="ParaLab", layout="wide")
-st.navigation(navigation(page_list.PAGES)).run()
+nav = st.navigation(navigation(page_list.PAGES))
+if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
+    gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
+    gc.freeze()
+nav.run()
