@@ -12,6 +12,7 @@ from asyncio import base_events
 from typing import Any
 
 _installed = False
+ASYNCIO_SET_NODELAY = base_events._set_nodelay  # asyncio's own, before install()
 
 
 def _set_nodelay(sock: Any) -> None:

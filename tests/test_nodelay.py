@@ -46,7 +46,7 @@ async def _accepted_nodelay(fix_open: bool = False) -> int:
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(base_events, "_set_nodelay", base_events._set_nodelay)
+    monkeypatch.setattr(base_events, "_set_nodelay", nodelay.ASYNCIO_SET_NODELAY)  # as if never installed
     monkeypatch.setattr(nodelay, "_installed", False)
 
 
