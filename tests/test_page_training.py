@@ -7,6 +7,7 @@ import time
 from streamlit.testing.v1 import AppTest
 
 from lab.experiments import codec_curves, dataset_info
+from lab.plots.units import si_bytes_label
 from test_app import page as app_page
 from chart import figures
 
@@ -53,23 +54,23 @@ def test_default_view_opens_with_what_one_step_puts_on_the_wire():
     n = (64 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)  # MLP 64-64-64-10: weights and biases
     K = 4
     ring = K * 2 * (K - 1) / K * 4 * n
-    assert _metric(at, "32-bit: bytes per step").value == f"{ring / 1e3:,.1f} kB"  # 215.3 kB
+    assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(ring)  # 215 kB
     tree = float(_metric(at, "dynamic_tree: bytes per step").value.split()[0]) * 1e3
     assert 0.25 <= tree / ring < 0.26  # 8 bits a value plus the blocks' scales
     one = float(_metric(at, "onebit: bytes per step").value.split()[0]) * 1e3
     assert one / ring < 0.1
     take = texts(at, "success")
     assert take.count("**Takeaway.**") == 1
-    assert f"puts {ring / 1e3:,.1f} kB of 32-bit gradients on the wire" in take
-    assert f"dynamic_tree {tree / 1e3:.1f} kB ({tree / ring:.1%})" in take
+    assert f"puts {si_bytes_label(ring)} of 32-bit gradients on the wire" in take
+    assert f"dynamic_tree {si_bytes_label(tree)} ({tree / ring:.1%})" in take
     # it follows the controls: twice the workers, more bytes (each worker sends 2(K-1)/K of the gradient)
     at.number_input(key="w_workers").set_value(8).run()
-    assert _metric(at, "32-bit: bytes per step").value == f"{8 * 2 * 7 / 8 * 4 * n / 1e3:,.1f} kB"
+    assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(8 * 2 * 7 / 8 * 4 * n)
     assert "on 8 workers" in texts(at, "success")
     at = page(experiment="consistency models")
     assert not at.exception and not at.error
     take = texts(at, "success")
-    assert f"sync 1 update of {ring / 1e3:,.1f} kB" in take and "async 4 updates of" in take
+    assert f"sync 1 update of {si_bytes_label(ring)}" in take and "async 4 updates of" in take
 
 
 def test_paper_preset_says_which_data_set_and_shows_the_paper():
@@ -153,6 +154,6 @@ def test_many_workers_measure_one_step_on_demand():
     at.button(key="wire_measure").click().run()
     assert not at.exception and not at.error
     n = (64 * 64 + 64) + (64 * 64 + 64) + (64 * 10 + 10)
-    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"
+    assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(64 * 2 * 63 / 64 * 4 * n)
     at.number_input(key="w_epochs").set_value(1.0).run()  # measured once: it stays for these settings
-    assert _metric(at, "32-bit: bytes per step").value == f"{64 * 2 * 63 / 64 * 4 * n / 1e6:,.2f} MB"
+    assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(64 * 2 * 63 / 64 * 4 * n)

@@ -10,7 +10,8 @@ import _runs as jobs
 from lab import plots
 from lab.experiments import (LINKS, algorithm_catalog, codec_catalog, collective_model, collective_sweep,
                              error_at_scale)
-from lab.plots.collectives import bytes_label, measured_fit_figure
+from lab.plots.collectives import measured_fit_figure
+from lab.plots.units import bytes_label
 
 SIZES = [1 << k for k in range(3, 31)]  # 8 B .. 1 GB per rank
 SCALE_PS = [8, 16, 32, 64, 128, 256]

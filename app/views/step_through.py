@@ -9,15 +9,9 @@ import chart
 from lab import plots
 from lab.experiments import (LINKS, STEP_P, STEP_VALUES, algorithm_catalog, algorithm_traffic, busbw_table,
                              step_codecs, step_through)
+from lab.plots.units import bytes_label
 
 SIZES = [1 << k for k in range(10, 31, 2)]  # 1 kB .. 1 GB per rank, for the timing
-
-
-def _fmt_bytes(b: float) -> str:
-    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
-        if b >= f:
-            return f"{b / f:g} {unit}"
-    return f"{b:g} B"
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -75,7 +69,7 @@ def render() -> None:
                          help="Latency and bandwidth used to time this run's steps: "
                               + "; ".join(f"{k}: {v.source}" for k, v in LINKS.items()))
         size = ui.select_slider("Message size for the timing", SIZES, "size", 1 << 28, where=m4,
-                                format_func=_fmt_bytes,
+                                format_func=bytes_label,
                                 help="Bytes per rank (nccl-tests' size) the traced pattern is scaled to for algbw "
                                      "and busbw: 1 kB to 1 GB. Small sizes are latency-bound.")
         spec = ui.codec_options(codec_name, "codec_opt") if codec_name != "none" else "none"
@@ -127,7 +121,7 @@ def render() -> None:
     with left:
         b1, b2 = st.columns(2)
         b1.metric("algbw, GB/s", f"{fp.algbw_GBps:,.3g}",
-                  help=f"size / time: {_fmt_bytes(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
+                  help=f"size / time: {bytes_label(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
                        "step costing one latency + its busiest rank's bytes / bandwidth (fp32 on the wire)")
         b2.metric("busbw, GB/s", f"{fp.busbw_GBps:,.3g}", help="algbw × 2(P−1)/P (nccl-tests), fp32 on the wire")
         b3, b4 = st.columns(2)
@@ -169,7 +163,7 @@ def render() -> None:
         "busiest_link_x_n": "Busiest link (× n)", "busiest_rank_x_n": "Busiest rank (× n)",
         "nccl_share_x_n": "2(P−1)/P", "busbw_factor": "busbw factor", "busbw_of_link": "busbw / link",
         "note": "Note"})
-    ui.table(view, "step_through_algorithms", help={"busbw / link": f"modelled busbw on {link} at {_fmt_bytes(size)}"},
+    ui.table(view, "step_through_algorithms", help={"busbw / link": f"modelled busbw on {link} at {bytes_label(size)}"},
              formats={"busbw / link": "percent", **{c: "%.3g" for c in ("Busiest link (× n)", "Busiest rank (× n)",
                                                                         "2(P−1)/P", "busbw factor")}})
 
@@ -186,7 +180,7 @@ def render() -> None:
         f"{algorithm.capitalize()} at P = {P}: the busiest rank moves {x:.3g}·n, "
         + ("exactly " if eq else f"{x / share:.2g}× ")
         + f"the 2(P−1)/P·n = {share:.3g}·n that busbw = algbw × {share:.3g} assumes, so its modelled busbw on "
-        f"{link} at {_fmt_bytes(size)} is {fp.busbw_of_link:.1%} of the link bandwidth"
+        f"{link} at {bytes_label(size)} is {fp.busbw_of_link:.1%} of the link bandwidth"
         + (f"; {err_part}." if err_part else "."))
     with ui.folded("Final error on every rank and the buffers as a table", "final") as box:
         if box.open:  # built only when opened

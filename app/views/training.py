@@ -10,6 +10,7 @@ import _runs as jobs
 from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
+from lab.plots.units import si_bytes_label
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -43,11 +44,6 @@ def _one_step(experiment: str, runs: tuple, base_items: tuple) -> pd.DataFrame:
     return consistency_curves(list(runs), **base)[1]
 
 
-def _kb(n: float) -> str:
-    """Bytes in SI units (kB = 1000 bytes)."""
-    return f"{n / 1e6:,.2f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB" if n >= 1e3 else f"{n:,.0f} B"
-
-
 def _wire_takeaway(experiment: str, one: pd.DataFrame, base: dict, arch: str, data: str) -> str:
     """The sentence the page opens with, from the one-step table: what each run puts on the wire."""
     first = one.iloc[0]
@@ -55,14 +51,14 @@ def _wire_takeaway(experiment: str, one: pd.DataFrame, base: dict, arch: str, da
     if experiment == "codecs":
         what = "gradients" if base["parallel"] == "data" else "activations and deltas"
         head = (f"One real {base['parallel']}-parallel step of {arch} on {K} workers ({data}, a batch of "
-                f"{base['batch']}) puts {_kb(first.bytes_per_step)} of {first.variant} {what} on the wire")
+                f"{base['batch']}) puts {si_bytes_label(first.bytes_per_step)} of {first.variant} {what} on the wire")
         if len(one) == 1:
             return head + "; add a codec to compare what it saves, then press Train to see what it costs."
-        rest = [f"{r.variant} {_kb(r.bytes_per_step)} ({r.bytes_per_step / first.bytes_per_step:.1%})"
+        rest = [f"{r.variant} {si_bytes_label(r.bytes_per_step)} ({r.bytes_per_step / first.bytes_per_step:.1%})"
                 for r in one.iloc[1:].itertuples()]
         return (head + "; " + ", ".join(rest) + ". Press Train to see whether the test-error curves still lie on "
                 "top of each other.")
-    parts = [f"{r.variant} {r.steps} update{'s' if r.steps != 1 else ''} of {_kb(r.bytes_per_step)}"
+    parts = [f"{r.variant} {r.steps} update{'s' if r.steps != 1 else ''} of {si_bytes_label(r.bytes_per_step)}"
              for r in one.itertuples()]
     fewest = int(one.steps.min())
     more = one[one.steps > fewest]
@@ -239,7 +235,7 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
     for i, r in enumerate(one.itertuples()):
         share = r.bytes_per_step / first.bytes_per_step if first.bytes_per_step else float("nan")
         cols[i % len(cols)].metric(
-            f"{r.variant}: bytes per {per}", _kb(r.bytes_per_step),
+            f"{r.variant}: bytes per {per}", si_bytes_label(r.bytes_per_step),
             delta=None if i == 0 or abs(share - 1) < 0.0005 else f"{share - 1:+.1%} vs {first.variant}",
             delta_color="inverse",
             help=f"measured: all {base['workers']} workers' bytes in one real {per} on one batch of {base['batch']} "

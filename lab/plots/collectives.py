@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab.plots.units import bytes_label, seconds_label
+
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
@@ -70,22 +72,6 @@ def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
             tv = [10.0 ** e for e in range(lo, hi + 1)]
             fig.update_yaxes(tickvals=tv, ticktext=[f"{v:g}" for v in tv])
     return fig
-
-
-def bytes_label(b: float) -> str:
-    """8 B, 4 kB, 16 MB, 1 GB (binary multiples, as the size controls count them)."""
-    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
-        if b >= f:
-            return f"{b / f:.3g} {unit}"
-    return f"{b:g} B"
-
-
-def seconds_label(us: float) -> str:
-    """A time given in µs as '10 µs', '1 ms', '2 s'."""
-    for unit, f in (("s", 1e6), ("ms", 1e3)):
-        if us >= f:
-            return f"{us / f:g} {unit}"
-    return f"{us:g} µs"
 
 
 def log_ticks(lo: float, hi: float, fmt, steps: tuple[float, ...] = (1, 2, 5)) -> dict:

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from lab.plots.units import si_bytes_label
+
 #: message kinds (`StepThrough.messages.kind`) and their colours, in legend order
 KIND_COLORS = {"own data": "#7f7f7f", "partial sum": "#1f77b4", "full sum": "#2ca02c", "mixed": "#d62728",
                "unknown": "#d62728"}
@@ -19,14 +21,6 @@ _KINDS = ["own data", "partial sum", "full sum", "mixed"]
 _NODE_R = 0.17      # node radius in circle coordinates (arrows stop short of it)
 _OFFSET = 0.05      # arrows a→b and b→a run side by side
 _PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
-
-
-def fmt_bytes(b: float) -> str:
-    """Bytes as B / kB / MB (powers of 1000, as nccl-tests prints)."""
-    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if b >= f:
-            return f"{b / f:.3g} {unit}"
-    return f"{b:.0f} B"
 
 
 def _positions(P: int) -> np.ndarray:
@@ -56,7 +50,7 @@ def _arrows(tr) -> dict[int, list[dict]]:
         kind = kinds.pop() if len(kinds) == 1 else "mixed"
         errs = [m["max_abs_error"] for m in ms if not pd.isna(m["max_abs_error"])]
         nbytes = sum(m["bytes"] for m in ms)
-        text = (f"rank {s} → rank {d}: {fmt_bytes(nbytes)} ({sum(m['values'] for m in ms)} values)<br>"
+        text = (f"rank {s} → rank {d}: {si_bytes_label(nbytes)} ({sum(m['values'] for m in ms)} values)<br>"
                 f"carries {kind}: ranks {', '.join(sorted({m['ranks'] for m in ms}))}"
                 + (f"<br>largest |error| vs exact partial sum: {max(errs):.3g}" if errs else ""))
         out.setdefault(step, []).append({"src": s, "dst": d, "bytes": nbytes, "kind": kind, "text": text,
@@ -92,7 +86,7 @@ def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> 
          "marker": {"symbol": "arrow", "size": 15, "angle": [a["angle"] for a in arrows],
                     "color": [KIND_COLORS.get(a["kind"], "#d62728") for a in arrows], "line": {"width": 0}}, **xy},
         {"type": "scatter", "x": [p[0] for p in mid], "y": [p[1] for p in mid], "mode": "text",
-         "text": [fmt_bytes(a["bytes"]) for a in arrows] if labels else [],
+         "text": [si_bytes_label(a["bytes"]) for a in arrows] if labels else [],
          "textfont": {"size": 11, "color": "#333"}, "hoverinfo": "skip", **xy},
         {"type": "scatter", "x": [p[0] for p in t], "y": [p[1] for p in t], "mode": "markers", "hoverinfo": "skip",
          "marker": {"size": 12, "color": "#ff7f0e", "line": {"width": 1, "color": "white"}}, **xy},
@@ -163,7 +157,7 @@ def _link_trace(tr, step: int | None, zmax: float) -> dict:
     """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters)."""
     z = tr.link_bytes(step) if step is not None else np.zeros((tr.P, tr.P))
     z[np.eye(tr.P, dtype=bool)] = np.nan  # no link to itself
-    text = [[fmt_bytes(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
+    text = [[si_bytes_label(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
     custom = [[s] * tr.P for s in range(tr.P)]
     # no colour bar: the cells say their bytes (P <= 6) or on hover; the colour only ranks them
     return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>",
