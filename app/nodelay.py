@@ -11,7 +11,6 @@ import socket
 from asyncio import base_events
 from typing import Any
 
-_installed = False
 ASYNCIO_SET_NODELAY = base_events._set_nodelay  # asyncio's own, before install()
 
 
@@ -35,10 +34,8 @@ def open_connections(loop: Any) -> None:
 def install() -> bool:
     """Once per process (the dashboard's entry calls it on every run): connections accepted from now on get
     TCP_NODELAY, and those already open get it on the server's event loop. False when already installed."""
-    global _installed
-    if _installed:
+    if base_events._set_nodelay is _set_nodelay:
         return False
-    _installed = True
     base_events._set_nodelay = _set_nodelay
     try:
         from streamlit.runtime import Runtime

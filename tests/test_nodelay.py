@@ -47,7 +47,6 @@ async def _accepted_nodelay(fix_open: bool = False) -> int:
 @pytest.fixture
 def fresh(monkeypatch):
     monkeypatch.setattr(base_events, "_set_nodelay", nodelay.ASYNCIO_SET_NODELAY)  # as if never installed
-    monkeypatch.setattr(nodelay, "_installed", False)
 
 
 def test_a_proto_0_listener_leaves_nagle_on_without_it_and_off_with_it(fresh):

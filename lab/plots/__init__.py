@@ -1,6 +1,7 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays; `refresh`
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through;
+units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
 from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
