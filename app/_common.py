@@ -26,7 +26,7 @@ def device_name() -> str:
     return backend.device_name()
 
 
-def _wkey(key: str) -> str:
+def widget_key(key: str) -> str:
     return f"w_{key}"
 
 
@@ -38,13 +38,13 @@ def _value(key: str, draw: Callable[[], Any]) -> Any:
     """The widget's value: `draw()` draws it and returns it; inside a closed `folded` expander it is not drawn
     and keeps its state from the last run it was drawn in, else the URL's, else the default (`_init` has put
     one of them in place)."""
-    return st.session_state[_wkey(key)] if _FOLDED.get() else draw()
+    return st.session_state[widget_key(key)] if _FOLDED.get() else draw()
 
 
 def _init(key: str, value: Any) -> None:
     """Seed a widget's state from the URL on the first run of this session."""
-    if _wkey(key) not in st.session_state:
-        st.session_state[_wkey(key)] = value
+    if widget_key(key) not in st.session_state:
+        st.session_state[widget_key(key)] = value
 
 
 def _sync(key: str, value: Any) -> Any:
@@ -60,7 +60,7 @@ def _sync(key: str, value: Any) -> Any:
     return value
 
 
-def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
+def from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
     raw = st.query_params.get(key)
     if raw is None:
         return default
@@ -73,21 +73,21 @@ def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
 def set_state(**values: Any) -> None:
     """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
     for k, v in values.items():
-        st.session_state[_wkey(k)] = v
+        st.session_state[widget_key(k)] = v
 
 
 def select(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
-    v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
+    v = from_url(key, default, lambda s: type(default)(s) if default is not None else s)
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.selectbox(label, options, key=_wkey(key), **kw)))
+    return _sync(key, _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw)))
 
 
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
-    v = _from_url(key, default, str)
+    v = from_url(key, default, str)
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.radio(label, options, key=_wkey(key), horizontal=True, **kw)))
+    return _sync(key, _value(key, lambda: where.radio(label, options, key=widget_key(key), horizontal=True, **kw)))
 
 
 def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[str], where=st, **kw: Any) -> list:
@@ -95,7 +95,7 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
     _init(key, chosen)
-    return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=_wkey(key), **kw))))
+    return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=widget_key(key), **kw))))
 
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
@@ -106,8 +106,8 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
     nearest allowed value (the default for a non-number), so every other widget still draws and
     keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
-    _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
-    v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=_wkey(key), **kw))))
+    _init(key, from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
+    v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=widget_key(key), **kw))))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
@@ -125,9 +125,9 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
 def slider(label: str, key: str, default: float | int, lo: float | int, hi: float | int, where=st,
            **kw: Any) -> float | int:
     cast = int if isinstance(default, int) else float
-    v = _from_url(key, default, lambda s: cast(float(s)))
+    v = from_url(key, default, lambda s: cast(float(s)))
     _init(key, min(max(v, lo), hi))
-    return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))
+    return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))
 
 
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
@@ -137,24 +137,24 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
     except ValueError:
         v = tuple(default)
     _init(key, (max(lo, min(v)), min(hi, max(v))))
-    return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))))
+    return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
-    v = _from_url(key, default, lambda s: type(default)(s))
+    v = from_url(key, default, lambda s: type(default)(s))
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.select_slider(label, options, key=_wkey(key), **kw)))
+    return _sync(key, _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw)))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
-    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
-    return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=_wkey(key), **kw))))
+    _init(key, from_url(key, default, lambda s: s in ("1", "true", "True")))
+    return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=widget_key(key), **kw))))
 
 
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
-    _init(key, _from_url(key, default, str))
-    return _sync(key, _value(key, lambda: where.text_input(label, key=_wkey(key), **kw)))
+    _init(key, from_url(key, default, str))
+    return _sync(key, _value(key, lambda: where.text_input(label, key=widget_key(key), **kw)))
 
 
 EF = "ef:"
@@ -275,7 +275,7 @@ def guard():
         st.stop()
 
 
-def _token(params: Any) -> str:
+def params_token(params: Any) -> str:
     return hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
@@ -284,7 +284,7 @@ def run_button(label: str, key: str, params: Any, help: str | None = None) -> bo
     `params` should be shown: Run was pressed for exactly these parameters (remembered in the URL
     as `<key>=<hash>`, so a shared URL shows the result). Stop interrupts a run (any click reruns
     the page, which stops the script) and forgets it."""
-    token = _token(params)
+    token = params_token(params)
     c1, c2, c3 = st.columns([1, 1, 5])
     run = c1.button(label, type="primary", key=f"run_{key}", help=help)
     stop = c2.button("Stop", key=f"stop_{key}", help="stop the run (or forget its result); nothing else changes")
@@ -306,15 +306,15 @@ def progress() -> Progress:
 
 
 @st.cache_resource
-def _results() -> dict:
+def results_store() -> dict:
     return {}
 
 
 def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int = 32) -> Any:
     """Result of `fn()` for `params`, cached across reruns and sessions (an `st.cache_resource`
     store). Unlike `st.cache_data`, `fn` may drive progress bars and live charts created outside it."""
-    store = _results()
-    key = (name, _token(params))
+    store = results_store()
+    key = (name, params_token(params))
     if key not in store:
         value = fn()
         while len(store) >= max_entries:
@@ -372,10 +372,10 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     content (`st.tabs` with on_change='rerun'). Presets set it like a widget: `set_state(key=label)`."""
     labels = list(labels)
     default = labels[0] if default is None else default
-    v = _from_url(key, default, str)
+    v = from_url(key, default, str)
     _init(key, v if v in labels else default)
-    if st.session_state[_wkey(key)] not in labels:
-        st.session_state[_wkey(key)] = default
-    containers = st.tabs(labels, key=_wkey(key), on_change="rerun", **kw)
+    if st.session_state[widget_key(key)] not in labels:
+        st.session_state[widget_key(key)] = default
+    containers = st.tabs(labels, key=widget_key(key), on_change="rerun", **kw)
     chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
     return list(containers), _sync(key, chosen)

@@ -31,7 +31,7 @@ class Stopped(Exception):
 
 def token(params: Any) -> str:
     """A short hash of the parameters a run depends on (kept in the URL as `<key>=<token>`)."""
-    return ui._token(params)
+    return ui.params_token(params)
 
 
 @dataclass(eq=False)
@@ -146,7 +146,7 @@ def start(key: str, params: Any, fn: Callable[[Job], Any]) -> Job:
         old.stop_event.set()
         old.go_event.set()
     job = Job(key, token(params), params)
-    job.thread = threading.Thread(target=_run, args=(job, fn, ui._results()), daemon=True, name=f"paralab-{key}")
+    job.thread = threading.Thread(target=_run, args=(job, fn, ui.results_store()), daemon=True, name=f"paralab-{key}")
     slot["job"] = job
     _LIVE.add(job)
     job.thread.start()
@@ -188,7 +188,7 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
         st.query_params[key] = tok
         job, started = start(key, params, fn), True
     elif (auto or st.query_params.get(key) == tok) and (job is None or job.token != tok):
-        stored = ui._results().get((key, tok))
+        stored = ui.results_store().get((key, tok))
         if stored is not None:  # a shared link on a warm server: the stored result, no re-run
             job = Job(key, tok, params, frac=1.0, msg="done", result=stored)
             _state().setdefault(key, {})["job"] = job

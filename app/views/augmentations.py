@@ -194,7 +194,7 @@ def _throughput(seed: int) -> None:
         ui.takeaway("Press **Time augmentations** to measure how much batching the ops speeds them up here.")
         return
     df, info = done.result
-    if done.token != ui._token(params):
+    if done.token != ui.params_token(params):
         st.caption("Timed with " + ", ".join(f"{k} = {v}" for k, v in done.params.items()) +
                    "; press **Time augmentations** for the current choice.")
     whole = df[df["op"] == "all"].iloc[0]

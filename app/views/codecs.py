@@ -418,7 +418,7 @@ def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, lay
 def _layout_designer(rounding: str):
     """The bit-layout designer (Dettmers 2016 §3.1, Figure 1): (codec or None, its cache key)."""
     with ui.folded("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
-                   "designer", expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
+                   "designer", expanded=ui.from_url("layout_on", False, lambda s: s == "1")):
         on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
                          help="adds a codec built from the fields below to the chart and table above")
         b1, b2, b3, b4 = st.columns(4)

@@ -156,7 +156,7 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
             st.caption("Nothing trained yet in this session: press **Train** (the defaults train three 64-1024-1024-10 "
                        "MLPs on digits for 8 epochs, a few seconds).")
         return None
-    if done.token != ui._token(params):
+    if done.token != ui.params_token(params):
         st.caption("These results are from the last run (" + ", ".join(f"{k} = {v}" for k, v in done.params.items())
                    + "); press **Train** for the current settings.")
     res, dp = done.result, done.params
@@ -326,7 +326,7 @@ def _layer_section(p: float, seed: int) -> None:
     if done is None:
         return
     sp = done.result
-    if done.token != ui._token(params):
+    if done.token != ui.params_token(params):
         st.caption(f"Timed for widths {', '.join(done.params['widths'])} and p {', '.join(done.params['rates'])}; "
                    "press **Time layers** for the current choice.")
     pat = sp[sp.contestant.isin(["row", "tile"])]

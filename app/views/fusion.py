@@ -72,7 +72,7 @@ def render() -> None:
         chart.plotly(fig, key="fusion_paper")
         return
     res = done.result
-    if done.token != ui._token(params):
+    if done.token != ui.params_token(params):
         st.caption("These results are from the last run (" + ", ".join(f"{k} = {v}" for k, v in done.params.items())
                    + "); press **Train and fuse** for the current settings.")
     t = res.table

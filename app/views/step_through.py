@@ -79,7 +79,7 @@ def render() -> None:
     st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
 
     S = tr.steps
-    wkey = ui._wkey("step")
+    wkey = ui.widget_key("step")
     if st.session_state.get(wkey, 0) > S:  # fewer steps than the last view: the last step
         ui.set_state(step=S)
 

@@ -18,7 +18,7 @@ def table1_counts(image_size=cropping.PAPER_IMAGE, crop_size=cropping.PAPER_CROP
     512), matches, grid (what is drawn). A last row multiplies them: the distinct augmented crops."""
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise ValueError(f"channels must be an int >= 1, got {channels!r}")
-    sizes = (cropping._pair(image_size, "image size"), cropping._pair(crop_size, "crop size"))
+    sizes = (cropping.size_pair(image_size, "image size"), cropping.size_pair(crop_size, "crop size"))
     (H, W), (h, w) = sizes
     paper_crop = sizes == ((512, 512), (224, 224))
     rows = [

@@ -17,7 +17,7 @@ from .common import check_images, make_generator
 PAPER_IMAGE, PAPER_CROP = 512, 224
 
 
-def _pair(size, what: str) -> tuple[int, int]:
+def size_pair(size, what: str) -> tuple[int, int]:
     s = (size, size) if isinstance(size, Integral) and not isinstance(size, bool) else tuple(size)
     if len(s) != 2 or not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in s):
         raise ValueError(f"{what} must be a positive int or (height, width), got {size!r}")
@@ -33,13 +33,13 @@ def offsets(size: int, crop: int) -> range:
 
 def count(image_size=PAPER_IMAGE, crop_size=PAPER_CROP) -> int:
     """Distinct crops drawn: |offsets(H, h)| × |offsets(W, w)|."""
-    (H, W), (h, w) = _pair(image_size, "image size"), _pair(crop_size, "crop size")
+    (H, W), (h, w) = size_pair(image_size, "image size"), size_pair(crop_size, "crop size")
     return len(offsets(H, h)) * len(offsets(W, w))
 
 
 def sample(n: int, image_size, crop_size, *, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(top, left) offsets, each (n,) int64, uniform over `offsets`."""
-    (H, W), (h, w) = _pair(image_size, "image size"), _pair(crop_size, "crop size")
+    (H, W), (h, w) = size_pair(image_size, "image size"), size_pair(crop_size, "crop size")
     top = torch.randint(len(offsets(H, h)), (n,), generator=gen)
     left = torch.randint(len(offsets(W, w)), (n,), generator=gen)
     return top, left
@@ -63,7 +63,7 @@ def apply(images: torch.Tensor, crop_size, top, left) -> torch.Tensor:
     """Crop image n at (top[n], left[n]) to crop_size: one batched gather on a GPU, row copies on the CPU."""
     check_images(images)
     n, c, H, W = images.shape
-    h, w = _pair(crop_size, "crop size")
+    h, w = size_pair(crop_size, "crop size")
     if h > H or w > W:
         raise ValueError(f"crop size {h}x{w} is larger than the images ({H}x{W})")
     dev = images.device

@@ -180,7 +180,7 @@ class Codec:
         """The `Encoded.meta` a receiver needs to decode a payload of n values (block size, k, ...)."""
         return {}
 
-    def _payload(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], wire_bytes: int,
+    def payload(self, x: torch.Tensor, tensors: dict[str, torch.Tensor], wire_bytes: int,
                  meta: dict[str, Any] | None = None) -> Encoded:
         """An `Encoded` of x's shape and dtype, its tensors checked against `layout(x.numel())`."""
         return Encoded(self.name, torch.Size(x.shape), x.dtype, tensors, wire_bytes, meta or {},
@@ -240,7 +240,7 @@ class SeededGenerator:
     seed: int
     _gen: torch.Generator | None = None
 
-    def _generator(self, device: torch.device) -> torch.Generator:
+    def generator(self, device: torch.device) -> torch.Generator:
         """The codec's generator on `device` (re-seeded from `seed` if the device changes)."""
         if self._gen is None or self._gen.device.type != device.type or (
             device.index is not None and self._gen.device.index != device.index
@@ -287,7 +287,7 @@ def saturate_nonfinite(flat: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(flat, nan=0.0, posinf=big, neginf=-big)
 
 
-def _all_finite(flat: torch.Tensor) -> bool:
+def all_finite(flat: torch.Tensor) -> bool:
     """No NaN or Inf: one reduction pass (min and max propagate NaN), no Boolean temporary."""
     lo, hi = torch.aminmax(flat)
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
@@ -296,7 +296,7 @@ def _all_finite(flat: torch.Tensor) -> bool:
 def prepare(x: torch.Tensor, nonfinite: str) -> torch.Tensor:
     """check_input + the NaN/Inf policy, for codecs that do not fuse the check into their kernel."""
     flat = check_input(x, nonfinite=nonfinite)
-    if flat.numel() and not _all_finite(flat):
+    if flat.numel() and not all_finite(flat):
         if nonfinite == "raise":
             raise nonfinite_error(flat)
         flat = saturate_nonfinite(flat)

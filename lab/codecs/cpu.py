@@ -133,7 +133,7 @@ def _decode_into_fn(dtype: torch.dtype):
     return torch.compile(fn, dynamic=True)
 
 
-def _try_compiled(make, key, *args):
+def try_compiled(make, key, *args):
     """Run the compiled function make(key), or return None (and warn once) when compilation is
     unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo."""
     global _compile_failed
@@ -154,7 +154,7 @@ def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bp
     Blocks whose 1/absmax overflows take the reference (`scale_to_unit`): the compiled pass
     multiplies by the inverse only."""
     if x2d.numel() >= MIN_COMPILED:
-        out = _try_compiled(_encode_blocks_fn, K, x2d, lut, bpad)
+        out = try_compiled(_encode_blocks_fn, K, x2d, lut, bpad)
         if out is not None and not inverse_overflows(out[1]):
             return out
     return encode_blocks_reference(x2d, bounds)
@@ -164,7 +164,7 @@ def encode_scaled(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor, lu
                   bpad: torch.Tensor, K: int) -> torch.Tensor:
     """Codes of x scaled by `scale` (a 0-d float32 tensor: the absmax, or 1), as `scale_to_unit`."""
     if x.numel() >= MIN_COMPILED and not inverse_overflows(scale):
-        out = _try_compiled(_encode_scaled_fn, K, x, inverse_scale(scale), lut, bpad)
+        out = try_compiled(_encode_scaled_fn, K, x, inverse_scale(scale), lut, bpad)
         if out is not None:
             return out
     return encode_scaled_reference(x, scale, bounds)
@@ -172,7 +172,7 @@ def encode_scaled(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor, lu
 
 def decode_into(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, out: torch.Tensor) -> None:
     """out[...] = values[codes] * scale in out's dtype, in one pass (no temporary)."""
-    if codes.numel() >= MIN_COMPILED and _try_compiled(_decode_into_fn, out.dtype, codes, values, scale, out) is not None:
+    if codes.numel() >= MIN_COMPILED and try_compiled(_decode_into_fn, out.dtype, codes, values, scale, out) is not None:
         return
     out.copy_(decode_reference(codes, values, scale, out.dtype))
 
@@ -184,4 +184,4 @@ def hop_blocks(codes: torch.Tensor, scale: torch.Tensor, values: torch.Tensor, x
     path is unavailable or the input is too small for it (the caller composes the reference)."""
     if codes.numel() < MIN_COMPILED:
         return None
-    return _try_compiled(_hop_blocks_fn, K, codes, scale, values, x, lut, bpad)
+    return try_compiled(_hop_blocks_fn, K, codes, scale, values, x, lut, bpad)

@@ -50,7 +50,7 @@ class Launch:
     block: int
 
 
-def _team(groups: int, items: int) -> tuple[int, int]:
+def team_size(groups: int, items: int) -> tuple[int, int]:
     """(team size, CTA threads) for blocks of `groups` groups at `items` groups per thread."""
     need = max(1, -(-groups // items))
     if need <= 32:
@@ -65,7 +65,7 @@ def _plan(kernel: str, n: int, block_size: int | None, group: int, vec: bool, it
         team = threads = CTA
         block = CTA * items * g
     else:
-        team, threads = _team(-(-block_size // g), items)
+        team, threads = team_size(-(-block_size // g), items)
         block = block_size
     nblocks = -(-n // block)
     grid = min(MAX_GRID, max(1, -(-nblocks // (threads // team))))
@@ -100,7 +100,7 @@ def _launch(plan: Launch, device: torch.device, args: tuple, module: str = "code
 
 # ------------------------------------------------------------------ validation
 
-def _check_cuda(name: str, t: torch.Tensor, dtype: torch.dtype | tuple[torch.dtype, ...],
+def check_cuda(name: str, t: torch.Tensor, dtype: torch.dtype | tuple[torch.dtype, ...],
                 device: torch.device | None = None) -> None:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -118,7 +118,7 @@ def _check_cuda(name: str, t: torch.Tensor, dtype: torch.dtype | tuple[torch.dty
 def check_search_tables(bpad: torch.Tensor, lut: torch.Tensor | None, K: int, search: str,
                         device: torch.device) -> None:
     """Validate the search tables of a CUDA encode (bounds padded to a power of two, the LUT, K)."""
-    _check_cuda("bpad", bpad, torch.float32, device)
+    check_cuda("bpad", bpad, torch.float32, device)
     if bpad.dim() != 1 or bpad.numel() < 1:
         raise ValueError(f"bpad must be 1-D and non-empty, got shape {tuple(bpad.shape)}")
     if search not in SEARCHES:
@@ -126,14 +126,14 @@ def check_search_tables(bpad: torch.Tensor, lut: torch.Tensor | None, K: int, se
     if search == "lut":
         if lut is None:
             raise ValueError("search='lut' needs lut")
-        _check_cuda("lut", lut, torch.uint8, device)
+        check_cuda("lut", lut, torch.uint8, device)
         if lut.numel() != 65536:
             raise ValueError(f"lut must have 65536 entries, got {lut.numel()}")
         if not isinstance(K, int) or isinstance(K, bool) or not 1 <= K <= MAX_K:
             raise ValueError(f"K={K!r}; allowed: an integer in 1..{MAX_K} (the search needs a finer table)")
 
 
-def _check_block_size(block_size: int | None) -> None:
+def check_block_size(block_size: int | None) -> None:
     if block_size is not None and (not isinstance(block_size, int) or isinstance(block_size, bool)
                                    or not 1 <= block_size <= MAX_BLOCK):
         raise ValueError(f"block_size={block_size!r}; allowed: None or an integer in 1..{MAX_BLOCK}")
@@ -153,13 +153,13 @@ def encode_cuda(x: torch.Tensor, bpad: torch.Tensor, lut: torch.Tensor | None, K
     """
     if (block_size is None) == (scale is None):
         raise ValueError("give exactly one of block_size (blockwise absmax) and scale (one given scale)")
-    _check_block_size(block_size)
+    check_block_size(block_size)
     if search not in SEARCHES:
         raise ValueError(f"search={search!r}; allowed: {', '.join(SEARCHES)}")
-    _check_cuda("x", x, tuple(_NAME))
+    check_cuda("x", x, tuple(_NAME))
     device = x.device
     if scale is not None:
-        _check_cuda("scale", scale, torch.float32, device)
+        check_cuda("scale", scale, torch.float32, device)
         if scale.numel() != 1:
             raise ValueError(f"scale must hold one value, got {scale.numel()}")
     check_search_tables(bpad, lut, K, search, device)
@@ -191,13 +191,13 @@ def decode_cuda(codes: torch.Tensor, values256: torch.Tensor, scales: torch.Tens
     """
     if dtype not in _NAME:
         raise ValueError(f"dtype {dtype}; allowed: {', '.join(map(str, _NAME))}")
-    _check_block_size(block_size)
-    _check_cuda("codes", codes, torch.uint8)
+    check_block_size(block_size)
+    check_cuda("codes", codes, torch.uint8)
     device = codes.device
-    _check_cuda("values256", values256, torch.float32, device)
+    check_cuda("values256", values256, torch.float32, device)
     if values256.numel() != 256:
         raise ValueError(f"values256 must have 256 entries, got {values256.numel()}")
-    _check_cuda("scales", scales, torch.float32, device)
+    check_cuda("scales", scales, torch.float32, device)
     n = codes.numel()
     if block_size is None:
         if scales.numel() != 1:

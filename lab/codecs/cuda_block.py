@@ -16,7 +16,7 @@ import torch
 
 from .. import backend
 from .block_scaled import ElementFormat
-from .cuda import _check_cuda
+from .cuda import check_cuda
 
 GROUP = 4  # = GROUP in kernels/block_scaled.cu: values per thread
 MX_BLOCK = 32  # = MX_BLOCK
@@ -56,7 +56,7 @@ def _launch(plan: Launch, device: torch.device, args: tuple) -> None:
 
 
 def _check_x(x: torch.Tensor) -> None:
-    _check_cuda("x", x, tuple(_NAME))
+    check_cuda("x", x, tuple(_NAME))
     if x.dim() != 1:
         raise ValueError(f"x must be flat (1-D), got shape {tuple(x.shape)}")
 
@@ -86,7 +86,7 @@ def nvfp4_encode_cuda(x: torch.Tensor, tscale: torch.Tensor, key: int | None) ->
     flat, finite x with the fp32 tensor scale `tscale` (1 value on x's device, as nvfp4.tensor_scale
     computes it). key: None for round-to-nearest-even, else the 64-bit key of the stochastic noise."""
     _check_x(x)
-    _check_cuda("tscale", tscale, torch.float32, x.device)
+    check_cuda("tscale", tscale, torch.float32, x.device)
     if tscale.numel() != 1:
         raise ValueError(f"tscale must hold one value, got {tscale.numel()}")
     if key is not None and not 0 <= key < 2**64:
@@ -115,18 +115,18 @@ def block_decode_cuda(codes: torch.Tensor, values256: torch.Tensor, scales: torc
         raise ValueError(f"bits={bits!r}; allowed: 4, 6, 8")
     if block not in (MX_BLOCK, NV_BLOCK):
         raise ValueError(f"block={block!r}; allowed: {MX_BLOCK}, {NV_BLOCK}")
-    _check_cuda("codes", codes, torch.uint8)
+    check_cuda("codes", codes, torch.uint8)
     dev = codes.device
     for name, t in (("values256", values256), ("scale_values256", scale_values256)):
-        _check_cuda(name, t, torch.float32, dev)
+        check_cuda(name, t, torch.float32, dev)
         if t.numel() != 256:
             raise ValueError(f"{name} must have 256 entries, got {t.numel()}")
-    _check_cuda("scales", scales, torch.uint8, dev)
+    check_cuda("scales", scales, torch.uint8, dev)
     if codes.numel() != (n * bits + 7) // 8 or scales.numel() != -(-n // block):
         raise ValueError(f"{n} values need {(n * bits + 7) // 8} code bytes and {-(-n // block)} scales, got "
                          f"{codes.numel()} and {scales.numel()}")
     if tscale is not None:
-        _check_cuda("tscale", tscale, torch.float32, dev)
+        check_cuda("tscale", tscale, torch.float32, dev)
     if out is None:
         out = torch.empty(n, dtype=dtype, device=dev)
     elif out.dtype != dtype or out.device != dev or out.numel() != n or not out.is_contiguous():

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .. import backend
-from .cuda import (CTA, MAX_GRID, SEARCHES, Launch, _check_block_size, _check_cuda, _team,
+from .cuda import (CTA, MAX_GRID, SEARCHES, Launch, check_block_size, check_cuda, team_size,
                            check_search_tables)
 
 HOP_ITEMS = 4  # = HOP_ITEMS in kernels/collective.cu
@@ -54,13 +54,13 @@ def hop_plan(kind: str, n: int, *, block_size: int | None, scale: str, search: s
         raise ValueError(f"scale={scale!r}; allowed: {', '.join(SCALES)}")
     if search not in SEARCHES:
         raise ValueError(f"search={search!r}; allowed: {', '.join(SEARCHES)}")
-    _check_block_size(block_size)
+    check_block_size(block_size)
     if block_size is not None and scale == "none":
         raise ValueError("block_size needs scale='absmax'")
     vec = aligned and (block_size is None or block_size % GROUP == 0)
     g = GROUP if vec else 1
     if block_size is not None:
-        team, threads = _team(-(-block_size // g), HOP_ITEMS)
+        team, threads = team_size(-(-block_size // g), HOP_ITEMS)
         nblocks = -(-n // block_size)
         grid = min(MAX_GRID, max(1, -(-nblocks // (threads // team))))
         return (Launch(f"hop_{kind}_block_{search}", grid, threads, team, vec, block_size),)
@@ -77,7 +77,7 @@ def decode_sum_plan(n: int, *, block_size: int | None, aligned: bool) -> Launch:
 
     `Launch.block` is the quantization block (0: one scale per payload); team is unused (= CTA).
     """
-    _check_block_size(block_size)
+    check_block_size(block_size)
     vec = aligned and (block_size is None or block_size % GROUP == 0)
     groups = n // GROUP if vec else n
     grid = min(MAX_GRID, max(1, -(-groups // CTA)))
@@ -100,8 +100,8 @@ def _nscales(n: int, block_size: int | None) -> int:
 
 def _check_payload(name: str, codes: torch.Tensor, scales: torch.Tensor, n: int, block_size: int | None,
                    device: torch.device) -> None:
-    _check_cuda(f"{name} codes", codes, torch.uint8, device)
-    _check_cuda(f"{name} scales", scales, torch.float32, device)
+    check_cuda(f"{name} codes", codes, torch.uint8, device)
+    check_cuda(f"{name} scales", scales, torch.float32, device)
     if codes.numel() != n:
         raise ValueError(f"{name} has {codes.numel()} codes, the hop {n} values")
     if scales.numel() != _nscales(n, block_size):
@@ -112,7 +112,7 @@ def _check_payload(name: str, codes: torch.Tensor, scales: torch.Tensor, n: int,
 
 def _check_tables(values256: torch.Tensor, bpad: torch.Tensor, lut: torch.Tensor | None, K: int, search: str,
                   device: torch.device) -> None:
-    _check_cuda("values256", values256, torch.float32, device)
+    check_cuda("values256", values256, torch.float32, device)
     if values256.numel() != 256:
         raise ValueError(f"values256 must have 256 entries, got {values256.numel()}")
     check_search_tables(bpad, lut, K, search, device)
@@ -162,10 +162,10 @@ def hop_codes_cuda(a_codes: torch.Tensor, a_scales: torch.Tensor, b_codes: torch
     scales: the block absmaxes, the tensor absmax, or [1.0] for scale='none'; absmax: the
     absmax of the sum (the scales, or for 'none' a separate value): non-finite when the sum is.
     """
-    _check_block_size(block_size)
+    check_block_size(block_size)
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}; allowed: {', '.join(SCALES)}")
-    _check_cuda("a codes", a_codes, torch.uint8)
+    check_cuda("a codes", a_codes, torch.uint8)
     device, n = a_codes.device, a_codes.numel()
     nb = None if scale == "none" else block_size
     _check_payload("a", a_codes, a_scales, n, nb, device)
@@ -181,13 +181,13 @@ def hop_mixed_cuda(a_codes: torch.Tensor, a_scales: torch.Tensor, x: torch.Tenso
                    scale: str = "absmax", search: str = "lut") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(codes, scales, absmax) of encode(decode(a) + x) on CUDA; x float32 [n], the rest as
     `hop_codes_cuda`."""
-    _check_block_size(block_size)
+    check_block_size(block_size)
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}; allowed: {', '.join(SCALES)}")
-    _check_cuda("a codes", a_codes, torch.uint8)
+    check_cuda("a codes", a_codes, torch.uint8)
     device, n = a_codes.device, a_codes.numel()
     _check_payload("a", a_codes, a_scales, n, None if scale == "none" else block_size, device)
-    _check_cuda("x", x, torch.float32, device)
+    check_cuda("x", x, torch.float32, device)
     if x.numel() != n:
         raise ValueError(f"x has {x.numel()} values, the payload {n}")
     _check_tables(values256, bpad, lut, K, search, device)
@@ -203,7 +203,7 @@ def decode_sum_cuda(codes: torch.Tensor, scales: torch.Tensor, values256: torch.
     codes: uint8 [P, n], scales: float32 [P, ceil(n / block_size)] (or [P, 1] without blocks);
     each with unit stride along a row (any row stride, e.g. views into one gather buffer).
     """
-    _check_block_size(block_size)
+    check_block_size(block_size)
     for name, t, dtype in (("codes", codes, torch.uint8), ("scales", scales, torch.float32)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise ValueError(f"{name} must be a 2-D tensor [P, ...], got "
@@ -226,7 +226,7 @@ def decode_sum_cuda(codes: torch.Tensor, scales: torch.Tensor, values256: torch.
         raise ValueError(f"scales rows have {scales.shape[1]} values; {n} codes "
                          f"{'in one tensor' if block_size is None else f'in blocks of {block_size}'} "
                          f"need {_nscales(n, block_size)}")
-    _check_cuda("values256", values256, torch.float32, device)
+    check_cuda("values256", values256, torch.float32, device)
     if values256.numel() != 256:
         raise ValueError(f"values256 must have 256 entries, got {values256.numel()}")
     out = torch.empty(n, dtype=torch.float32, device=device)

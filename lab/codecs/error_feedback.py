@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from lab.codecs.base import Codec, Encoded, Layout, _all_finite as _finite, prepare
+from lab.codecs.base import Codec, Encoded, Layout, all_finite as _finite, prepare
 
 
 class ErrorFeedback(Codec):

@@ -17,7 +17,7 @@ import torch
 
 from .. import backend
 from .base import Codec, Encoded, packed_bytes
-from .table_codec import SearchTables, TableCodec, _inverse_overflows, _on_device
+from .table_codec import SearchTables, TableCodec, inverse_overflows, search_tables_on
 
 __all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
            "hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"]
@@ -115,7 +115,7 @@ def _max_k() -> int:
 
 
 def _tables(codec: TableCodec, device: torch.device) -> SearchTables:
-    return _on_device(codec.table, codec.rounding, codec.scale, device)
+    return search_tables_on(codec.table, codec.rounding, codec.scale, device)
 
 
 def _encoded(codec: TableCodec, shape: torch.Size, codes: torch.Tensor, scales: torch.Tensor) -> Encoded:
@@ -215,7 +215,7 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     new_codes, absmax = out
     # non-finite sums take the composition (the codec's nonfinite policy), as do subnormal absmax
     # values whose inverse overflows, as in the codec's own encode
-    if not bool(torch.isfinite(absmax).all()) or _inverse_overflows(absmax):
+    if not bool(torch.isfinite(absmax).all()) or inverse_overflows(absmax):
         return None
     return _encoded(codec, a.shape, new_codes.view(-1), absmax)
 

@@ -139,21 +139,21 @@ class MXCodec(Codec):
         n = flat.numel()
         if n == 0:
             z = flat.new_zeros(0, dtype=torch.uint8)
-            return self._payload(x, {"codes": z, "scales": z}, 0, {"block_size": MX_BLOCK})
+            return self.payload(x, {"codes": z, "scales": z}, 0, {"block_size": MX_BLOCK})
         if on_kernel_device(flat):  # kernels/block_scaled.cu, packed in the kernel
             packed, scales, bad = mx_encode_cuda(flat, self.fmt, self.scale_rule)
             if bad:
                 if self.nonfinite == "raise":
                     raise nonfinite_error(flat)
                 packed, scales, _ = mx_encode_cuda(saturate_nonfinite(flat), self.fmt, self.scale_rule)
-            return self._payload(x, {"codes": packed, "scales": scales},
+            return self.payload(x, {"codes": packed, "scales": scales},
                                  packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
         packed, scales, amax = self._encode_packed(flat)
         if not bool(torch.isfinite(amax).all()):
             if self.nonfinite == "raise":
                 raise nonfinite_error(flat)
             packed, scales, _ = self._encode_packed(saturate_nonfinite(flat))
-        return self._payload(x, {"codes": packed, "scales": scales},
+        return self.payload(x, {"codes": packed, "scales": scales},
                              packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
 
     def layout(self, n: int) -> Layout:
@@ -172,7 +172,7 @@ class MXCodec(Codec):
         n = flat.numel()
         main = n - n % MX_BLOCK
         if not flat.is_cuda and main >= cpu.MIN_COMPILED:
-            out = cpu._try_compiled(_encode_mx_fn, (self.fmt.name, self.scale_rule), flat[:main].view(-1, MX_BLOCK))
+            out = cpu.try_compiled(_encode_mx_fn, (self.fmt.name, self.scale_rule), flat[:main].view(-1, MX_BLOCK))
             if out is not None:
                 out = out[:3]
                 if main == n:

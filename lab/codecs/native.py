@@ -51,7 +51,7 @@ class CastCodec(Codec):
     def encode(self, x: torch.Tensor) -> Encoded:
         flat, absmax = finite_or_saturated(check_input(x, nonfinite=self.nonfinite), self.nonfinite)
         y, saturated = saturating_cast(flat, self.wire_dtype, absmax)
-        return self._payload(x, {"values": y}, y.numel() * y.element_size(), {"saturated": saturated})
+        return self.payload(x, {"values": y}, y.numel() * y.element_size(), {"saturated": saturated})
 
     def layout(self, n: int) -> Layout:
         """n values of the cast's format."""
@@ -83,7 +83,7 @@ class Fp8Codec(Codec):
         absmax = _absmax(flat)
         y = (_unit(flat, absmax) * self.fmax).clamp(-self.fmax, self.fmax).to(self.wire_dtype)
         n = y.numel()
-        return self._payload(x, {"values": y, "scales": absmax}, n + 4 if n else 0)
+        return self.payload(x, {"values": y, "scales": absmax}, n + 4 if n else 0)
 
     def layout(self, n: int) -> Layout:
         """n fp8 values and one float32 scale (the absmax)."""
@@ -110,7 +110,7 @@ class Int8Codec(Codec):
         absmax = _absmax(flat)
         q = torch.round(_unit(flat, absmax) * 127.0).clamp(-127, 127).to(torch.int8)
         n = q.numel()
-        return self._payload(x, {"codes": q, "scales": absmax}, n + 4 if n else 0)
+        return self.payload(x, {"codes": q, "scales": absmax}, n + 4 if n else 0)
 
     def layout(self, n: int) -> Layout:
         """n int8 codes and one float32 scale (the absmax)."""

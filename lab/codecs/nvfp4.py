@@ -58,7 +58,7 @@ class NVFP4Codec(SeededGenerator, Codec):
         meta = {"block_size": NV_BLOCK}
         if n == 0:
             z = flat.new_zeros(0, dtype=torch.uint8)
-            return self._payload(x, {"codes": z, "scales": z.view(torch.float8_e4m3fn),
+            return self.payload(x, {"codes": z, "scales": z.view(torch.float8_e4m3fn),
                                      "tensor_scale": flat.new_zeros(1, dtype=torch.float32)}, 0, meta)
         key = self._noise_key() if self.stochastic else None
         if on_kernel_device(flat):  # kernels/block_scaled.cu: scales and packed codes in one pass
@@ -70,7 +70,7 @@ class NVFP4Codec(SeededGenerator, Codec):
                 amax = flat.abs().amax().float().reshape(1)
             tscale = tensor_scale(amax)
             packed, bscale = nvfp4_encode_cuda(flat, tscale, key)
-            return self._payload(x, {"codes": packed, "scales": bscale.view(torch.float8_e4m3fn),
+            return self.payload(x, {"codes": packed, "scales": bscale.view(torch.float8_e4m3fn),
                                      "tensor_scale": tscale}, packed_bytes(n, 4) + bscale.numel() + 4, meta)
         bamax = self._block_amax(flat)
         if not bool(torch.isfinite(bamax).all()):
@@ -80,7 +80,7 @@ class NVFP4Codec(SeededGenerator, Codec):
             bamax = self._block_amax(flat)
         tscale = tensor_scale(bamax.amax().reshape(1))
         packed, bscale = self._encode_cpu(flat, bamax, tscale, key)
-        return self._payload(x, {"codes": packed, "scales": bscale, "tensor_scale": tscale},
+        return self.payload(x, {"codes": packed, "scales": bscale, "tensor_scale": tscale},
                              packed_bytes(n, 4) + bscale.numel() + 4, meta)
 
     def _block_amax(self, flat: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,7 @@ class NVFP4Codec(SeededGenerator, Codec):
         parts = []
         if main:
             x2d = flat[:main].view(-1, NV_BLOCK)
-            got = cpu._try_compiled(_amax_fn, None, x2d) if main >= cpu.MIN_COMPILED else None
+            got = cpu.try_compiled(_amax_fn, None, x2d) if main >= cpu.MIN_COMPILED else None
             parts.append(got if got is not None else x2d.float().abs().amax(1))
         if main < n:
             parts.append(flat[main:].float().abs().amax().reshape(1))
@@ -104,7 +104,7 @@ class NVFP4Codec(SeededGenerator, Codec):
         main = n - n % NV_BLOCK
         if main >= cpu.MIN_COMPILED:
             keys = None if key is None else torch.tensor([key & 0xFFFFFFFF, key >> 32], dtype=torch.int64)
-            out = cpu._try_compiled(_encode_nvfp4_fn, key is not None, flat[:main].view(-1, NV_BLOCK),
+            out = cpu.try_compiled(_encode_nvfp4_fn, key is not None, flat[:main].view(-1, NV_BLOCK),
                                     bamax[:main // NV_BLOCK], tscale, keys)
             if out is not None:
                 out = out[:2]
@@ -120,7 +120,7 @@ class NVFP4Codec(SeededGenerator, Codec):
     def _noise_key(self) -> int:
         """The 64-bit key of this call's stochastic-rounding noise, drawn from the codec's CPU
         generator seeded by `seed` (so successive calls differ, and CPU and CUDA draw the same key)."""
-        k = torch.randint(0, 2**32, (2,), generator=self._generator(torch.device("cpu")))
+        k = torch.randint(0, 2**32, (2,), generator=self.generator(torch.device("cpu")))
         return int(k[0]) | int(k[1]) << 32
 
     def layout(self, n: int) -> Layout:

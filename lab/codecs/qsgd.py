@@ -77,7 +77,7 @@ class QSGD(SeededGenerator, Codec):
         b = level_bits(s)
         norm = qsgd_scale(flat, x.dtype)
         if n and float(norm) > 0:
-            u = torch.rand(n, generator=self._generator(flat.device), device=flat.device)
+            u = torch.rand(n, generator=self.generator(flat.device), device=flat.device)
             level = torch.floor(flat.abs() / norm * s + u).clamp_(0, s).to(torch.uint8)
         else:
             level = torch.zeros(n, dtype=torch.uint8, device=flat.device)

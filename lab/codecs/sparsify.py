@@ -163,7 +163,7 @@ class RandomK(SeededGenerator, Codec):
         n = flat.numel()
         k = kept_count(n, self.ratio, self.k)
         dev = flat.device
-        seed = torch.randint(0, 2**62, (1,), generator=self._generator(dev), device=dev)
+        seed = torch.randint(0, 2**62, (1,), generator=self.generator(dev), device=dev)
         values = flat[self.indices(n, k, int(seed), dev)].to(torch.float32)
         meta = {"k": k}
         if self.unbiased and k:

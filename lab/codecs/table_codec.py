@@ -59,7 +59,7 @@ def _prepared(table: ValueTable, rounding: str, scale: str) -> SearchTables:
 
 
 @functools.lru_cache(maxsize=64)
-def _on_device(table: ValueTable, rounding: str, scale: str, device: torch.device) -> SearchTables:
+def search_tables_on(table: ValueTable, rounding: str, scale: str, device: torch.device) -> SearchTables:
     return _prepared(table, rounding, scale).to(device)
 
 
@@ -126,12 +126,12 @@ class TableCodec(Codec):
         meta: dict[str, Any] = {"block_size": self.block_size}
         if self.scale == "none":
             meta["saturated"] = saturated
-        return self._payload(x, {"codes": codes, "scales": scales}, packed_bytes(flat.numel(), self.bits) + side, meta)
+        return self.payload(x, {"codes": codes, "scales": scales}, packed_bytes(flat.numel(), self.bits) + side, meta)
 
     def _encode_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(codes, scales, values saturated): with scale='none' a value beyond the table's largest
         magnitude saturates to it (the out-of-range rule of the unscaled codecs) and is counted."""
-        p = _on_device(self.table, self.rounding, self.scale, flat.device)
+        p = search_tables_on(self.table, self.rounding, self.scale, flat.device)
         n = flat.numel()
         if n == 0:
             return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32), 0
@@ -195,7 +195,7 @@ class TableCodec(Codec):
         n = codes.numel()
         if n == 0:
             return True
-        p = _on_device(self.table, self.rounding, self.scale, codes.device)
+        p = search_tables_on(self.table, self.rounding, self.scale, codes.device)
         B = enc.meta.get("block_size")
         if codes.is_cuda:
             from .cuda import decode_cuda
@@ -212,7 +212,7 @@ class TableCodec(Codec):
         return True
 
 
-def _inverse_overflows(absmax: torch.Tensor) -> bool:
+def inverse_overflows(absmax: torch.Tensor) -> bool:
     """A subnormal absmax below ~2^-128 makes 1/absmax infinite: such blocks are coded from
     x / absmax (`cpu.scale_to_unit`, and so do the CUDA kernels); the compiled CPU passes multiply
     by the inverse only, so there they take the reference."""

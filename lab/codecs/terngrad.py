@@ -44,7 +44,7 @@ class TernGrad(SeededGenerator, Codec):
         mag = flat.abs()
         scale = mag.max() if n else flat.new_zeros(())
         if n and float(scale) > 0:
-            u = torch.rand(n, generator=self._generator(flat.device), device=flat.device)
+            u = torch.rand(n, generator=self.generator(flat.device), device=flat.device)
             keep = u < mag / scale
             codes = torch.where(keep, torch.where(flat > 0, 2, 0), 1).to(torch.uint8)
         else:

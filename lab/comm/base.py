@@ -76,6 +76,8 @@ class Comm(ABC):
     receive_ahead: bool = True
     #: may two threads of this rank run transfers with disjoint sets of peers at once (Gloo: yes)
     concurrent: bool = False
+    #: fp32 scratch a raw Channel reuses across calls (lab/comm/channel.py); None until first needed
+    channel_scratch: "torch.Tensor | None" = None
 
     def __init__(self) -> None:
         self.bytes_sent = 0
@@ -83,22 +85,22 @@ class Comm(ABC):
 
     # -- point to point
     @abstractmethod
-    def _isend(self, t: torch.Tensor, dst: int) -> Work: ...
+    def isend_unchecked(self, t: torch.Tensor, dst: int) -> Work: ...
 
     @abstractmethod
-    def _irecv(self, t: torch.Tensor, src: int) -> Work: ...
+    def irecv_unchecked(self, t: torch.Tensor, src: int) -> Work: ...
 
     def isend(self, t: torch.Tensor, dst: int) -> Work:
         """Start sending `t` (contiguous) to rank `dst`; do not modify `t` before `wait()`."""
         self._check_peer(dst)
         self.bytes_sent += t.numel() * t.element_size()
         self.messages_sent += 1
-        return self._isend(t, dst)
+        return self.isend_unchecked(t, dst)
 
     def irecv(self, t: torch.Tensor, src: int) -> Work:
         """Start receiving into `t` (contiguous, of the sent size and dtype) from rank `src`."""
         self._check_peer(src)
-        return self._irecv(t, src)
+        return self.irecv_unchecked(t, src)
 
     def send(self, t: torch.Tensor, dst: int) -> None:
         self.isend(t, dst).wait()
@@ -134,8 +136,8 @@ class Comm(ABC):
                   recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:
         """Post the non-empty operations of a batch; the Works of its sends and of its receives.
         Default: receives first (an expected message moves fastest), then sends, one at a time."""
-        wr = [self._irecv(t, src) for t, src in recvs]
-        return [self._isend(t, dst) for t, dst in sends], wr
+        wr = [self.irecv_unchecked(t, src) for t, src in recvs]
+        return [self.isend_unchecked(t, dst) for t, dst in sends], wr
 
     # -- control
     @abstractmethod
@@ -163,7 +165,7 @@ class Comm(ABC):
         `in_splits[i]` elements of `inp` go to rank i, and rank i's piece for this rank lands in the
         i-th `out_splits[i]` elements of `out` (this rank's own piece is copied). Every rank calls it.
         Default: one batch of `exchange` (NCCL-safe), peers in the order r+1, r+2, ..."""
-        ins, outs = _split(inp, in_splits, self.size, "in"), _split(out, out_splits, self.size, "out")
+        ins, outs = split_by_lengths(inp, in_splits, self.size, "in"), split_by_lengths(out, out_splits, self.size, "out")
         r, P = self.rank, self.size
         if ins[r].numel() != outs[r].numel():
             raise CommError(f"rank {r}: alltoall sends itself {ins[r].numel()} elements into a slot of {outs[r].numel()}")
@@ -196,7 +198,7 @@ class Comm(ABC):
 _COUNTING = threading.Lock()
 
 
-def _split(t: torch.Tensor, splits: Sequence[int], P: int, what: str) -> list[torch.Tensor]:
+def split_by_lengths(t: torch.Tensor, splits: Sequence[int], P: int, what: str) -> list[torch.Tensor]:
     """`t` (flat, contiguous) cut into consecutive views of the given lengths, one per rank."""
     splits = [int(k) for k in splits]
     if len(splits) != P or any(k < 0 for k in splits) or sum(splits) != t.numel() or t.dim() != 1:
@@ -235,12 +237,12 @@ class SubComm(Comm):
             self.parent.bytes_sent += sum(t.numel() * t.element_size() for t, _ in sends)
             self.parent.messages_sent += len(sends)
 
-    def _isend(self, t: torch.Tensor, dst: int) -> Work:
+    def isend_unchecked(self, t: torch.Tensor, dst: int) -> Work:
         self._count([(t, dst)])
-        return self.parent._isend(t, self.ranks[dst])
+        return self.parent.isend_unchecked(t, self.ranks[dst])
 
-    def _irecv(self, t: torch.Tensor, src: int) -> Work:
-        return self.parent._irecv(t, self.ranks[src])
+    def irecv_unchecked(self, t: torch.Tensor, src: int) -> Work:
+        return self.parent.irecv_unchecked(t, self.ranks[src])
 
     def _exchange(self, sends: list[tuple[torch.Tensor, int]],
                   recvs: list[tuple[torch.Tensor, int]]) -> tuple[list[Work], list[Work]]:

@@ -40,9 +40,9 @@ class Channel:
         self._scratch = None
         if codec is None and scratch:
             # kept on the comm: fresh multi-MB buffers per call would cost page faults every time
-            held = getattr(comm, "_scratch", None)
+            held = comm.channel_scratch
             if held is None or held.numel() < scratch or held.device != comm.device:
-                held = comm._scratch = torch.empty(scratch, dtype=torch.float32, device=comm.device)
+                held = comm.channel_scratch = torch.empty(scratch, dtype=torch.float32, device=comm.device)
             self._scratch = held
 
     def chunks(self, seg: torch.Tensor) -> list[torch.Tensor]:

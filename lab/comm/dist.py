@@ -76,10 +76,10 @@ class TorchComm(Comm):
             dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=timeout))
         return cls()
 
-    def _isend(self, t: torch.Tensor, dst: int) -> Work:
+    def isend_unchecked(self, t: torch.Tensor, dst: int) -> Work:
         return _Work(dist.isend(t, dst), self, "send to", dst)
 
-    def _irecv(self, t: torch.Tensor, src: int) -> Work:
+    def irecv_unchecked(self, t: torch.Tensor, src: int) -> Work:
         return _Work(dist.irecv(t, src), self, "receive from", src)
 
     def _exchange(self, sends: list[tuple[torch.Tensor, int]],
@@ -109,9 +109,9 @@ class TorchComm(Comm):
         with nothing to send or receive too: Gloo accepts empty buffers here), else ranks would hang."""
         if not hasattr(dist, "all_to_all_single"):
             return super().alltoall(out, inp, out_splits, in_splits)
-        from .base import _split
-        ins = _split(inp, in_splits, self.size, "in")
-        _split(out, out_splits, self.size, "out")
+        from .base import split_by_lengths
+        ins = split_by_lengths(inp, in_splits, self.size, "in")
+        split_by_lengths(out, out_splits, self.size, "out")
         sent = [t for p, t in enumerate(ins) if p != self.rank and t.numel()]
         self.bytes_sent += sum(t.numel() * t.element_size() for t in sent)
         self.messages_sent += len(sent)

@@ -108,14 +108,14 @@ class SimComm(Comm):
         self.receive_ahead = not world.strict
         self._calls = 0
 
-    def _isend(self, t: torch.Tensor, dst: int) -> Work:
+    def isend_unchecked(self, t: torch.Tensor, dst: int) -> Work:
         if self._w.strict:
             return self._w.post(self.rank, [(t, dst)], [])[0][0]
         self._w.queues[(self.rank, dst)].append(t.detach().clone())
         self._w.wake(dst, "recv", self.rank)
         return Done()
 
-    def _irecv(self, t: torch.Tensor, src: int) -> Work:
+    def irecv_unchecked(self, t: torch.Tensor, src: int) -> Work:
         if self._w.strict:
             return self._w.post(self.rank, [], [(t, src)])[1][0]
         return _Recv(self, t, src)

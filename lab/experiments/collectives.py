@@ -187,12 +187,12 @@ class _Ticker:
 
 def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed: int, tick=None, **options):
     if tick is not None and comm.rank == 0:
-        send0 = comm._isend
+        send0 = comm.isend_unchecked
 
         def isend(t, dst):
             tick()
             return send0(t, dst)
-        comm._isend = isend
+        comm.isend_unchecked = isend
     y = allreduce(comm, _vector(comm.rank, n, seed), algorithm=algorithm, codec=codec, mode=mode, **options)
     return y, comm.bytes_sent
 

@@ -156,7 +156,7 @@ def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
             if snapshots:
                 snaps[r].append((clocks[r], buf.clone()))
 
-        send0, recv0 = comm._isend, comm._irecv
+        send0, recv0 = comm.isend_unchecked, comm.irecv_unchecked
 
         def isend(t, dst):
             snap()
@@ -180,7 +180,7 @@ def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
             work.wait = wait
             return work
 
-        comm._isend, comm._irecv = isend, irecv
+        comm.isend_unchecked, comm.irecv_unchecked = isend, irecv
         snap()
         algo.reduce(comm, buf, _channel(comm, algo, codec, n))
         snap()

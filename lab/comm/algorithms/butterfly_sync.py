@@ -50,8 +50,8 @@ def _others(P: int, r: int) -> list[int]:
 
 # The same traffic as the ring's reduce-scatter + allgather, sent directly instead of around the
 # ring: 2L(P−1) + 2mG(P−1)/P, and the same codec work and allgather (P−1)(L + qG).
-_coefficients, _total_bytes = ring._coefficients, ring._total_bytes
-_codec_counts, _gather_coefficients = ring._codec_counts, ring._gather_coefficients
+_coefficients, _total_bytes = ring.ALGORITHM.coefficients, ring.ALGORITHM.total_bytes
+_codec_counts, _gather_coefficients = ring.ALGORITHM.codec_counts, ring.ALGORITHM.gather_coefficients
 
 
 def _scratch(n: int, P: int) -> int:
