@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from lab.codecs import Layout, tables
+from lab.codecs import BitLayout, tables
 from lab.codecs.rounding import bounds, paper_search
 
 
@@ -50,14 +50,14 @@ def test_mantissa_and_static_tree_layouts():
 ])
 def test_impossible_layout_names_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
-        Layout(**kw).table()
+        BitLayout(**kw).table()
 
 
 def test_layout_sizes():
     for bits in range(2, 9):
-        t = Layout(bits, False, 0, 2, 0, "linear", False).table()
+        t = BitLayout(bits, False, 0, 2, 0, "linear", False).table()
         assert len(t.values) == 2 ** bits
-    t = Layout(4, True, 2, 2, 0, "linear", False).table()
+    t = BitLayout(4, True, 2, 2, 0, "linear", False).table()
     assert t.symmetric and len(t.values) <= 16
 
 

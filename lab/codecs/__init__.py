@@ -13,9 +13,9 @@ from .native import FP8, CastCodec, Fp8Codec, Int8Codec
 from .registry import (CodecInfo, OptionSpec, WorkModel, codec_help, codec_info, codec_infos, codec_names,
                        format_spec, get_codec, parse_spec, register, unregister)
 from .table_codec import TableCodec
-from .tables import Layout, ValueTable
+from .tables import BitLayout, ValueTable
 from . import tables  # noqa: F401
 
-__all__ = ["Codec", "Encoded", "ErrorFeedback", "TableCodec", "Layout", "ValueTable", "CastCodec", "Fp8Codec",
+__all__ = ["Codec", "Encoded", "ErrorFeedback", "TableCodec", "BitLayout", "ValueTable", "CastCodec", "Fp8Codec",
            "Int8Codec", "CodecInfo", "OptionSpec", "WorkModel", "codec_infos", "codec_info", "parse_spec",
            "format_spec", "register", "unregister", "get_codec", "codec_names", "codec_help", "tables"]

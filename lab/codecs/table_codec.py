@@ -263,7 +263,7 @@ _table("bnb_dynamic", "bitsandbytes' dynamic map (create_dynamic_map), nearest r
 
 def _layout(total_bits: int = 8, signed: bool = True, exponent_bits: int = 0, base: int = 10, offset: int = 0,
             mantissa: str = "tree", dynamic: bool = True, **kw) -> TableCodec:
-    layout = tables.Layout(total_bits, signed, exponent_bits, base, offset, mantissa, dynamic)
+    layout = tables.BitLayout(total_bits, signed, exponent_bits, base, offset, mantissa, dynamic)
     return TableCodec(layout.table(), **kw)
 
 

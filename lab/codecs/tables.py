@@ -118,7 +118,7 @@ def linear_leaves(lower: float, base: int, bits: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Layout:
+class BitLayout:
     """A user bit layout: total bits, sign, exponent and mantissa (paper §3.1, Figure 1).
 
     total_bits: 2..8. signed: one sign bit. exponent_bits: width of a static exponent field e,
@@ -230,22 +230,22 @@ class Layout:
 
 def linear() -> ValueTable:
     """8-bit linear quantization: sign + 7-bit integer, k/127 after absmax scaling (§3.1)."""
-    return Layout(8, True, 0, 10, 0, "linear", False).table("linear").normalized()
+    return BitLayout(8, True, 0, 10, 0, "linear", False).table("linear").normalized()
 
 
 def mantissa(offset: int = 1) -> ValueTable:
     """8-bit mantissa: sign + 3-bit exponent + 4-bit integer mantissa, m·10^(offset-e) (§3.1)."""
-    return Layout(8, True, 3, 10, offset, "linear", False).table(f"mantissa(10^{offset})")
+    return BitLayout(8, True, 3, 10, offset, "linear", False).table(f"mantissa(10^{offset})")
 
 
 def static_tree(offset: int = 1) -> ValueTable:
     """8-bit static tree: sign + 3-bit exponent + 4-bit bisection tree over (0.1, 1) (§3.1)."""
-    return Layout(8, True, 3, 10, offset, "tree", False).table(f"static_tree(10^{offset})")
+    return BitLayout(8, True, 3, 10, offset, "tree", False).table(f"static_tree(10^{offset})")
 
 
 def dynamic_tree() -> ValueTable:
     """8-bit dynamic tree: Dettmers' table, 126 magnitudes over 1e-6..1 plus 0 and ±1 (§3.1)."""
-    return Layout(8, True, 0, 10, 0, "tree", True).table("dynamic_tree")
+    return BitLayout(8, True, 0, 10, 0, "tree", True).table("dynamic_tree")
 
 
 def bnb_dynamic() -> ValueTable:
