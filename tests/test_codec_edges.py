@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from lab.codecs import ErrorFeedback, get_codec
-from lab.codecs.base import codec_names
+from lab.codecs.registry import codec_names
 from lab.codecs.block_scaled import e8m0_value
 from lab.codecs.mx import MXCodec
 from lab.codecs.native import CastCodec, Fp8Codec, Int8Codec

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lab.codecs.wire import WireFormat
 from lab.codecs import (CodecInfo, ErrorFeedback, codec_infos, codec_names, format_spec, parse_spec,
                         unregister)
 from static_table import tables
@@ -115,7 +116,7 @@ def test_encode_as_is_every_codecs_signature():
         assert torch.equal(plain.decode(plain.encode_as(x, "w")), plain.roundtrip(x))
         enc = ef.encode_as(x, "w")
         assert torch.allclose(ef.residual("w") + ef.decode(enc).float(), x, atol=1e-6)
-        assert ef.wire_format(64).nbytes == plain.wire_format(64).nbytes
+        assert WireFormat.of(ef, 64).nbytes == WireFormat.of(plain, 64).nbytes
 
 
 def test_plugin_codec_reaches_every_entry_point(plugin):

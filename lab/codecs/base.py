@@ -1,4 +1,5 @@
-"""The Codec interface, the Encoded payload and the registry (DESIGN.md "Core interfaces").
+"""The Codec interface and the Encoded payload (DESIGN.md "Core interfaces"); the bottom of
+lab/codecs: it imports no other module of the package (the registry, wire format and hops build on it).
 
 A codec turns a tensor into an `Encoded` payload that knows its wire size, and back into a
 tensor of the input's dtype and shape. Codecs are stateless; error feedback wraps them.
@@ -12,14 +13,20 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import torch
 
-if TYPE_CHECKING:
-    from .wire import WireFormat
-
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: the NaN/Inf policies every codec takes (its `nonfinite` option)
+NONFINITE = ("raise", "saturate")
+
+
+def check_nonfinite(policy: str) -> str:
+    """The NaN/Inf policy of every codec: 'raise' (ValueError) or 'saturate' (clamp)."""
+    if policy not in NONFINITE:
+        raise ValueError(f"nonfinite={policy!r}; allowed: 'raise', 'saturate'")
+    return policy
 
 
 @dataclass(frozen=True)
@@ -185,23 +192,6 @@ class Codec:
         """An `Encoded` of x's shape and dtype, its tensors checked against `layout(x.numel())`."""
         return Encoded(self.name, torch.Size(x.shape), x.dtype, tensors, wire_bytes, meta or {},
                        self.layout(x.numel()))
-
-    def wire_format(self, n: int, dtype: torch.dtype = torch.float32,
-                    device: torch.device | str = "cpu") -> "WireFormat":
-        """The byte layout of this codec's payload for n values of `dtype` (lab/codecs/wire.py)."""
-        from .wire import WireFormat
-        return WireFormat.of(self, n, dtype, device)
-
-    def hop(self, a: Encoded, x: torch.Tensor) -> Encoded:
-        """One reduction hop of a compressed collective: encode(decode(a) + x) (Dettmers 2016 §3.2);
-        fused for table codecs (lab/codecs/hop.py), the composition for others."""
-        from .hop import hop_mixed
-        return hop_mixed(self.payload_codec, a, x)
-
-    def decode_sum(self, payloads: list[Encoded]) -> torch.Tensor:
-        """float32 sum of the decoded payloads in list order (an allgather's reduction)."""
-        from .hop import decode_sum
-        return decode_sum(self.payload_codec, payloads)
 
     def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
         """decode(encode(x))."""
@@ -381,8 +371,3 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 def packed_bytes(n: int, bits: float) -> int:
     """Bytes of n values at `bits` bits each, packed."""
     return math.ceil(n * bits / 8)
-
-
-# ---------------------------------------------------------------- registry (lab/codecs/registry.py)
-
-from .registry import check_nonfinite, codec_help, codec_names, get_codec, register  # noqa: E402,F401

@@ -16,7 +16,10 @@ from __future__ import annotations
 import torch
 
 from .. import backend
+from . import cpu
 from .base import Codec, Encoded, packed_bytes
+from .cuda import MAX_K
+from .cuda_hop import decode_sum_cuda, hop_codes_cuda, hop_mixed_cuda
 from .table_codec import SearchTables, TableCodec, inverse_overflows, search_tables_on
 
 __all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
@@ -104,14 +107,9 @@ def _fused(codec: Codec, *payloads: Encoded) -> bool:
         return False
     if any(p.dtype != torch.float32 or p.device.type != backend.KERNEL_DEVICE_TYPE for p in payloads):
         return False
-    if codec.search == "lut" and _tables(codec, payloads[0].device).K > _max_k():
+    if codec.search == "lut" and _tables(codec, payloads[0].device).K > MAX_K:
         return False  # the codec's own CUDA encoder rejects such a table too: let it say so
     return backend.kernels_available()
-
-
-def _max_k() -> int:
-    from .cuda import MAX_K
-    return MAX_K
 
 
 def _tables(codec: TableCodec, device: torch.device) -> SearchTables:
@@ -147,15 +145,15 @@ def hop_codes(codec: Codec, a: Encoded, b: Encoded) -> Encoded:
     """One reduction hop on two payloads: encode(decode(a) + decode(b)) (Dettmers 2016 §3.2 kernel).
 
     Equal to `hop_codes_reference` (bit for bit for table codecs on CUDA). a and b must come
-    from `codec` with the same shape; the result describes float32 data of that shape.
+    from `codec` with the same shape; the result describes float32 data of that shape. A codec
+    with memory (error feedback) hops its inner codec's payloads (`payload_codec`).
     """
+    codec = codec.payload_codec
     _check_payload(codec, a, "a")
     _check_payload(codec, b, "b")
     _check_same(a, b, "a", "b")
     if not _fused(codec, a, b):
         return hop_codes_reference(codec, a, b)
-    from .cuda_hop import hop_codes_cuda
-
     p = _tables(codec, a.device)
     codes, scales, absmax = hop_codes_cuda(
         _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(b.tensors["codes"]), _flat(b.tensors["scales"]),
@@ -170,8 +168,10 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
     """One reduction hop on a payload and local data: encode(decode(a) + x) (Dettmers 2016 §3.2).
 
     x: a floating tensor of a's shape on a's device (float32 for the fused kernel). Equal to
-    `hop_mixed_reference` (bit for bit for table codecs on CUDA).
+    `hop_mixed_reference` (bit for bit for table codecs on CUDA). A codec with memory hops its
+    inner codec's payloads (`payload_codec`).
     """
+    codec = codec.payload_codec
     _check_payload(codec, a, "a")
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"x must be a torch.Tensor, got {type(x).__name__}")
@@ -184,8 +184,6 @@ def hop_mixed(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded:
     if x.dtype != torch.float32 or not _fused(codec, a):
         fast = _hop_mixed_cpu(codec, a, x) if x.dtype == torch.float32 and x.device.type == "cpu" else None
         return fast if fast is not None else hop_mixed_reference(codec, a, x)
-    from .cuda_hop import hop_mixed_cuda
-
     p = _tables(codec, a.device)
     codes, scales, absmax = hop_mixed_cuda(
         _flat(a.tensors["codes"]), _flat(a.tensors["scales"]), _flat(x), p.values256, p.bpad, p.lut,
@@ -200,8 +198,6 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     bit for bit the composition; None where it does not apply (then the caller composes)."""
     if not isinstance(codec, TableCodec) or codec.scale != "absmax" or a.dtype != torch.float32 or not a.numel:
         return None
-    from . import cpu
-
     p = _tables(codec, x.device)
     codes, scales = _flat(a.tensors["codes"]), _flat(a.tensors["scales"])
     n, B = codes.numel(), codec.block_size
@@ -226,6 +222,7 @@ def decode_sum(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
     Equal to `decode_sum_reference` (bit for bit for table codecs on CUDA). Payloads that are
     rows of one gather buffer are read in place; others are stacked first (a copy of the codes).
     """
+    codec = codec.payload_codec
     payloads = list(payloads)
     if not payloads:
         raise ValueError("decode_sum needs at least one payload")
@@ -235,8 +232,6 @@ def decode_sum(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:
             _check_same(payloads[0], p, "payload 0", f"payload {i}")
     if not _fused(codec, *payloads):
         return decode_sum_reference(codec, payloads)
-    from .cuda_hop import decode_sum_cuda
-
     codes = _rows([_flat(p.tensors["codes"]) for p in payloads])
     scales = _rows([_flat(p.tensors["scales"]) for p in payloads])
     values = _tables(codec, payloads[0].device).values256

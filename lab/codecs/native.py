@@ -125,7 +125,7 @@ _NATIVE = (nonfinite_option(),)
 # casts: one kernel each way; fp32 is uncompressed (the planner treats it as no codec)
 for _fmt in CastCodec.FORMATS:
     register(CodecInfo(_fmt, f"{_fmt} cast (summable); beyond the format's range saturates (counted)",
-                       lambda _f=_fmt, **kw: CastCodec(_f, **kw), _NATIVE, summable=True,
+                       lambda _f=_fmt, **kw: CastCodec(_f, **kw), _NATIVE,
                        work=WorkModel(0.0, 1, 1, raw=_fmt == "fp32")))
 for _fmt in FP8:
     register(CodecInfo(_fmt, f"{_fmt} with a per-tensor scale to the format's maximum",

@@ -81,5 +81,5 @@ def make_onebit(*, nonfinite: str = "raise") -> OneBit:
 # Seide et al.'s error feedback makes encode read and write the 4-byte residual too, in 4 kernels
 # (add residual, two means, pack, update residual); the planner runs it as a two-stage allreduce.
 register(CodecInfo("onebit", "1-bit SGD: sign bit per value + means of the non-negative and negative parts",
-                   make_onebit, (nonfinite_option(),), gather_only=True, gradient_only=True, two_stage=True,
+                   make_onebit, (nonfinite_option(),), gradient_only=True, two_stage=True,
                    work=WorkModel(8.0, 4, 1)))

@@ -403,5 +403,5 @@ OPTIONS = (
 # matrix: 3 matmuls, ~3 per orthogonalised column of P and Q (r = 1..2), the residual ops.
 register(CodecInfo("powersgd", "PowerSGD (Vogels et al. 2019): rank-r power iteration, P and Q allreduced in fp32, "
                                "warm start, error feedback (torch's powerSGD_hook)",
-                   make_powersgd, OPTIONS, summable=True, phased=True, gradient_only=True, stochastic=True,
+                   make_powersgd, OPTIONS, gradient_only=True,
                    work=WorkModel(extra_encode_bytes=36.0, encode_kernels=12, decode_kernels=1)))

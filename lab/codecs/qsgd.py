@@ -122,4 +122,4 @@ def make_qsgd(*, levels: int = 16, seed: int = 0, nonfinite: str = "raise") -> Q
 
 register(CodecInfo("qsgd", "QSGD: stochastic rounding to s levels of the L2 norm, unbiased (1 + ceil(log2(s+1)) bits)",
                    make_qsgd, (OptionSpec("levels", int, 16, range=(1, 127), help="levels s of the L2 norm"),
-                               seed_option(), nonfinite_option()), gradient_only=True, stochastic=True))
+                               seed_option(), nonfinite_option()), gradient_only=True))

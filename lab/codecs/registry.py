@@ -4,31 +4,26 @@ work model, and the one spec-string parser every entry point uses (DESIGN.md rul
 A codec is one module that calls `register(CodecInfo(...))`. A spec string names a configured
 codec: `name[:option=value,...]`, optionally behind `ef:` for error-feedback memory, e.g.
 `dynamic_tree:rounding=paper,block_size=4096`, `ef:onebit`, `topk:ratio=0.01`.
-Codecs in other packages register the same way; modules listed (comma-separated) in the
-environment variable PARALAB_CODECS are imported when the registry is first read.
+Codecs are found the way algorithms are (`lab.plugins`): every module of this package, the entry
+points of group `paralab.codecs`, modules named in $PARALAB_CODECS, and modules whose codecs were
+registered at run time (carried to the rank processes `lab.comm.launch` starts). Nothing lists them.
 """
 from __future__ import annotations
 
-import importlib
+import functools
 import math
-import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from types import ModuleType
+from typing import Any, Callable, Iterable, Mapping
 
-if TYPE_CHECKING:
-    from .base import Codec
+from .. import plugins
 
-NONFINITE = ("raise", "saturate")
+from .base import NONFINITE, Codec, check_nonfinite
+from .error_feedback import ErrorFeedback
+
 EF_PREFIX = "ef"
 PLUGINS_ENV = "PARALAB_CODECS"
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
-def check_nonfinite(policy: str) -> str:
-    """The NaN/Inf policy of every codec: 'raise' (ValueError) or 'saturate' (clamp)."""
-    if policy not in NONFINITE:
-        raise ValueError(f"nonfinite={policy!r}; allowed: 'raise', 'saturate'")
-    return policy
 
 
 @dataclass(frozen=True)
@@ -117,26 +112,44 @@ class WorkModel:
 class CodecInfo:
     """A registered codec: `factory(**options)` builds it.
 
-    Flags: `summable` (payloads add on the wire), `gather_only` (cannot be re-encoded at every hop:
-    collectives gather it), `gradient_only` (a gradient compressor; model parallelism cannot use it
-    on activations, Dettmers 2016 §2.2), `two_stage` (the planner runs it as a two-encoding
-    allreduce, Seide et al.'s 1-bit SGD), `table` (a value-table codec with the fused CUDA hop),
-    `stochastic` (random rounding or sampling; seeded), `phased` (runs its own collective: fp32 sums of
-    what it computes, e.g. PowerSGD's low-rank factors; neither re-encoded per hop nor gathered). `work`: the
-    planner's work model."""
+    Declared here: `gradient_only` (a gradient compressor; model parallelism cannot use it on
+    activations, Dettmers 2016 §2.2), `two_stage` (the planner runs it as a two-encoding allreduce,
+    Seide et al.'s 1-bit SGD), `table` (a value-table codec with the fused CUDA hop), `work` (the
+    planner's work model). Read from the codec class (declared once, there; a codec built with
+    default options answers): `summable` (payloads add on the wire), `stochastic` (random rounding or
+    sampling; seeded), `phased` (runs its own collective: fp32 sums of what it computes, e.g.
+    PowerSGD's low-rank factors; neither re-encoded per hop nor gathered), `gather_only` (neither
+    re-encoded at every hop nor phased: collectives gather it)."""
 
     name: str
     summary: str
-    factory: Callable[..., "Codec"]
+    factory: Callable[..., Codec]
     options: tuple[OptionSpec, ...] = ()
-    summable: bool = False
-    gather_only: bool = False
     gradient_only: bool = False
     two_stage: bool = False
     table: bool = False
-    stochastic: bool = False
-    phased: bool = False
     work: WorkModel = field(default_factory=WorkModel)
+
+    @functools.cached_property
+    def probe(self) -> Codec:
+        """The codec built with default options (its class's flags answer the questions below)."""
+        return self.build()
+
+    @property
+    def summable(self) -> bool:
+        return bool(self.probe.summable)
+
+    @property
+    def stochastic(self) -> bool:
+        return bool(self.probe.stochastic)
+
+    @property
+    def phased(self) -> bool:
+        return bool(self.probe.phases)
+
+    @property
+    def gather_only(self) -> bool:
+        return not self.probe.requantize and not self.probe.phases
 
     def option(self, name: str) -> OptionSpec:
         for o in self.options:
@@ -148,19 +161,40 @@ class CodecInfo:
     def defaults(self) -> dict[str, Any]:
         return {o.name: o.default for o in self.options}
 
-    def build(self, **options: Any) -> "Codec":
+    def build(self, **options: Any) -> Codec:
         """The codec with `options` (checked against the specs first)."""
         checked = {k: self.option(k).check(v) for k, v in options.items()}
         return self.factory(**checked)
 
 
 _REGISTRY: dict[str, CodecInfo] = {}
-_plugins_loaded = False
+
+
+def _module(info: CodecInfo) -> str:
+    """The module that defines the codec (where its factory lives)."""
+    return getattr(info.factory, "__module__", "") or ""
+
+
+def _accept(obj: Any, origin: str) -> None:
+    """What discovery found: a module (its codecs registered themselves at import) or CodecInfo(s)."""
+    if isinstance(obj, ModuleType):
+        return
+    infos = obj if isinstance(obj, (list, tuple)) else [obj]
+    for info in infos:
+        if not isinstance(info, CodecInfo):
+            raise ValueError(f"{origin} gives a {type(info).__name__}; allowed: a module that registers its "
+                             "codecs, a CodecInfo, or a list of them")
+        if _REGISTRY.get(info.name) is not info:
+            register(info)
+
+
+KIND = plugins.declare(plugins.Kind("codecs", __name__.rsplit(".", 1)[0], "paralab.codecs", PLUGINS_ENV, _accept))
 
 
 def register(info: CodecInfo) -> CodecInfo:
     """Make a codec reachable by name from every entry point (CLI, dashboard, DDP hook, allreduce,
-    planner). A name is registered once."""
+    planner). A name is registered once. The module of a codec registered at run time is carried to
+    the rank processes `lab.comm.launch` starts (`lab.plugins`); nothing is written to the environment."""
     if not isinstance(info, CodecInfo):
         raise ValueError(f"register takes a CodecInfo, got {type(info).__name__}")
     if not info.name or not info.name.replace("_", "").isalnum() or info.name == EF_PREFIX:
@@ -171,32 +205,26 @@ def register(info: CodecInfo) -> CodecInfo:
     if len(set(names)) != len(names):
         raise ValueError(f"codec {info.name!r} declares an option twice: {names}")
     _REGISTRY[info.name] = info
+    plugins.remember(KIND.name, _module(info))
     return info
 
 
 def unregister(name: str) -> None:
     """Remove a codec (tests that register a temporary one)."""
-    _REGISTRY.pop(name, None)
-
-
-def _load_plugins() -> None:
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for mod in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        importlib.import_module(mod)
+    info = _REGISTRY.pop(name, None)
+    if info is not None and not any(_module(i) == _module(info) for i in _REGISTRY.values()):
+        plugins.forget(KIND.name, _module(info))
 
 
 def codec_infos() -> list[CodecInfo]:
     """Every registered codec, sorted by name."""
-    _load_plugins()
+    plugins.discover(KIND.name)
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
 def codec_info(name: str) -> CodecInfo:
     """The CodecInfo of `name`; ValueError listing the known names."""
-    _load_plugins()
+    plugins.discover(KIND.name)
     info = _REGISTRY.get(name)
     if info is None:
         raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(_REGISTRY))}")
@@ -213,7 +241,7 @@ def codec_help() -> dict[str, str]:
     return {i.name: i.summary for i in codec_infos()}
 
 
-def get_codec(name: str, **options: Any) -> "Codec":
+def get_codec(name: str, **options: Any) -> Codec:
     """Build a codec by name or spec string with keyword options on top, e.g.
     get_codec('dynamic_tree', rounding='paper', block_size=4096) or get_codec('ef:topk:ratio=0.1')."""
     if not isinstance(name, str):
@@ -226,7 +254,6 @@ def get_codec(name: str, **options: Any) -> "Codec":
     except TypeError as e:
         raise ValueError(f"bad options for codec {base!r}: {e}") from None
     if ef:
-        from .error_feedback import ErrorFeedback
         codec = ErrorFeedback(codec)
     return codec
 
@@ -256,7 +283,7 @@ def split_spec(spec: str) -> tuple[bool, str, dict[str, Any]]:
     return ef, name, opts
 
 
-def parse_spec(spec: str) -> "Codec":
+def parse_spec(spec: str) -> Codec:
     """The codec a spec string names: 'dynamic_tree:rounding=paper,block_size=4096', 'ef:onebit'."""
     return get_codec(spec)
 

@@ -211,9 +211,9 @@ def _budget() -> tuple[OptionSpec, ...]:
 
 
 register(CodecInfo("topk", "top-k sparsification: the k largest magnitudes as fp32 values + int32 indices (ratio or k)",
-                   make_topk, (*_budget(), nonfinite_option()), gather_only=True, gradient_only=True,
+                   make_topk, (*_budget(), nonfinite_option()), gradient_only=True,
                    work=WorkModel(4.0, 3, 1)))
 register(CodecInfo("randomk", "random-k sparsification: k random values as fp32 + an 8-byte seed (ratio or k, unbiased)",
                    make_randomk, (*_budget(), OptionSpec("unbiased", bool, False, help="scale kept values by n/k"),
                                   seed_option(), nonfinite_option()),
-                   summable=True, gather_only=True, gradient_only=True, stochastic=True, work=WorkModel(4.0, 2, 1)))
+                   gradient_only=True, work=WorkModel(4.0, 2, 1)))

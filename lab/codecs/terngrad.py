@@ -80,4 +80,4 @@ def make_terngrad(*, seed: int = 0, nonfinite: str = "raise") -> TernGrad:
 
 
 register(CodecInfo("terngrad", "TernGrad: stochastic ternary {-s, 0, s}, s = max|g|, unbiased (2 bits/value)",
-                   make_terngrad, (seed_option(), nonfinite_option()), gradient_only=True, stochastic=True))
+                   make_terngrad, (seed_option(), nonfinite_option()), gradient_only=True))

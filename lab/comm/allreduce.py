@@ -22,6 +22,8 @@ from functools import partial
 import torch
 
 from lab.codecs import Codec, parse_spec
+from lab.codecs.hop import decode_sum
+from lab.codecs.wire import WireFormat
 
 from .algorithms import algorithm_infos, get_algorithm
 from .algorithms import algorithm_names as _registered
@@ -188,12 +190,12 @@ def _fp32_sum(comm: Comm, algorithm: str):
 
 
 def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, key: str) -> torch.Tensor:
-    fmt = codec.wire_format(buf.numel(), torch.float32, comm.device)
+    fmt = WireFormat.of(codec, buf.numel(), torch.float32)
     rows = torch.empty((comm.size, fmt.nbytes), dtype=torch.uint8, device=comm.device)
     rows[comm.rank] = fmt.pack(codec.encode_as(buf, key))
     gather(comm, rows)
     ranks = [p for p in range(comm.size) if own == "compressed" or p != comm.rank]
-    total = codec.decode_sum([fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
+    total = decode_sum(codec, [fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
     return total.add_(buf) if own == "exact" else total
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
-from lab.codecs.base import get_codec
+from lab.codecs.registry import get_codec
 
 from . import cost
 from .allreduce import NATIVE, allreduce, check_algorithm, resolve_codec, resolve_mode

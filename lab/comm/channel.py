@@ -18,10 +18,10 @@ from typing import Sequence
 import torch
 
 from lab.codecs.base import Codec
-
-from .base import Batch, Comm
+from lab.codecs.hop import decode_sum, hop_mixed
 from lab.codecs.wire import WireFormat
 
+from .base import Batch, Comm
 from .pieces import pieces
 
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
@@ -57,7 +57,7 @@ class Channel:
 
     def _fmt(self, n: int) -> WireFormat:
         assert self.codec is not None
-        return self.codec.wire_format(n, torch.float32, self.comm.device)
+        return WireFormat.of(self.codec, n, torch.float32)
 
     def encode(self, seg: torch.Tensor) -> torch.Tensor:
         """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes)."""
@@ -96,7 +96,7 @@ class Channel:
                 seg.add_(p)
             return
         fmt = self._fmt(seg.numel())
-        seg.copy_(self.codec.decode_sum([fmt.unpack(p) for p in payloads]).reshape(-1))
+        seg.copy_(decode_sum(self.codec, [fmt.unpack(p) for p in payloads]).reshape(-1))
 
     def reduce(self, payload: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
         """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`."""
@@ -104,7 +104,7 @@ class Channel:
             local.add_(payload)
             return local
         fmt = self._fmt(local.numel())
-        return fmt.pack(self.codec.hop(fmt.unpack(payload), local))
+        return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
 
     def finalize(self, acc: torch.Tensor) -> torch.Tensor:
         """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers."""

@@ -5,7 +5,9 @@ already runs torch threads); they meet through a file store in a private directo
 over Gloo (loopback, or the veth links of a `ShapedLink`) or NCCL. The parent watches them: the
 first rank that raises or dies stops the run, every other rank is killed, and the error names
 the rank (a rank that hangs makes its peers' transfers time out, which names it too). Nothing
-is left running. `fn` must be importable (a module-level function).
+is left running. `fn` must be importable (a module-level function). Codecs and algorithms
+registered at run time in this process reach the ranks too: the job carries `lab.plugins.carried()`
+and every rank adopts it before it runs `fn`.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import torch
 
 from .base import CommError
 from .dist import check_backend
+from lab import plugins
 from lab.backend import Progress, RowSink
 
 GB_PER_PROC = 0.4  # resident memory of one rank process with torch imported, measured on CPU
@@ -82,7 +85,7 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
                              "pass a module-level function and picklable arguments") from None
         main = getattr(sys.modules["__main__"], "__file__", None) if fn.__module__ == "__main__" else None
         with open(jobdir / "job.pkl", "wb") as f:
-            pickle.dump((list(sys.path), main), f)
+            pickle.dump((list(sys.path), main, plugins.carried()), f)
             f.write(job)
         return _watch(_start(jobdir, procs, net), jobdir, timeout, progress, _RowRelay(jobdir / ROWS, on_row))
     finally:
@@ -286,7 +289,8 @@ def _kill(ps: list[subprocess.Popen]) -> None:
 
 def _worker(jobdir: Path, rank: int) -> int:
     with open(jobdir / "job.pkl", "rb") as f:
-        sys.path[:], main = pickle.load(f)
+        sys.path[:], main, carried = pickle.load(f)
+        plugins.adopt(carried)  # plugins registered in the parent: the registries import them on first use
         if main:  # fn lives in the parent's script: load it the way multiprocessing's spawn does
             import runpy
             import types

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from lab.codecs.base import check_seed
+from lab.codecs.wire import WireFormat
 from lab.comm import cost
 from lab.comm.algorithms import algorithm_infos, get_algorithm
 from lab.comm.allreduce import NATIVE, resolve_codec, resolve_mode
@@ -275,7 +276,7 @@ def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str
                 bits = (mask[:, None] >> np.arange(P)[None, :]) & 1  # k × P
                 exact = (bits * X[:, idx].T).sum(1)
                 try:
-                    got = (m["payload"] if c is None else c.wire_format(k, torch.float32, m["payload"].device)
+                    got = (m["payload"] if c is None else WireFormat.of(c, k, torch.float32)
                            .decode(m["payload"])).double().reshape(-1).numpy()
                     row["max_abs_error"] = float(np.abs(got - exact).max())
                 except (ValueError, RuntimeError):  # a payload that is not one codec message of k values

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab.codecs.base import Codec, get_codec
+from lab.codecs.base import Codec
+from lab.codecs.registry import get_codec
 from lab.codecs.error_feedback import ErrorFeedback
 from lab.comm import simulate
 from lab.comm.allreduce import allreduce, check_algorithm, resolve_mode

@@ -28,6 +28,8 @@ import torch
 import torch.distributed as dist
 
 from lab.codecs import Codec, ErrorFeedback, parse_spec
+from lab.codecs.hop import decode_sum
+from lab.codecs.wire import WireFormat
 
 Future = torch.futures.Future
 
@@ -154,7 +156,7 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
         return _phased(state, inner, keys, grads)
     if inner.summable:
         return _summed(state, inner, keys, grads)
-    fmts = [codec.wire_format(g.numel(), torch.float32, g.device) for g in grads]
+    fmts = [WireFormat.of(codec, g.numel(), torch.float32) for g in grads]
     row = torch.cat([f.pack(_encode(state, g.float(), k)) for f, g, k in zip(fmts, grads, keys)])
     rows = [torch.empty_like(row) for _ in range(P)]
     state.bytes_sent += (P - 1) * row.numel()
@@ -162,7 +164,7 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
     def decode(_: Future) -> list[torch.Tensor]:
         out, off = [], 0
         for fmt in fmts:
-            out.append(codec.decode_sum([fmt.unpack(r[off:off + fmt.nbytes]) for r in rows]).reshape(-1).div_(P))
+            out.append(decode_sum(codec, [fmt.unpack(r[off:off + fmt.nbytes]) for r in rows]).reshape(-1).div_(P))
             off += fmt.nbytes
         return out
 

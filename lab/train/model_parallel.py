@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab.codecs.base import Codec, get_codec
+from lab.codecs.base import Codec
+from lab.codecs.registry import get_codec
 from lab.comm import cost
 
 from .data_parallel import IDENTITY, SCHEMES, roundtrip

@@ -111,7 +111,7 @@ class TrainConfig(Consistency):
         return GradientExchange(self.codec, self.algorithm, self.mode, self.scheme, self.error_feedback)
 
     def model_exchange_codec(self) -> str | None:
-        from lab.codecs.base import get_codec
+        from lab.codecs.registry import get_codec
 
         if self.codec not in (None, "", "none", "fp32") and get_codec(self.codec).payload_codec.phases:
             raise ValueError(f"codec {self.codec!r} compresses gradient matrices inside a data-parallel allreduce "

@@ -2,22 +2,22 @@
 
 An algorithm is one module that defines `ALGORITHM = Algorithm(...)`: its `reduce` and `gather`
 (written once against `Comm`), its cost-model coefficients (paper 001's a·L + b·G), the bytes it
-sends and its nccl-tests bus-bandwidth factor. The built-ins are the modules of this package that
-define `ALGORITHM`; nothing else lists them. Plugins outside the package call `register(algo)`
-(or `register_module("pkg.mod")`); the module of a registered algorithm is recorded in the
-environment variable `PARALAB_ALGORITHMS` (comma-separated module names), so the rank processes
-and CLI processes started from this one import and register it too.
+sends and its nccl-tests bus-bandwidth factor. Algorithms are found the way codecs are
+(`lab.plugins`): the modules of this package that define `ALGORITHM`, entry points of group
+`paralab.algorithms`, modules named in $PARALAB_ALGORITHMS (read, never written), and plugins
+registered at run time with `register(algo)` or `register_module("pkg.mod")`, whose modules the rank
+processes `lab.comm.launch` starts import too. Nothing lists them.
 """
 from __future__ import annotations
 
 import importlib
-import os
-import pkgutil
 import re
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable, Optional
+
+from ... import plugins
 
 if TYPE_CHECKING:
     import torch
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..base import Comm
     from ..channel import Channel
 
-#: modules (comma-separated) imported on first use of the registry, in every process that reads it
+#: modules (comma-separated) imported on first use of the registry, in every process that reads it (read only)
 ENV = "PARALAB_ALGORITHMS"
 #: the name `allreduce` gives the backend's own all_reduce; no plugin may take it
 NATIVE = "native"
@@ -130,7 +130,11 @@ class Algorithm:
 
 _lock = threading.RLock()
 _registry: dict[str, Algorithm] = {}
-_loaded = False
+_PACKAGE = __name__.rsplit(".", 1)[0]
+
+
+def _builtin(module: str) -> bool:
+    return module.startswith(_PACKAGE + ".")
 
 
 def _register_module(mod: ModuleType) -> Optional[Algorithm]:
@@ -151,54 +155,38 @@ def _add(algo: Algorithm, replace: bool = False) -> None:
     _registry[algo.name] = algo
 
 
-def _env_modules() -> list[str]:
-    return [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
+def _accept(obj: object, origin: str) -> None:
+    """What discovery found: a module (its ALGORITHM, if it defines one) or an Algorithm."""
+    with _lock:
+        if isinstance(obj, ModuleType):
+            _register_module(obj)
+        elif isinstance(obj, Algorithm):
+            _add(obj)
+        else:
+            raise ValueError(f"{origin} gives a {type(obj).__name__}; allowed: a module that defines ALGORITHM "
+                             "(or registers its algorithm), or an Algorithm")
+
+
+KIND = plugins.declare(plugins.Kind("algorithms", _PACKAGE, "paralab.algorithms", ENV, _accept))
 
 
 def _load() -> None:
-    """Built-ins (this package's modules that define ALGORITHM), then the modules named in $PARALAB_ALGORITHMS."""
-    global _loaded
-    if _loaded:
-        return
-    with _lock:
-        if _loaded:
-            return
-        _loaded = True  # set first: a plugin module that calls register() at import re-enters here
-        try:
-            pkg = __name__.rsplit(".", 1)[0]
-            from . import __path__ as here
-            for info in pkgutil.iter_modules(here):
-                _register_module(importlib.import_module(f"{pkg}.{info.name}"))
-            for name in _env_modules():
-                try:
-                    mod = importlib.import_module(name)
-                except ImportError as e:
-                    raise ValueError(f"{ENV} names module {name!r}, which cannot be imported: {e}") from None
-                _register_module(mod)
-        except BaseException:
-            _loaded = False  # the next use tries again and reports the same error
-            raise
-
-
-def _remember(module: str) -> None:
-    """Record a plugin module in the environment, so processes started from here register it too."""
-    if not module or module == "__main__" or module.startswith(__name__.rsplit(".", 1)[0] + "."):
-        return
-    mods = _env_modules()
-    if module not in mods:
-        os.environ[ENV] = ",".join(mods + [module])
+    """Every algorithm found (`lab.plugins`: this package's modules that define ALGORITHM, entry points
+    `paralab.algorithms`, $PARALAB_ALGORITHMS, modules carried from the parent process)."""
+    plugins.discover(KIND.name)
 
 
 def register(algo: Algorithm, *, replace: bool = False) -> Algorithm:
     """Add an algorithm to the registry (every list, the cost model, `allreduce` and the CLI see it).
-    Its module (where `reduce` is defined) is recorded in $PARALAB_ALGORITHMS so that rank processes
-    register it too; an algorithm defined in `__main__` is only known to this process."""
+    Its module (where `reduce` is defined) is carried to the rank processes `lab.comm.launch` starts
+    (`lab.plugins`; nothing is written to the environment); an algorithm defined in `__main__` is only
+    known to this process."""
     if not isinstance(algo, Algorithm):
         raise ValueError(f"register takes an Algorithm, got {type(algo).__name__}")
     _load()
     with _lock:
         _add(algo, replace)
-    _remember(algo.module)
+    plugins.remember(KIND.name, algo.module)
     return algo
 
 
@@ -213,7 +201,7 @@ def register_module(module: str) -> Algorithm:
         if not found:
             raise ValueError(f"module {module!r} defines no ALGORITHM and registered none")
         algo = found[0]
-    _remember(module)
+    plugins.remember(KIND.name, module)
     return algo
 
 
@@ -221,15 +209,12 @@ def unregister(name: str) -> None:
     """Remove a plugin (tests); built-ins stay."""
     _load()
     algo = get_algorithm(name)
-    if algo.module.startswith(__name__.rsplit(".", 1)[0] + "."):
+    if _builtin(algo.module):
         raise ValueError(f"{name!r} is a built-in algorithm and cannot be removed")
     with _lock:
         del _registry[name]
-    mods = [m for m in _env_modules() if m != algo.module]
-    if mods:
-        os.environ[ENV] = ",".join(mods)
-    else:
-        os.environ.pop(ENV, None)
+    if not any(a.module == algo.module for a in _registry.values()):
+        plugins.forget(KIND.name, algo.module)
 
 
 def algorithm_infos() -> list[Algorithm]:
