@@ -159,8 +159,8 @@ def test_plugin_codec_reaches_the_ddp_hook(plugin):
 
 
 def test_plugin_codec_is_the_hook_of_a_two_rank_ddp_run(plugin, tmp_path, monkeypatch):
-    """A 2-rank Gloo DDP run whose hook codec is the plugin: the rank processes import it from
-    PARALAB_CODECS, it encodes the gradient buckets (its own log), and the wire carries fewer bytes
+    """A 2-rank Gloo DDP run whose hook codec is the plugin: registered here only, the launcher
+    carries its module to the rank processes (lab.plugins; no environment variable), it encodes the gradient buckets (its own log), and the wire carries fewer bytes
     than fp32 (a byte per sign where it compresses; small buckets and the hook's first steps go fp32)."""
     import os
 
@@ -168,7 +168,7 @@ def test_plugin_codec_is_the_hook_of_a_two_rank_ddp_run(plugin, tmp_path, monkey
     from lab.train.run import TrainConfig
 
     log = tmp_path / "encodes.txt"
-    monkeypatch.setenv("PARALAB_CODECS", "myplugins.meansign")
+    monkeypatch.delenv("PARALAB_CODECS", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MEANSIGN_LOG", str(log))
     cfg = TrainConfig(codec="meansign:gain=1.5", dataset="digits", hidden=(32, 32), epochs=0.5, batch=64,

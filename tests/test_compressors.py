@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.codecs import base
+from lab.codecs import registry
 from lab.codecs.base import Codec, pack_bits, unpack_bits
 from lab.codecs.error_feedback import ErrorFeedback
 from lab.codecs.onebit import OneBit
@@ -423,15 +423,15 @@ def test_registry() -> None:
         "randomk": ({"k": 7, "unbiased": True}, RandomK, "randomk(k=7, unbiased)"),
     }
     for name, (opts, cls, text) in cases.items():
-        c = base.get_codec(name, **opts)
+        c = registry.get_codec(name, **opts)
         assert isinstance(c, cls) and c.name == name and c.describe() == text
-        assert name in base.codec_help()
-    assert base.get_codec("qsgd").describe() == "qsgd(s=16)"
-    assert base.get_codec("topk").describe() == "topk(ratio=0.01)"
+        assert name in registry.codec_help()
+    assert registry.get_codec("qsgd").describe() == "qsgd(s=16)"
+    assert registry.get_codec("topk").describe() == "topk(ratio=0.01)"
     with pytest.raises(ValueError, match="bad options"):
-        base.get_codec("onebit", levels=3)
+        registry.get_codec("onebit", levels=3)
     with pytest.raises(ValueError, match="allowed"):
-        base.get_codec("qsgd", levels=500)
+        registry.get_codec("qsgd", levels=500)
     assert [c.stochastic for c in (OneBit(), TernGrad(), QSGD(), TopK(), RandomK())] == [False, True, True, False, True]
 
 

@@ -12,7 +12,7 @@ gradient. Here, per bucket:
     concatenated and all_reduced in their own dtype, like torch's fp16_compress_hook, and the
     other fields (random-k's index seed) must agree across ranks (checked with one small
     all_reduce, MAX of (v, -v)). All other payloads are packed into one uint8 row per rank
-    (`Codec.wire_format`) and all_gathered, and every rank decodes the P rows;
+    (`WireFormat.of`) and all_gathered, and every rank decodes the P rows;
   - with error feedback the residual of each tensor lives in the state, keyed by its
     parameter (its name, or "param<n>" in order of first sight), not by bucket: DDP rebuilds its buckets
     after the first iteration, and a residual must follow its parameter into the new bucket;
