@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .base import Comm, CommError, Done, Work
+from .base import Comm, CommError, Done, Work, split_by_lengths
 
 BACKENDS = ("gloo", "nccl")
 
@@ -109,7 +109,6 @@ class TorchComm(Comm):
         with nothing to send or receive too: Gloo accepts empty buffers here), else ranks would hang."""
         if not hasattr(dist, "all_to_all_single"):
             return super().alltoall(out, inp, out_splits, in_splits)
-        from .base import split_by_lengths
         ins = split_by_lengths(inp, in_splits, self.size, "in")
         split_by_lengths(out, out_splits, self.size, "out")
         sent = [t for p, t in enumerate(ins) if p != self.rank and t.numel()]
