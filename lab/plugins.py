@@ -79,6 +79,13 @@ def _import(name: str, what: str) -> ModuleType:
         raise ValueError(f"{what} names module {name!r}, which cannot be imported: {e}") from None
 
 
+def _load_entry_point(ep: importlib.metadata.EntryPoint, origin: str) -> Any:
+    try:
+        return ep.load()
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{origin} ({ep.value}) cannot be loaded: {e}") from None
+
+
 def _env_modules(kind: Kind) -> list[str]:
     return [m.strip() for m in os.environ.get(kind.env, "").split(",") if m.strip()]
 
@@ -99,7 +106,8 @@ def discover(name: str) -> None:
             mod = f"{kind.package}.{info.name}"
             found.append((mod, lambda m=mod: importlib.import_module(m), f"package {kind.package}"))
         for ep in sorted(importlib.metadata.entry_points(group=kind.group), key=lambda e: (e.name, e.value)):
-            found.append((f"entry point {ep.value}", ep.load, f"entry point {ep.name!r} of group {kind.group!r}"))
+            origin = f"entry point {ep.name!r} of group {kind.group!r}"
+            found.append((f"entry point {ep.value}", lambda e=ep, o=origin: _load_entry_point(e, o), origin))
         for mod in _env_modules(kind):
             found.append((mod, lambda m=mod: _import(m, f"${kind.env}"), f"${kind.env}"))
         for mod in list(kind.runtime):

@@ -111,15 +111,20 @@ def test_a_bad_entry_point_is_a_message(tmp_path, monkeypatch):
         "paralab_ep_bad/__init__.py": "VALUE = 3\n",
         "paralab_ep_bad-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: paralab-ep-bad\nVersion: 0.1\n",
         "paralab_ep_bad-0.1.dist-info/entry_points.txt": "[paralab.codecs]\nbad = paralab_ep_bad:VALUE\n",
+        "paralab_ep_gone-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: paralab-ep-gone\nVersion: 0.1\n",
+        "paralab_ep_gone-0.1.dist-info/entry_points.txt": "[paralab.algorithms]\ngone = paralab_ep_gone.algo\n",
     })
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         with pytest.raises(ValueError, match="entry point 'bad' of group 'paralab.codecs' gives a int; allowed"):
             codec_names()
+        with pytest.raises(ValueError, match=r"entry point 'gone' of group 'paralab.algorithms' \(paralab_ep_gone.algo\) "
+                                             "cannot be loaded: No module named 'paralab_ep_gone'"):
+            algorithm_names()
     finally:
-        monkeypatch.undo()  # the distribution goes away; the next read no longer sees it
+        monkeypatch.undo()  # the distributions go away; the next read no longer sees them
         _forget_modules("paralab_ep_bad")
-    assert "fp16" in codec_names()
+    assert "fp16" in codec_names() and "ring" in algorithm_names()
 
 
 def _on_rank(comm, codec: str, algorithm: str) -> tuple[bool, bool, list[float]]:
