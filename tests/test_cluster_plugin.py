@@ -135,3 +135,21 @@ def test_pays_flat_ring_cross_node_bytes_match_its_own_time():
     assert row.cross_node_MB == pytest.approx(implied_MB, rel=1e-9)
     assert row.cross_node_MB == pytest.approx(sum(2 * (P - 1) / P * 2 * n for n in s.params) / 1e6, rel=1e-12)
     assert row.cross_node_MB == pytest.approx(489.98, abs=0.01)
+
+
+def test_pays_json_flat_ring_cross_node_mb():
+    """`paralab pays --json` (the issue's command): the ring row's cross_node_MB is 2(P−1)/P·m per node, summed
+    over GPT-2 small's layers, in bf16 (489.98 MB, not 8x that)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+    from lab.plan.layers import get_model
+
+    r = CliRunner().invoke(app, ["pays", "--codecs", "dynamic_tree", "--json"])
+    assert r.exit_code == 0, r.output
+    ring = next(x for x in json.loads(r.stdout)["algorithms"] if x["algorithm"] == "ring" and x["codec"] == "bf16")
+    P = 64
+    want = sum(2 * (P - 1) / P * 2 * lay.params for lay in get_model("gpt2_small").layers) / 1e6
+    assert ring["cross_node_MB"] == pytest.approx(want, rel=1e-12)
