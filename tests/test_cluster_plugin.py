@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from lab.comm import cluster as cl
-from lab.comm.algorithms import ENV, Algorithm, register, unregister
+from lab.comm.algorithms import Algorithm, register, unregister
 from lab.comm.algorithms.ring import reduce as ring_reduce
 from lab.comm.cluster import BF16, Cluster
 from lab.comm.cost import Link
+
+PLUGIN_ENV = "PARALAB_ALGORITHMS"  # where register() records a plugin for rank processes: restored after a test
 
 A = Link("a", 1e-6, 100e9, "test")
 E = Link("e", 10e-6, 10e9, "test")
@@ -31,7 +33,7 @@ def teleport_time(cluster, n_values, codec=BF16, *, intra_codec=None, raw=BF16, 
 
 @pytest.fixture
 def teleport(monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv(PLUGIN_ENV, raising=False)
     algo = register(Algorithm(
         name="teleport", summary="test plugin with its own two-level price", citation="test",
         reduce=teleport_reduce, coefficients=lambda P, m: (2.0 * (P - 1), 2.0 * m * (P - 1) / P),
@@ -49,7 +51,7 @@ def test_a_plugin_prices_itself_in_the_cluster_model(teleport):
 
 
 def test_a_plugin_without_a_price_runs_flat(monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv(PLUGIN_ENV, raising=False)
     register(Algorithm(name="plain_plugin", summary="no two-level price", citation="test", reduce=teleport_reduce,
                        coefficients=lambda P, m: (3.0 * (P - 1), 3.0 * m), total_bytes=lambda P, m: 3.0 * P * m))
     try:

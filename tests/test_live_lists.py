@@ -7,8 +7,10 @@ import pytest
 import torch
 
 from lab.codecs import Codec, CodecInfo, Encoded, register as register_codec, unregister as unregister_codec
-from lab.comm.algorithms import ENV, Algorithm, register, unregister
+from lab.comm.algorithms import Algorithm, register, unregister
 from lab.comm.algorithms.ring import reduce as ring_reduce
+
+PLUGIN_ENV = "PARALAB_ALGORITHMS"  # where register() records a plugin for rank processes: restored after a test
 
 
 class HalfSign(Codec):
@@ -41,7 +43,7 @@ def halfsign():
 
 @pytest.fixture
 def late_algorithm(monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv(PLUGIN_ENV, raising=False)
     register(Algorithm(name="late_ring", summary="registered after import (test plugin)", citation="test",
                        reduce=plugin_reduce, coefficients=lambda P, m: (2.0 * (P - 1), 2.0 * m * (P - 1) / P),
                        total_bytes=lambda P, m: 2.0 * (P - 1) * m))
@@ -57,7 +59,7 @@ def test_algorithm_lists_are_read_when_asked():
               plan.CLUSTER_ALGORITHMS)  # read once first: a cache would keep these
     assert "late_ring" not in before[0]
     reg = pytest.MonkeyPatch()
-    reg.delenv(ENV, raising=False)
+    reg.delenv(PLUGIN_ENV, raising=False)
     register(Algorithm(name="late_ring", summary="registered after import (test plugin)", citation="test",
                        reduce=plugin_reduce, coefficients=lambda P, m: (2.0 * (P - 1), 2.0 * m * (P - 1) / P),
                        total_bytes=lambda P, m: 2.0 * (P - 1) * m, options=("ranks_per_node",),
