@@ -110,6 +110,21 @@ def pays_papers() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- docs/deep_image.md
+
+def deep_image_counts() -> str:
+    """Wu et al. 2015 Table 1: the possible changes per augmentation, counted from the grids the ops draw
+    from (`paralab augment`), beside the paper's count."""
+    out = paralab("augment")
+    lines = ["| augmentation | grid | possible changes | paper | matches |", "|---|---|---|---|---|"]
+    for r in out["rows"]:
+        paper = "—" if r["paper"] is None else f"{r['paper']:.4g}" if r["paper"] >= 1e6 else f"{r['paper']:.0f}"
+        count = f"{r['possible_changes']:.4g}" if r["possible_changes"] >= 1e6 else str(r["possible_changes"])
+        matches = "—" if r["matches"] is None else "yes" if r["matches"] else "no"
+        lines.append(f"| {r['augmentation']} | {r['grid']} | {count} | {paper} | {matches} |")
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Table:
     page: str
@@ -119,6 +134,7 @@ class Table:
 TABLES: dict[str, Table] = {
     "pays_settings": Table("pays.md", pays_settings),
     "pays_papers": Table("pays.md", pays_papers),
+    "deep_image_counts": Table("deep_image.md", deep_image_counts),
 }
 
 

@@ -323,7 +323,7 @@ def cluster_time(cluster: cl.Cluster, n_values: float, codec: cl.CodecCost = cl.
 
 
 def across_nodes(cluster: cl.Cluster, n: float, inter_codec: cl.CodecCost, inter_algorithm: str,
-            chunk_values: float | None) -> cl.CollectiveTime:
+                 chunk_values: float | None) -> cl.CollectiveTime:
     """hierarchical's cross-node level: the allreduce of each n/g shard among the N ranks holding it."""
     name = "hierarchical"
     N, g = cluster.nodes, cluster.gpus_per_node
