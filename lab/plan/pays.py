@@ -197,7 +197,7 @@ class Setting:
 
 def available(algorithm: str, codec: Cost, c: Cluster) -> bool:
     """in_network: 16-bit values only (no codec), on a cluster whose switches reduce."""
-    if algorithm == "in_network":
+    if algorithm == cl.IN_NETWORK:
         return codec.raw and cl.in_network_available(c)
     return True
 

@@ -212,7 +212,7 @@ def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str
         comm = sum(_cluster_grad_seconds(c, v, fp32, algorithm, dev) for v in phased_values(wc, n, matrices)[:3]
                    if v > 0)
         return comm + phased_work_seconds(n, wc, dev, matrices)
-    if algorithm == "in_network" and not wc.raw:
+    if algorithm == cl.IN_NETWORK and not wc.raw:
         raise ValueError(f"in_network sums uncompressed gradients in the switch; codec {wc.name!r} is not allowed "
                          "with it: use codec none, or hierarchical / alltoall_quantized / a registered algorithm")
     # every algorithm as it prices itself on the machine; uncompressed values are fp32 here
