@@ -32,7 +32,8 @@ link, codec seconds); the built-ins' own prices are in their modules:
 
 Codec work (`CodecCost`): seconds per value to encode and to decode (measured or a roofline),
 kernels per message and a launch time; each algorithm counts the values encoded and decoded on
-its critical path and its codec kernel launches. Codec work is not overlapped with transfers.
+its critical path and its codec kernel launches. Codec work adds to the transfers, except where an
+algorithm's chunks or pipeline pieces overlap them (`pipelined_hidden`).
 """
 from __future__ import annotations
 
