@@ -33,7 +33,7 @@ def test_cluster_comm_is_the_sum_of_the_layers_two_level_allreduces():
                           cluster="8x8", intra="nvlink4", inter="ib_ndr")
     c = cl.make_cluster("8x8", "nvlink4", "ib_ndr")
     fp32 = cl.CodecCost("fp32", 4.0)
-    want = sum(cl.hierarchical_time(c, lay.params, fp32, fp32).seconds for lay in get_model("gpt2_small").layers)
+    want = sum(cl.algorithm_time(c, "hierarchical", lay.params, fp32, intra_codec=fp32).seconds for lay in get_model("gpt2_small").layers)
     assert b.summary.comm_s[0] == pytest.approx(want, rel=1e-9)
     assert b.summary.link[0] == "8x8 (nvlink4 inside, ib_ndr across)"
     assert set(b.layers.sends) == {"gradients"}
@@ -64,7 +64,7 @@ def test_a_codec_across_slow_nodes_and_in_network():
 
 @pytest.mark.parametrize("kw, says", [
     (dict(algorithm="hierarchical"), "runs on a two-level cluster"),
-    (dict(algorithm="spiral", cluster="8x8"), "also hierarchical, alltoall_quantized, in_network"),
+    (dict(algorithm="spiral", cluster="8x8"), "also alltoall_quantized, hierarchical, in_network"),
     (dict(cluster="8y8"), "NODESxGPUS"),
     (dict(cluster="2x16", intra="nvlink4"), "more than nvlink4 connects"),
     (dict(cluster="2x8", inter="carrier_pigeon"), "allowed: ib_qdr"),

@@ -11,11 +11,10 @@ from lab import plots
 from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, STRATEGIES, algorithm_catalog, codec_names,
                              crossover, custom_device, custom_link, deep_image_figure2, link_presets, paper_checks,
                              planner_advice, planner_breakdown, planner_sweep)
-from lab.experiments.plan import CLUSTER_ALGORITHMS as TWO_LEVEL, planner_cluster
+from lab.experiments.plan import cluster_algorithms, planner_cluster
 from lab.plots.plan import plan_comm_figure
 
 GPUS = ["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64", "96", "128", "256", "512", "1024"]
-CODECS = ["none"] + [c for c in codec_names() if c not in ("layout", "fp32")]
 CHECKS = ["Dettmers §2.3.2 (AlexNet, 4 GPUs)", "Deep Image Figure 2 (data vs hybrid)",
           "Deep Image Figure 3 (speedup per mini-batch)"]
 MACHINES = ["one link", "a cluster of nodes"]
@@ -23,9 +22,15 @@ NICS = ["one per GPU", "1", "2", "4", "8", "16"]
 SHOW = ["Speedup", "Step-time breakdown", "Scaling efficiency", "One step, layer by layer", "Codec advice", "Table"]
 
 
+def codec_choices() -> list[str]:
+    """The codecs offered, read from the registry on every run (a plugin registered later shows too)."""
+    return ["none"] + [c for c in codec_names() if c not in ("layout", "fp32")]
+
+
 def flat_algorithms() -> list[str]:
     """The registered allreduce algorithms that run on one link (the two-level ones need a cluster)."""
-    return [a for a in algorithm_catalog().name if a not in TWO_LEVEL]
+    two_level = cluster_algorithms()
+    return [a for a in algorithm_catalog().name if a not in two_level]
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -115,7 +120,7 @@ def render() -> None:
         e1, e2, e3, e4 = st.columns(4)
         device = ui.select("GPU", [*DEVICES, "custom"], "device", "v100", where=e1, help="compute speed from the "
                            "data sheet: " + "; ".join(f"{k}: {d.source}" for k, d in DEVICES.items()))
-        algorithms = [*flat_algorithms(), *(TWO_LEVEL if two_level else ())]
+        algorithms = [*flat_algorithms(), *(cluster_algorithms() if two_level else ())]
         _keep_valid("algorithm", algorithms, "ring")
         algorithm = ui.select("Allreduce", algorithms, "algorithm", "ring", where=e1,
                               help="the allreduce algorithm for gradients (cost model of Ben-Nun & Hoefler)" +
@@ -128,9 +133,9 @@ def render() -> None:
                                    "mini-batch split over the GPUs (Dettmers, strong scaling)")
         batch = ui.number("Images" + (" per GPU" if batch_mode == "per GPU" else " per step"), "batch_size", 128,
                           where=e2, step=1, help="images per GPU or per step, ≥ 1")
-        grad_codec = ui.select("Gradient codec", CODECS, "grad_codec", "none", where=e3,
+        grad_codec = ui.select("Gradient codec", codec_choices(), "grad_codec", "none", where=e3,
                                help="compresses the gradients' allreduce (its measured wire size); none = fp32")
-        act_codec = ui.select("Activation codec", CODECS, "act_codec", "none", where=e3,
+        act_codec = ui.select("Activation codec", codec_choices(), "act_codec", "none", where=e3,
                               help="for model-parallel and pipeline activations: 8- or 16-bit codecs only")
         overlap = ui.checkbox("Overlap (lazy update)", "overlap", False, where=e4,
                               help="Deep Image's lazy update: a layer's allreduce runs during the rest of the "

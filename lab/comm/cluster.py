@@ -9,22 +9,20 @@ switch level connects, with data-sheet sources. The inter link is one NIC; a nod
 node's network bandwidth is B_nic · nics / g.
 
 Algorithms (each returns a `CollectiveTime`: transfer, codec work, kernel launches, bytes leaving a
-node):
+node). Every registered algorithm prices itself on the machine through its `Algorithm.cluster_time`
+(`algorithm_time`); one without it runs flat: over all P ranks as if every hop were the slowest one
+(latency of the inter link, one GPU's share of the network bandwidth), codec as
+`cost.compressed_time` runs it (`flat_time`). This module keeps the machine and the pieces the
+plugins price their levels with (a ring reduce-scatter or allgather, an all-to-all on k ranks on one
+link, codec seconds); the built-ins' own prices are in their modules:
 
-- flat: any registered algorithm (`lab.comm.algorithms`) over all P ranks as if every hop were
-  the slowest one (latency of the inter link, one GPU's share of the network bandwidth), codec as
-  `cost.compressed_time` runs it (requantize per hop, or gather). The ring over consecutive ranks
-  crosses each node boundary with one flow per direction, which has a whole NIC (`Cluster.ring_link`).
-- hierarchical: intra-node ring reduce-scatter, an allreduce of each 1/g shard among the N ranks
-  that hold it (any registered algorithm, on one GPU's share of the network), intra-node ring
-  allgather; a codec per level (e.g. bf16 inside, 8-bit across).
-- alltoall_quantized (ZeRO++ qgZ, arXiv 2306.10209 §4.3): every rank encodes its P chunks once,
-  one all-to-all, the owner decodes and sums in fp32 and encodes its sum once, an allgather of the
-  encoded sums; each value is encoded twice whatever P. Hierarchical as ZeRO++ runs it: an
-  all-to-all inside the node first (codec per level), then across nodes among same-local-rank GPUs.
-  In the alpha-beta model an all-to-all moves the same bytes as a ring reduce-scatter (each rank
-  sends (k−1)/k of its data) in k−1 messages; what differs is the codec work (encoded once per
-  level, not at every hop, in a constant number of kernel launches) and the error.
+- ring (`algorithms/ring.py`): flat, but the ring over consecutive ranks crosses each node boundary
+  with one flow per direction, which has a whole NIC (`Cluster.ring_link`), and only that one rank's
+  sends leave the node.
+- hierarchical (`algorithms/hierarchical.py`): intra-node ring reduce-scatter, an allreduce of each
+  1/g shard among the N ranks that hold it, intra-node ring allgather; a codec per level.
+- alltoall_quantized (`algorithms/alltoall_quantized.py`, ZeRO++ qgZ): encode once, all-to-all,
+  owner sums and encodes once, allgather of the encoded sums; hierarchical as ZeRO++ runs it.
 - in_network (NVLink SHARP / NCCL NVLS inside a node, InfiniBand SHARP across): a cost model only
   (it needs the switch). NVLS as NCCL implements it (multimem ld_reduce reduce-scatter, multimem
   store allgather; sjeaugey in NVIDIA/nccl issue 1083): each rank sends m(n+1)/n and receives
@@ -34,7 +32,8 @@ node):
 
 Codec work (`CodecCost`): seconds per value to encode and to decode (measured or a roofline),
 kernels per message and a launch time; each algorithm counts the values encoded and decoded on
-its critical path and its codec kernel launches. Codec work is not overlapped with transfers.
+its critical path and its codec kernel launches. Codec work adds to the transfers, except where an
+algorithm's chunks or pipeline pieces overlap them (`pipelined_hidden`).
 """
 from __future__ import annotations
 
@@ -44,12 +43,16 @@ from dataclasses import dataclass, replace
 from numbers import Integral
 
 from . import cost
+from .algorithms import get_algorithm
 from .cost import Link, get_link
 
-__all__ = ["calibrate", "measured_codec", "predict", "FP32", "INTRA", "INTER", "ALIASES", "ALGORITHMS", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
+__all__ = ["calibrate", "measured_codec", "predict", "FP32", "INTRA", "INTER", "ALIASES", "ALGORITHMS", "algorithms",
+           "IN_NETWORK", "IN_NETWORK_INTRA", "IN_NETWORK_INTER", "LinkLimit",
            "Cluster", "parse_cluster", "make_cluster", "resolve_level_link", "CodecCost", "BF16", "CollectiveTime",
-           "flat_time", "hierarchical_time", "alltoall_quantized_time", "in_network_time", "in_network_coefficients",
-           "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce", "pipelined_hidden"]
+           "flat_time", "algorithm_time", "in_network_time", "in_network_coefficients",
+           "in_network_available", "nvls_wire_factor", "nvls_explained", "cluster_allreduce", "pipelined_hidden",
+           "chunks_of", "check_values", "zero_time", "codec_seconds", "repeated", "ring_reduce_scatter",
+           "ring_allgather", "alltoall_transfer"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,20 @@ ALIASES: dict[str, str] = {"ndr400": "ib_ndr", "ndr": "ib_ndr", "hdr": "ib_hdr",
 IN_NETWORK_INTRA = ("nvlink4", "nvlink5")
 IN_NETWORK_INTER = ("ib_hdr", "ib_ndr")
 
-ALGORITHMS: tuple[str, ...] = ("flat", "hierarchical", "alltoall_quantized", "in_network")
+#: the cost-model-only algorithm of this module (the switches reduce; no `reduce` runs it)
+IN_NETWORK = "in_network"
+
+
+def algorithms() -> tuple[str, ...]:
+    """The allreduce algorithms a cluster prices, read now: every registered algorithm (each as it prices
+    itself, `algorithm_time`), then in_network."""
+    return (*cost.ALGORITHMS, IN_NETWORK)
+
+
+def __getattr__(name: str):
+    if name == "ALGORITHMS":  # live: `algorithms()`, so a plugin registered later is priced too
+        return algorithms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def resolve_level_link(name: str | Link, level: str) -> Link:
@@ -276,29 +292,32 @@ def pipelined_hidden(a: float, b: float, pieces: float) -> float:
     return 0.0 if pieces <= 1 else min(a, b) * (1.0 - 1.0 / pieces)
 
 
-def _chunks(values: float, chunk_values: float | None) -> float:
+def chunks_of(values: float, chunk_values: float | None) -> float:
     """Chunks one message of `values` travels in (`lab.comm.channel.CHUNK`); 1 when not chunked."""
     return 1.0 if not chunk_values else float(max(1, math.ceil(values / chunk_values)))
 
 
-def _n(n_values: float) -> float:
+def check_values(n_values: float) -> float:
+    """n_values as a float; ValueError unless it is a finite number >= 0."""
     if isinstance(n_values, bool) or not isinstance(n_values, (int, float)) or not math.isfinite(n_values) \
             or n_values < 0:
         raise ValueError(f"n_values must be a finite number >= 0, got {n_values!r}")
     return float(n_values)
 
 
-def _zero(name: str) -> CollectiveTime:
+def zero_time(name: str) -> CollectiveTime:
+    """Nothing to do (one rank, or no values)."""
     return CollectiveTime(name, 0.0, 0.0, 0.0, 0.0)
 
 
-def _codec_s(c: CodecCost, E: float, D: float) -> float:
+def codec_seconds(c: CodecCost, E: float, D: float) -> float:
+    """Seconds of codec work for E values encoded and D decoded."""
     return E * c.encode_s_per_value + D * c.decode_s_per_value
 
 
 # -- one level's pieces (ring reduce-scatter / allgather on k ranks; all-to-all on k ranks)
 
-def _ring_rs(k: int, n: float, link: Link, c: CodecCost) -> tuple[float, float, float]:
+def ring_reduce_scatter(k: int, n: float, link: Link, c: CodecCost) -> tuple[float, float, float]:
     """Ring reduce-scatter of n values on k ranks: (transfer, codec, launch) seconds.
     (k−1)(L + w(n/k)G); requantize: k−1 hops decode-add-encode n/k values, (k−1) × kernels."""
     if k == 1 or n == 0:
@@ -307,10 +326,10 @@ def _ring_rs(k: int, n: float, link: Link, c: CodecCost) -> tuple[float, float, 
     if c.raw:
         return t, 0.0, 0.0
     v = (k - 1) * n / k
-    return t, _codec_s(c, v, v), (k - 1) * (c.encode_kernels + c.decode_kernels) * c.launch_s
+    return t, codec_seconds(c, v, v), (k - 1) * (c.encode_kernels + c.decode_kernels) * c.launch_s
 
 
-def _ring_ag(k: int, n: float, link: Link, c: CodecCost, encode: bool = True) -> tuple[float, float, float]:
+def ring_allgather(k: int, n: float, link: Link, c: CodecCost, encode: bool = True) -> tuple[float, float, float]:
     """Ring allgather of k pieces of n/k values: (k−1)(L + w(n/k)G); the owner encodes its piece once
     (unless it arrives encoded) and keeps the decoded value, like its receivers (`Channel.finalize`);
     k−1 arrivals are decoded."""
@@ -320,159 +339,73 @@ def _ring_ag(k: int, n: float, link: Link, c: CodecCost, encode: bool = True) ->
     if c.raw:
         return t, 0.0, 0.0
     E = n / k if encode else 0.0
-    return t, _codec_s(c, E, (k - 1) * n / k + E), ((c.encode_kernels if encode else 0)
+    return t, codec_seconds(c, E, (k - 1) * n / k + E), ((c.encode_kernels if encode else 0)
                                                       + (k - 1 + (1 if encode else 0)) * c.decode_kernels) * c.launch_s
 
 
-def _alltoall(k: int, n: float, link: Link, c: CodecCost) -> float:
+def alltoall_transfer(k: int, n: float, link: Link, c: CodecCost) -> float:
     """Transfer of an all-to-all of k chunks of n/k values each (one per rank): (k−1)(L + w(n/k)G)."""
     return 0.0 if k == 1 or n == 0 else (k - 1) * (link.L + c.wire(n / k) * link.G)
 
 
-# -- the algorithms
+
+def repeated(t: CollectiveTime, k: int) -> CollectiveTime:
+    """k runs of t one after the other."""
+    return t if k == 1 else CollectiveTime(t.algorithm, k * t.transfer_s, k * t.codec_s, k * t.launch_s,
+                                           k * t.node_egress_bytes, k * t.hidden_s)
+
+
+# -- an algorithm on the machine: its own price (`Algorithm.cluster_time`), or run flat
 
 def flat_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "ring",
-              chunk_values: float | None = None) -> CollectiveTime:
-    """A registered algorithm over all P ranks, every hop on `cluster.slowest` (the ring: `ring_link`); the
-    codec as `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one
-    decode set per message on the critical path; gather: one encode, a decode set per message).
-    chunk_values: the ring's messages travel in chunks of this many values and each chunk's codec work
-    overlaps the next one's transfer (`pipelined_hidden`); None: codec work and transfers add up."""
-    n = _n(n_values)
-    P, lk = cluster.P, (cluster.ring_link if algorithm == "ring" else cluster.slowest)
+              chunk_values: float | None = None, *, link: Link | None = None,
+              senders_across: int | None = None) -> CollectiveTime:
+    """A registered algorithm's own coefficients over all P ranks, every hop on `link` (default
+    `cluster.slowest`: the slower of the intra link and one GPU's share of the network); the codec as
+    `cost.compressed_time` runs it, plus its kernel launches (requantize: one encode and one decode set per
+    message on the critical path; gather: one encode, a decode set per message). Node egress: the bytes one
+    rank sends × `senders_across`, the ranks of a node whose sends leave it (default all g of them).
+    chunk_values: messages travel in chunks of this many values and each chunk's codec work overlaps the
+    next one's transfer (`pipelined_hidden`); None: codec work and transfers add up. The default price of
+    an algorithm without a `cluster_time` of its own (`algorithm_time`); the ring's uses it with one NIC."""
+    n = check_values(n_values)
+    P, lk = cluster.P, link or cluster.slowest
     name = f"flat {algorithm}"
     if P == 1 or n == 0:
         cost.check_algorithm(algorithm)
-        return _zero(name)
+        return zero_time(name)
+    across = 0 if cluster.nodes == 1 else (cluster.gpus_per_node if senders_across is None else senders_across)
     m = codec.wire(n)
-    egress = cost.total_bytes(algorithm, P, m) / P * (cluster.gpus_per_node if cluster.nodes > 1 else 0)
+    egress = cost.total_bytes(algorithm, P, m) / P * across
     if codec.raw:
         return CollectiveTime(name, cost.allreduce_time(algorithm, P, m, lk), 0.0, 0.0, egress)
     E, D = cost.codec_counts(algorithm, P, int(round(n)), codec.mode)
     if codec.mode == "gather":
         a, b = cost.allgather_coefficients(algorithm, P, m)
         launches = codec.encode_kernels + a * codec.decode_kernels
-        egress = b * (cluster.gpus_per_node if cluster.nodes > 1 else 0)
+        egress = b * across
     else:
         a, b = cost.coefficients(algorithm, P, m)
         launches = a * (codec.encode_kernels + codec.decode_kernels)
-    t, w = a * lk.L + b * lk.G, _codec_s(codec, E, D)
-    hidden = pipelined_hidden(t, w, _chunks(n / P, chunk_values)) if algorithm == "ring" else 0.0
+    t, w = a * lk.L + b * lk.G, codec_seconds(codec, E, D)
+    hidden = pipelined_hidden(t, w, chunks_of(n / P, chunk_values))
     return CollectiveTime(name, t, w, launches * codec.launch_s, egress, hidden)
 
 
-def hierarchical_time(cluster: Cluster, n_values: float, inter_codec: CodecCost = BF16,
-                      intra_codec: CodecCost = BF16, inter_algorithm: str = "ring", *,
-                      chunk_values: float | None = None, pipeline: int = 1) -> CollectiveTime:
-    """Intra-node ring reduce-scatter (intra_codec), an allreduce of each n/g shard among the N ranks that
-    hold it (`inter_algorithm`, inter_codec, on one GPU's share of the network: `cost.compressed_time`),
-    intra-node ring allgather (intra_codec). All g shards cross the network at once, one per GPU.
-    chunk_values: the cross-node ring's messages travel in chunks whose codec work overlaps the next
-    chunk's transfer (`pipelined_hidden`; the node level sends whole shards). pipeline: the vector in this many pieces, the node level of one piece
-    beside the cross-node level of another (the algorithm's `pipeline` option): the two levels' times
-    pipeline too."""
-    n = _n(n_values)
-    N, g = cluster.nodes, cluster.gpus_per_node
-    cost.check_algorithm(inter_algorithm)
-    name = "hierarchical"
-    if cluster.P == 1 or n == 0:
-        return _zero(name)
-    G = max(1, int(pipeline)) if N > 1 and g > 1 else 1
-    piece = n / G  # each level runs G times on a piece
-    rs = _ring_rs(g, piece, cluster.intra, intra_codec)
-    ag = _ring_ag(g, piece, cluster.intra, intra_codec)
-    # the node level sends whole shards (lab.comm.algorithms.hierarchical.reduce_scatter): nothing overlaps
-    node = _times(CollectiveTime(name, rs[0] + ag[0], rs[1] + ag[1], rs[2] + ag[2], 0.0), G)
-    if N == 1:
-        return node
-    across = _times(_across(cluster, piece, inter_codec, inter_algorithm, chunk_values), G)
-    node = replace(node, hidden_s=node.hidden_s + pipelined_hidden(node.seconds, across.seconds, G))
-    return node + across
-
-
-def _times(t: CollectiveTime, k: int) -> CollectiveTime:
-    """k runs of t one after the other."""
-    return t if k == 1 else CollectiveTime(t.algorithm, k * t.transfer_s, k * t.codec_s, k * t.launch_s,
-                                           k * t.node_egress_bytes, k * t.hidden_s)
-
-
-def _across(cluster: Cluster, n: float, inter_codec: CodecCost, inter_algorithm: str,
-            chunk_values: float | None) -> CollectiveTime:
-    """hierarchical's cross-node level: the allreduce of each n/g shard among the N ranks holding it."""
-    name = "hierarchical"
-    N, g = cluster.nodes, cluster.gpus_per_node
-    shard = n / g
-    e = cluster.inter_per_gpu
-    m = inter_codec.wire(shard)
-    if inter_codec.raw:
-        t, codec_s, launch = cost.allreduce_time(inter_algorithm, N, m, e), 0.0, 0.0
-        egress = cost.total_bytes(inter_algorithm, N, m) / N * g
-    else:
-        mode = inter_codec.mode
-        full = cost.compressed_time(inter_algorithm, N, max(1, int(round(shard))), e,
-                                    wire_bytes_per_value=inter_codec.bytes_per_value,
-                                    encode_s_per_value=inter_codec.encode_s_per_value,
-                                    decode_s_per_value=inter_codec.decode_s_per_value,
-                                    side_bytes=inter_codec.side_bytes, mode=mode)
-        E, D = cost.codec_counts(inter_algorithm, N, max(1, int(round(shard))), mode)
-        codec_s = _codec_s(inter_codec, E, D)
-        t = full - codec_s
-        if mode == "gather":
-            a, b = cost.allgather_coefficients(inter_algorithm, N, m)
-            launch = (inter_codec.encode_kernels + a * inter_codec.decode_kernels) * inter_codec.launch_s
-            egress = b * g
-        else:
-            a, _ = cost.coefficients(inter_algorithm, N, m)
-            launch = a * (inter_codec.encode_kernels + inter_codec.decode_kernels) * inter_codec.launch_s
-            egress = cost.total_bytes(inter_algorithm, N, m) / N * g
-    hidden = pipelined_hidden(t, codec_s, _chunks(shard / N, chunk_values)) if inter_algorithm == "ring" else 0.0
-    return CollectiveTime(name, t, codec_s, launch, egress, hidden)
-
-
-def alltoall_quantized_time(cluster: Cluster, n_values: float, codec: CodecCost, *, hierarchical: bool = True,
-                            intra_codec: CodecCost | None = None) -> CollectiveTime:
-    """ZeRO++ qgZ: encode once, all-to-all, decode and sum in fp32 at the owner, encode the sum once,
-    allgather of the encoded sums (decoded on arrival). Flat: one all-to-all over all P ranks (its
-    intra- and inter-node messages go out at once: the slower of the two sets), each value encoded
-    twice. Hierarchical (ZeRO++'s): all-to-all inside the node (intra_codec, default the same codec),
-    decode-sum-encode, all-to-all across nodes among same-local-rank GPUs, decode-sum-encode; the
-    encoded sums are allgathered across, then inside the node, as they are. Kernel launches: one encode
-    set and one decode set per all-to-all, and per allgather (batched over its chunks)."""
-    n = _n(n_values)
-    N, g, P = cluster.nodes, cluster.gpus_per_node, cluster.P
-    name = "alltoall_quantized" + ("" if hierarchical else " (flat)")
-    if P == 1 or n == 0:
-        return _zero(name)
-    if codec.raw:
-        intra_codec = intra_codec or codec
-    ic = intra_codec or codec
-    e, a = cluster.inter_per_gpu, cluster.intra
-    k_enc, k_dec = codec.encode_kernels, codec.decode_kernels
-    if not hierarchical or N == 1 or g == 1:
-        # one all-to-all over P ranks: (g−1) chunks inside, (P−g) across, sent at once
-        q = codec.wire(n / P)
-        inside = (g - 1) * (a.L + q * a.G)
-        across = (P - g) * (e.L + q * e.G) if N > 1 else 0.0
-        t = 2.0 * max(inside, across)  # the all-to-all, then the allgather of the encoded sums
-        E = n + n / P                   # every chunk once, the owner's sum once
-        D = 2.0 * (P - 1) * n / P       # P−1 chunks summed, P−1 sums received
-        egress = 2.0 * (P - g) * q * g if N > 1 else 0.0
-        launch = 2 * (k_enc + k_dec) * codec.launch_s if not codec.raw else 0.0
-        return CollectiveTime(name, t, 0.0 if codec.raw else _codec_s(codec, E, D), launch, egress)
-    shard, piece = n / g, n / P
-    t = _alltoall(g, n, a, ic) + _alltoall(N, shard, e, codec)          # reduce-scatter: inside, then across
-    t += _alltoall(N, shard, e, codec) + (g - 1) * (a.L + codec.wire(shard) * a.G)  # allgather: across, inside
-    codec_s = 0.0
-    launch = 0.0
-    if not ic.raw:
-        codec_s += _codec_s(ic, n, (g - 1) * shard)     # encode all g chunks; sum g−1 arrivals
-        launch += (ic.encode_kernels + ic.decode_kernels) * ic.launch_s
-    if not codec.raw:
-        codec_s += _codec_s(codec, shard + piece, (N - 1) * piece)  # encode the shard, its sum; N−1 arrivals
-        codec_s += _codec_s(codec, 0.0, (N - 1) * piece + (g - 1) * shard)  # the encoded sums as they arrive
-        launch += (2 * k_enc + 3 * k_dec) * codec.launch_s
-    egress = 2.0 * (N - 1) * codec.wire(piece) * g
-    return CollectiveTime(name, t, codec_s, launch, egress)
+def algorithm_time(cluster: Cluster, algorithm: str, n_values: float, codec: CodecCost = BF16, *,
+                   intra_codec: CodecCost | None = None, raw: CodecCost = BF16, chunk_values: float | None = None,
+                   **options) -> CollectiveTime:
+    """One allreduce of n values per rank by the registered `algorithm` on the machine, as it prices itself
+    (`Algorithm.cluster_time`: per level, `codec` across nodes, `intra_codec` inside, `raw` the values
+    uncompressed; its own options such as hierarchical's pipeline), else run flat (`flat_time`)."""
+    algo = get_algorithm(algorithm)
+    if algo.cluster_time is None:  # chunks overlap only where the algorithm says so (the ring's own price)
+        return flat_time(cluster, n_values, codec, algorithm)
+    got = algo.cluster_time(cluster, n_values, codec, intra_codec=intra_codec, raw=raw, chunk_values=chunk_values,
+                            **options)
+    if not isinstance(got, CollectiveTime):
+        raise ValueError(f"algorithm {algorithm!r}: cluster_time returned {type(got).__name__}, not a CollectiveTime")
+    return got
 
 
 def in_network_coefficients(P: int, m: float, kind: str = "nvls") -> tuple[float, float]:
@@ -524,17 +457,17 @@ def in_network_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16) 
     compressed codec is refused). Inside: NVLS (nvlink4/5) or a ring reduce-scatter + allgather;
     across: SHARP on each GPU's n/g shard (InfiniBand HDR/NDR) or a ring of the shards. NVLS inside
     and SHARP across pipeline through the switches: the slower level's bandwidth term counts."""
-    n = _n(n_values)
+    n = check_values(n_values)
     if not codec.raw:
         raise ValueError(f"in-network reduction sums 16/32-bit floats in the switch; codec {codec.name!r} is not "
                          "one (allowed: bf16)")
     N, g = cluster.nodes, cluster.gpus_per_node
-    name = "in_network"
+    name = IN_NETWORK
     if not in_network_available(cluster):
         raise ValueError(f"no in-network reduction on {cluster.name}: it needs NVLink SHARP inside "
                          f"({', '.join(IN_NETWORK_INTRA)}) or InfiniBand SHARP across ({', '.join(IN_NETWORK_INTER)})")
     if cluster.P == 1 or n == 0:
-        return _zero(name)
+        return zero_time(name)
     m = codec.wire(n)
     a, e = cluster.intra, cluster.inter_per_gpu
     nvls = g > 1 and a.name in IN_NETWORK_INTRA
@@ -555,26 +488,21 @@ def in_network_time(cluster: Cluster, n_values: float, codec: CodecCost = BF16) 
         t = ia * a.L + ib * a.G + cost.allreduce_time("ring", N, m / g, e)
         return CollectiveTime(name, t, 0.0, 0.0, egress)
     # a ring inside, SHARP on the shards across
-    rs, ag = _ring_rs(g, n, a, codec), _ring_ag(g, n, a, codec)
+    rs, ag = ring_reduce_scatter(g, n, a, codec), ring_allgather(g, n, a, codec)
     sa, sb = in_network_coefficients(N, m / g, "sharp")
     return CollectiveTime(name, rs[0] + ag[0] + sa * e.L + sb * e.G, 0.0, 0.0, egress)
 
 
 def cluster_allreduce(cluster: Cluster, n_values: float, codec: CodecCost = BF16, algorithm: str = "hierarchical",
-                      *, flat_algorithm: str = "ring", inter_algorithm: str = "ring",
-                      intra_codec: CodecCost | None = None) -> CollectiveTime:
-    """One allreduce of n values per rank by `algorithm` (one of ALGORITHMS). hierarchical: intra_codec
-    inside (default bf16), the codec across; alltoall_quantized: the codec at both levels unless
-    intra_codec is given (ZeRO++ quantizes inside too)."""
-    if algorithm == "flat":
-        return flat_time(cluster, n_values, codec, flat_algorithm)
-    if algorithm == "hierarchical":
-        return hierarchical_time(cluster, n_values, codec, intra_codec or BF16, inter_algorithm)
-    if algorithm == "alltoall_quantized":
-        return alltoall_quantized_time(cluster, n_values, codec, intra_codec=intra_codec)
-    if algorithm == "in_network":
+                      *, intra_codec: CodecCost | None = None, raw: CodecCost = BF16, **options) -> CollectiveTime:
+    """One allreduce of n values per rank by `algorithm` (one of `algorithms()`): in_network (the switches
+    reduce), or a registered algorithm as it prices itself (`algorithm_time`: hierarchical runs `raw`
+    inside unless intra_codec is given, alltoall_quantized the codec at both levels, as ZeRO++)."""
+    if algorithm == IN_NETWORK:
         return in_network_time(cluster, n_values, codec)
-    raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+    if not isinstance(algorithm, str) or algorithm not in cost.ALGORITHMS:
+        raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(algorithms())}")
+    return algorithm_time(cluster, algorithm, n_values, codec, intra_codec=intra_codec, raw=raw, **options)
 
 
 # -- calibration against a measured two-level run (`paralab bench compressed --ranks-per-node`)
@@ -604,11 +532,9 @@ def measured_codec(name: str, mode: str, measured: dict) -> CodecCost:
 def predict(cluster: Cluster, algorithm: str, n_values: float, codec: CodecCost,
             intra_codec: CodecCost | None = None, *, chunk_values: float | None = None,
             pipeline: int = 1) -> CollectiveTime:
-    """A measured row's model: hierarchical (its ring levels chunked as `lab.comm.channel` sends them,
-    its `pipeline`) and alltoall_quantized as their own models, any other registered algorithm flat."""
-    if algorithm == "hierarchical":
-        return hierarchical_time(cluster, n_values, codec, intra_codec or codec, chunk_values=chunk_values,
-                                 pipeline=pipeline)
-    if algorithm == "alltoall_quantized":
-        return cluster_allreduce(cluster, n_values, codec, algorithm, intra_codec=intra_codec)
-    return flat_time(cluster, n_values, codec, algorithm, chunk_values=chunk_values)
+    """A measured row's model: the algorithm as it prices itself on the machine (`algorithm_time`), its
+    messages chunked as `lab.comm.channel` sends them; the codec at both levels unless intra_codec is given
+    (the run's default); `pipeline` (hierarchical's option) when more than 1."""
+    options = {"pipeline": pipeline} if pipeline != 1 else {}
+    return algorithm_time(cluster, algorithm, n_values, codec, intra_codec=intra_codec or codec,
+                          chunk_values=chunk_values, **options)

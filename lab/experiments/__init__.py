@@ -24,6 +24,8 @@ from typing import Any
 
 # name -> (module, attribute)
 _EXPORTS: dict[str, tuple[str, str]] = {}
+# names read from a registry on every access (a plugin registered later is in them): never bound here
+_LIVE = frozenset({"ALGORITHMS", "CLUSTER_ALGORITHMS"})
 
 
 def _add(module: str, names: str, **renamed: str) -> None:
@@ -72,9 +74,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'lab.experiments' has no attribute {name!r}")
     module = importlib.import_module(f"{__name__}.{_EXPORTS[name][0]}")
     for n, (m, attr) in _EXPORTS.items():  # bind all of the module's names at once
-        if m == _EXPORTS[name][0]:
+        if m == _EXPORTS[name][0] and n not in _LIVE:
             globals()[n] = getattr(module, attr)
-    return globals()[name]
+    return getattr(module, _EXPORTS[name][1]) if name in _LIVE else globals()[name]
 
 
 def __dir__() -> list[str]:

@@ -11,7 +11,8 @@ from lab.augment.distortion import MAX_DEGREE as MAX_DISTORTION_DEGREE
 from lab.augment.rotating import ANGLES as ROTATION_ANGLES
 from lab.codecs import TableCodec, codec_help, codec_names, get_codec
 from lab.comm.base import CommError
-from lab.comm.cost import ALGORITHMS, LINKS, custom_link
+from lab.comm.algorithms import algorithm_names
+from lab.comm.cost import LINKS, custom_link
 from lab.data import CORPORA, DATASETS, DataError
 from lab.dropout import check_rate
 from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, get_model, link_presets, resolve_link
@@ -23,6 +24,14 @@ from lab.train.consistency import KINDS as CONSISTENCY_KINDS
 # a file that is not what it claims to be.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, OSError, UnpicklingError, CommError,
                                                 DataError)
+
+
+
+def __getattr__(name: str):
+    if name == "ALGORITHMS":  # live: every registered algorithm's name now, a plugin registered later included
+        return tuple(algorithm_names())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ALGORITHMS", "LINKS", "custom_link", "codec_names", "codec_help", "get_codec", "TableCodec",
            "DATASETS", "CORPORA", "DataError", "CommError", "USER_ERRORS", "check_rate", "CONSISTENCY_KINDS",

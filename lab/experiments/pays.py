@@ -13,11 +13,16 @@ from lab.comm import cluster as _cluster
 from lab.plan import pays as _pays
 from lab.plan.pays import PaysResult, lesson_sentence
 
-CLUSTER_ALGORITHMS = _cluster.ALGORITHMS
 INTRA_LINKS = tuple(_cluster.INTRA)
 INTER_LINKS = tuple(_cluster.INTER)
 LINK_ALIASES = dict(_cluster.ALIASES)
 PAYS_BANDWIDTHS = _pays.DEFAULT_BANDWIDTHS
+
+
+def __getattr__(name: str):
+    if name == "CLUSTER_ALGORITHMS":  # live: every algorithm a cluster prices now (`lab.comm.cluster.algorithms`)
+        return _cluster.algorithms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # published results the model is held against (docs/pays.md)
 PAPER_PAYS = {
@@ -34,12 +39,12 @@ PAPER_PAYS = {
 def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu: str = "h100",
                          intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None,
                          batch_per_gpu: int = 8, overlap: bool = False, codecs: Sequence[str] | None = None,
-                         algorithms: Sequence[str] = CLUSTER_ALGORITHMS,
+                         algorithms: Sequence[str] | None = None,
                          bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
     """Does compression pay? (the function is not called `pays`: that is this module's name, and the
     package's lazy names would return the module once it is imported.) Per codec × algorithm: step time,
     speedup against the best bf16 step, break-even NIC bandwidth
-    (`lab.plan.pays.pays`); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
+    (`lab.plan.pays.pays`; algorithms None: every one a cluster prices, read now); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                       batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
                       bandwidths=bandwidths, progress=progress)

@@ -11,7 +11,7 @@ import pandas as pd
 from lab.plan import (codec_advice, deep_image_scaling, deep_image_speedup, dettmers_alexnet, dettmers_planner,
                       get_model, plan_step, plan_sweep)
 from lab.plan.papers import DEEP_IMAGE_PAPER
-from lab.plan.strategies import CLUSTER_ALGORITHMS
+from lab.plan.strategies import cluster_algorithms
 from lab.backend import Progress
 from lab.comm.cluster import Cluster, make_cluster
 
@@ -72,13 +72,15 @@ def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "da
 
 def planner_advice(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
                    link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
-                   algorithm: str = "ring", candidates: Sequence[str] = ("none", "dynamic_tree", "onebit")
-                   ) -> pd.DataFrame:
-    """Fastest codec per layer at this P and link, with each candidate's time and the saving."""
+                   algorithm: str = "ring", candidates: Sequence[str] | str | None = None) -> pd.DataFrame:
+    """Fastest codec per layer at this P and link, with each candidate's time and the saving. candidates:
+    codec names or specs, or None / "all": every registered codec that compresses, read now (a plugin
+    registered later is a candidate too)."""
     if global_batch is not None:
         batch_per_gpu = None
+    cands = "all" if candidates is None else candidates if isinstance(candidates, str) else tuple(candidates)
     return codec_advice(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
-                        global_batch=global_batch, algorithm=algorithm, candidates=tuple(candidates))
+                        global_batch=global_batch, algorithm=algorithm, candidates=cands)
 
 
 @dataclass
@@ -106,6 +108,14 @@ def paper_checks(*, gpus: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128), overlap
     return PaperChecks(dettmers_alexnet(), dettmers_planner(), fig2, cross, fig3, dict(DEEP_IMAGE_PAPER))
 
 
-__all__ = ["DEFAULT_GPUS", "CLUSTER_ALGORITHMS", "planner_cluster",
+
+
+def __getattr__(name: str):
+    if name == "CLUSTER_ALGORITHMS":  # live: the two-level-only algorithms now (`cluster_algorithms`)
+        return cluster_algorithms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["DEFAULT_GPUS", "CLUSTER_ALGORITHMS", "cluster_algorithms", "planner_cluster",
            "planner_sweep", "Breakdown", "planner_breakdown", "planner_advice", "PaperChecks",
            "paper_checks"]

@@ -197,7 +197,7 @@ class Setting:
 
 def available(algorithm: str, codec: Cost, c: Cluster) -> bool:
     """in_network: 16-bit values only (no codec), on a cluster whose switches reduce."""
-    if algorithm == "in_network":
+    if algorithm == cl.IN_NETWORK:
         return codec.raw and cl.in_network_available(c)
     return True
 
@@ -255,9 +255,11 @@ class PaysResult:
 def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] = "8x8", *, gpu: str | Device = "h100",
          intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None, batch_per_gpu: int = 8,
          overlap: bool = False, codecs: Sequence[str] | None = None,
-         algorithms: Sequence[str] = cl.ALGORITHMS, bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
+         algorithms: Sequence[str] | None = None, bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
          bench_dir: Path | str | None = None, progress: Progress | None = None) -> PaysResult:
-    """Does compression pay on this cluster? (see the module docstring)."""
+    """Does compression pay on this cluster? (see the module docstring). algorithms: None, every algorithm
+    the cluster prices (`lab.comm.cluster.algorithms`: each registered one as it prices itself, and
+    in_network), read now."""
     spec = _model(model)
     dev = get_device(gpu)
     c = cl.make_cluster(cluster, intra, inter, nics_per_node)
@@ -265,10 +267,11 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
         raise ValueError(f"batch_per_gpu must be an int >= 1, got {batch_per_gpu!r}")
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")
-    algos = list(algorithms)
-    bad = [a for a in algos if a not in cl.ALGORITHMS]
+    known = cl.algorithms()
+    algos = list(known if algorithms is None else algorithms)
+    bad = [a for a in algos if a not in known]
     if bad or not algos:
-        raise ValueError(f"unknown algorithm {bad[0] if bad else None!r}; allowed: {', '.join(cl.ALGORITHMS)}")
+        raise ValueError(f"unknown algorithm {bad[0] if bad else None!r}; allowed: {', '.join(known)}")
     names = candidate_codecs() if codecs is None else list(codecs)
     bw = np.array(sorted(float(b) for b in bandwidths))
     if len(bw) < 2 or not np.all(np.isfinite(bw)) or bw[0] <= 0:
@@ -333,8 +336,9 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
              f"{1e3 * base_step:.2f} ms per step)",
              f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "
              "(GB/s per direction) below which it pays (pays_below says it in words: never, every bandwidth swept)",
-             "flat: one ring over all GPUs, each node boundary crossed by one flow on one NIC; NCCL's rail-aligned rings move "
-             "bytes like the hierarchical model"]
+             "ring: one ring over all GPUs, each node boundary crossed by one flow on one NIC; NCCL's rail-aligned rings move "
+             "bytes like the hierarchical model; each algorithm priced as it prices itself on the cluster "
+             "(Algorithm.cluster_time), else flat over all GPUs on the slower level"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
 
 

@@ -32,10 +32,11 @@ traffic of model-parallel layers and pipelines is always on the critical path.
 Two-level cluster (`cluster=`, a `lab.comm.cluster.Cluster`: nodes × GPUs per node, an intra- and
 an inter-node link): P GPUs fill whole nodes (P <= GPUs per node: one node; else P must be a multiple
 of it, up to the cluster's size; other P are infeasible points). Data parallelism's gradient
-allreduce then comes from `lab.comm.cluster.cluster_allreduce`: `algorithm` = hierarchical (intra-node
-reduce-scatter, inter-node ring of the shards, intra-node allgather; fp32 inside, the codec across
-nodes), alltoall_quantized (ZeRO++ qgZ, the codec at both levels), in_network (NVLS / SHARP, fp32 only)
-or any registered algorithm run flat over all P ranks on the slower level. Model-parallel and pipeline
+allreduce then comes from `lab.comm.cluster.cluster_allreduce`: every registered algorithm as it prices
+itself on the machine (`Algorithm.cluster_time`: hierarchical with fp32 inside and the codec across
+nodes, alltoall_quantized with the codec at both levels, the ring with one flow per node boundary; one
+without a price of its own flat over all P ranks on the slower level), or in_network (NVLS / SHARP,
+fp32 only). The ones laid out by nodes (`cluster_algorithms`) are planned only on a cluster. Model-parallel and pipeline
 traffic runs on the slower level (flat, a ring for the two-level names).
 
 Memory per GPU (rough): 12 bytes per parameter held (fp32 weight, gradient, momentum) plus 4 bytes
@@ -61,8 +62,20 @@ from .wire import (WireCodec, allgather_seconds, allreduce_seconds, phased_value
 from lab.backend import Progress
 
 STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
-#: allreduce algorithms that need a two-level cluster (`lab.comm.cluster`), by name
-CLUSTER_ALGORITHMS: tuple[str, ...] = tuple(a for a in cl.ALGORITHMS if a != "flat")
+
+
+def cluster_algorithms() -> tuple[str, ...]:
+    """Allreduce algorithms planned only on a two-level cluster (`lab.comm.cluster`), read now: the
+    registered ones laid out by nodes (they take a `ranks_per_node` option), then in_network."""
+    from lab.comm.algorithms import algorithm_infos
+    return (*(a.name for a in algorithm_infos() if "ranks_per_node" in a.options), cl.IN_NETWORK)
+
+
+def __getattr__(name: str):
+    if name == "CLUSTER_ALGORITHMS":  # live: `cluster_algorithms()`, so a plugin registered later counts
+        return cluster_algorithms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 MODEL_PARALLEL_KINDS = ("fc",)  # what the hybrid splits
 BYTES_PER_PARAM = 12.0
 BYTES_PER_ACTIVATION = 4.0
@@ -171,19 +184,20 @@ def cluster_codec(wc: WireCodec, dev: Device) -> cl.CodecCost:
 
 
 def _check_cluster_algorithm(algorithm: str, cluster: cl.Cluster | None) -> None:
-    if cluster is not None and algorithm in CLUSTER_ALGORITHMS:
+    two_level = cluster_algorithms()
+    if cluster is not None and algorithm in two_level:
         return
-    if cluster is None and algorithm in CLUSTER_ALGORITHMS:  # registered too (flat coefficients), but planned per level
+    if cluster is None and algorithm in two_level:  # registered too (flat coefficients), but planned per level
         raise ValueError(f"algorithm {algorithm!r} runs on a two-level cluster: give cluster= (the CLI's "
                          "--cluster NODESxGPUS --intra LINK --inter LINK), or a flat algorithm")
     try:
         cost.check_algorithm(algorithm)
     except ValueError as e:
-        if algorithm in CLUSTER_ALGORITHMS:
+        if algorithm in two_level:
             raise ValueError(f"algorithm {algorithm!r} runs on a two-level cluster: give cluster= (the CLI's "
                              "--cluster NODESxGPUS --intra LINK --inter LINK), or a registered algorithm") from None
         if cluster is not None:
-            raise ValueError(f"{e}; on a two-level cluster also {', '.join(CLUSTER_ALGORITHMS)}") from None
+            raise ValueError(f"{e}; on a two-level cluster also {', '.join(two_level)}") from None
         raise
 
 
@@ -198,14 +212,11 @@ def _cluster_grad_seconds(c: cl.Cluster, n: float, wc: WireCodec, algorithm: str
         comm = sum(_cluster_grad_seconds(c, v, fp32, algorithm, dev) for v in phased_values(wc, n, matrices)[:3]
                    if v > 0)
         return comm + phased_work_seconds(n, wc, dev, matrices)
-    if algorithm == "in_network" and not wc.raw:
+    if algorithm == cl.IN_NETWORK and not wc.raw:
         raise ValueError(f"in_network sums uncompressed gradients in the switch; codec {wc.name!r} is not allowed "
                          "with it: use codec none, or hierarchical / alltoall_quantized / a registered algorithm")
-    cc = cluster_codec(wc, dev)
-    if algorithm in CLUSTER_ALGORITHMS:
-        intra = cl.FP32 if algorithm == "hierarchical" else None
-        return cl.cluster_allreduce(c, n, cc, algorithm, intra_codec=intra).seconds
-    return cl.flat_time(c, n, cc, algorithm).seconds
+    # every algorithm as it prices itself on the machine; uncompressed values are fp32 here
+    return cl.cluster_allreduce(c, n, cluster_codec(wc, dev), algorithm, raw=cl.FP32).seconds
 
 
 # -- the event simulation of one steady-state step
@@ -284,7 +295,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     sub = sub_cluster(cluster, P) if cluster is not None else None
     lk = resolve_link(link) if sub is None else sub.slowest
     link_name = lk.name if sub is None else sub.name
-    act_algorithm = "ring" if algorithm in CLUSTER_ALGORITHMS else algorithm
+    act_algorithm = "ring" if algorithm in cluster_algorithms() else algorithm
     b, B = _check_batches(batch_per_gpu, global_batch)
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")
@@ -448,6 +459,6 @@ def crossover(sweep: pd.DataFrame, a: str, b: str) -> int | None:
     return None
 
 
-__all__ = ["STRATEGIES", "CLUSTER_ALGORITHMS", "sub_cluster", "cluster_codec", "MODEL_PARALLEL_KINDS", "Infeasible",
+__all__ = ["STRATEGIES", "CLUSTER_ALGORITHMS", "cluster_algorithms", "sub_cluster", "cluster_codec", "MODEL_PARALLEL_KINDS", "Infeasible",
            "StepPlan", "plan_step", "plan_sweep", "crossover",
            "check_P", "check_strategy", "SWEEP_COLUMNS"]

@@ -21,8 +21,17 @@ gradient. Here, per bucket:
   - the result is divided by P inside the hook.
 `state.bytes_sent` counts what this rank put on the wire, with the ring algorithms' volumes
 that Gloo and NCCL use: all_reduce 2(P-1)/P·m, all_gather (P-1)·q.
+
+`algorithm=` (a registered allreduce algorithm of `lab.comm.algorithms`, plugins included, or
+'native'; None, the default, is all of the above, unchanged): every sum of the hook runs through
+`lab.comm.allreduce` on the default process group (`lab.comm.dist.TorchComm`) with that algorithm
+and its `algorithm_options`, the codec riding the algorithm's own wire (re-quantised per hop or
+gathered, as `allreduce` resolves the mode), tensor by tensor, fed g/P; the warm-up, small tensors
+and a phased codec's fp32 sums go through the same algorithm uncompressed. `bytes_sent` then counts
+what the comm sent.
 """
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -48,7 +57,10 @@ class CodecHookState:
     compressed_buckets: int = 0
     compressed_bytes: int = 0  # bytes_sent and fp32_bytes of the compressed steps only (after warm-up)
     compressed_fp32_bytes: int = 0
+    algorithm: str | None = None
+    algorithm_options: dict[str, Any] = field(default_factory=dict)
     _param_keys: dict[int, str] = field(default_factory=dict, repr=False)
+    _comm: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.codec, Codec):
@@ -61,6 +73,29 @@ class CodecHookState:
                              "its own error feedback (its option error_feedback); use it without ef: / error feedback")
         if isinstance(self.min_numel, bool) or not isinstance(self.min_numel, int) or self.min_numel < 0:
             raise ValueError(f"min_numel={self.min_numel!r}; it must be >= 0")
+        if self.algorithm is not None:
+            from lab.comm.allreduce import check_algorithm
+
+            if not isinstance(self.algorithm, str):
+                raise ValueError(f"algorithm={self.algorithm!r}; give a registered algorithm's name, or None for "
+                                 "torch.distributed's own all_reduce / all_gather")
+            check_algorithm(self.algorithm)
+            if self.process_group is not None:
+                raise ValueError(f"algorithm={self.algorithm!r} runs on the default process group "
+                                 "(lab.comm.dist.TorchComm); leave process_group None, or algorithm None")
+        elif self.algorithm_options:
+            raise ValueError("algorithm_options need an algorithm (algorithm=...)")
+        if not isinstance(self.algorithm_options, dict):
+            raise ValueError(f"algorithm_options must be a dict of the algorithm's options, got "
+                             f"{type(self.algorithm_options).__name__}")
+
+    def comm(self):
+        """The `lab.comm` Comm the algorithm runs on (this process's rank of the default group), made once."""
+        if self._comm is None:
+            from lab.comm.dist import TorchComm
+
+            self._comm = TorchComm()
+        return self._comm
 
     @classmethod
     def of(cls, codec, error_feedback: bool = False, model: torch.nn.Module | None = None,
@@ -93,9 +128,22 @@ def _ring_allreduce_bytes(nbytes: int, P: int) -> int:
 
 def _allreduce(state: CodecHookState, t: torch.Tensor) -> Future:
     P = state.world_size
-    state.bytes_sent += _ring_allreduce_bytes(t.numel() * t.element_size(), P)
     state.fp32_bytes += _ring_allreduce_bytes(t.numel() * 4, P)
+    if state.algorithm is not None:
+        return _done([_through(state, t)])
+    state.bytes_sent += _ring_allreduce_bytes(t.numel() * t.element_size(), P)
     return dist.all_reduce(t, group=state.process_group, async_op=True).get_future()
+
+
+def _through(state: CodecHookState, t: torch.Tensor, codec: Codec | None = None, key: str = "default") -> torch.Tensor:
+    """The sum over ranks of t by `state.algorithm` (`lab.comm.allreduce`), codec on its wire; bytes counted."""
+    from lab.comm.allreduce import allreduce
+
+    comm = state.comm()
+    before = comm.bytes_sent
+    out = allreduce(comm, t, algorithm=state.algorithm, codec=codec, key=key, check=False, **state.algorithm_options)
+    state.bytes_sent += comm.bytes_sent - before
+    return out
 
 
 def _done(value: torch.Tensor) -> Future:
@@ -154,6 +202,8 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
     state.fp32_bytes += _ring_allreduce_bytes(sum(g.numel() for g in grads) * 4, P)
     if inner.phases:
         return _phased(state, inner, keys, grads)
+    if state.algorithm is not None:  # the codec on the algorithm's wire, tensor by tensor, fed g/P
+        return _done([_through(state, g.float().reshape(-1) / P, codec, k).reshape(-1) for g, k in zip(grads, keys)])
     if inner.summable:
         return _summed(state, inner, keys, grads)
     fmts = [WireFormat.of(codec, g.numel(), torch.float32) for g in grads]
@@ -177,6 +227,8 @@ def _phased(state: CodecHookState, codec: Codec, keys: list[str], grads: list[to
     P, group = state.world_size, state.process_group
 
     def allreduce(t: torch.Tensor) -> torch.Tensor:
+        if state.algorithm is not None:
+            return t.copy_(_through(state, t))
         state.bytes_sent += _ring_allreduce_bytes(t.numel() * t.element_size(), P)
         dist.all_reduce(t, group=group)
         return t

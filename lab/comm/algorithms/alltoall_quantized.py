@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import cluster as cl
 from ..base import Comm
 from ..channel import Channel
 from ..pieces import pieces
@@ -171,6 +172,53 @@ def encodes_per_value(P: int, ranks_per_node: int = 1) -> int:
     return 1 if P == 1 else (2 if k in (1, P) else 3)
 
 
+def cluster_time(cluster: cl.Cluster, n_values: float, codec: cl.CodecCost = cl.BF16, *,
+                 intra_codec: cl.CodecCost | None = None, raw: cl.CodecCost = cl.BF16,
+                 chunk_values: float | None = None, hierarchical: bool = True) -> cl.CollectiveTime:
+    """On a two-level machine (`lab.comm.cluster`; raw and chunk_values do not change it): ZeRO++ qgZ: encode once, all-to-all, decode and sum in fp32 at the owner, encode the sum once,
+    allgather of the encoded sums (decoded on arrival). Flat: one all-to-all over all P ranks (its
+    intra- and inter-node messages go out at once: the slower of the two sets), each value encoded
+    twice. Hierarchical (ZeRO++'s): all-to-all inside the node (intra_codec, default the same codec),
+    decode-sum-encode, all-to-all across nodes among same-local-rank GPUs, decode-sum-encode; the
+    encoded sums are allgathered across, then inside the node, as they are. Kernel launches: one encode
+    set and one decode set per all-to-all, and per allgather (batched over its chunks)."""
+    n = cl.check_values(n_values)
+    N, g, P = cluster.nodes, cluster.gpus_per_node, cluster.P
+    name = "alltoall_quantized" + ("" if hierarchical else " (flat)")
+    if P == 1 or n == 0:
+        return cl.zero_time(name)
+    if codec.raw:
+        intra_codec = intra_codec or codec
+    ic = intra_codec or codec
+    e, a = cluster.inter_per_gpu, cluster.intra
+    k_enc, k_dec = codec.encode_kernels, codec.decode_kernels
+    if not hierarchical or N == 1 or g == 1:
+        # one all-to-all over P ranks: (g−1) chunks inside, (P−g) across, sent at once
+        q = codec.wire(n / P)
+        inside = (g - 1) * (a.L + q * a.G)
+        across = (P - g) * (e.L + q * e.G) if N > 1 else 0.0
+        t = 2.0 * max(inside, across)  # the all-to-all, then the allgather of the encoded sums
+        E = n + n / P                   # every chunk once, the owner's sum once
+        D = 2.0 * (P - 1) * n / P       # P−1 chunks summed, P−1 sums received
+        egress = 2.0 * (P - g) * q * g if N > 1 else 0.0
+        launch = 2 * (k_enc + k_dec) * codec.launch_s if not codec.raw else 0.0
+        return cl.CollectiveTime(name, t, 0.0 if codec.raw else cl.codec_seconds(codec, E, D), launch, egress)
+    shard, piece = n / g, n / P
+    t = cl.alltoall_transfer(g, n, a, ic) + cl.alltoall_transfer(N, shard, e, codec)          # reduce-scatter: inside, then across
+    t += cl.alltoall_transfer(N, shard, e, codec) + (g - 1) * (a.L + codec.wire(shard) * a.G)  # allgather: across, inside
+    codec_s = 0.0
+    launch = 0.0
+    if not ic.raw:
+        codec_s += cl.codec_seconds(ic, n, (g - 1) * shard)     # encode all g chunks; sum g−1 arrivals
+        launch += (ic.encode_kernels + ic.decode_kernels) * ic.launch_s
+    if not codec.raw:
+        codec_s += cl.codec_seconds(codec, shard + piece, (N - 1) * piece)  # encode the shard, its sum; N−1 arrivals
+        codec_s += cl.codec_seconds(codec, 0.0, (N - 1) * piece + (g - 1) * shard)  # the encoded sums as they arrive
+        launch += (2 * k_enc + 3 * k_dec) * codec.launch_s
+    egress = 2.0 * (N - 1) * codec.wire(piece) * g
+    return cl.CollectiveTime(name, t, codec_s, launch, egress)
+
+
 def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
     """Direct allgather: (P−1)(L + qG)."""
     return float(P - 1), (P - 1) * q
@@ -187,5 +235,5 @@ ALGORITHM = Algorithm(
     citation="Wang et al. 2023, ZeRO++ (arXiv 2306.10209) §3.3 qgZ: each value quantised twice, any P",
     reduce=reduce, gather=gather, coefficients=lambda P, m: coefficients(P, m),
     total_bytes=lambda P, m: 2.0 * (P - 1) * m, gather_coefficients=_gather_coefficients,
-    codec_counts=lambda P, n: codec_counts(P, n), scratch=_scratch, two_stage=True,
+    codec_counts=lambda P, n: codec_counts(P, n), scratch=_scratch, two_stage=True, cluster_time=cluster_time,
     options=("ranks_per_node",), configure=_configure, order=55)

@@ -74,6 +74,12 @@ class Algorithm:
         resolved mode ('raw', 'requantize', 'gather'), raising ValueError that names the allowed
         values, and returns them complete (defaults filled in); None: the algorithm takes none.
     order: position in lists (lower first; the built-ins follow paper 001's slide).
+    cluster_time(cluster, n_values, codec, *, intra_codec, raw, chunk_values, **options) ->
+        `lab.comm.cluster.CollectiveTime`: its time on a two-level machine (`lab.comm.cluster.Cluster`:
+        nodes, links, NICs), per level: `codec` (a `CodecCost`) across nodes, `intra_codec` inside (None:
+        the algorithm's default), `raw` the uncompressed values, chunk_values the channel's chunk, options
+        its own (hierarchical's pipeline); `pays`, the planner and the measured two-level rows price it
+        so. None: run flat over all P ranks on the slower level (`lab.comm.cluster.flat_time`).
     """
 
     name: str
@@ -91,6 +97,7 @@ class Algorithm:
     options: tuple[str, ...] = ()
     configure: Optional[Callable[..., dict]] = None
     order: int = 100
+    cluster_time: Optional[Callable[..., object]] = None
     module: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -100,7 +107,7 @@ class Algorithm:
         for what in ("reduce", "coefficients", "total_bytes", "busbw", "scratch"):
             if not callable(getattr(self, what)):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable, got {getattr(self, what)!r}")
-        for what in ("gather", "gather_coefficients", "codec_counts", "configure"):
+        for what in ("gather", "gather_coefficients", "codec_counts", "configure", "cluster_time"):
             v = getattr(self, what)
             if v is not None and not callable(v):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable or None, got {v!r}")

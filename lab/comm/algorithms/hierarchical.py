@@ -20,11 +20,14 @@ ring outer moves 2(N−1)/N·m/k over the slow links, k times less than a flat r
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .. import cluster as cl
+from .. import cost
 from ..base import Comm
 from ..channel import Channel
 from ..pieces import pieces
@@ -288,6 +291,71 @@ def codec_counts(P: int, n: float, ranks_per_node: int | None = None, outer: str
     return e, d
 
 
+def cluster_time(cluster: cl.Cluster, n_values: float, codec: cl.CodecCost = cl.BF16, *,
+                 intra_codec: cl.CodecCost | None = None, raw: cl.CodecCost = cl.BF16,
+                 chunk_values: float | None = None, pipeline: int = 1, outer: str = "ring") -> cl.CollectiveTime:
+    """On a two-level machine (`lab.comm.cluster`), g = ranks_per_node: intra-node ring reduce-scatter
+    (intra_codec, default `raw`: the values uncompressed), an allreduce of each n/g shard among the N ranks
+    that hold it (`outer`, `codec`, on one GPU's share of the network: `cost.compressed_time`), intra-node
+    ring allgather (intra_codec). All g shards cross the network at once, one per GPU. chunk_values: the
+    cross-node ring's messages travel in chunks whose codec work overlaps the next chunk's transfer
+    (`pipelined_hidden`; the node level sends whole shards). pipeline: the vector in this many pieces,
+    the node level of one piece beside the cross-node level of another: the two levels' times pipeline too."""
+    inter_codec, inter_algorithm = codec, outer
+    intra_codec = raw if intra_codec is None else intra_codec
+    n = cl.check_values(n_values)
+    N, g = cluster.nodes, cluster.gpus_per_node
+    cost.check_algorithm(inter_algorithm)
+    name = "hierarchical"
+    if cluster.P == 1 or n == 0:
+        return cl.zero_time(name)
+    G = max(1, int(pipeline)) if N > 1 and g > 1 else 1
+    piece = n / G  # each level runs G times on a piece
+    rs = cl.ring_reduce_scatter(g, piece, cluster.intra, intra_codec)
+    ag = cl.ring_allgather(g, piece, cluster.intra, intra_codec)
+    # the node level sends whole shards (lab.comm.algorithms.hierarchical.reduce_scatter): nothing overlaps
+    node = cl.repeated(cl.CollectiveTime(name, rs[0] + ag[0], rs[1] + ag[1], rs[2] + ag[2], 0.0), G)
+    if N == 1:
+        return node
+    across = cl.repeated(across_nodes(cluster, piece, inter_codec, inter_algorithm, chunk_values), G)
+    node = dataclasses.replace(node, hidden_s=node.hidden_s + cl.pipelined_hidden(node.seconds, across.seconds, G))
+    return node + across
+
+
+def across_nodes(cluster: cl.Cluster, n: float, inter_codec: cl.CodecCost, inter_algorithm: str,
+                 chunk_values: float | None) -> cl.CollectiveTime:
+    """hierarchical's cross-node level: the allreduce of each n/g shard among the N ranks holding it."""
+    name = "hierarchical"
+    N, g = cluster.nodes, cluster.gpus_per_node
+    shard = n / g
+    e = cluster.inter_per_gpu
+    m = inter_codec.wire(shard)
+    if inter_codec.raw:
+        t, codec_s, launch = cost.allreduce_time(inter_algorithm, N, m, e), 0.0, 0.0
+        egress = cost.total_bytes(inter_algorithm, N, m) / N * g
+    else:
+        mode = inter_codec.mode
+        full = cost.compressed_time(inter_algorithm, N, max(1, int(round(shard))), e,
+                                    wire_bytes_per_value=inter_codec.bytes_per_value,
+                                    encode_s_per_value=inter_codec.encode_s_per_value,
+                                    decode_s_per_value=inter_codec.decode_s_per_value,
+                                    side_bytes=inter_codec.side_bytes, mode=mode)
+        E, D = cost.codec_counts(inter_algorithm, N, max(1, int(round(shard))), mode)
+        codec_s = cl.codec_seconds(inter_codec, E, D)
+        t = full - codec_s
+        if mode == "gather":
+            a, b = cost.allgather_coefficients(inter_algorithm, N, m)
+            launch = (inter_codec.encode_kernels + a * inter_codec.decode_kernels) * inter_codec.launch_s
+            egress = b * g
+        else:
+            a, _ = cost.coefficients(inter_algorithm, N, m)
+            launch = a * (inter_codec.encode_kernels + inter_codec.decode_kernels) * inter_codec.launch_s
+            egress = cost.total_bytes(inter_algorithm, N, m) / N * g
+    hidden = (cl.pipelined_hidden(t, codec_s, cl.chunks_of(shard / N, chunk_values)) if inter_algorithm == "ring"
+              else 0.0)
+    return cl.CollectiveTime(name, t, codec_s, launch, egress, hidden)
+
+
 def _coefficients(P: int, m: float) -> tuple[float, float]:
     """Default split (ring inside, ring across): 2(k−1)L + 2(N−1)L + 2mG(P−1)/P, the ring's bandwidth
     term with k+N−2 latency steps instead of P−1."""
@@ -317,5 +385,5 @@ ALGORITHM = Algorithm(
     citation="Jia et al. 2018 (arXiv 1807.11205) §3.3 hierarchical all-reduce; Horovod hierarchical allreduce",
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
     gather_coefficients=_gather_coefficients, scratch=_scratch,
-    codec_counts=lambda P, n: codec_counts(P, n),
+    codec_counts=lambda P, n: codec_counts(P, n), cluster_time=cluster_time,
     options=("ranks_per_node", "inner", "outer", "intra_codec", "pipeline"), configure=_configure, order=60)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import cluster as cl
 from ..base import Comm, Work
 from ..channel import Channel
 from ..pieces import pieces
@@ -126,8 +127,19 @@ def _scratch(n: int, P: int) -> int:
     return 2 * -(-n // P)
 
 
+def cluster_time(cluster: cl.Cluster, n_values: float, codec: cl.CodecCost = cl.BF16, *,
+                 intra_codec: cl.CodecCost | None = None, raw: cl.CodecCost = cl.BF16,
+                 chunk_values: float | None = None) -> cl.CollectiveTime:
+    """One ring over all P consecutive ranks of a two-level machine (`lab.comm.cluster.flat_time`): each
+    node boundary is crossed by one flow per direction, which has a whole NIC (`Cluster.ring_link`), so
+    only the node's last rank's sends leave it, 2(P−1)/P·m per allreduce; chunks of chunk_values overlap
+    their codec work with the next chunk's transfer, as `reduce` sends them. One codec on every hop."""
+    return cl.flat_time(cluster, n_values, codec, "ring", chunk_values, link=cluster.ring_link, senders_across=1)
+
+
 ALGORITHM = Algorithm(
     name="ring", summary="pipelined ring: reduce-scatter, then allgather around the ring",
     citation='Ben-Nun & Hoefler 2018 (paper 001) "Pipeline": 2L(P−1) + 2mG(P−1)/P; Baidu ring allreduce',
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch, order=30)
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch,
+    cluster_time=cluster_time, order=30)
