@@ -7,7 +7,7 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, out_option, print_frame,
+from .base import (app, bench_app, bench_out, check_results_dir, console, deprecated, emit, fail, json_option, out_option, print_frame,
                    result, session)
 
 
@@ -117,6 +117,7 @@ def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
         dev, sizes, top = codec_bench_sizes(device, lo, hi, stepfactor, repeats)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
     config = {"minbytes": lo, "maxbytes": top, "stepfactor": stepfactor, "repeats": repeats, "device": dev.type}
     info: dict = {}

@@ -9,7 +9,7 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, partial_out, console, deprecated, emit, fail, json_option, numbers,
+from .base import (app, bench_app, bench_out, check_results_dir, partial_out, console, deprecated, emit, fail, json_option, numbers,
                    out_option, print_frame, result, runs_under_torchrun, session)
 
 
@@ -126,6 +126,7 @@ def bench_collectives(
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
               "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
               "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
@@ -199,6 +200,7 @@ def bench_transfer(
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, None, stepfactor, values=True)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names, "link_rate": rate,
               "pcie": pcie, "target_s": target_s}
@@ -260,6 +262,7 @@ def bench_compressed(
         n = parse_size(values)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     if intra_codec is not None and "," in intra_codec:
         intra_codec = [c.strip() for c in intra_codec.split(",") if c.strip()]

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 import typer
 
-from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (app, bench_app, bench_out, check_results_dir, console, emit, fail, json_option, numbers, out_option, print_frame, result,
                    session)
 
 
@@ -181,6 +181,7 @@ def bench_augment(batch: int = typer.Option(32, help="images per batch"),
     dev = torch.device(device) if device else backend.default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         fail("--device cuda needs a CUDA GPU")
+    check_results_dir(out, as_json)
     config = {"batch": batch, "image_size": image_size, "crop": crop, "repeats": repeats, "device": dev.type,
               "seed": seed}
     try:

@@ -10,7 +10,7 @@ import typer
 
 from lab.experiments import DEFAULT_TILE, LAYER_KINDS, MODEL_KINDS
 
-from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (app, bench_app, bench_out, check_results_dir, console, emit, fail, json_option, numbers, out_option, print_frame, result,
                    Session, session)
 
 
@@ -292,6 +292,7 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
         fail("--device cuda needs a CUDA GPU")
     config = {"widths": ws, "rates": ps, "batch": batch, "steps": steps, "repeats": repeats, "max_dp": max_dp,
               "tile": list(tl), "threads": threads, "device": dev.type, "seed": seed}
+    check_results_dir(out, as_json)
     path = bench_out(out, as_json, f"dropout-{backend.device_slug(dev)}")
     info: dict = {}
     try:
