@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -64,13 +65,24 @@ class OneLineErrors(typer.core.TyperGroup):
                 sys.exit(e.exit_code)
             ctx = getattr(e, "ctx", None)
             hint = f" (`{ctx.command_path} --help` lists what is allowed)" if ctx is not None else ""
-            say_error(e.format_message().rstrip(".") + hint)
+            say_error(_with_range(e).format_message().rstrip(".") + hint)
             sys.exit(e.exit_code)
         except typer.Abort:
             say_error("aborted")
             sys.exit(1)
         # not standalone, typer returns the command's value, or the code of an Exit it raised
         sys.exit(rv if type(rv) is int else 0)
+
+
+def _with_range(e: ClickException) -> ClickException:
+    """A value outside an option's declared range (or not a number) names the whole range allowed."""
+    p = getattr(e, "param", None)
+    lo, hi = getattr(p, "min", None), getattr(p, "max", None)
+    if lo is not None and hi is not None and str(getattr(e, "message", "")).startswith("Input should be"):
+        kind = "an integer" if isinstance(lo, int) and isinstance(hi, int) else "a number"
+        e.message = f"{e.message}; allowed: {kind} from {lo:g} to {hi:g}" if kind == "a number" else \
+            f"{e.message}; allowed: {kind} from {lo} to {hi}"
+    return e
 
 
 app = typer.Typer(cls=OneLineErrors, add_completion=True, no_args_is_help=True,
@@ -116,6 +128,18 @@ def out_option(default: str = "") -> Any:
     checked for writability before the command runs."""
     return typer.Option(None, "--out", callback=_writable_out,
                         help="write the result as JSON to this file (atomically)" + default)
+
+
+def _device_name(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    if value is not None and not ctx.resilient_parsing and not re.fullmatch(r"cpu|cuda(:\d+)?", value.strip()):
+        raise typer.BadParameter(f"{value!r}; allowed: cpu, cuda or cuda:N")
+    return value.strip() if value is not None else None
+
+
+def device_option() -> Any:
+    """The --device option of the benchmarks: cpu, cuda or cuda:N (default: a GPU when there is one),
+    checked while parsing (whether the GPU exists is the command's check)."""
+    return typer.Option(None, callback=_device_name, help="cpu or cuda (default: cuda when there is a GPU)")
 
 
 def runs_under_torchrun(path: str) -> Callable:
