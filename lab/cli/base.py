@@ -79,9 +79,9 @@ def _with_range(e: ClickException) -> ClickException:
     p = getattr(e, "param", None)
     lo, hi = getattr(p, "min", None), getattr(p, "max", None)
     if lo is not None and hi is not None and str(getattr(e, "message", "")).startswith("Input should be"):
-        kind = "an integer" if isinstance(lo, int) and isinstance(hi, int) else "a number"
-        e.message = f"{e.message}; allowed: {kind} from {lo:g} to {hi:g}" if kind == "a number" else \
-            f"{e.message}; allowed: {kind} from {lo} to {hi}"
+        whole = isinstance(lo, int) and isinstance(hi, int)
+        e.message = f"{e.message}; allowed: {'an integer' if whole else 'a number'} from {lo:{'d' if whole else 'g'}} " \
+                    f"to {hi:{'d' if whole else 'g'}}"
     return e
 
 
