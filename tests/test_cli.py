@@ -274,7 +274,7 @@ def test_bench_codecs_takes_nccl_tests_size_flags_and_the_old_exponents_with_a_n
     assert "--min-exp is deprecated" in r.output and "--max-exp is deprecated" in r.output
     assert "-b/--minbytes" in r.output and "-e/--maxbytes" in r.output
     r = runner.invoke(app, ["bench", "codecs", "--min-exp", "40"])
-    assert r.exit_code == 2 and "--min-exp 40; allowed: 0..31" in r.output
+    assert r.exit_code == 2 and "'--min-exp'" in r.output and "allowed: an integer from 0 to 31" in r.output
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None and not (Path(sys.executable).parent / "torchrun").exists(),

@@ -253,7 +253,7 @@ def test_dettmers_presets_are_the_papers_numbers():
 
 @pytest.mark.parametrize("args, match", [
     (["--model", "lenet"], "unknown model"), (["--gpus", "0,2"], "must be an int >= 1"),
-    (["--batch", "0"], "batch_per_gpu must be an int >= 1"), (["--link", "foo"], "unknown link"),
+    (["--batch", "0"], "allowed: an integer from 1 to"), (["--link", "foo"], "unknown link"),
     (["--strategy", "zero"], "allowed: data, model, hybrid, pipeline"), (["--gpus", "x"], "comma-separated"),
     (["--batch", "8", "--global-batch", "64"], "not both"),
 ])

@@ -53,17 +53,15 @@ def main() -> None:
 
 def _run() -> int:
     """The typer app; its exit code."""
-    from rich.text import Text
-
     from lab.experiments import CommError
 
-    from .base import err_console
+    from .base import say_error
 
     try:
         app(prog_name="paralab")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except CommError as e:
-        err_console.print(Text.assemble(("error: ", "red"), str(e)), highlight=False)
+        say_error(str(e))
         return 1
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -20,7 +21,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from lab.experiments.results import jsonable, write_result
+try:  # typer >= 0.22 carries its own copy of click; its commands raise that copy's exceptions
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click import ClickException
+
+from lab.experiments.results import RESULTS_ENV, check_writable, jsonable, results_dir, write_result
 
 
 def version() -> str:
@@ -43,7 +49,43 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(add_completion=True, no_args_is_help=True,
+class OneLineErrors(typer.core.TyperGroup):
+    """The root command: bad input (an unknown option, a value of the wrong type or out of its declared
+    range, a failed check) ends as one line on stderr, `error: <what was wrong and what is allowed>`,
+    exit 2, instead of click's usage block and boxed message."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # the help is the message, and typer printed it
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            hint = f" (`{ctx.command_path} --help` lists what is allowed)" if ctx is not None else ""
+            say_error(_with_range(e).format_message().rstrip(".") + hint)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            say_error("aborted")
+            sys.exit(1)
+        # not standalone, typer returns the command's value, or the code of an Exit it raised
+        sys.exit(rv if type(rv) is int else 0)
+
+
+def _with_range(e: ClickException) -> ClickException:
+    """A value outside an option's declared range (or not a number) names the whole range allowed."""
+    p = getattr(e, "param", None)
+    lo, hi = getattr(p, "min", None), getattr(p, "max", None)
+    if lo is not None and hi is not None and str(getattr(e, "message", "")).startswith("Input should be"):
+        whole = isinstance(lo, int) and isinstance(hi, int)
+        e.message = f"{e.message}; allowed: {'an integer' if whole else 'a number'} from {lo:{'d' if whole else 'g'}} " \
+                    f"to {hi:{'d' if whole else 'g'}}"
+    return e
+
+
+app = typer.Typer(cls=OneLineErrors, add_completion=True, no_args_is_help=True,
                   help="ParaLab: codecs, collectives and approximate dropout for parallel training.")
 
 
@@ -54,11 +96,11 @@ def _root(show_version: bool = typer.Option(False, "--version", callback=_show_v
 
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks; each writes bench/results/<name>-<device>.json "
-                                                   "unless given --out FILE or --json.")
+                                                   f"under the current directory (or in ${RESULTS_ENV}) unless "
+                                                   "given --out FILE or --json.")
 app.add_typer(bench_app, name="bench")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
-REPO = Path(__file__).resolve().parents[2]
 
 # commands that run on torchrun's ranks (`torchrun --nproc-per-node 2 -m lab <command> ...`): their --help says
 # so, and tests/test_cli.py runs each of them under torchrun
@@ -71,9 +113,33 @@ def json_option() -> Any:
     return typer.Option(False, "--json", help="print the result as JSON on stdout (nothing else goes there)")
 
 
+def _writable_out(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """--out is checked while the command line is parsed, before any work: a file that cannot be
+    written (a read-only mount, /sys, a parent that is a file, a folder) is a usage error."""
+    if value is not None and not ctx.resilient_parsing:
+        why = check_writable(value, what="")
+        if why is not None:
+            raise typer.BadParameter(why.strip())
+    return value
+
+
 def out_option(default: str = "") -> Any:
-    """The --out FILE option every result command has (`default`: where a benchmark writes without it)."""
-    return typer.Option(None, "--out", help="write the result as JSON to this file (atomically)" + default)
+    """The --out FILE option every result command has (`default`: where a benchmark writes without it),
+    checked for writability before the command runs."""
+    return typer.Option(None, "--out", callback=_writable_out,
+                        help="write the result as JSON to this file (atomically)" + default)
+
+
+def _device_name(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    if value is not None and not ctx.resilient_parsing and not re.fullmatch(r"cpu|cuda(:\d+)?", value.strip()):
+        raise typer.BadParameter(f"{value!r}; allowed: cpu, cuda or cuda:N")
+    return value.strip() if value is not None else None
+
+
+def device_option() -> Any:
+    """The --device option of the benchmarks: cpu, cuda or cuda:N (default: a GPU when there is one),
+    checked while parsing (whether the GPU exists is the command's check)."""
+    return typer.Option(None, callback=_device_name, help="cpu or cuda (default: cuda when there is a GPU)")
 
 
 def runs_under_torchrun(path: str) -> Callable:
@@ -126,8 +192,15 @@ def print_frame(df: pd.DataFrame, title: str, floatfmt: str = "{:.4g}") -> None:
     console.print(t)
 
 
+def say_error(msg: str) -> None:
+    """`error: msg` on stderr as one line (never wrapped, never read as markup)."""
+    err_console.print(Text.assemble(("error: ", "red"), str(msg).replace("\n", " ")), highlight=False,
+                      soft_wrap=True)
+
+
 def fail(msg: str) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {msg}")
+    """Bad input: `error: msg` (what was wrong and what is allowed) on one line, exit 2."""
+    say_error(msg)
     raise typer.Exit(2)
 
 
@@ -180,18 +253,28 @@ def emit(payload: dict, out: Path | None, as_json: bool) -> bool:
     return as_json
 
 
+def check_results_dir(out: Path | None, as_json: bool) -> None:
+    """Before a benchmark runs: when it will write its default file (no --out, no --json), the
+    results folder (bench/results under the current directory, or $PARALAB_RESULTS) must be writable."""
+    if out is None and not as_json:
+        why = check_writable(results_dir() / "result.json", what="the results folder:")
+        if why is not None:
+            fail(f"{why}; give --out FILE, --json, or set ${RESULTS_ENV} to a writable folder")
+
+
 def bench_out(out: Path | None, as_json: bool, name: str) -> Path | None:
-    """Where a benchmark writes: --out, else bench/results/<name>.json unless only --json was asked."""
+    """Where a benchmark writes: --out, else <results>/<name>.json (results_dir: bench/results under the
+    current directory, or $PARALAB_RESULTS; never the package) unless only --json was asked."""
     if out is not None:
         return out
-    return None if as_json else REPO / "bench" / "results" / f"{name}.json"
+    return None if as_json else results_dir() / f"{name}.json"
 
 
 def partial_out(as_json: bool, name: str) -> Path | None:
     """Where a stopped benchmark without --out keeps its finished rows: beside its default result,
-    as bench/results/<name>.partial.json, so a stop never overwrites a complete result (None with
+    as <results>/<name>.partial.json, so a stop never overwrites a complete result (None with
     --json: the partial result goes to stdout)."""
-    return None if as_json else REPO / "bench" / "results" / f"{name}.partial.json"
+    return None if as_json else results_dir() / f"{name}.partial.json"
 
 
 @dataclass

@@ -7,14 +7,14 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, console, deprecated, emit, fail, json_option, out_option, print_frame,
+from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, deprecated, emit, fail, json_option, out_option, print_frame,
                    result, session)
 
 
 @app.command()
-def table1(samples: int = typer.Option(1_000_000, help="samples per distribution (the paper used 25 M)"),
+def table1(samples: int = typer.Option(1_000_000, min=1, max=1 << 30, help="samples per distribution (the paper used 25 M)"),
            rounding: str = typer.Option("both", help="paper | nearest | both"),
-           seed: int = typer.Option(0, help="random seed"),
+           seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
            extended: bool = typer.Option(False, "--extended",
                                          help="also the block-scaled formats (six OCP MX types, NVFP4) as extra "
                                               "rows, with every row's wire bits per value"),
@@ -46,8 +46,8 @@ def errors(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp8_e4m3"
                                            help="codec spec (repeatable), e.g. 'dynamic_tree:rounding=paper'; see `paralab codecs`"),
            dist: List[str] = typer.Option(["uniform(0,1)", "normal(0,1)"],
                                           help="distribution spec (repeatable), e.g. 'student_t(3)'"),
-           samples: int = typer.Option(1_000_000, help="samples per distribution"),
-           seed: int = typer.Option(0, help="random seed"),
+           samples: int = typer.Option(1_000_000, min=1, max=1 << 30, help="samples per distribution"),
+           seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
            as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Error table of any codecs on any distributions."""
     from lab.experiments import error_table, get_codec, parse_distribution
@@ -88,15 +88,15 @@ def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
                  maxbytes: Optional[str] = typer.Option(None, "-e", "--maxbytes",
                                                         help="largest fp32 input, bytes (K/M/G suffixes), nccl-tests' "
                                                              "-e (default 256M on a CPU, 1G on a GPU)"),
-                 stepfactor: int = typer.Option(4, "-f", "--stepfactor", help="size step factor, nccl-tests' -f"),
-                 repeats: int = typer.Option(5, help="timed calls per contestant (median reported)"),
-                 device: Optional[str] = typer.Option(None, help="cpu or cuda"),
+                 stepfactor: int = typer.Option(4, "-f", "--stepfactor", min=2, max=1 << 20, help="size step factor, nccl-tests' -f"),
+                 repeats: int = typer.Option(5, min=1, max=10_000, help="timed calls per contestant (median reported)"),
+                 device: Optional[str] = device_option(),
                  as_json: bool = json_option(),
                  out: Optional[Path] = out_option(" (default bench/results/codecs-<device>.json)"),
                  old_min_exp: Optional[int] = typer.Option(None, "--min-exp", hidden=True,
-                                                           help="deprecated: -b/--minbytes"),
+                                                           min=0, max=31, help="deprecated: -b/--minbytes"),
                  old_max_exp: Optional[int] = typer.Option(None, "--max-exp", hidden=True,
-                                                           help="deprecated: -e/--maxbytes")) -> None:
+                                                           min=0, max=31, help="deprecated: -e/--maxbytes")) -> None:
     """Encode/decode speed of the dynamic tree, MX and NVFP4 codecs vs torch's fp8 cast, bitsandbytes and
     torchao's to_mx, same run. Sizes in bytes of the fp32 input, as `bench collectives`: -b 256K -e 64M -f 4."""
     from lab import backend
@@ -111,12 +111,11 @@ def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
                 continue
             deprecated(old, f"{new} in bytes of the fp32 input (2^k values = 4*2^k bytes)",
                        why="nccl-tests' names, as `bench collectives`")
-            if not 0 <= value <= 31:
-                raise ValueError(f"{old} {value}; allowed: 0..31")
             lo, hi = (4 << value, hi) if old == "--min-exp" else (lo, 4 << value)
         dev, sizes, top = codec_bench_sizes(device, lo, hi, stepfactor, repeats)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
     config = {"minbytes": lo, "maxbytes": top, "stepfactor": stepfactor, "repeats": repeats, "device": dev.type}
     info: dict = {}

@@ -9,7 +9,7 @@ from typing import List, Optional
 import pandas as pd
 import typer
 
-from .base import (app, bench_app, bench_out, partial_out, console, deprecated, emit, fail, json_option, numbers,
+from .base import (app, bench_app, bench_out, check_results_dir, partial_out, console, deprecated, emit, fail, json_option, numbers,
                    out_option, print_frame, result, runs_under_torchrun, session)
 
 
@@ -17,11 +17,11 @@ from .base import (app, bench_app, bench_out, partial_out, console, deprecated, 
 def scale(codec: List[str] = typer.Option(["dynamic_tree", "linear", "fp16"], help="codecs (repeat the option)"),
           algorithm: List[str] = typer.Option(["ring", "tree", "rabenseifner"], help="algorithms"),
           ranks: str = typer.Option("2,4,16,64", help="comma-separated virtual rank counts (up to 1024)"),
-          values: int = typer.Option(4096, help="values per rank"),
+          values: int = typer.Option(4096, min=1, max=1 << 24, help="values per rank"),
           mode: str = typer.Option("auto", help="auto | requantize | gather"),
-          seed: int = typer.Option(0, help="random seed"),
+          seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
           ranks_per_node: Optional[int] = typer.Option(
-              None, "--ranks-per-node", help="ranks per node for hierarchical and alltoall_quantized (must "
+              None, "--ranks-per-node", min=1, max=1024, help="ranks per node for hierarchical and alltoall_quantized (must "
               "divide every P; default: hierarchical's balanced split, alltoall_quantized flat)"),
           as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Error of compressed allreduce against the exact sum as P grows, on SimComm. --algorithm gather:
@@ -75,26 +75,26 @@ def _maxbytes(default: str) -> typer.models.OptionInfo:
 
 
 def _stepfactor(default: int) -> typer.models.OptionInfo:
-    return typer.Option(default, "-f", "--stepfactor", help="size step factor, nccl-tests' -f")
+    return typer.Option(default, "-f", "--stepfactor", min=2, max=1 << 20, help="size step factor, nccl-tests' -f")
 
 
 OLD_MIN = typer.Option(None, "--min", hidden=True, help="deprecated: -b/--minbytes")
 OLD_MAX = typer.Option(None, "--max", hidden=True, help="deprecated: -e/--maxbytes")
-OLD_FACTOR = typer.Option(None, "--factor", hidden=True, help="deprecated: -f/--stepfactor")
+OLD_FACTOR = typer.Option(None, "--factor", hidden=True, min=2, max=1 << 20, help="deprecated: -f/--stepfactor")
 
 
 @bench_app.command("collectives")
 @runs_under_torchrun("bench collectives")
 def bench_collectives(
-    procs: int = typer.Option(4, "--procs", "-p", help="ranks (processes) to start on this machine (not under "
+    procs: int = typer.Option(4, "--procs", "-p", min=1, max=1024, help="ranks (processes) to start on this machine (not under "
                                                        "torchrun: there torchrun's ranks run it)"),
     backend_name: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (one GPU per rank)"),
     minbytes: str = _minbytes("8"),
     maxbytes: str = _maxbytes("64M"),
     stepfactor: int = _stepfactor(4),
-    iters: Optional[int] = typer.Option(None, "-n", "--iters", help="timed calls per point, nccl-tests' -n "
+    iters: Optional[int] = typer.Option(None, "-n", "--iters", min=1, max=10_000_000, help="timed calls per point, nccl-tests' -n "
                                                                     "(default: as many as fit --target-s)"),
-    warmup_iters: int = typer.Option(1, "-w", "--warmup_iters", help="untimed calls first, nccl-tests' -w"),
+    warmup_iters: int = typer.Option(1, "-w", "--warmup_iters", min=0, max=1_000_000, help="untimed calls first, nccl-tests' -w"),
     check: int = typer.Option(1, "-c", "--check", min=0, max=1, help="1: count values that differ from the exact "
                                                                       "sum (#wrong), nccl-tests' -c"),
     algorithms: Optional[str] = typer.Option(None, "--algorithms",
@@ -104,9 +104,9 @@ def bench_collectives(
     rate: Optional[str] = typer.Option(None, "--link-rate",
                                        help="run the ranks in network namespaces on links shaped to this "
                                             "rate, e.g. 1gbit (root; see docs/shaped_link.md)"),
-    delay_ms: float = typer.Option(0.0, "--link-delay-ms", help="one-way delay of the shaped link"),
-    target_s: float = typer.Option(0.2, "--target-s", help="time budget per point when -n is not given"),
-    timeout: float = typer.Option(300.0, "--timeout", help="seconds a rank may wait on a peer"),
+    delay_ms: float = typer.Option(0.0, "--link-delay-ms", min=0.0, max=100_000.0, help="one-way delay of the shaped link"),
+    target_s: float = typer.Option(0.2, "--target-s", min=0.001, max=3600.0, help="time budget per point when -n is not given"),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, max=604_800.0, help="seconds a rank may wait on a peer"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/collectives-<device>-P<P>.json)"),
     old_min: Optional[str] = OLD_MIN, old_max: Optional[str] = OLD_MAX, old_factor: Optional[int] = OLD_FACTOR,
@@ -126,6 +126,7 @@ def bench_collectives(
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
               "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
               "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
@@ -184,7 +185,7 @@ def bench_transfer(
                                help="comma-separated codecs (fp32 is always the baseline)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="between two namespaces on a shaped link"),
     pcie: bool = typer.Option(False, "--pcie", help="on a GPU: over the PCIe link (device -> host -> device)"),
-    target_s: float = typer.Option(0.2, "--target-s", help="time budget per point"),
+    target_s: float = typer.Option(0.2, "--target-s", min=0.001, max=3600.0, help="time budget per point"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/transfer-<device>.json)"),
     old_min: Optional[str] = typer.Option(None, "--min", hidden=True, help="deprecated: -b/--minbytes"),
@@ -199,6 +200,7 @@ def bench_transfer(
         lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, None, stepfactor, values=True)
     except ValueError as e:
         fail(str(e))
+    check_results_dir(out, as_json)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names, "link_rate": rate,
               "pcie": pcie, "target_s": target_s}
@@ -226,7 +228,7 @@ def bench_transfer(
 
 @bench_app.command("compressed")
 def bench_compressed(
-    procs: int = typer.Option(4, "--procs", "-p", help="ranks (processes) to start on this machine"),
+    procs: int = typer.Option(4, "--procs", "-p", min=1, max=1024, help="ranks (processes) to start on this machine"),
     values: str = typer.Option("16M", "--values", help="gradient length in values (K/M suffixes)"),
     algorithm: str = typer.Option("ring", "--algorithm", help="allreduce algorithm"),
     codecs: str = typer.Option("dynamic_tree,linear,fp16,onebit", "--codecs",
@@ -234,17 +236,17 @@ def bench_compressed(
     mode: str = typer.Option("auto", "--mode", help="auto | requantize | gather; requantize on butterfly_sync or "
                              "parameter_server runs 1-bit SGD two-stage (Seide et al.)"),
     rate: Optional[str] = typer.Option(None, "--link-rate", help="shaped link rate, e.g. 1gbit (root)"),
-    target_s: float = typer.Option(1.0, "--target-s", help="time budget per codec"),
-    timeout: float = typer.Option(600.0, "--timeout", help="seconds a rank may wait on a peer"),
+    target_s: float = typer.Option(1.0, "--target-s", min=0.001, max=3600.0, help="time budget per codec"),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0, max=604_800.0, help="seconds a rank may wait on a peer"),
     ranks_per_node: Optional[int] = typer.Option(
-        None, "--ranks-per-node", help="ranks per node: with --link-rate, the ranks of a node share a network "
+        None, "--ranks-per-node", min=1, max=1024, help="ranks per node: with --link-rate, the ranks of a node share a network "
         "namespace (fast loopback) and nodes talk over one shaped link each; hierarchical and "
         "alltoall_quantized get it"),
     intra_codec: Optional[str] = typer.Option(
         None, "--intra-codec", help="hierarchical: the codec inside a node (none = fp32; default: the codec); "
         "comma-separated: every codec runs with each (e.g. none,bf16)"),
     pipeline: Optional[int] = typer.Option(
-        None, "--pipeline", help="hierarchical: cut the vector into this many pieces and overlap the node level "
+        None, "--pipeline", min=1, max=64, help="hierarchical: cut the vector into this many pieces and overlap the node level "
         "of one piece with the cross-node level of the next (1..64; the fp32 baseline too)"),
     compare: Optional[str] = typer.Option(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
@@ -260,6 +262,9 @@ def bench_compressed(
         n = parse_size(values)
     except ValueError as e:
         fail(str(e))
+    if n < 1:
+        fail(f"--values {values!r}; allowed: at least 1 value (K/M suffixes)")
+    check_results_dir(out, as_json)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     if intra_codec is not None and "," in intra_codec:
         intra_codec = [c.strip() for c in intra_codec.split(",") if c.strip()]

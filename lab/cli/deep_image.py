@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 import typer
 
-from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
                    session)
 
 
@@ -22,9 +22,9 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                  "dettmers2016 is Dettmers' assumed 100 ms AlexNet pass of 128 "
                                                  "images (5.56 TFLOP/s achieved, above any 2013 card's peak); "
                                                  "gtx_titan is the physical card at 40 % of peak (309 ms)"),
-         batch: Optional[int] = typer.Option(None, "--batch", help="samples per GPU (default 128); the step's "
+         batch: Optional[int] = typer.Option(None, "--batch", min=1, max=1 << 24, help="samples per GPU (default 128); the step's "
                                                                    "mini-batch is P x batch"),
-         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="fixed mini-batch split over the "
+         global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1, max=1 << 34, help="fixed mini-batch split over the "
                                                                                   "GPUs instead of --batch"),
          algorithm: str = typer.Option("ring", help="allreduce algorithm (the registered ones: "
                                                     "paralab bench collectives --help)"),
@@ -33,7 +33,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                               help="codec for model-parallel / pipeline activations"),
          overlap: bool = typer.Option(False, "--overlap/--no-overlap", help="Deep Image's lazy update: overlap "
                                                                             "each allreduce with later compute"),
-         micro_batches: Optional[int] = typer.Option(None, "--micro-batches", help="pipeline micro-batches "
+         micro_batches: Optional[int] = typer.Option(None, "--micro-batches", min=1, max=1 << 20, help="pipeline micro-batches "
                                                                                    "(default 4P)"),
          layers: bool = typer.Option(False, "--layers", help="also print the per-layer breakdown at the largest P"),
          advice: bool = typer.Option(False, "--advice", help="also print codec advice per layer at the largest P"),
@@ -44,7 +44,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                               "| nvlink5 | pcie3 | pcie4_x16 | pcie5_x16)"),
          inter: str = typer.Option("ib_ndr", "--inter", help="with --cluster: one NIC between nodes (ib_hdr | ib_ndr "
                                                              "| eth10g | eth100g ...; aliases ndr400, hdr, 100gbe)"),
-         nics: Optional[int] = typer.Option(None, "--nics-per-node", help="with --cluster: NICs per node "
+         nics: Optional[int] = typer.Option(None, "--nics-per-node", min=1, max=1024, help="with --cluster: NICs per node "
                                                                          "(default: one per GPU)"),
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
@@ -103,9 +103,9 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
 
 
 @app.command()
-def augment(image_size: int = typer.Option(512, "--image-size", help="input image side, px"),
-            crop: int = typer.Option(224, help="crop side, px"),
-            channels: int = typer.Option(3, help="colour channels"),
+def augment(image_size: int = typer.Option(512, "--image-size", min=1, max=1 << 16, help="input image side, px"),
+            crop: int = typer.Option(224, min=1, max=1 << 16, help="crop side, px"),
+            channels: int = typer.Option(3, min=1, max=64, help="colour channels"),
             as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Deep Image Table 1: possible changes per augmentation, computed from the grids the ops draw from."""
     from lab.experiments.deep_image import augmentation_counts
@@ -129,11 +129,11 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
            dataset: str = typer.Option("auto", help="auto | mnist | fashion-mnist | digits"),
            data_path: Optional[Path] = typer.Option(None, "--data-path", help="directory of MNIST-format IDX files"),
            scales: str = typer.Option("28,56", help="input sizes in px, comma-separated"),
-           epochs: int = typer.Option(8, help="epochs per model"),
-           train_size: int = typer.Option(10000, "--train-size", help="training images (0 = all)"),
-           test_size: int = typer.Option(2000, "--test-size", help="test images (0 = all)"),
-           lr: float = typer.Option(3e-3, help="Adam peak learning rate (one-cycle schedule)"),
-           seed: int = typer.Option(0, help="random seed"),
+           epochs: int = typer.Option(8, min=1, max=10_000, help="epochs per model"),
+           train_size: int = typer.Option(10000, "--train-size", min=0, max=1 << 31, help="training images (0 = all)"),
+           test_size: int = typer.Option(2000, "--test-size", min=0, max=1 << 31, help="test images (0 = all)"),
+           lr: float = typer.Option(3e-3, min=0.0, max=1000.0, help="Adam peak learning rate (one-cycle schedule)"),
+           seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
            out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
     from lab.experiments.deep_image import multiscale_fusion
@@ -166,12 +166,12 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
 
 
 @bench_app.command("augment")
-def bench_augment(batch: int = typer.Option(32, help="images per batch"),
-                  image_size: int = typer.Option(512, "--image-size", help="input side, px (uint8 RGB)"),
-                  crop: int = typer.Option(224, help="crop side, px"),
-                  repeats: int = typer.Option(7, help="timed calls per contestant (median reported)"),
-                  device: Optional[str] = typer.Option(None, help="cpu or cuda"),
-                  seed: int = typer.Option(0, help="random seed"),
+def bench_augment(batch: int = typer.Option(32, min=1, max=1 << 16, help="images per batch"),
+                  image_size: int = typer.Option(512, "--image-size", min=1, max=1 << 16, help="input side, px (uint8 RGB)"),
+                  crop: int = typer.Option(224, min=1, max=1 << 16, help="crop side, px"),
+                  repeats: int = typer.Option(7, min=1, max=10_000, help="timed calls per contestant (median reported)"),
+                  device: Optional[str] = device_option(),
+                  seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                   as_json: bool = json_option(),
                   out: Optional[Path] = out_option(" (default bench/results/augment-<device>.json)")) -> None:
     """Deep Image augmentations: images/s batched vs a per-image loop, same run, same parameters."""
@@ -181,6 +181,7 @@ def bench_augment(batch: int = typer.Option(32, help="images per batch"),
     dev = torch.device(device) if device else backend.default_device()
     if dev.type == "cuda" and not torch.cuda.is_available():
         fail("--device cuda needs a CUDA GPU")
+    check_results_dir(out, as_json)
     config = {"batch": batch, "image_size": image_size, "crop": crop, "repeats": repeats, "device": dev.type,
               "seed": seed}
     try:

@@ -10,7 +10,7 @@ import typer
 
 from lab.experiments import DEFAULT_TILE, LAYER_KINDS, MODEL_KINDS
 
-from .base import (app, bench_app, bench_out, console, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
                    Session, session)
 
 
@@ -66,17 +66,17 @@ def _dropout_output(command: str, tables, title: str, out: Optional[Path], as_js
 
 
 @dropout_app.command("search")
-def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global dropout rate, 0 <= p < 1"),
+def dropout_search(p: float = typer.Option(0.5, "--p", "-p", min=0.0, max=1.0, help="target global dropout rate, 0 <= p < 1"),
                    max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n",
-                                                        help="N, the largest dp (default: the smallest N >= 2 "
+                                                        min=1, max=10_000, help="N, the largest dp (default: the smallest N >= 2 "
                                                              "with (N-1)/N >= p + min(0.025, (1-p)/2); 3 for "
                                                              "p = 0.5, 4 for 0.7, 14 for 0.9)"),
-                   lambda1: float = typer.Option(0.9999, help="weight of the rate term (lambda2 = 1 - lambda1)"),
-                   lr: float = typer.Option(1.0, help="SGD learning rate on v"),
-                   threshold: float = typer.Option(1e-10, help="stop when |loss change| < threshold"),
-                   max_steps: int = typer.Option(100_000, help="give up after this many steps"),
+                   lambda1: float = typer.Option(0.9999, min=0.0, max=1.0, help="weight of the rate term (lambda2 = 1 - lambda1)"),
+                   lr: float = typer.Option(1.0, min=0.0, max=1e6, help="SGD learning rate on v"),
+                   threshold: float = typer.Option(1e-10, min=0.0, max=1.0, help="stop when |loss change| < threshold"),
+                   max_steps: int = typer.Option(100_000, min=1, max=100_000_000, help="give up after this many steps"),
                    trace: bool = typer.Option(False, "--trace", help="also print the loss trace"),
-                   seed: int = typer.Option(0, help="random seed of v's initialisation"),
+                   seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed of v's initialisation"),
                    as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Algorithm 1: the distribution d over dp = 1..N whose expected dropout rate is p."""
     from lab.experiments.dropout import search_trace
@@ -101,14 +101,14 @@ def dropout_search(p: float = typer.Option(0.5, "--p", "-p", help="target global
 
 
 @dropout_app.command("patterns")
-def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", help="dropout rate"),
+def dropout_patterns(p: float = typer.Option(0.5, "--p", "-p", min=0.0, max=1.0, help="dropout rate"),
                      kinds: str = typer.Option(",".join(LAYER_KINDS), help=", ".join(LAYER_KINDS)),
-                     batch: int = typer.Option(16, help="rows (samples) shown"),
-                     units: int = typer.Option(64, help="units shown"),
+                     batch: int = typer.Option(16, min=1, max=1024, help="rows (samples) shown"),
+                     units: int = typer.Option(64, min=1, max=4096, help="units shown"),
                      tile: str = typer.Option(TILE, help="tile rows,cols for the tile pattern (the paper's, §III-B)"),
-                     iterations: int = typer.Option(2000, help="patterns drawn for the drop-frequency check"),
-                     max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
-                     seed: int = typer.Option(0, help="random seed"),
+                     iterations: int = typer.Option(2000, min=1, max=100_000, help="patterns drawn for the drop-frequency check"),
+                     max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", min=1, max=10_000, help="N, the largest dp"),
+                     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                      as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """One sampled mask per kind ('#' kept, '.' dropped) and every unit's drop frequency over many
     sampled patterns against p (the paper's Eq. 2)."""
@@ -155,16 +155,16 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
                 rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';', one rate per hidden layer "
                                                               "or one for all, e.g. '0.3;0.5,0.7'"),
                 kinds: str = typer.Option(",".join(LAYER_KINDS), help="bernoulli (conventional), row, tile, none"),
-                epochs: int = typer.Option(1, help="epochs per run"),
-                batch: int = typer.Option(128, help="mini-batch"),
-                lr: float = typer.Option(0.01, help="learning rate"),
-                momentum: float = typer.Option(0.9, help="SGD momentum"),
-                train_samples: Optional[int] = typer.Option(None, help="seeded subset of the training set"),
-                test_samples: Optional[int] = typer.Option(None, help="seeded subset of the test set"),
-                max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                epochs: int = typer.Option(1, min=1, max=10_000, help="epochs per run"),
+                batch: int = typer.Option(128, min=1, max=1 << 20, help="mini-batch"),
+                lr: float = typer.Option(0.01, min=0.0, max=1000.0, help="learning rate"),
+                momentum: float = typer.Option(0.9, min=0.0, max=1.0, help="SGD momentum"),
+                train_samples: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="seeded subset of the training set"),
+                test_samples: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="seeded subset of the test set"),
+                max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", min=1, max=10_000, help="N, the largest dp"),
                 smoke: bool = typer.Option(False, help="seconds: digits, hidden 64x64, one epoch"),
-                threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
-                seed: int = typer.Option(0, help="random seed"),
+                threads: Optional[int] = typer.Option(None, min=1, max=1024, help="torch threads (same for every run)"),
+                seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                 out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """§IV-A/B: MLP test accuracy and time per epoch with conventional dropout, RDP and TDP."""
     from lab.experiments.dropout import TABLE1_HIDDEN, mlp_table
@@ -203,21 +203,21 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
 def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes | bible | pydoc (Python's own "
                                                          "documentation, always there)"),
                  path: Optional[Path] = typer.Option(None, help="Penn Treebank directory (ptb.train.txt, ...)"),
-                 hidden: int = typer.Option(256, help="units per LSTM layer (the paper: 1500)"),
-                 layers: int = typer.Option(2, help="LSTM layers"),
+                 hidden: int = typer.Option(256, min=1, max=1 << 16, help="units per LSTM layer (the paper: 1500)"),
+                 layers: int = typer.Option(2, min=1, max=64, help="LSTM layers"),
                  rates: str = typer.Option("0.3;0.5;0.7", help="rate sets split by ';' (one rate, or one per layer)"),
                  kinds: str = typer.Option(",".join(LAYER_KINDS), help="bernoulli (conventional), row, tile, none"),
-                 epochs: int = typer.Option(1, help="epochs per run"),
-                 batch: int = typer.Option(20, help="batch (the paper's 20)"),
-                 bptt: int = typer.Option(35, help="truncated-BPTT length (the paper's 35)"),
-                 lr: float = typer.Option(1.0, help="learning rate (the paper's 1)"),
-                 lr_decay: float = typer.Option(0.8, help="learning-rate factor per epoch after the first"),
-                 vocab: int = typer.Option(10_000, help="vocabulary size (PTB's 10k)"),
-                 max_tokens: Optional[int] = typer.Option(None, help="use only this many training tokens"),
-                 max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                 epochs: int = typer.Option(1, min=1, max=10_000, help="epochs per run"),
+                 batch: int = typer.Option(20, min=1, max=1 << 16, help="batch (the paper's 20)"),
+                 bptt: int = typer.Option(35, min=1, max=1 << 16, help="truncated-BPTT length (the paper's 35)"),
+                 lr: float = typer.Option(1.0, min=0.0, max=1000.0, help="learning rate (the paper's 1)"),
+                 lr_decay: float = typer.Option(0.8, min=0.0, max=1.0, help="learning-rate factor per epoch after the first"),
+                 vocab: int = typer.Option(10_000, min=2, max=10_000_000, help="vocabulary size (PTB's 10k)"),
+                 max_tokens: Optional[int] = typer.Option(None, min=1, max=1 << 40, help="use only this many training tokens"),
+                 max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", min=1, max=10_000, help="N, the largest dp"),
                  smoke: bool = typer.Option(False, help="seconds: 3,000 tokens, 32 units, vocab 500"),
-                 threads: Optional[int] = typer.Option(None, help="torch threads (same for every run)"),
-                 seed: int = typer.Option(0, help="random seed"),
+                 threads: Optional[int] = typer.Option(None, min=1, max=1024, help="torch threads (same for every run)"),
+                 seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                  out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """§IV-C: LSTM language model, test perplexity / next-word accuracy and time per epoch with
     conventional dropout, RDP and TDP on the non-recurrent connections."""
@@ -257,14 +257,14 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
 @bench_app.command("dropout")
 def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer widths w of the pair"),
                   rates: str = typer.Option("0.3,0.5,0.7", help="dropout rates p"),
-                  batch: int = typer.Option(128, help="batch (rows of the activation)"),
-                  steps: int = typer.Option(16, help="training steps per timed sample"),
-                  repeats: int = typer.Option(5, help="timed samples per contestant (median reported)"),
-                  max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", help="N, the largest dp"),
+                  batch: int = typer.Option(128, min=1, max=1 << 20, help="batch (rows of the activation)"),
+                  steps: int = typer.Option(16, min=1, max=1_000_000, help="training steps per timed sample"),
+                  repeats: int = typer.Option(5, min=1, max=10_000, help="timed samples per contestant (median reported)"),
+                  max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", min=1, max=10_000, help="N, the largest dp"),
                   tile: str = typer.Option(TILE, help="TDP tile rows,cols (the paper's, §III-B)"),
-                  threads: Optional[int] = typer.Option(None, help="torch threads for every contestant"),
-                  device: Optional[str] = typer.Option(None, help="cpu or cuda"),
-                  seed: int = typer.Option(0, help="random seed"),
+                  threads: Optional[int] = typer.Option(None, min=1, max=1024, help="torch threads for every contestant"),
+                  device: Optional[str] = device_option(),
+                  seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                   as_json: bool = json_option(),
                   out: Optional[Path] = out_option(" (default bench/results/dropout-<device>.json)")) -> None:
     """Forward+backward of a hidden-layer pair: conventional dropout + full GEMMs vs RDP vs TDP,
@@ -292,6 +292,7 @@ def bench_dropout(widths: str = typer.Option("1024,2048,4096", help="layer width
         fail("--device cuda needs a CUDA GPU")
     config = {"widths": ws, "rates": ps, "batch": batch, "steps": steps, "repeats": repeats, "max_dp": max_dp,
               "tile": list(tl), "threads": threads, "device": dev.type, "seed": seed}
+    check_results_dir(out, as_json)
     path = bench_out(out, as_json, f"dropout-{backend.device_slug(dev)}")
     info: dict = {}
     try:

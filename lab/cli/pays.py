@@ -18,8 +18,8 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
                                                    "pcie4_x16 | pcie5_x16 (aliases pcie4, pcie5)"),
          inter: str = typer.Option("ib_ndr", help="one NIC between nodes: ib_hdr | ib_ndr | eth10g | eth25g | eth100g "
                                                   "| eth200g | eth400g ... (aliases hdr, ndr400, 100gbe, ...)"),
-         nics: Optional[int] = typer.Option(None, "--nics-per-node", help="NICs per node (default: one per GPU)"),
-         batch: int = typer.Option(8, "--batch", help="samples per GPU per step (gpt2-small: 1024-token sequences)"),
+         nics: Optional[int] = typer.Option(None, "--nics-per-node", min=1, max=1024, help="NICs per node (default: one per GPU)"),
+         batch: int = typer.Option(8, "--batch", min=1, max=1 << 24, help="samples per GPU per step (gpt2-small: 1024-token sequences)"),
          overlap: bool = typer.Option(False, "--overlap/--no-overlap",
                                       help="overlap each layer's allreduce with the rest of the backward pass"),
          codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs (default: every "

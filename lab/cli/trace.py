@@ -14,11 +14,11 @@ from .base import app, console, emit, fail, json_option, out_option, print_frame
 def trace(algorithm: str = typer.Option("ring", "--algorithm", help="a registered allreduce algorithm: tree | "
                                         "recursive_doubling | ring | rabenseifner | butterfly_sync | "
                                         "parameter_server (plugins included)"),
-          ranks: int = typer.Option(4, "-P", "--ranks", help="simulated ranks, 2..8"),
+          ranks: int = typer.Option(4, "-P", "--ranks", min=2, max=8, help="simulated ranks, 2..8"),
           codec: str = typer.Option("fp32", "--codec", help="codec on the wire, re-encoded at every hop (fp32: "
                                     "none), e.g. dynamic_tree, fp16, mxfp8_e4m3 or a spec dynamic_tree:rounding=paper"),
-          values: int = typer.Option(24, "--values", help="values per rank, 1..4096 (840 splits evenly for every P)"),
-          seed: int = typer.Option(0, "--seed", help="seed of the N(0,1) data the codec error is measured on"),
+          values: int = typer.Option(24, "--values", min=1, max=4096, help="values per rank, 1..4096 (840 splits evenly for every P)"),
+          seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="seed of the N(0,1) data the codec error is measured on"),
           link: str = typer.Option("nvlink4", "--link", help="link the algbw/busbw rows are timed on: nvlink4 | "
                                    "ib_ndr | pcie4_x16 | eth100g ... (the Collectives page's link presets)"),
           size: str = typer.Option("256M", "--size", help="bytes per rank for algbw/busbw (K/M/G suffixes): the "

@@ -22,12 +22,12 @@ def train(
                                          "PyTorch DDP with the codec as its communication hook"),
     reproduce: Optional[str] = typer.Option(None, help="Dettmers 2016 §3.4: mnist-dp or mnist-mp "
                                                        "(every type, --seeds seeds, CIs, ANOVA)"),
-    seeds: int = typer.Option(3, help="seeds for --reproduce"),
+    seeds: int = typer.Option(3, min=1, max=1000, help="seeds for --reproduce"),
     smoke: bool = typer.Option(False, help="--reproduce on scikit-learn digits with a small MLP, in seconds"),
     dataset: Optional[str] = typer.Option(None, help="auto | mnist | fashion-mnist | digits "
                                                      "(default digits; --reproduce: auto)"),
     data_path: Optional[Path] = typer.Option(None, help="directory of MNIST-format IDX files"),
-    train_limit: Optional[int] = typer.Option(None, help="use a seeded subset of this many training samples"),
+    train_limit: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="use a seeded subset of this many training samples"),
     model: str = typer.Option("mlp", help="mlp (the paper's 784-1024-1024-10) | cnn"),
     hidden: str = typer.Option("1024,1024", help="hidden layer widths"),
     dropout: Optional[str] = typer.Option(None, help="dropout rates: input, then each hidden layer "
@@ -35,32 +35,32 @@ def train(
     activation: str = typer.Option("relu", help="relu | logistic"),
     parallel: str = typer.Option("data", help="data | model (sim mode)"),
     workers: Optional[int] = typer.Option(None, "--workers", "-k",
-                                          help="virtual workers K (default 4; --reproduce: 1, the paper's "
+                                          min=1, max=1024, help="virtual workers K (default 4; --reproduce: 1, the paper's "
                                                "single-GPU simulation)"),
-    procs: int = typer.Option(2, "--procs", "-p", help="processes (ddp mode)"),
+    procs: int = typer.Option(2, "--procs", "-p", min=1, max=1024, help="processes (ddp mode)"),
     codec: Optional[str] = typer.Option(None, help="codec on the wire (none = 32-bit), e.g. dynamic_tree"),
     error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
     scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
     algorithm: str = typer.Option("ring", help="allreduce algorithm of the simulated workers"),
     consistency: str = typer.Option(D.consistency, help=" | ".join(CONSISTENCY_KINDS)),
-    staleness: int = typer.Option(D.staleness, help="ssp: staleness bound s (clocks)"),
-    delay_ms: float = typer.Option(D.delay_s * 1e3, help="async: mean random network delay per push, ms"),
-    straggler: float = typer.Option(D.straggler, help="sigma of the log-normal compute-time jitter per worker step"),
-    alpha: Optional[float] = typer.Option(D.alpha, help="easgd: elastic alpha (default beta/K)"),
-    beta: float = typer.Option(D.beta, help="easgd: centre moving rate beta"),
-    period: int = typer.Option(D.period, help="easgd: steps between elastic exchanges"),
+    staleness: int = typer.Option(D.staleness, min=0, max=1_000_000, help="ssp: staleness bound s (clocks)"),
+    delay_ms: float = typer.Option(D.delay_s * 1e3, min=0.0, max=1e7, help="async: mean random network delay per push, ms"),
+    straggler: float = typer.Option(D.straggler, min=0.0, max=10.0, help="sigma of the log-normal compute-time jitter per worker step"),
+    alpha: Optional[float] = typer.Option(D.alpha, min=0.0, max=1.0, help="easgd: elastic alpha (default beta/K)"),
+    beta: float = typer.Option(D.beta, min=0.0, max=1.0, help="easgd: centre moving rate beta"),
+    period: int = typer.Option(D.period, min=1, max=1_000_000, help="easgd: steps between elastic exchanges"),
     optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
-    lr: float = typer.Option(0.003, help="learning rate"),
-    momentum: float = typer.Option(0.9, help="sgd momentum"),
-    batch: int = typer.Option(128, help="global mini-batch"),
-    epochs: Optional[float] = typer.Option(None, help="epochs, fractions allowed (default 1; --reproduce: 3)"),
-    evals: int = typer.Option(4, help="test evaluations per epoch"),
+    lr: float = typer.Option(0.003, min=0.0, max=1000.0, help="learning rate"),
+    momentum: float = typer.Option(0.9, min=0.0, max=1.0, help="sgd momentum"),
+    batch: int = typer.Option(128, min=1, max=1 << 24, help="global mini-batch"),
+    epochs: Optional[float] = typer.Option(None, min=0.001, max=10_000.0, help="epochs, fractions allowed (default 1; --reproduce: 3)"),
+    evals: int = typer.Option(4, min=1, max=10_000, help="test evaluations per epoch"),
     link: str = typer.Option("eth10g", help="link preset for the modelled clock: pcie3, nvlink4, ib_hdr, "
                                             "eth1g, eth10g, ..."),
-    compute_ms: Optional[float] = typer.Option(None, help="modelled compute per worker step (default: measured)"),
+    compute_ms: Optional[float] = typer.Option(None, min=0.0, max=1e7, help="modelled compute per worker step (default: measured)"),
     backend_name: str = typer.Option("gloo", "--backend", help="ddp: gloo | nccl"),
-    timeout: float = typer.Option(600.0, help="ddp: seconds a rank may wait on a peer"),
-    seed: int = typer.Option(0, help="random seed"),
+    timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
     out: Optional[Path] = out_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -82,7 +82,7 @@ def train(
             import os
 
             procs = int(os.environ["WORLD_SIZE"])
-    widths = tuple(int(h) for h in numbers(hidden, "--hidden", allow_empty=True))
+    widths = tuple(numbers(hidden, "--hidden", int, allow_empty=True))
     rates = tuple(numbers(dropout, "--dropout", allow_empty=True)) if dropout else (0.2,) + (0.3,) * len(widths)
     try:
         cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,

@@ -40,6 +40,10 @@ class ErrorFeedback(Codec):
     def __init__(self, codec: Codec) -> None:
         if not isinstance(codec, Codec):
             raise ValueError(f"ErrorFeedback wraps a Codec, got {type(codec).__name__}")
+        if codec.phases:  # PowerSGD: its residual is against the sum over ranks, which no wrapper can see
+            raise ValueError(f"ef({codec.describe()}): {codec.name} keeps its own error feedback (its option "
+                             "error_feedback, on by default: the residual against the sum over ranks); use "
+                             f"{codec.name!r} without ef: or --error-feedback")
         self.codec = codec
         self.nonfinite: str = getattr(codec, "nonfinite", "raise")
         # per-instance values of the ClassVars: they follow the wrapped codec

@@ -8,6 +8,7 @@ plus one byte of scale per block: 8.25, 6.25 and 4.25 bits per value. A tail blo
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any
 
 import torch
@@ -83,10 +84,20 @@ def pack_rows(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.stack([w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF], 1).to(torch.uint8).reshape(-1)
 
 
+def _own_code(fn: types.FunctionType, name: str) -> types.FunctionType:
+    """`fn` with a code object of its own. torch.compile keeps its graphs, and counts recompiles
+    against torch._dynamo.config.recompile_limit (8), per code object, and every closure made by one
+    `def` shares one: the 6 formats x 2 scale rules x 3 input dtypes of `_encode_mx_fn` would
+    recompile one code object past the limit, after which dynamo silently runs it eagerly."""
+    code = fn.__code__.replace(co_name=name, co_qualname=name)
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+
+
 @functools.cache
-def _encode_mx_fn(key: tuple[str, str]):
-    """The fused (torch.compile) MX encode of whole blocks: absmax, E8M0 scale, division by the
-    power of two, rounding and packing in one pass over the input."""
+def _encode_mx_fn(key: tuple[str, str, torch.dtype]):
+    """The fused (torch.compile) MX encode of whole blocks of one (element format, scale rule, input
+    dtype): absmax, E8M0 scale, division by the power of two, rounding and packing in one pass over
+    the input. One graph each, with dynamic shapes: any number of blocks runs without recompiling."""
     fmt, rule = FORMATS[key[0]], key[1]
 
     def fn(x2d):
@@ -100,7 +111,8 @@ def _encode_mx_fn(key: tuple[str, str]):
         out = (pack_rows(codes, fmt.bits), b.view(-1).to(torch.uint8), amax.view(-1))
         return out + (codes,) if fmt.bits < 8 else out
 
-    return torch.compile(fn, dynamic=True)
+    dtype = str(key[2]).removeprefix("torch.")
+    return torch.compile(_own_code(fn, f"mx_encode_{key[0]}_{rule}_{dtype}"), dynamic=True)
 
 
 class MXCodec(Codec):
@@ -172,7 +184,8 @@ class MXCodec(Codec):
         n = flat.numel()
         main = n - n % MX_BLOCK
         if not flat.is_cuda and main >= cpu.MIN_COMPILED:
-            out = cpu.try_compiled(_encode_mx_fn, (self.fmt.name, self.scale_rule), flat[:main].view(-1, MX_BLOCK))
+            out = cpu.try_compiled(_encode_mx_fn, (self.fmt.name, self.scale_rule, flat.dtype),
+                                   flat[:main].view(-1, MX_BLOCK))
             if out is not None:
                 out = out[:3]
                 if main == n:

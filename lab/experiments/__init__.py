@@ -64,7 +64,7 @@ _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec T
      "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
      "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "
      "MAX_DISTORTION_DEGREE")
-_add("results", "jsonable write_result")
+_add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 
 __all__ = sorted(_EXPORTS)
 

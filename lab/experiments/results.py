@@ -1,15 +1,20 @@
-"""The one result writer: plain-JSON values (`jsonable`) and an all-or-nothing file write
-(`write_result`), used by the CLI's --out, the benchmarks' bench/results/*.json and bench scripts."""
+"""The one result writer: plain-JSON values (`jsonable`), where results go (`results_dir`: the current
+directory's bench/results or $PARALAB_RESULTS, never the installed package), a check that a path can
+be written before a long run starts (`check_writable`) and an all-or-nothing file write
+(`write_result`), used by the CLI's --out, the benchmarks' default files and bench scripts."""
 from __future__ import annotations
 
 import json
 import math
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+RESULTS_ENV = "PARALAB_RESULTS"
+"""Environment variable naming the folder benchmarks write to when not given --out."""
 
 
 def jsonable(obj: Any) -> Any:
@@ -31,14 +36,60 @@ def jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def results_dir() -> Path:
+    """The folder a benchmark writes its default result to: $PARALAB_RESULTS when set, else
+    bench/results under the current directory (relative, so messages name it as the user sees it).
+    Never inside the package: an installed paralab has no business writing into site-packages."""
+    env = os.environ.get(RESULTS_ENV, "").strip()
+    return Path(env).expanduser() if env else Path("bench", "results")
+
+
+def _create_exclusive(folder: Path, stem: str) -> Path:
+    """A new empty file in `folder` named .<stem>.<random>.part, created with mode 0o666 so the
+    user's umask decides its permissions (tempfile.mkstemp's 0o600 would stick to the result)."""
+    for _ in range(100):
+        tmp = folder / f".{stem}.{secrets.token_hex(4)}.part"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def check_writable(path: str | Path, what: str = "--out") -> str | None:
+    """Why the result file `path` cannot be written, as one line naming `what`, or None when it can:
+    checked before a run starts, so a bad path fails at once rather than after the work. Probes the
+    nearest existing folder by creating (and removing) a file there, which catches read-only mounts
+    and pseudo file systems (/sys, /proc) that os.access reports as writable to root."""
+    path = Path(path)
+    if path.name in ("", ".", ".."):
+        return f"{what} {str(path)!r} names a folder; give a file, e.g. {Path(path, 'result.json')}"
+    if path.is_dir():
+        return f"{what} {str(path)!r} is a folder; give a file, e.g. {path / 'result.json'}"
+    folder = path.parent
+    while not folder.exists():
+        if folder.is_symlink():
+            return f"{what} {str(path)!r}: {folder} is a broken link"
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{what} {str(path)!r}: {folder} is a file, not a folder"
+    try:
+        _create_exclusive(folder, "paralab-probe").unlink()
+    except OSError as e:
+        return f"{what} {str(path)!r}: cannot write in {folder} ({e.strerror or e})"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{what} {str(path)!r}: the file exists and is read-only"
+    return None
+
+
 def write_result(path: str | Path, payload: dict) -> Path:
     """Write `payload` as JSON to `path` (folders created), all or nothing: a temp file in the same
-    folder, then os.replace'd over `path`; a failed write leaves neither file."""
+    folder, then os.replace'd over `path`; a failed write leaves neither file. The file's mode
+    follows the umask (0o644 under the usual 022)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _create_exclusive(path.parent, path.name)
     try:
         tmp.write_text(json.dumps(jsonable(payload), indent=1, allow_nan=False))
         os.replace(tmp, path)

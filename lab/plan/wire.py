@@ -76,14 +76,16 @@ def wire_codec(name: str | None) -> WireCodec:
     """The WireCodec of a codec name or spec from `lab.codecs` (None or 'none': uncompressed fp32)."""
     if name is None or name in RAW:
         return _raw()
-    from lab.codecs.registry import split_spec
+    from lab.codecs.registry import EF_PREFIX, codec_names, split_spec
 
     if not isinstance(name, str):
         raise ValueError(f"codec={name!r}; allowed: none or a codec name / spec string")
     try:
         _, base, _ = split_spec(name)
     except ValueError as e:
-        raise ValueError(f"{e}; or none") from None
+        head = name.strip().removeprefix(f"{EF_PREFIX}:").split(":", 1)[0].strip()
+        # 'none' is one more name here: worth saying only when the name is what was wrong
+        raise ValueError(str(e) if head in codec_names() else f"{e}; or none") from None
     return _wire_codec(name, base)
 
 
