@@ -15,7 +15,8 @@ def converge(
                                          "image data) | gpt (a small decoder-only transformer on a word corpus)"),
     codecs: str = typer.Option("fp32,dynamic_tree", "--codecs",
                                help="comma-separated codec specs ('ef:' = error feedback, '@N' = N fp32 warm-up "
-                                    "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; fp32 always runs"),
+                                    "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; 'all': every registered "
+                                    "codec; fp32 always runs"),
     seeds: Optional[int] = typer.Option(None, help="seeds per spec (default 3; CIs need >= 2)"),
     mode: str = typer.Option("sim", help="sim: K simulated workers (SimComm, every hop's codec semantics); "
                                          "ddp: real processes, the codec as DDP's communication hook"),
@@ -45,7 +46,7 @@ def converge(
     reaches at its last step, the penalty = steps / fp32's steps (inf when the budget ends first) with
     a t-based 95% CI over seeds, and the quality at fp32's last step. Ctrl-C keeps the finished runs."""
     from lab.experiments import USER_ERRORS, converge as run, converge_config, converge_takeaway, \
-        convergence_summary, result_name
+        convergence_summary, expand_specs, result_name
 
     specs = [c.strip() for c in codecs.split(",") if c.strip()]
     widths = tuple(int(h) for h in numbers(hidden, "--hidden", allow_empty=True)) if hidden else None
@@ -68,7 +69,8 @@ def converge(
     name = result_name(cfg.task, "cpu", cfg.mode, cfg.workers)
     default = None if (as_json or smoke) else REPO / "bench" / "results" / f"{name}.json"
     dest = out or default
-    spec_order = ["fp32"] + [s for s in cfg.specs if s.strip().lower() not in ("fp32", "none", "32-bit")]
+    spec_order = list(dict.fromkeys(["fp32"] + [s for s in expand_specs(cfg.specs)
+                                                if s.strip().lower() not in ("fp32", "none", "32-bit")]))
     try:
         with session("converge", config, out or (default.with_suffix(".partial.json") if default else None),
                      as_json) as s:

@@ -10,7 +10,8 @@ import pandas as pd
 
 from lab.backend import Progress, RowSink
 from lab.train.converge import (MODES, SMOKE, TASKS, ConvergeConfig, ConvergeError, Penalty, config_dict,
-                                converge as run_study, load_penalties, result_name, summarize)
+                                converge as run_study, expand_specs, load_penalties, result_name,
+                                summarize)
 
 CONVERGE_FIELDS = tuple(f.name for f in fields(ConvergeConfig))
 CONVERGE_TASKS = tuple(TASKS)
@@ -82,6 +83,6 @@ def converge_takeaway(res: ConvergeResult) -> str:
     return "; ".join(parts) + "." if parts else "only fp32 was run."
 
 
-__all__ = ["converge", "converge_config", "convergence_summary", "converge_takeaway", "ConvergeResult",
+__all__ = ["converge", "converge_config", "expand_specs", "convergence_summary", "converge_takeaway", "ConvergeResult",
            "ConvergeError", "Penalty", "load_penalties", "result_name", "CONVERGE_TASKS", "CONVERGE_MODES",
            "SUMMARY_COLUMNS"]

@@ -214,9 +214,10 @@ class ConvergeConfig:
             check_spec(s, self)
 
     def parsed_specs(self) -> list[Spec]:
-        """fp32 first (the reference), then each distinct spec in the order given."""
+        """fp32 first (the reference), then each distinct spec in the order given ('all': every
+        registered codec that compresses, with its default options)."""
         out = [Spec.parse(FP32)]
-        for text in self.specs:
+        for text in expand_specs(self.specs):
             s = Spec.parse(text)
             if s.text not in [o.text for o in out]:
                 out.append(s)
@@ -225,6 +226,16 @@ class ConvergeConfig:
     @property
     def max_steps(self) -> int:
         return int(math.ceil(self.budget * self.steps))
+
+
+def expand_specs(specs: tuple[str, ...] | list[str]) -> list[str]:
+    """The specs with 'all' replaced by every registered codec except fp32 (default options)."""
+    from lab.codecs import codec_names
+
+    out: list[str] = []
+    for s in specs:
+        out += [n for n in codec_names() if n != FP32] if str(s).strip() == "all" else [s]
+    return out
 
 
 def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
@@ -674,4 +685,4 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
 
 __all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
            "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
-           "result_name", "check_spec", "load_task_data", "SMOKE", "MODES", "config_dict"]
+           "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES", "config_dict"]
