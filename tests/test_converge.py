@@ -3,7 +3,9 @@ rescuing random-k at 1 %, the dynamic tree training like fp32, simulated and DDP
 bad inputs as one-line messages, and a stopped study keeping its finished runs (marked partial)."""
 import json
 import math
+from pathlib import Path
 
+import jsonschema
 import pytest
 from scipy import stats
 from typer.testing import CliRunner
@@ -14,6 +16,7 @@ from lab.train.converge import (ConvergeConfig, ConvergeError, Run, Spec, arriva
                                 summarize, t_interval, target_of)
 
 runner = CliRunner()
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schemas" / "converge.schema.json").read_text())
 TINY = dict(task="mlp", hidden=(16,), dropout=(0.0, 0.0), train_limit=256, steps=10, eval_every=5, seeds=2,
             workers=2, batch=16, budget=1.0, tolerance=0.5, lr=0.3, momentum=0.0)
 
@@ -169,6 +172,7 @@ def test_a_stopped_study_keeps_finished_runs_marked_partial(tmp_path, monkeypatc
                             "--codecs", "dynamic_tree,int8", "--out", str(out)])
     assert r.exit_code == 130, r.output
     doc = json.loads(out.read_text())
+    jsonschema.validate(doc, SCHEMA)
     assert doc["partial"] is True and [x["spec"] for x in doc["runs"]] == ["fp32", "dynamic_tree"]
     rows = {x["spec"]: x for x in doc["rows"]}
     assert rows["dynamic_tree"]["partial"] and rows["dynamic_tree"]["measured"] and not rows["int8"]["measured"]

@@ -15,8 +15,8 @@ def converge(
                                          "image data) | gpt (a small decoder-only transformer on a word corpus)"),
     codecs: str = typer.Option("fp32,dynamic_tree", "--codecs",
                                help="comma-separated codec specs ('ef:' = error feedback, '@N' = N fp32 warm-up "
-                                    "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; 'all': every registered "
-                                    "codec; fp32 always runs"),
+                                    "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; "
+                                    "'all': every registered codec; fp32 always runs"),
     seeds: Optional[int] = typer.Option(None, help="seeds per spec (default 3; CIs need >= 2)"),
     mode: str = typer.Option("sim", help="sim: K simulated workers (SimComm, every hop's codec semantics); "
                                          "ddp: real processes, the codec as DDP's communication hook"),
@@ -35,7 +35,8 @@ def converge(
     momentum: Optional[float] = typer.Option(None, help="sgd momentum (default: the task's)"),
     batch: Optional[int] = typer.Option(None, help="global mini-batch (samples or sequences)"),
     dataset: Optional[str] = typer.Option(None, help="image tasks: auto | mnist | fashion-mnist | digits"),
-    train_limit: Optional[int] = typer.Option(None, help="image tasks: a seeded subset of this many training samples"),
+    train_limit: Optional[int] = typer.Option(None, help="image tasks: a seeded subset of this many training "
+                                                         "samples"),
     hidden: Optional[str] = typer.Option(None, help="mlp: hidden layer widths, e.g. 256,256"),
     smoke: bool = typer.Option(False, help="a preset in under 2 minutes on 2 CPU cores: the MLP on digits, "
                                            "fp32, dynamic_tree, random-k 1% with and without error feedback"),

@@ -276,7 +276,7 @@ class TaskData:
     def train_config(self, spec: Spec | None = None, steps: int = 1) -> TrainConfig:
         """The image task as lab.train.run's TrainConfig (the DDP ranks build their model from it)."""
         c = self.cfg
-        n = c.train_limit or (len(self.dataset.train_y) if self.dataset is not None else 1)
+        n = len(self.dataset.train_y) if self.dataset is not None else 1
         return TrainConfig(dataset=c.dataset, data_path=c.data_path, train_limit=c.train_limit,
                            test_limit=c.test_limit, model=c.task, hidden=tuple(c.hidden or ()),
                            dropout=tuple(c.dropout), workers=c.workers, optimizer=c.optimizer, lr=c.lr,
@@ -574,7 +574,8 @@ class Convergence:
 
 
 def target_definition(cfg: ConvergeConfig) -> str:
-    return (f"per seed: the validation loss fp32 reaches at its last step (step {cfg.steps}) x (1 + {cfg.tolerance:g}); "
+    return (f"per seed: the validation loss fp32 reaches at its last step (step {cfg.steps}) "
+            f"x (1 + {cfg.tolerance:g}); "
             f"a codec run stops when it reaches it or after {cfg.max_steps} steps (budget {cfg.budget:g} x)")
 
 
@@ -685,4 +686,5 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
 
 __all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
            "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
-           "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES", "config_dict"]
+           "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES",
+           "config_dict"]
