@@ -533,7 +533,8 @@ def summarize(runs: list[dict], specs: list[str] | None = None, seeds: int | Non
     for spec in order:
         rs = [r for r in runs if r["spec"] == spec]
         if not rs:
-            out.append(dict(spec=spec, seeds=0, reached=0, partial=True, measured=False))
+            out.append(dict(spec=spec, seeds=0, reached=0, never_reached=0, diverged=0, partial=True,
+                            measured=False))
             continue
         steps = [r["steps_to_target"] for r in rs]
         pen = [r["penalty"] for r in rs if not math.isnan(r["penalty"])]
