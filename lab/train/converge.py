@@ -512,7 +512,8 @@ def run_row(task: str, mode: str, run: Run, target: float, fp32_steps: float | N
             steps: int) -> dict:
     """One (spec, seed) row: steps and seconds to the target, quality at `steps`, the per-seed penalty."""
     hit = arrival(run.curve, target)
-    final = at_step(run.curve, steps) or run.curve[-1]
+    # the evaluation at fp32's last step (DDP runs evaluate every N/evals samples: the last one before it)
+    final = at_step(run.curve, steps) or [r for r in run.curve if r["step"] <= steps][-1]
     s = float(hit["step"]) if hit else math.inf
     t = float(hit["train_s"]) if hit else math.inf
     return dict(task=task, mode=mode, spec=run.spec, seed=run.seed, target=target, reached=hit is not None,
