@@ -72,6 +72,9 @@ def converge(
     dest = out or default
     spec_order = list(dict.fromkeys(["fp32"] + [s for s in expand_specs(cfg.specs)
                                                 if s.strip().lower() not in ("fp32", "none", "32-bit")]))
+    import time
+
+    t0 = time.perf_counter()
     try:
         with session("converge", config, out or (default.with_suffix(".partial.json") if default else None),
                      as_json) as s:
@@ -84,7 +87,8 @@ def converge(
         return
     payload = result("converge", config, rows=res.summary, runs=res.runs, curves=res.curves, target=res.target,
                      task=res.task, data=res.source, takeaway=converge_takeaway(res),
-                     ci="two-sided Student-t 95% interval of the mean over seeds")
+                     ci="two-sided Student-t 95% interval of the mean over seeds",
+                     wall_s=round(time.perf_counter() - t0, 1))
     if emit(payload, dest, as_json):
         return
     cols = ["spec", "seeds", "reached", "steps_mean", "penalty", "penalty_ci_low", "penalty_ci_high",
