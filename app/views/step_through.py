@@ -177,12 +177,13 @@ def render() -> None:
         l2.metric("Bytes between nodes", f"{now_lv['between nodes']:,.0f} B",
                   help=f"sent so far over the slow links between nodes (e.g. InfiniBand); "
                        f"{all_lv['between nodes']:,.0f} B in the whole allreduce")
-        inside, between = all_lv["inside nodes"], all_lv["between nodes"]
-        l3.caption(f"**Two levels.** {algorithm} runs on {P // k} nodes of {k} ranks (the dotted circles): "
-                   f"{inside:,.0f} B cross the fast links inside nodes (blue arrows) and only {between:,.0f} B "
-                   f"({between / max(inside + between, 1):.0%} of all bytes) the slow links between nodes (red "
-                   f"arrows), {between / (P // k) / tr.nbytes:.3g}·n per node, where a flat ring on the same "
-                   f"machine sends {2 * (P - 1) / P:.3g}·n through every rank, across the slow links too.")
+        fp = tr.level_bytes(wire=False)
+        per_node = fp["between nodes"] / (P // k) / tr.nbytes
+        l3.caption(f"**Two levels.** {algorithm} runs on {P // k} nodes of {k} ranks (the dotted circles): blue "
+                   f"arrows are fast links inside a node, red arrows the slow links between nodes. In fp32, "
+                   f"{fp['inside nodes']:,.0f} B stay inside nodes and {fp['between nodes']:,.0f} B cross between "
+                   f"them: {per_node:.3g}·n leaves each node, where a flat ring on the same machine sends "
+                   f"{2 * (P - 1) / P:.3g}·n out of each node over its one slow link.")
 
     st.subheader("algbw vs busbw for this run")
     s = tr.summary

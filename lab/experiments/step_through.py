@@ -74,10 +74,10 @@ class StepThrough:
         """The node of `rank` on a two-level machine (None on a flat one)."""
         return rank // self.ranks_per_node if self.ranks_per_node else None
 
-    def level_bytes(self, upto_step: int | None = None) -> dict[str, float]:
-        """Wire bytes sent inside nodes and between nodes in steps 0..upto_step (all when None); a flat
-        algorithm's bytes all count as 'between'."""
-        z = self.link_bytes(upto_step)
+    def level_bytes(self, upto_step: int | None = None, wire: bool = True) -> dict[str, float]:
+        """Bytes sent inside nodes and between nodes in steps 0..upto_step (all when None); a flat
+        algorithm's bytes all count as 'between'. wire=False: fp32 bytes."""
+        z = self.link_bytes(upto_step, wire=wire)
         if not self.ranks_per_node:
             return {"inside nodes": 0.0, "between nodes": float(z.sum())}
         same = (np.arange(self.P)[:, None] // self.ranks_per_node) == (np.arange(self.P)[None, :] // self.ranks_per_node)

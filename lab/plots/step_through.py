@@ -300,7 +300,7 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
     shapes, node_notes = [], []
     if k:
         centres, rr = _node_layout(tr.P, k)
-        lim = float(np.hypot(*centres.T).max()) + rr + _NODE_R + 0.3  # room for the node labels
+        lim = float(np.hypot(*centres.T).max()) + rr + _NODE_R + 0.24  # room for the node labels
         for j, (cx, cy) in enumerate(centres):
             R = rr + _NODE_R + 0.06
             shapes.append({"type": "circle", "xref": "x", "yref": "y", "x0": _r(cx - R), "x1": _r(cx + R),
