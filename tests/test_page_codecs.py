@@ -216,3 +216,35 @@ def test_block_scaling_lesson_where_it_wins_and_where_not():
     assert not at.exception and not at.error
     text = [s.value for s in at.success if s.value.startswith("**Takeaway.** At 8 bits")][0]
     assert "loses on N(0,1)" in text and "N(0,1) with 0.1 % outliers x1000" in text
+
+
+def test_best_follows_the_measure_the_learner_ranks_by():
+    """Issue 28.4: Codecs crowned a codec from mean relative error only; linear/int8 had lower largest error and
+    the same grid. The learner picks the measure; Best, the takeaway and the bars follow it, the takeaway says what
+    the measure means for gradients, which codec another measure crowns, and that linear and int8 are one grid."""
+    from test_app import metric
+
+    q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "int8", "fp8_e4m3"])
+    at = page("codecs", **q)
+    assert not at.exception and not at.error
+    df = tables(at)[0].set_index("Codec")
+    rel_best = df["Mean relative error (%)"].idxmin().split("[")[0]
+    assert any(m.label == f"Best: {rel_best}" for m in at.metric)
+    text = _takeaway(at)
+    assert "linear and int8 give identical numbers: the same grid" in text
+    assert "Another measure crowns another codec" in text and "by largest error linear leads" in text
+    at = page("codecs", rank_by="Largest error", **q)
+    assert not at.exception and not at.error
+    worst_err = df["Largest absolute error"]
+    best = worst_err.idxmin().split("[")[0]
+    assert best in ("linear", "int8") and any(m.label == f"Best: {best}" for m in at.metric)
+    assert f"{worst_err.min():.3g}" in metric(at, "Best:")
+    text = _takeaway(at)
+    assert "lowest largest error" in text and rel_best in text  # the other measure's winner is named
+    assert any("outliers" in c.value for c in at.caption)  # what the measure means for gradients
+    bars = figures(at)[0]
+    assert bars["layout"]["yaxis"]["title"]["text"] == "Largest absolute error"
+    at = page("codecs", rank_by="SNR", **q)
+    df_snr = df["SNR (dB)"]
+    assert any(m.label == f"Best: {df_snr.idxmax().split('[')[0]}" for m in at.metric)  # higher is better
+    assert "highest SNR" in _takeaway(at)

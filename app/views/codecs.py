@@ -38,6 +38,7 @@ COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbo
     "mean_rel_error": ("Mean relative error (%)", "mean of |y − x| / |x| over x ≠ 0: Table 1's 'relative error'"),
     "mae": ("Mean absolute error", "MAE: mean |y − x| in the data's units (Table 1's 'absolute error')"),
     "snr_db": ("SNR (dB)", "signal-to-noise ratio 10·log10(Σx² / Σ(y − x)²); higher is better"),
+    "max_error": ("Largest absolute error", "max |y − x|: what the worst value (an outlier) suffers"),
     "bits_per_value": ("Bits per value", "wire bits per value, scales included (32 = float32)"),
 }
 T1_COLUMNS = {
@@ -261,7 +262,8 @@ def render() -> None:
     st.title("Codecs")
     ui.lesson("How much error does squeezing a 32-bit number into 8 bits (or fewer) cost, and which way of spending "
               "the bits costs least?",
-              "Look at the bars: the lowest bar is the codec that keeps your values closest (mean relative error). "
+              "Look at the bars: the best bar is the codec that keeps your values closest by the measure you rank by "
+              "(relative error for small gradients, SNR for the signal, largest error for outliers). "
               "The paper's dynamic tree spends its codes on small exponents, so it wins on bell-shaped data; then "
               "compare Table 1 with the paper, draw one block of an MX / NVFP4 format, and see where block scaling wins.")
 
@@ -372,35 +374,94 @@ def render() -> None:
         speed_section(tuple(specs.values()), layout_key, layout)
 
 
+#: what the page can rank codecs by: column, higher is better, and what the measure means for gradients
+RANK_BY = {
+    "Mean relative error": ("mean_rel_error", False,
+                            "relative error weighs every value alike, so it counts the small gradients, which are "
+                            "most of them and which a coarse grid rounds to zero"),
+    "Mean absolute error": ("mae", False,
+                            "MAE is in the data's units, so the large values dominate it; small gradients lost to "
+                            "zero barely move it"),
+    "SNR": ("snr_db", True,
+            "SNR (signal-to-noise ratio, dB) weighs errors by energy: how much of the gradient's signal survives "
+            "the update, the measure for the direction SGD follows"),
+    "Largest error": ("max_error", False,
+                      "the largest |error| is what happens to outliers: a clipped or badly rounded large gradient, "
+                      "the one value that can throw a step off"),
+}
+
+
+def _fmt(col: str, v: float) -> str:
+    return _pct(v) if col == "mean_rel_error" else f"{v:.3g} dB" if col == "snr_db" else f"{v:.3g}"
+
+
+def _same_grids(per_codec: pd.DataFrame) -> list[list[str]]:
+    """Groups of codecs whose every error measure is identical here: the same grid of values
+    (linear and int8 both round to absmax/127 steps)."""
+    cols = ["mean_rel_error", "mae", "snr_db", "max_error"]
+    groups: dict[tuple, list[str]] = {}
+    for codec, row in per_codec[cols].iterrows():
+        groups.setdefault(tuple(float(f"{v:.9g}") for v in row), []).append(codec.split("[")[0])
+    return [g for g in groups.values() if len(g) > 1]
+
+
 def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, data_name: str, rounding: str) -> None:
-    per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "bits_per_value"]].mean()
-    order = per_codec.mean_rel_error.sort_values()
+    per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "snr_db", "max_error",
+                                                  "bits_per_value"]].mean()
+    rank_by = ui.radio("Rank by", list(RANK_BY), "rank_by", "Mean relative error",
+                       help="which error decides Best and Worst: " + "; ".join(f"{k}: {v[2]}" for k, v in RANK_BY.items()))
+    col, higher, meaning = RANK_BY[rank_by]
+    order = per_codec[col].sort_values(ascending=not higher)
     best, worst = order.index[0], order.index[-1]
     m1, m2, m3 = st.columns(3)
-    m1.metric(f"Best: {best.split('[')[0]}", _pct(order.iloc[0]), help=f"lowest mean relative error: {best}, "
+    m1.metric(f"Best: {best.split('[')[0]}", _fmt(col, order.iloc[0]), help=f"best {rank_by.lower()}: {best}, "
               f"on {data_name}")
-    m2.metric(f"Worst: {worst.split('[')[0]}", _pct(order.iloc[-1]), help=f"highest mean relative error: {worst}")
+    m2.metric(f"Worst: {worst.split('[')[0]}", _fmt(col, order.iloc[-1]), help=f"worst {rank_by.lower()}: {worst}")
     m3.metric("Best's bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="wire bits, scales included")
     short = best.split("[")[0]
+    what = rank_by.lower() if col != "snr_db" else "SNR"
     if len(order) > 1:
         second = order.index[1]
-        text = (f"On {data_name}, {short} has the lowest mean relative error, {_pct(order.iloc[0])}: "
-                f"{_ratio(order.iloc[1], order.iloc[0])} lower than {second.split('[')[0]}'s {_pct(order.iloc[1])}"
-                + (f" and {_ratio(order.iloc[-1], order.iloc[0])} lower than {worst.split('[')[0]}'s "
-                   f"{_pct(order.iloc[-1])}" if len(order) > 2 else "") + f" ({rounding} rounding of the paper's types).")
+        if higher:
+            gap = (f"{order.iloc[0] - order.iloc[1]:.3g} dB above {second.split('[')[0]}'s {_fmt(col, order.iloc[1])}"
+                   + (f" and {order.iloc[0] - order.iloc[-1]:.3g} dB above {worst.split('[')[0]}'s "
+                      f"{_fmt(col, order.iloc[-1])}" if len(order) > 2 else ""))
+        else:
+            gap = (f"{_ratio(order.iloc[1], order.iloc[0])} lower than {second.split('[')[0]}'s "
+                   f"{_fmt(col, order.iloc[1])}"
+                   + (f" and {_ratio(order.iloc[-1], order.iloc[0])} lower than {worst.split('[')[0]}'s "
+                      f"{_fmt(col, order.iloc[-1])}" if len(order) > 2 else ""))
+        text = (f"On {data_name}, {short} has the {'highest' if higher else 'lowest'} {what}, "
+                f"{_fmt(col, order.iloc[0])}: {gap} ({rounding} rounding of the paper's types).")
+        others = []
+        for name, (c2, h2, _) in RANK_BY.items():
+            if c2 != col:
+                b2 = per_codec[c2].idxmax() if h2 else per_codec[c2].idxmin()
+                if b2.split("[")[0] != short:
+                    others.append(f"by {name.lower() if c2 != 'snr_db' else 'SNR'} {b2.split('[')[0]} leads")
+        text += (" Another measure crowns another codec: " + "; ".join(others) + "." if others else
+                 " It leads on every other measure too.")
     else:
-        text = f"On {data_name}, {short}'s mean relative error is {_pct(order.iloc[0])}."
+        text = f"On {data_name}, {short}'s {what} is {_fmt(col, order.iloc[0])}."
+    same = _same_grids(per_codec)
+    if same:
+        text += " " + "; ".join(" and ".join(g) for g in same) + (
+            " give identical numbers: the same grid of values (linear and int8 are both 255 evenly spaced steps of "
+            "absmax / 127), so they are one choice, not two.")
     ui.takeaway(text)
-    _views(df, hist, tuple(chosen), specs, layout)
+    st.caption(f"**Why {rank_by.lower()}?** {meaning[0].upper() + meaning[1:]}. Pick the measure that matches what "
+               "you fear: small gradients vanishing (relative error), the update's direction (SNR), or one outlier "
+               "(largest error).")
+    _views(df, hist, tuple(chosen), specs, layout, col)
 
 
 @st.fragment
-def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout) -> None:
+def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout, col: str = "mean_rel_error") -> None:
     view = ui.radio("Show", VIEWS, "view", VIEWS[0], label_visibility="collapsed",
                     help="bars of the mean relative error and every error measure as a table; the distribution of "
                          "the relative error; the values each type can represent")
     if view == VIEWS[0]:
-        ui.figure(plots.error_bar_figure(df), df, "codec_error_bars")
+        ui.figure(plots.error_bar_figure(df, col), df, "codec_error_bars")
         _show(df, COLUMNS, "codec_errors", pct=("mean_rel_error",))
     elif view == VIEWS[1]:
         ui.figure(plots.error_histogram_figure(hist), hist, "codec_error_histograms")
