@@ -231,7 +231,7 @@ def test_best_follows_the_measure_the_learner_ranks_by():
     rel_best = df["Mean relative error (%)"].idxmin().split("[")[0]
     assert any(m.label == f"Best: {rel_best}" for m in at.metric)
     text = _takeaway(at)
-    assert "linear and int8 give identical numbers: the same grid" in text
+    assert "linear and int8 give identical numbers: the same grid" in text and "absmax / 127" in text
     assert "Another measure crowns another codec" in text and "by largest error linear leads" in text
     at = page("codecs", rank_by="Largest error", **q)
     assert not at.exception and not at.error

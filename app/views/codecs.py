@@ -445,9 +445,11 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
         text = f"On {data_name}, {short}'s {what} is {_fmt(col, order.iloc[0])}."
     same = _same_grids(per_codec)
     if same:
+        lin = any({"linear", "int8"} <= set(g) for g in same)
         text += " " + "; ".join(" and ".join(g) for g in same) + (
-            " give identical numbers: the same grid of values (linear and int8 are both 255 evenly spaced steps of "
-            "absmax / 127), so they are one choice, not two.")
+            " give identical numbers: the same grid of values" + (
+                " (linear and int8 are both 255 evenly spaced steps of absmax / 127)" if lin else "")
+            + ", so each group is one choice, not several.")
     ui.takeaway(text)
     st.caption(f"**Why {rank_by.lower()}?** {meaning[0].upper() + meaning[1:]}. Pick the measure that matches what "
                "you fear: small gradients vanishing (relative error), the update's direction (SNR), or one outlier "
