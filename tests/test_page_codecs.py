@@ -248,3 +248,29 @@ def test_best_follows_the_measure_the_learner_ranks_by():
     df_snr = df["SNR (dB)"]
     assert any(m.label == f"Best: {df_snr.idxmax().split('[')[0]}" for m in at.metric)  # higher is better
     assert "highest SNR" in _takeaway(at)
+
+
+def test_the_layout_designer_makes_a_normal_6_bit_float():
+    """Issue 28.9: sign, 3 exponent bits and a 2-bit linear mantissa gave 35 distinct values of 64 codes, with no
+    word why. The page now says why and points to mxfp6_e3m2, and a 'float' mantissa (implicit leading 1,
+    subnormals) makes the 6-bit float: 63 distinct values (±0 share one), mxfp6_e3m2's element grid."""
+    from lab.codecs.block_scaled import FORMATS, value_table
+    from lab.experiments import get_codec
+
+    fp6 = get_codec("layout", total_bits=6, signed=True, exponent_bits=3, base=2, offset=0, mantissa="float",
+                    dynamic=False, scale="absmax")
+    ours = np.array(fp6.values.tolist())
+    mx = np.unique(value_table(FORMATS["e3m2"]).double().numpy()[:64])
+    assert len(ours) == 63 and np.allclose(ours, mx / mx.max())
+    q = dict(layout_on="1", lay_bits="6", lay_dynamic="0", lay_exp="3", lay_base="2")
+    at = page("codecs", lay_mantissa="linear", **q)
+    assert not at.exception and not at.error
+    warn = at.warning[0].value
+    assert "Only 35 distinct values of 64 codes" in warn and "mxfp6_e3m2" in warn and "float" in warn
+    at = page("codecs", lay_mantissa="float", **q)
+    assert not at.exception and not at.error and not at.warning
+    assert any("63 distinct values of 64 codes" in c.value for c in at.caption)
+    assert any(c.startswith("6b-s-e3-float2") for c in tables(at)[0]["Codec"])
+    at = page("codecs")
+    at.button(key="lay_fp6").click().run()
+    assert not at.exception and any("63 distinct values of 64 codes" in c.value for c in at.caption)

@@ -482,8 +482,16 @@ def _layout_designer(rounding: str):
     """The bit-layout designer (Dettmers 2016 §3.1, Figure 1): (codec or None, its cache key)."""
     with ui.folded("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
                    "designer", expanded=ui._from_url("layout_on", False, lambda s: s == "1")):
-        on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
-                         help="adds a codec built from the fields below to the chart and table above")
+        def preset_fp6() -> None:
+            ui.set_state(layout_on=True, lay_bits=6, lay_signed=True, lay_dynamic=False, lay_exp=3, lay_base=2,
+                         lay_scale="absmax", lay_mantissa="float")
+
+        t1, t2 = st.columns([2, 1])
+        with t1:
+            on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
+                             help="adds a codec built from the fields below to the chart and table above")
+        t2.button("Preset: a 6-bit float (sign, 3 exponent, 2 mantissa bits)", on_click=preset_fp6, key="lay_fp6",
+                  help="the grid of OCP MX's mxfp6_e3m2 elements: a float mantissa with its implicit leading 1")
         b1, b2, b3, b4 = st.columns(4)
         total_bits = ui.number("Total bits", "lay_bits", 8, where=b1, min_value=2, max_value=8, step=1,
                                help="bits per value, 2 to 8")
@@ -502,8 +510,11 @@ def _layout_designer(rounding: str):
                            step=1, min_value=-38, max_value=38,
                            help="the top decade is base^offset, −38 to 38 (float32's range); it acts only with "
                                 "scaling none (absmax rescales every layout to a top value of 1)")
-        mantissa = ui.select("Mantissa", ["tree", "linear"], "lay_mantissa", "tree", where=b4,
-                             help="tree: bisection tree over each decade; linear: evenly spaced bins")
+        mantissa = ui.select("Mantissa", ["tree", "linear", "float"], "lay_mantissa", "tree", where=b4,
+                             help="tree: bisection tree over each decade; linear: evenly spaced bins (with a static "
+                                  "exponent: the integer m·base^−e, so values repeat across exponents); float: "
+                                  "1.m × 2^e with the implicit leading 1, subnormals at the lowest exponent (static "
+                                  "exponent, base 2; a normal binary float, as in fp8 and MX)")
         if not on:
             return None, None
         try:
@@ -516,7 +527,16 @@ def _layout_designer(rounding: str):
         v = layout.values
         pos = v[v > 0]
         unit = " × the tensor's absmax" if scale == "absmax" else ""
-        st.caption(f"Valid layout {layout.describe()}: {len(v)} values, {len(pos)} positive. Representable range: "
+        codes = 2 ** int(total_bits)
+        if not dynamic and mantissa == "linear" and exponent_bits > 0 and len(v) < codes - 1:
+            st.warning(f"Only {len(v)} distinct values of {codes} codes: a static exponent with a linear mantissa "
+                       f"stores the integer m and scales it by {base}^−e, so m·{base}^−e repeats across exponents "
+                       f"(2 × {base}^−1 = 1 × {base}^0 …). A normal float has an implicit leading 1: value "
+                       f"(1 + m/2^M) × 2^e, every code its own value. Choose Mantissa **float** (base 2, or the "
+                       f"preset above); OCP MX's **mxfp6_e3m2** is that 6-bit float with one shared scale per 32 "
+                       f"values.")
+        st.caption(f"Valid layout {layout.describe()}: {len(v)} distinct values of {codes} codes, {len(pos)} "
+                   f"positive. Representable range: "
                    f"smallest positive {float(pos.min()):.3g}{unit}, largest {float(v.abs().max()):.4g}{unit}"
                    + ("; larger values saturate to it, smaller ones round to 0 or the smallest." if scale == "none"
                       else "."))
