@@ -33,6 +33,8 @@ def render() -> None:
         st.caption("No CUDA GPU with CuPy found: the CPU path runs (same results; the CUDA kernels are checked "
                    "against it).")
 
+    ui.scorecard({p.url_path: p.title for p in page_list.PAGES})
+
     st.subheader("A guided tour")
     for i, step in enumerate(page_list.TOUR, 1):
         with st.container(border=True, key=f"tour-{i}"):
