@@ -40,3 +40,16 @@ def test_pays_tables_have_human_headers_and_the_prediction_reveals_from_them():
     assert "Not quite" in said and "ib_ndr" in said and "ms against bf16" in said  # 1-bit does not pay on NDR400
     page_eth = page("pays", inter="eth10g", guess="yes, faster than bf16")
     assert any("Right" in s.value for s in page_eth.success)
+
+
+def test_collectives_asks_how_much_more_ring_requantisation_loses_than_qgz():
+    from test_app import page
+
+    at = page("collectives")
+    assert not at.exception
+    assert any("qgZ" in m.value and "Predict first" in m.value for m in at.markdown)
+    assert "paper 001" not in " ".join(m.value for m in at.markdown) + str([m.help for m in at.metric])
+    at.radio(key="w_guess").set_value("about 60x").run(timeout=180)
+    assert not at.exception
+    said = " ".join(w.value for w in at.warning)
+    assert "Not quite" in said and "re-encodes" in said and "% relative error" in said
