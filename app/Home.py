@@ -6,6 +6,7 @@ import importlib
 
 import streamlit as st
 
+import _common as ui
 import nodelay
 import page_list
 
@@ -23,6 +24,7 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
 nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
 st.set_page_config(page_title="ParaLab", layout="wide")
 nav = st.navigation(navigation(page_list.PAGES))
+ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the page's URL, nothing carried
 if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
     gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
     gc.freeze()

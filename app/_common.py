@@ -70,6 +70,17 @@ def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
         return default
 
 
+def arrive(url_path: str) -> None:
+    """Called by Home before each run with the page it renders. On arriving at another page (sidebar, tour
+    step, link) every widget's state is dropped, so the page starts from its URL alone (its defaults, or
+    what a tour step or link carries in its query parameters): a page never inherits another page's values
+    for the same names (codecs, P, batch, ...). Predictions already scored stay on the scorecard."""
+    if st.session_state.get(PAGE) != url_path:
+        for k in [k for k in st.session_state if str(k).startswith("w_")]:
+            del st.session_state[k]
+        st.session_state[PAGE] = url_path
+
+
 def set_state(**values: Any) -> None:
     """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
     for k, v in values.items():
@@ -379,3 +390,105 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     containers = st.tabs(labels, key=_wkey(key), on_change="rerun", **kw)
     chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
     return list(containers), _sync(key, chosen)
+
+
+# --- Predict, then reveal (issue 28): one question the learner answers before the page says the answer, the
+# reveal explained from the numbers the page computed, the answer in the URL, a per-session scorecard on Home.
+
+PAGE = "_page"        # session-state key: URL path of the page this run renders (set by Home.py)
+SCORE = "_scorecard"  # session-state key: {page URL path: {question key: right (bool)}}, first answers only
+
+
+def page_id() -> str:
+    """URL path of the page being rendered ('' for Home or for a page rendered on its own, as in tests)."""
+    return str(st.session_state.get(PAGE, ""))
+
+
+def _is_right(answer: Any, right: Any, tolerance: float) -> bool:
+    if isinstance(right, (int, float)) and not isinstance(right, bool):
+        return abs(float(answer) - float(right)) <= tolerance * max(abs(float(right)), 1e-12)
+    return str(answer) == str(right)
+
+
+def _shown_answer(v: Any, unit: str) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.3g}{(' ' + unit) if unit else ''}"
+    return str(v)
+
+
+def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str]], *,
+            key: str = "guess", unit: str = "", tolerance: float = 0.25, lo: float | None = None,
+            hi: float | None = None) -> bool | None:
+    """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered.
+
+    Call it after computing the page's results and before drawing them (the question sits above them).
+    - `choices`: the options (strings; none is preselected), or None for a number answer (a number input,
+      `unit` after it, limits `lo`/`hi` checked like every number: a value outside is named, not scored).
+    - `reveal()`: called only after an answer; returns `(right, why)`: the right choice (one of `choices`) or
+      number, and a markdown sentence explaining it from the numbers the page shows (format them in).
+      A number answer is right within `tolerance` (relative, 0.25 = ±25 %).
+    - `key`: the URL parameter holding the answer (unique on the page; a shared URL shows the reveal).
+    Returns None before an answer, else whether it is right. The first answer to each question in a session
+    goes on Home's scorecard (`scorecard()`); a changed answer is revealed again but not re-scored.
+    The box is a container with CSS class `st-key-predict-<key>` (the browser tests look for it)."""
+    wk = _wkey(key)
+    with st.container(border=True, key=f"predict-{key}"):
+        st.markdown(f":material/psychology_alt: **Predict first.** {question}")
+        if choices is not None:
+            choices = [str(c) for c in choices]
+            raw = st.query_params.get(key)
+            if wk not in st.session_state:
+                st.session_state[wk] = raw if raw in choices else None
+            if raw is not None and raw not in choices:
+                st.error(f"{key}={raw!r} in the URL is not an answer here: allowed are "
+                         + ", ".join(repr(c) for c in choices) + ".")
+            answer = _value(key, lambda: st.radio("Your answer", choices, index=None, key=wk, horizontal=True,
+                                                  label_visibility="collapsed"))
+        else:
+            raw = st.query_params.get(key)
+            if wk not in st.session_state:
+                st.session_state[wk] = _from_url(key, None, float)
+            if raw is not None and _from_url(key, None, float) is None:
+                st.error(f"{key}={raw!r} in the URL is not a number: type one below.")
+            answer = _value(key, lambda: st.number_input(f"Your answer{f' ({unit})' if unit else ''}", value=None,
+                                                         key=wk, format="%g", placeholder="type a number"))
+        if answer is None:
+            st.caption("Answer to see what the page computes.")
+            return None
+        _sync(key, f"{answer:g}" if isinstance(answer, float) else answer)
+        if choices is None:
+            try:
+                check_range("Your answer", answer, lo, hi)
+            except ValueError as e:
+                st.error(f"{e}. Type a number in that range to see the answer.")
+                return None
+        right, why = reveal()
+        ok = _is_right(answer, right, tolerance)
+        scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
+        scores.setdefault(key, ok)
+        said = f"You said {_shown_answer(answer, unit)}; the page computes {_shown_answer(right, unit)}."
+        if ok:
+            st.success(f"**Right.** {said} {why}", icon=":material/check_circle:")
+        else:
+            st.warning(f"**Not quite.** {said} {why}", icon=":material/lightbulb:")
+        return ok
+
+
+def scores() -> dict[str, tuple[int, int]]:
+    """This session's predictions per page URL path: (answered, right)."""
+    return {p: (len(q), sum(q.values())) for p, q in st.session_state.get(SCORE, {}).items() if q}
+
+
+def scorecard(titles: dict[str, str]) -> None:
+    """Home's scorecard of this session's predictions: per page (`titles`: URL path -> title), questions
+    answered and answered right."""
+    got = scores()
+    with st.container(key="scorecard"):
+        if not got:
+            st.caption("Your predictions: none yet. Pages marked *Predict first* ask one question before they "
+                       "show the answer; your first answers are counted here for this session.")
+            return
+        rows = [{"Page": titles.get(p, p or "Home"), "Answered": a, "Right": r} for p, (a, r) in got.items()]
+        total_a, total_r = sum(a for a, _ in got.values()), sum(r for _, r in got.values())
+        st.markdown(f"**Your predictions this session:** {total_r} right of {total_a} answered.")
+        st.markdown(static_table.html(pd.DataFrame(rows)), unsafe_allow_html=True)

@@ -1,0 +1,124 @@
+"""Issue 28 in a real browser (Playwright + Debian's Chromium, as tests/test_browser.py): each page owns its
+settings (a page reached by the sidebar, after another page's controls were touched, shows exactly what a
+fresh visit shows; a tour step carries only what it says), and every page is usable at 800 px (no
+horizontal overflow of the page, no control squeezed to a sliver)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from app_browser import CHROMIUM, _controls, _nav_link, launch, serve, settle  # noqa: E402
+
+import page_list  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launch() as b:
+        yield b
+
+
+# What a person sees of a page's state: every control's value, every metric, every message, the URL's query.
+_VIEW = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const q = (s) => [...main.querySelectorAll(s)];
+  return {
+    inputs: q("input, textarea").filter(e => e.type !== "file")
+              .map(e => (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value),
+    selects: q("[data-baseweb='select']").map(e => e.innerText.trim()),
+    sliders: q("[role='slider']").map(e => e.getAttribute("aria-valuetext") || e.getAttribute("aria-valuenow")),
+    metrics: q("[data-testid='stMetric']").map(e => e.innerText.trim()),
+    alerts: q("[data-testid='stAlert']").map(e => e.innerText.trim()),
+    query: [...new URLSearchParams(location.search).entries()].sort().map(kv => kv.join("=")),
+  };
+}"""
+
+
+def view(page) -> dict:
+    return page.evaluate(_VIEW)
+
+
+_fresh: dict[str, dict] = {}
+
+
+def fresh(browser, server: str, target: str) -> dict:
+    """The view of `target` (a path with its query) opened in a new tab, no session before it."""
+    if target not in _fresh:
+        page = browser.new_page(viewport={"width": 1400, "height": 1400})
+        page.goto(f"{server}/{target}")
+        settle(page)
+        _fresh[target] = view(page)
+        page.close()
+    return _fresh[target]
+
+
+def _touch(page, url_path: str) -> None:
+    """Change the page's first control (the one bench/app_browser.py times), so it has state to leak."""
+    fwd, _, _ = _controls(page, url_path)
+    if fwd is not None:
+        fwd()
+        page.wait_for_timeout(300)
+        settle(page)
+
+
+def _go(page, url_path: str) -> None:
+    _nav_link(page, url_path).click()
+    page.wait_for_timeout(300)
+    settle(page)
+    page.wait_for_function("(p) => location.pathname.replace(/^\\/+|\\/+$/g, '') === p", arg=url_path)
+
+
+REPORTED = [("codecs", "transfer"), ("collectives", "step_through"), ("codecs", "training"), ("pays", "training")]
+
+
+@pytest.mark.parametrize("src,dst", REPORTED, ids=[f"{a}->{b}" for a, b in REPORTED])
+def test_a_page_reached_by_the_sidebar_shows_its_fresh_view(server, browser, src, dst):
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/{src}")
+    settle(page)
+    _go(page, dst)
+    assert view(page) == fresh(browser, server, dst), f"{src} -> {dst} (defaults on {src})"
+    page.close()
+
+
+def test_every_page_reached_after_touching_the_previous_one_shows_its_fresh_view(server, browser):
+    """One session through every page by the sidebar, touching each page's first control before leaving,
+    then back round to the first: each arrival equals that page's fresh view."""
+    order = [p.url_path for p in page_list.PAGES][1:] + [""]
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/")
+    settle(page)
+    prev = "home"
+    for path in order:
+        _go(page, path)
+        assert view(page) == fresh(browser, server, path), f"{prev} (touched) -> {path or 'home'}"
+        _touch(page, path)
+        prev = path or "home"
+    page.close()
+
+
+def test_a_tour_step_carries_only_what_it_says(server, browser):
+    """Training's batch (64) once reached 'Does compression pay?' through Home's tour (its batch is 8)."""
+    i, step = next((i, s) for i, s in enumerate(page_list.TOUR, 1) if s.page == "pays")
+    query = "&".join(f"{k}={v}" for k, v in step.params.items())
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/training")
+    settle(page)
+    _go(page, "")
+    box = page.locator(f".st-key-tour-{i}")
+    assert "Opens with" in box.inner_text() and all(str(v) in box.inner_text() for v in step.params.values())
+    box.get_by_role("link").first.click()
+    page.wait_for_timeout(300)
+    settle(page)
+    assert view(page) == fresh(browser, server, f"{step.page}?{query}")
+    page.close()
