@@ -274,3 +274,19 @@ def test_the_layout_designer_makes_a_normal_6_bit_float():
     at = page("codecs")
     at.button(key="lay_fp6").click().run()
     assert not at.exception and any("63 distinct values of 64 codes" in c.value for c in at.caption)
+
+
+def test_predict_the_best_codec_before_the_reveal():
+    """Issue 28, predict then reveal on Codecs: which codec has the lowest relative error on Student-t(3)?"""
+    q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "fp8_e4m3"])
+    at = page("codecs", **q)
+    assert not at.exception
+    assert any("Which codec has the lowest mean relative error on student_t(3)?" in m.value for m in at.markdown)
+    assert any("Answer to see" in c.value for c in at.caption)
+    df = tables(at)[0].set_index("Codec")
+    best = df["Mean relative error (%)"].idxmin().split("[")[0]
+    wrong = next(c for c in ("dynamic_tree", "linear", "fp8_e4m3") if c != best)
+    at = page("codecs", guess=wrong, **q)
+    assert not at.exception and at.warning and f"the page computes {best}" in at.warning[0].value
+    at = page("codecs", guess=best, **q)
+    assert any(s.value.startswith("**Right.**") for s in at.success)

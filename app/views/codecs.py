@@ -413,13 +413,25 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
     col, higher, meaning = RANK_BY[rank_by]
     order = per_codec[col].sort_values(ascending=not higher)
     best, worst = order.index[0], order.index[-1]
+    what = rank_by.lower() if col != "snr_db" else "SNR"
+    if len(order) > 1:
+        shorts = [c.split("[")[0] for c in order.index]
+
+        def reveal() -> tuple[str, str]:
+            vals = ", ".join(f"{c.split('[')[0]} {_fmt(col, v)}" for c, v in order.items())
+            tied = [c.split("[")[0] for c, v in order.items() if f"{v:.9g}" == f"{order.iloc[0]:.9g}"]
+            said = st.session_state.get(ui._wkey("guess"))
+            right = said if said in tied else tied[0]
+            tie = f" {' and '.join(tied)} tie: the same grid." if len(tied) > 1 else ""
+            return right, f"By {what} on {data_name}: {vals}.{tie} {meaning[0].upper() + meaning[1:]}."
+        ui.predict(f"Which codec has the {'highest' if higher else 'lowest'} {what} on {data_name}?",
+                   sorted(dict.fromkeys(shorts)), reveal, key="guess")
     m1, m2, m3 = st.columns(3)
     m1.metric(f"Best: {best.split('[')[0]}", _fmt(col, order.iloc[0]), help=f"best {rank_by.lower()}: {best}, "
               f"on {data_name}")
     m2.metric(f"Worst: {worst.split('[')[0]}", _fmt(col, order.iloc[-1]), help=f"worst {rank_by.lower()}: {worst}")
     m3.metric("Best's bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="wire bits, scales included")
     short = best.split("[")[0]
-    what = rank_by.lower() if col != "snr_db" else "SNR"
     if len(order) > 1:
         second = order.index[1]
         if higher:
