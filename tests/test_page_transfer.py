@@ -132,3 +132,15 @@ def test_measurement_is_drawn_against_the_model_of_the_same_link():
     take = [s.value for s in at.success if "takeaway-measured" in str(s.key) or "loopback here" in s.value]
     assert take and "The model of this same link says" in take[0]
     assert not at.get("progress"), "the progress bar stays after the measurement"
+
+
+def test_predict_the_fastest_before_the_reveal():
+    """Issue 28, predict then reveal on Transfer: which is fastest at the largest size on this link?"""
+    at = page("transfer")
+    assert not at.exception
+    assert any("which is fastest: sending 32-bit, or one of the codecs?" in m.value for m in at.markdown)
+    at = page("transfer", guess="32-bit")
+    assert not at.exception and at.warning and "the page computes onebit" in at.warning[0].value
+    assert "speedups over it" in at.warning[0].value
+    at = page("transfer", guess="onebit")
+    assert any(s.value.startswith("**Right.**") for s in at.success)

@@ -123,6 +123,7 @@ def render() -> None:
     ranked = big[big.codec != "fp32"].sort_values("speedup_vs_fp32", ascending=False)
     top = ranked.iloc[0]
     even = df.attrs["breakeven"]
+    _predict(df, ranked)
     m1, m2, m3 = st.columns(3)
     m1.metric("Fastest codec", top.codec.split("[")[0], help=f"{top.codec}, at {_n(top.n_values)} values")
     m2.metric("Its speedup, largest size", f"{top.speedup_vs_fp32:.2f}x",
@@ -151,6 +152,22 @@ def render() -> None:
     _model_view(df)
 
     measured_section(tuple(specs))
+
+
+def _predict(df: pd.DataFrame, ranked: pd.DataFrame) -> None:
+    """Predict, then reveal: which is fastest at the largest size on this link, 32-bit included."""
+    n, link = _n(ranked.n_values.iloc[0]), df.link.iloc[0]
+    top = ranked.iloc[0]
+    choices = ["32-bit", *dict.fromkeys(c.split("[")[0] for c in ranked.codec)]
+
+    def reveal() -> tuple[str, str]:
+        right = top.codec.split("[")[0] if top.speedup_vs_fp32 > 1 else "32-bit"
+        sp = ", ".join(f"{c.split('[')[0]} {v:.2f}x" for c, v in zip(ranked.codec, ranked.speedup_vs_fp32))
+        t32 = float(df[(df.codec == "fp32") & (df.n_values == ranked.n_values.iloc[0])].seconds.iloc[0])
+        return right, (f"At {n} values on {link}, 32-bit takes {t32 * 1e3:.3g} ms; speedups over it: {sp}. A codec "
+                       "wins when the link time it saves (fewer bytes / bandwidth) exceeds its encode + decode time.")
+    ui.predict(f"On {link} at {n} values, which is fastest: sending 32-bit, or one of the codecs?", choices, reveal,
+               key="guess")
 
 
 def _figure2_callout(df: pd.DataFrame, mode: str, arg, link_label: str, link, ns, specs: tuple) -> None:
