@@ -305,3 +305,15 @@ def test_hover_shows_the_arithmetic():
     bars = plots.step_traffic_figure(algorithm_traffic(4, 24))
     ring = list(bars.data[0].x).index("ring")
     assert "144 B / n = 144 / 96 B = 1.5·n" in bars.data[0].hovertext[ring]  # ring's busiest rank: 144 B of n
+
+
+def test_predict_the_busiest_rank_before_the_reveal():
+    """Issue 28, predict then reveal on Step through: the busiest rank's bytes in multiples of n."""
+    at = page(algorithm="ring", P="4")
+    assert not at.exception
+    assert any("How many bytes does the busiest rank of ring move" in m.value for m in at.markdown)
+    at = page(algorithm="ring", P="4", guess="1.5")
+    assert not at.exception and any(s.value.startswith("**Right.**") and "2·3/4·n = 1.5·n" in s.value
+                                    for s in at.success)
+    at = page(algorithm="tree", P="4", guess="1.5")
+    assert at.warning and "144 / 96" not in at.warning[0].value and "/ 96 = " in at.warning[0].value

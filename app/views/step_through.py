@@ -32,6 +32,21 @@ def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int):
                                      frames=_frames(algorithm, P, n, codec, seed), animate=False)
 
 
+def _predict(tr, algorithm: str, P: int) -> None:
+    """Predict, then reveal: the bytes through the busiest rank, in multiples of n, against 2(P−1)/P."""
+    s = tr.summary
+
+    def reveal() -> tuple[float, str]:
+        x, share = s["busiest_rank_x_n"], s["nccl_share"]
+        return round(x, 3), (
+            f"Rank {s['busiest_rank']} moves {s['busiest_rank_bytes']:,.0f} B of n = {tr.nbytes} B (the larger of "
+            f"what it sends and receives): {s['busiest_rank_bytes']:,.0f} / {tr.nbytes} = {x:.3g}·n. The least "
+            f"any allreduce can move is 2(P−1)/P·n = 2·{P - 1}/{P}·n = {share:.3g}·n"
+            + (" — this algorithm reaches it." if abs(x - share) < 1e-9 else f"; this one moves {x / share:.2g}× that."))
+    ui.predict(f"How many bytes does the busiest rank of {algorithm} move in one allreduce at P = {P}, in multiples "
+               f"of n (one rank's vector)?", None, reveal, key="guess", unit="× n", tolerance=0.05, lo=0, hi=100)
+
+
 #: seconds each step shows while playing
 PLAY_SECONDS = 0.9
 _PLAYING, _LAST = "step_playing", "step_played_at"
@@ -150,6 +165,7 @@ def render() -> None:
     st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
 
     S = tr.steps
+    _predict(tr, algorithm, int(P))
     step = _step_controls(S)
 
     ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step), tr.messages, "step_through")
