@@ -209,3 +209,14 @@ def test_running_timer_advances():
 
     src = open(_runs.__file__).read()
     assert "time.perf_counter() - j.started" in src.split("def watch")[1]
+
+
+def test_predict_the_share_of_bytes_before_the_reveal():
+    """Issue 28, predict then reveal on Training: the share of 32-bit's bytes a codec puts on the wire."""
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2")
+    assert not at.exception
+    assert "What share of 32-bit's bytes per step does dynamic_tree put on the wire?" in texts(at, "markdown")
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2", guess="25")
+    assert not at.exception and "**Right.**" in texts(at, "success") and " = 25" in texts(at, "success")
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2", guess="100")
+    assert "**Not quite.**" in texts(at, "warning")

@@ -246,6 +246,8 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
         return None
     first = one.iloc[0]
     per = "step" if experiment == "codecs" else "update"
+    if experiment == "codecs" and len(one) > 1 and first.bytes_per_step:
+        _predict_share(one, base)
     cols = st.columns(min(len(one), 5))
     for i, r in enumerate(one.itertuples()):
         share = r.bytes_per_step / first.bytes_per_step if first.bytes_per_step else float("nan")
@@ -258,6 +260,21 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
                  f"{base['link']}: {1e3 * r.modelled_time_s / max(r.steps, 1):.3g} ms (this step's measured "
                  "compute plus the link's model)")
     return _wire_takeaway(experiment, one, base, arch, f"{info['name']}")
+
+
+def _predict_share(one: pd.DataFrame, base: dict) -> None:
+    """Predict, then reveal: the last run's bytes per step as a share of the first's (32-bit)."""
+    first, last = one.iloc[0], one.iloc[-1]
+
+    def reveal() -> tuple[float, str]:
+        share = 100 * last.bytes_per_step / first.bytes_per_step
+        return round(share, 2), (
+            f"One real {base['parallel']}-parallel step on {base['workers']} workers: {last.variant} puts "
+            f"{last.bytes_per_step:,.0f} B on the wire, {first.variant} {first.bytes_per_step:,.0f} B: "
+            f"{last.bytes_per_step:,.0f} / {first.bytes_per_step:,.0f} = {share:.3g} %. Bits per value over 32 "
+            "gives most of it; scales and indices add the rest.")
+    ui.predict(f"What share of {first.variant}'s bytes per step does {last.variant} put on the wire?", None, reveal,
+               key="guess", unit="%", tolerance=0.25, lo=0, hi=1000)
 
 
 def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
