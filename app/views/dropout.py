@@ -156,7 +156,8 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
             st.caption("Nothing trained yet in this session: press **Train** (the defaults train three 64-1024-1024-10 "
                        "MLPs on digits for 8 epochs, a few seconds).")
         return None
-    if done.token != ui._token(params):
+    stale = done.token != ui._token(params)
+    if stale:
         st.caption("These results are from the last run (" + ", ".join(f"{k} = {v}" for k, v in done.params.items())
                    + "); press **Train** for the current settings.")
     res, dp = done.result, done.params
@@ -179,14 +180,38 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
                        delta=None if base or pd.isna(r.acc_change) else "no change" if same
                        else f"{r.acc_change:+.1f} points", delta_color="off" if same else "normal",
                        delta_arrow="off" if same else "auto",
-                       help=f"{r.epoch_s:.3f} s per epoch" + ("" if base else f", {r.speedup:.2f}x conventional"))
+                       help=f"{r.epoch_s:.3f} s per epoch" + ("" if base else f", {_speed(r)} conventional"))
     ui.paper_callout(_paper_text(t, dp), "dropout-table")
     ui.figure(dropout_paper_figure(t, "speedup"), t, "dropout_speedup_vs_paper")
     ui.figure(plots.dropout_curve_figure(res.curves, "epoch", "test_acc" if is_mlp else "valid_ppl"), res.curves,
               "dropout_curves")
+    _speed_caption(t)
     with st.expander("Table of the runs"):
         ui.table(t, "dropout_runs")
-    return _takeaway(t, dp)
+    # the takeaway speaks of the settings on screen: a result of other settings is shown, labelled, not summed up
+    return None if stale else _takeaway(t, dp)
+
+
+def _noisy(r) -> bool:
+    """True when a pattern's speedup range over the epochs includes 1x: no faster or slower beyond noise."""
+    return "speedup_lo" in r and not pd.isna(r["speedup_lo"]) and r["speedup_lo"] <= 1 <= r["speedup_hi"]
+
+
+def _speed(r) -> str:
+    """A speedup with its spread over the epochs ('1.4x (1.1–1.8x over the epochs)', 'within noise')."""
+    r = r._asdict() if hasattr(r, "_asdict") else r
+    if "speedup_lo" not in r or pd.isna(r["speedup_lo"]):
+        return f"{r['speedup']:.2f}x"
+    return (f"{r['speedup']:.2f}x ({r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}x over the epochs"
+            + (", within noise)" if _noisy(r) else ")"))
+
+
+def _speed_caption(t: pd.DataFrame) -> None:
+    rows = [r for _, r in t[t.kind != "bernoulli"].iterrows()]
+    if rows:
+        st.caption("**Speed against conventional dropout**, median epoch with the range over the epochs (slowest vs "
+                   "fastest both ways; one run each, so noise from other work on this machine shows here): "
+                   + "; ".join(f"{r.pattern} {_speed(r)}" for r in rows) + ".")
 
 
 def _takeaway(t: pd.DataFrame, dp: dict) -> str:
@@ -199,7 +224,20 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
     best = others.sort_values("speedup").iloc[-1]
     acc = f"{best.test_acc:.1f} %"
     if not base.empty:
-        acc += f" ({best.acc_change:+.1f} points vs conventional's {base.test_acc.iloc[0]:.1f} %)"
+        acc += f" ({best.acc_change:+.1f} points vs conventional's {base.test_acc.iloc[0]:.1f} %"
+        n = int(t.test_samples.iloc[0]) if "test_samples" in t else 0
+        if n:  # two standard errors of a difference of two accuracies on n test images, one seed each
+            q = min(max(base.test_acc.iloc[0] / 100, 1 / n), 1 - 1 / n)
+            noise = 200 * (2 * q * (1 - q) / n) ** 0.5
+            acc += f", within noise: ±{noise:.1f} points on {n:,} test images)" if abs(best.acc_change) < noise \
+                else f"; noise ±{noise:.1f} points)"
+        else:
+            acc += ")"
+    if _noisy(best):
+        return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc}; its "
+                f"speed against conventional dropout, {_speed(best)}, is within noise: the epochs' spread includes "
+                "1x, so this run shows no speedup either way. Press Train again, or use wider layers (the layer "
+                "section below) to see where skipping pays.")
     verdict = "faster" if best.speedup > 1.05 else "no faster" if best.speedup > 0.95 else "slower"
     # the MLP's hidden-to-hidden GEMM loses units on both sides: it can shrink up to 1/(1-p)^2
     ceiling = 1 / (1 - dp["p"]) ** 2 if dp["p"] < 1 else float("inf")
@@ -208,7 +246,7 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
                 f"above what skipping can give (1/(1−p)² = {ceiling:.1f}x), so other work on this machine slowed the "
                 "conventional run — press Train again for a clean timing.")
     return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc} and runs "
-            f"an epoch {best.speedup:.2f}x as fast as conventional dropout — {verdict}"
+            f"an epoch {_speed(best)} as fast as conventional dropout — {verdict}"
             + (" here." if verdict != "faster" else
                f" (a GEMM that loses units on both sides can shrink up to 1/(1−p)² = {ceiling:.1f}x)."))
 
