@@ -290,3 +290,34 @@ def test_predict_the_best_codec_before_the_reveal():
     assert not at.exception and at.warning and f"the page computes {best}" in at.warning[0].value
     at = page("codecs", guess=best, **q)
     assert any(s.value.startswith("**Right.**") for s in at.success)
+
+
+def test_bit_explorer_shows_a_codes_value_neighbours_and_rounding_interval():
+    """Issue 28, a bit explorer (Float Toy) for every table and block-scaled format: flip bits, see the value, its
+    neighbours and the inputs that round to it; one MX block under a shared scale the learner sets."""
+    from lab.experiments.bits import explorable, explore
+
+    names = explorable()
+    assert {"dynamic_tree", "linear", "mantissa", "static_tree", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"} <= set(names)
+    e = explore("mxfp6_e3m2", 0b001101)  # + 2^(3−3) × (1 + 1/4)
+    assert e.value == 1.25 and e.below == 1.0 and e.above == 1.5 and (e.lo, e.hi) == (1.125, 1.375)
+    assert e.fields == [("sign", "0"), ("exponent", "011"), ("mantissa", "01")]
+    assert "2^(3 − 3) × (1 + 1/4) = 1.25" in e.formula
+    assert "subnormal" in explore("mxfp4_e2m1", 0b0001).formula
+    assert not explore("mxfp8_e4m3", 0x7F).used  # the NaN code
+    lin = explore("linear", 254)
+    assert lin.value == 1.0 and lin.hi == float("inf")  # above the top: saturates to it
+    at = page("codecs", section="Bit explorer", bx_fmt="mxfp6_e3m2", bx_code=str(0b001101))
+    assert not at.exception and not at.error
+    assert metric_of(at, "Value") == "1.25" and metric_of(at, "Rounds from") == "[1.125, 1.375]"
+    assert set(at.get("button_group")[0].value) == {"e1", "e0", "m0"}  # the code's 1-bits are the lit pills
+    at.get("button_group")[0].set_value(["e1", "e0"]).run()  # flip the mantissa's last bit off: 1.0
+    assert metric_of(at, "Value") == "1" and str(0b001100) in str(at.query_params["bx_code"])
+    sat0 = int(metric_of(at, "Saturated").split()[0])
+    at.slider(key="w_bx_scale_k").set_value(at.slider(key="w_bx_scale_k").min).run()  # a much smaller scale
+    assert not at.exception and int(metric_of(at, "Saturated").split()[0]) > sat0
+    assert "saturates" in [s.value for s in at.success if "block" in s.value][-1]
+
+
+def metric_of(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)

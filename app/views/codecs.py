@@ -29,7 +29,10 @@ SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numb
                                     "saturate and which flush to zero",
             "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
                                            "tensor at the same bits, and where not",
-            "Speed": "encode / decode time on this device"}
+            "Speed": "encode / decode time on this device",
+            "Bit explorer": "Float Toy for every value-table and block-scaled format: click a code's bits to see its "
+                            "value, its neighbours and the inputs that round to it; one MX / NVFP4 block under a "
+                            "shared scale you set"}
 VIEWS = ["Error per codec", "Error histograms", "Value tables"]
 
 COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbol)
@@ -227,6 +230,108 @@ def table1_section(seed: int) -> None:
         st.caption(TABLE1_NOTE)
 
 
+def _num(v: float | None) -> str:
+    return "—" if v is None else "∞" if v == float("inf") else "−∞" if v == float("-inf") else f"{v:.6g}"
+
+
+@st.fragment
+def bits_section(x, data_name: str | None, data_key=None) -> None:
+    """The bit explorer: one code of a format, bit by bit (Float Toy), and for a block-scaled format one block
+    of the data re-quantised under a shared scale the learner sets."""
+    import math
+
+    from lab.experiments.bits import element_format, explorable, explore, grid, requantize_block
+
+    st.subheader("Bit explorer")
+    st.caption("Click bits to flip them (a highlighted bit is 1). A value-table code is an index into the sorted "
+               "table of values; an element code of an MX / NVFP4 format is sign, exponent and mantissa. The rounding "
+               "interval is every input that rounds to this code (round to nearest).")
+    names = explorable()
+    fmt = ui.select("Format", names, "bx_fmt", "mxfp6_e3m2" if "mxfp6_e3m2" in names else names[0],
+                    help="every registered value-table codec and block-scaled format: " + ", ".join(names))
+    values, nbits = grid(fmt)
+    block_scaled = fmt in BLOCK_SCALED_TYPES
+    if block_scaled:
+        ef = element_format(fmt)
+        names_of = (["±"] + [f"e{i}" for i in range(ef.ebits - 1, -1, -1)]
+                    + [f"m{i}" for i in range(ef.mbits - 1, -1, -1)]) if not ef.is_int else \
+            [f"b{i}" for i in range(nbits - 1, -1, -1)]
+    else:
+        names_of = [f"b{i}" for i in range(nbits - 1, -1, -1)]
+    labels = names_of
+    pkey = f"bx_bits_{fmt}"
+    if pkey not in st.session_state:  # the URL's code, else one near 1.0
+        start = ui._from_url("bx_code", None, int)
+        if start is None or not 0 <= start < (1 << nbits):
+            finite = [i for i, v in enumerate(values) if math.isfinite(v) and v > 0]
+            start = min(finite, key=lambda i: abs(values[i] - 1.0)) if finite else 0
+        st.session_state[pkey] = [labels[j] for j in range(nbits) if start >> (nbits - 1 - j) & 1]
+    chosen = st.pills("Bits (most significant first)", labels, selection_mode="multi", key=pkey,
+                      help="each pill is one bit of the code: highlighted = 1")
+    code = sum(1 << (nbits - 1 - labels.index(b)) for b in chosen or [])
+    ui._sync("bx_code", code)
+    cv = explore(fmt, code)
+    st.markdown(f"**Code {code}** = `{' '.join(b for _, b in cv.fields)}` "
+                f"({', '.join(f'{n} {b}' for n, b in cv.fields)}): {cv.formula}.")
+    if not cv.used:
+        st.info(f"Code {code} is never produced by rounding: {cv.formula}.")
+    else:
+        k = st.columns(4)
+        k[0].metric("Value", _num(cv.value), help="what this code decodes to, before the shared / absmax scale")
+        k[1].metric("Next below", _num(cv.below), help="the nearest smaller value on this format's grid")
+        k[2].metric("Next above", _num(cv.above), help="the nearest larger value on this format's grid")
+        k[3].metric("Rounds from", f"[{_num(cv.lo)}, {_num(cv.hi)}]",
+                    help="inputs in this interval round to this code (halfway to each neighbour); an open end "
+                         "means larger inputs saturate to it")
+        gap = (cv.above - cv.value) if cv.above is not None else (cv.value - cv.below if cv.below is not None else 0)
+        if cv.value and gap:
+            st.caption(f"The gap to the next value is {_num(gap)}, {abs(gap / cv.value):.3g} of the value: the "
+                       "relative error a value here can suffer is up to half that.")
+    if not block_scaled or x is None:
+        return
+    import numpy as np
+
+    from lab.experiments import block_view
+
+    st.markdown("**One block under a shared scale you set.** The format stores one scale per block; every element "
+                "is the value / scale rounded to the grid above. Move the scale: too small and the large values "
+                "saturate, too large and the small ones flush to zero.")
+    try:
+        view = _block(fmt, (data_key, fmt), BLOCK_PICKS[0], _x=x)
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
+        return
+    auto = float(view.attrs["scale"])
+    ef = element_format(fmt)
+    if fmt.startswith("mx"):  # E8M0: a power of two
+        k0 = int(round(math.log2(auto)))
+        k = ui.slider("Shared scale: 2^k, k =", "bx_scale_k", k0, k0 - 8, k0 + 8, step=1,
+                      help=f"MX scales are E8M0, powers of two; the encoder chose 2^{k0} = {auto:.4g} for this block "
+                           f"(its largest |x| over the element's largest power of two)")
+        scale = 2.0 ** int(k)
+    else:
+        scale = ui.number("Shared scale (E4M3 × tensor scale)", "bx_scale", float(f"{auto:.4g}"), min_value=1e-30,
+                          max_value=1e30, format="%.4g",
+                          help=f"NVFP4's block scale (an E4M3 number times the tensor's fp32 scale); the encoder "
+                               f"chose {auto:.4g} for this block")
+    rq = requantize_block(view.value.to_numpy(), fmt, float(scale))
+    counts = rq.fate.value_counts()
+    err = float(np.abs(rq.decoded - rq.value).max())
+    m = st.columns(4)
+    m[0].metric("Scale", f"{scale:.4g}", delta=f"{scale / auto:.3g}× the encoder's" if scale != auto else None,
+                delta_color="off", delta_arrow="off")
+    m[1].metric("Saturated", f"{int(counts.get('saturated', 0))} of {len(rq)}",
+                help=f"|x| / scale above the element's largest {float(np.nanmax(np.abs(values[np.isfinite(values)]))):g}")
+    m[2].metric("Flushed to zero", f"{int(counts.get('flushed to zero', 0))} of {len(rq)}",
+                help="non-zero values whose x / scale rounds to 0")
+    m[3].metric("Largest |error|", f"{err:.3g}", help="max |decoded − value| in this block")
+    ui.table(rq.round(6), "bit_explorer_block")
+    ui.takeaway(f"In block {view.attrs['block']} of {data_name} ({BLOCK_PICKS[0]}), {fmt} at scale {scale:.4g} "
+                f"({scale / auto:.3g}× the encoder's {auto:.4g}) saturates {int(counts.get('saturated', 0))} and "
+                f"flushes {int(counts.get('flushed to zero', 0))} of {len(rq)} values; its largest error is {err:.3g}.",
+                key="takeaway-bits")
+
+
 @st.fragment
 def speed_section(specs: tuple, layout_key, layout) -> None:
     st.subheader("Encode / decode speed on this device")
@@ -370,8 +475,10 @@ def render() -> None:
             block_section(x, data_name, data_key)
     elif section == "Block scaling vs per tensor":
         lesson_section(seed)
-    else:
+    elif section == "Speed":
         speed_section(tuple(specs.values()), layout_key, layout)
+    else:
+        bits_section(x, data_name, data_key)
 
 
 #: what the page can rank codecs by: column, higher is better, and what the measure means for gradients
