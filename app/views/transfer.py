@@ -48,6 +48,14 @@ def _fit_link(meas: pd.DataFrame):
     return custom_link(max(float(lat), 0.0) * 1e6, 1e-9 / slope, name="loopback (fitted)")
 
 
+def _link_text(link) -> str:
+    """'1,810 µs latency, 2.5 GB/s' (a bandwidth beyond 1,000 GB/s: the sizes measured were latency-bound)."""
+    lat = link.latency_s * 1e6
+    bw = link.bandwidth_Bps / 1e9
+    return (f"{lat:,.0f}" if lat >= 10 else f"{lat:.3g}") + " µs latency, " + (
+        f"{bw:.3g} GB/s" if bw < 1000 else "no bandwidth term seen (the measured sizes were latency-bound)")
+
+
 @st.cache_data(show_spinner="modelling…", max_entries=64)
 def _model(sizes: tuple, codecs: tuple, link, codec_ns, kernel):
     return transfer_model(list(sizes), list(codecs), link, codec_ns=codec_ns, kernel=kernel)
@@ -244,16 +252,15 @@ def measured_section(specs: tuple) -> None:
             model = _model(tuple(msizes), specs, loop, _measured_ns(specs), None)
         both = pd.concat([meas.assign(source="measured"), model], ignore_index=True)
         fig = plots.transfer_figure(both, "speedup_vs_fp32")
-        fig.update_layout(title={"text": f"Measured and modelled on one link: {loop.name}, {loop.latency_s * 1e6:.3g} µs, "
-                                         f"{loop.bandwidth_Bps / 1e9:.3g} GB/s", "font": {"size": 13}},
+        fig.update_layout(title={"text": f"Measured and modelled on one link: {loop.name}, {_link_text(loop)}",
+                                 "font": {"size": 13}},
                           margin={"t": 50})
         ui.figure(fig, both, "transfer_measured")
         even = model.attrs["breakeven"]
 
         def said(v) -> str:
             return "never" if not v else "from " + _n(v) + " values"
-        ui.takeaway(f"On loopback here (fitted: {loop.latency_s * 1e6:.3g} µs latency, "
-                    f"{loop.bandwidth_Bps / 1e9:.3g} GB/s), measured, compression beats 32-bit " + "; ".join(
+        ui.takeaway(f"On loopback here (fitted: {_link_text(loop)}), measured, compression beats 32-bit " + "; ".join(
                         f"{k.split('[')[0]}: {said(v)}" for k, v in cross.items())
                     + ". The model of this same link says " + "; ".join(
                         f"{k.split('[')[0]}: {'never' if v is None else 'from ' + _about(v) + ' values'}"
