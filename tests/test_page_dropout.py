@@ -207,3 +207,26 @@ def test_the_takeaway_never_describes_an_earlier_run():
     assert any(c.value.startswith("These results are from the last run") for c in at.caption)
     text = _takeaway(at)
     assert "64-unit layers" not in text and "p = 0.5" in text
+
+
+def test_layer_timings_carry_the_repeats_spread():
+    """Issue 28.5: the layer section's 'no dropout' at width 128 showed 0.28x of conventional from one noisy
+    median. Each speedup now has the range of the repeats' own ratios (error bars, hover) and the page names the
+    ones whose range includes 1x as within noise; 'faster' needs every repeat above 1.1x."""
+    import pandas as pd
+
+    from lab import plots
+    from lab.experiments import layer_speedup
+
+    sp = layer_speedup([64], [0.5], batch=16, steps=1, repeats=3)
+    assert {"speedup_lo", "speedup_hi"} <= set(sp.columns)
+    assert (sp.speedup_lo <= sp.speedup + 1e-12).all() and (sp.speedup <= sp.speedup_hi + 1e-12).all()
+    fig = plots.layer_speedup_figure(sp)
+    bar = next(t for t in fig.data if t.type == "bar")
+    assert bar.error_y.array is not None and "repeats" in bar.hovertext[0]
+    noisy = pd.DataFrame([{"width": 128, "p": 0.5, "contestant": "dense", "speedup": 0.28, "speedup_lo": 0.2,
+                           "speedup_hi": 1.3, "ceiling": 2.0}, {"width": 128, "p": 0.5, "contestant": "conventional",
+                                                               "speedup": 1.0, "speedup_lo": 1.0, "speedup_hi": 1.0,
+                                                               "ceiling": 2.0}])
+    fig = plots.layer_speedup_figure(noisy)
+    assert "within noise" in next(t for t in fig.data if t.type == "bar").hovertext[0]
