@@ -81,6 +81,22 @@ def arrive(url_path: str) -> None:
         st.session_state[PAGE] = url_path
 
 
+def described(params: dict, labels: dict | None = None) -> str:
+    """Settings in words for a caption: `name = value`, lists joined, names in `labels` replaced
+    (e.g. `kinds = conventional, RDP (row)` rather than `kinds=['bernoulli', 'row']`), numbers with :g."""
+    labels = labels or {}
+
+    def word(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return ", ".join(word(x) for x in v) or "none"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:g}"
+        return str(labels.get(v, v)) if isinstance(v, str) else str(v)
+    return ", ".join(f"{k} = {word(v)}" for k, v in params.items() if v not in ("", None))
+
+
 def set_state(**values: Any) -> None:
     """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
     for k, v in values.items():
@@ -416,7 +432,7 @@ def _shown_answer(v: Any, unit: str) -> str:
     return str(v)
 
 
-def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str]], *,
+def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str] | None], *,
             key: str = "guess", unit: str = "", tolerance: float = 0.25, lo: float | None = None,
             hi: float | None = None) -> bool | None:
     """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered.
@@ -425,7 +441,8 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
     - `choices`: the options (strings; none is preselected), or None for a number answer (a number input,
       `unit` after it, limits `lo`/`hi` checked like every number: a value outside is named, not scored).
     - `reveal()`: called only after an answer; returns `(right, why)`: the right choice (one of `choices`) or
-      number, and a markdown sentence explaining it from the numbers the page shows (format them in).
+      number, and a markdown sentence explaining it from the numbers the page shows (format them in); or None
+      while the result is not there yet (behind a Run button): the answer is kept and revealed after the run.
       A number answer is right within `tolerance` (relative, 0.25 = ±25 %).
     - `key`: the URL parameter holding the answer (unique on the page; a shared URL shows the reveal).
     Returns None before an answer, else whether it is right. The first answer to each question in a session
@@ -462,7 +479,12 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
             except ValueError as e:
                 st.error(f"{e}. Type a number in that range to see the answer.")
                 return None
-        right, why = reveal()
+        got = reveal()
+        if got is None:  # the result is not on screen yet (an experiment behind a Run button)
+            st.caption(f"Your answer ({_shown_answer(answer, unit)}) is kept, in the URL too: the answer shows "
+                       "once the result is on screen.")
+            return None
+        right, why = got
         ok = _is_right(answer, right, tolerance)
         scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
         scores.setdefault(key, ok)

@@ -227,6 +227,19 @@ def _two_level(net, Ps, codecs, overlap, kw) -> tuple[pd.DataFrame, str, str] | 
     return df, lesson, take
 
 
+def _predict_fastest(at_top: pd.DataFrame, strategies: list, top: int, net: str) -> None:
+    """Which of the chosen strategies is fastest on the most GPUs? Revealed from the sweep's rows at that P."""
+    def reveal():
+        b = at_top.iloc[-1]
+        parts = [f"{r.strategy} {r.speedup:.2f}x one GPU ({r.step_ms:,.1f} ms a step, {r.exposed_comm_ms:,.1f} ms of "
+                 f"it communication nobody hides)" for r in at_top.iloc[::-1].itertuples()]
+        left = [s for s in strategies if s not in set(at_top.strategy)]
+        return b.strategy, (f"On {top} GPUs: " + "; ".join(parts) + "."
+                            + (f" Not feasible there: {', '.join(left)}." if left else ""))
+    ui.predict(f"On {top} GPUs, which of the strategies you chose trains {net} fastest?", list(strategies), reveal,
+               key="guess")
+
+
 def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> dict:
     out: dict = {}
     if kw is None:
@@ -242,6 +255,8 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
     ok = sweep[sweep["feasible"]]
     top = max(Ps)
     at_top = ok[ok["P"] == top].sort_values("speedup")
+    if len(strategies) >= 2 and not at_top.empty:
+        _predict_fastest(at_top, strategies, top, net)
     cols = st.columns(min(len(strategies), 4) + 1)
     for i, s in enumerate(strategies[:4]):
         row = ok[(ok["strategy"] == s) & (ok["P"] == top)]
