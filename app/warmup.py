@@ -2,10 +2,12 @@
 later ones ~1.2 s). Home starts this once per server process: a background thread opens one session of its own
 over the server's websocket and runs every page's default view, as a first visitor would, so the imports, the
 first torch calls and the caches those views need are paid before a learner arrives. Each page it warmed, and
-the seconds it took, is printed to the server's log ("paralab warm-up: <page> <s> s")."""
+the seconds it took, is printed to the server's log ("paralab warm-up: <page> <s> s"). PARALAB_WARMUP=0 switches
+it off (to time a cold server)."""
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 import time
 from typing import Sequence
@@ -46,6 +48,9 @@ def start(pages: Sequence[str], hooks: Sequence[str] = (), delay_s: float = 0.5)
     from streamlit.runtime import Runtime
 
     if _started.is_set() or type(Runtime._instance) is not Runtime:  # not under AppTest's mock runtime
+        return False
+    if os.environ.get("PARALAB_WARMUP", "1") == "0":  # switched off (e.g. to time a cold server)
+        _started.set()
         return False
     _started.set()
     port = st.get_option("server.port")
