@@ -70,6 +70,36 @@ def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
         return default
 
 
+# Messages about out-of-range values of widgets inside a closed `folded` expander: drawn under it (visible), not
+# inside it. None outside a folded block.
+_PENDING: ContextVar[list | None] = ContextVar("pending", default=None)
+
+
+def complain(text: str, where=st) -> None:
+    """An out-of-range or refused value, said the same way on every page: a red message next to its control
+    (`where`), or right under its closed expander when the control is folded away."""
+    pending = _PENDING.get()
+    if _FOLDED.get() and pending is not None:
+        pending.append(text)
+    else:
+        where.error(text, icon=":material/error:")
+
+
+def _allowed(options: Sequence[Any]) -> str:
+    shown = [str(o) for o in options]
+    return ", ".join(shown[:10]) + (f", … ({len(shown)} in all)" if len(shown) > 10 else "")
+
+
+def _refused_url(label: str, key: str, where, allowed: str, used: Any) -> None:
+    """Say that the URL's value for `key` was not taken (first run of a page only: the widget then writes
+    its own value back to the URL)."""
+    if _wkey(key) in st.session_state:
+        return
+    raw = st.query_params.get_all(key)
+    raw = raw[0] if len(raw) == 1 else raw
+    complain(f"{label}: {raw!r} from the link is not allowed; allowed: {allowed}. Showing {used}.", where)
+
+
 def arrive(url_path: str) -> None:
     """Called by Home before each run with the page it renders. On arriving at another page (sidebar, tour
     step, link) every widget's state is dropped, so the page starts from its URL alone (its defaults, or
@@ -81,6 +111,22 @@ def arrive(url_path: str) -> None:
         st.session_state[PAGE] = url_path
 
 
+def described(params: dict, labels: dict | None = None) -> str:
+    """Settings in words for a caption: `name = value`, lists joined, names in `labels` replaced
+    (e.g. `kinds = conventional, RDP (row)` rather than `kinds=['bernoulli', 'row']`), numbers with :g."""
+    labels = labels or {}
+
+    def word(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return ", ".join(word(x) for x in v) or "none"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:g}"
+        return str(labels.get(v, v)) if isinstance(v, str) else str(v)
+    return ", ".join(f"{k} = {word(v)}" for k, v in params.items() if v not in ("", None))
+
+
 def set_state(**values: Any) -> None:
     """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
     for k, v in values.items():
@@ -90,6 +136,8 @@ def set_state(**values: Any) -> None:
 def select(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
+    if key in st.query_params and v not in options:
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.selectbox(label, options, key=_wkey(key), **kw)))
 
@@ -97,6 +145,8 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, str)
+    if key in st.query_params and v not in options:
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.radio(label, options, key=_wkey(key), horizontal=True, **kw)))
 
@@ -105,8 +155,15 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     options = list(options)
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
+    if len(chosen) < len(url):
+        _refused_url(label, key, where, _allowed(options), ", ".join(chosen) or "none")
     _init(key, chosen)
     return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=_wkey(key), **kw))))
+
+
+def _range_words(lo: float | None, hi: float | None) -> str:
+    return (f"in {lo:g}..{hi:g}" if lo is not None and hi is not None else f">= {lo:g}" if lo is not None
+            else f"<= {hi:g}" if hi is not None else "")
 
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
@@ -117,7 +174,11 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
     nearest allowed value (the default for a non-number), so every other widget still draws and
     keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
-    _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
+    parse = lambda s: cast(float(s)) if cast is int else cast(s)  # noqa: E731
+    if key in st.query_params and _from_url(key, None, parse) is None:
+        _refused_url(label, key, where, "a number" if min_value is None and max_value is None else
+                     f"a number {_range_words(min_value, max_value)}", f"{default:g}")
+    _init(key, _from_url(key, default, parse))
     v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=_wkey(key), **kw))))
     try:
         check_range(label, v, min_value, max_value)
@@ -126,9 +187,12 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
             ok = math.isfinite(float(v))
         except (TypeError, ValueError):
             ok = False
-        used = (min(max(v, min_value if min_value is not None else v), max_value if max_value is not None else v)
-                if ok else default)
-        where.error(f"{e}. Computing with {used:g} until it is changed.")
+        used = v if ok else default
+        if ok and min_value is not None:
+            used = max(used, min_value)
+        if ok and max_value is not None:
+            used = min(used, max_value)
+        complain(f"{e}. Computing with {used:g} until it is changed.", where)
         return cast(used)
     return v
 
@@ -137,6 +201,8 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
            **kw: Any) -> float | int:
     cast = int if isinstance(default, int) else float
     v = _from_url(key, default, lambda s: cast(float(s)))
+    if key in st.query_params and (_from_url(key, None, lambda s: cast(float(s))) is None or not lo <= v <= hi):
+        _refused_url(label, key, where, f"{lo:g}..{hi:g}", f"{min(max(v, lo), hi):g}")
     _init(key, min(max(v, lo), hi))
     return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))
 
@@ -144,22 +210,31 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
     url = st.query_params.get_all(key)
     try:
-        v = (int(url[0]), int(url[1])) if len(url) == 2 else tuple(default)
+        v, ok = ((int(url[0]), int(url[1])), True) if len(url) == 2 else (tuple(default), not url)
     except ValueError:
-        v = tuple(default)
-    _init(key, (max(lo, min(v)), min(hi, max(v))))
+        v, ok = tuple(default), False
+    used = (max(lo, min(v)), min(hi, max(v)))
+    if not ok or used != (min(v), max(v)):
+        _refused_url(label, key, where, f"two whole numbers in {lo}..{hi}", f"{used[0]}..{used[1]}")
+    _init(key, used)
     return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s))
+    if key in st.query_params and v not in options:
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.select_slider(label, options, key=_wkey(key), **kw)))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
-    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
+    raw = st.query_params.get(key)
+    if raw is not None and raw not in ("0", "1", "true", "false", "True", "False"):
+        _refused_url(label, key, where, "1 (on) or 0 (off)", "on" if default else "off")
+    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")) if raw in (None, "0", "1", "true",
+          "false", "True", "False") else default)
     return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=_wkey(key), **kw))))
 
 
@@ -364,11 +439,16 @@ def folded(label: str, key: str, expanded: bool = False) -> Iterator[Any]:
     without being drawn (`_value`). Opening it reruns the page; its open state is in the URL as `key`."""
     box = st.expander(label, expanded=expanded, key=key, bind="query-params")
     token = _FOLDED.set(not box.open)
+    pending: list[str] = []
+    ptoken = _PENDING.set(pending)
     try:
         with box:
             yield box
     finally:
         _FOLDED.reset(token)
+        _PENDING.reset(ptoken)
+    for text in pending:  # a folded control's refused value, said where it is seen: right under the expander
+        complain(f"Under “{label}”: {text}")
 
 
 def more_settings(label: str = "More settings", expanded: bool = False, key: str = "more") -> Any:
@@ -384,6 +464,8 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     labels = list(labels)
     default = labels[0] if default is None else default
     v = _from_url(key, default, str)
+    if key in st.query_params and v not in labels:
+        _refused_url("View", key, st, _allowed(labels), default)
     _init(key, v if v in labels else default)
     if st.session_state[_wkey(key)] not in labels:
         st.session_state[_wkey(key)] = default
@@ -416,7 +498,7 @@ def _shown_answer(v: Any, unit: str) -> str:
     return str(v)
 
 
-def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str]], *,
+def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str] | None], *,
             key: str = "guess", unit: str = "", tolerance: float = 0.25, lo: float | None = None,
             hi: float | None = None) -> bool | None:
     """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered.
@@ -425,7 +507,8 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
     - `choices`: the options (strings; none is preselected), or None for a number answer (a number input,
       `unit` after it, limits `lo`/`hi` checked like every number: a value outside is named, not scored).
     - `reveal()`: called only after an answer; returns `(right, why)`: the right choice (one of `choices`) or
-      number, and a markdown sentence explaining it from the numbers the page shows (format them in).
+      number, and a markdown sentence explaining it from the numbers the page shows (format them in); or None
+      while the result is not there yet (behind a Run button): the answer is kept and revealed after the run.
       A number answer is right within `tolerance` (relative, 0.25 = ±25 %).
     - `key`: the URL parameter holding the answer (unique on the page; a shared URL shows the reveal).
     Returns None before an answer, else whether it is right. The first answer to each question in a session
@@ -462,7 +545,12 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
             except ValueError as e:
                 st.error(f"{e}. Type a number in that range to see the answer.")
                 return None
-        right, why = reveal()
+        got = reveal()
+        if got is None:  # the result is not on screen yet (an experiment behind a Run button)
+            st.caption(f"Your answer ({_shown_answer(answer, unit)}) is kept, in the URL too: the answer shows "
+                       "once the result is on screen.")
+            return None
+        right, why = got
         ok = _is_right(answer, right, tolerance)
         scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
         scores.setdefault(key, ok)

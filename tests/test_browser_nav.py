@@ -2,6 +2,7 @@
 settings (a page reached by the sidebar, after another page's controls were touched, shows exactly what a
 fresh visit shows; a tour step carries only what it says), and every page is usable at 800 px (no
 horizontal overflow of the page, no control squeezed to a sliver)."""
+import os
 import sys
 from pathlib import Path
 
@@ -122,3 +123,61 @@ def test_a_tour_step_carries_only_what_it_says(server, browser):
     settle(page)
     assert view(page) == fresh(browser, server, f"{step.page}?{query}")
     page.close()
+
+
+# At 800 px: the page never scrolls sideways (tables scroll inside their own box), and no control is squeezed
+# narrower than MIN_CONTROL_PX (columns wrap instead).
+MIN_CONTROL_PX = 120
+_LAYOUT = """(minPx) => {
+  const doc = document.scrollingElement;
+  const main = document.querySelector("[data-testid='stMain']");
+  const label = (e) => (e.closest("[data-testid='stElementContainer']") || e).innerText.trim().split("\\n")[0]
+    .slice(0, 40);
+  const inputs = [...main.querySelectorAll("[data-testid='stNumberInput'], [data-testid='stSelectbox'],"
+    + "[data-testid='stMultiSelect'], [data-testid='stSlider'], [data-testid='stTextInput']")]
+    .filter(e => e.offsetParent !== null)
+    .map(e => [e.dataset.testid, Math.round(e.getBoundingClientRect().width), label(e)]);
+  // a button is as wide as its label: it is a sliver when the label does not fit in it
+  const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
+  return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
+          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons]};
+}"""
+
+
+@pytest.mark.parametrize("info", page_list.PAGES, ids=[p.url_path or "home" for p in page_list.PAGES])
+def test_every_page_is_usable_at_800_px(server, browser, info):
+    page = browser.new_page(viewport={"width": 800, "height": 1200})
+    page.goto(f"{server}/{info.url_path}")
+    settle(page)
+    got = page.evaluate(_LAYOUT, MIN_CONTROL_PX)
+    shots = os.environ.get("PARALAB_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / f"{info.url_path or 'home'}-800.png"), full_page=True)
+    page.close()
+    assert got["page"] <= 0 and got["main"] <= 0, f"{info.title} scrolls sideways at 800 px: {got}"
+    assert not got["slivers"], f"{info.title}: controls narrower than {MIN_CONTROL_PX} px at 800 px: {got['slivers']}"
+
+
+def test_the_server_warms_every_page_after_its_first_session(browser):
+    """app/warmup.py: the first session (here a browser opening Home) starts a background visit of every page's
+    default view; the server's log names each page warmed and the warm() hooks run."""
+    import time
+
+    with serve() as url:
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{url.rsplit(':', 1)[1]}.log"
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        settle(page)
+        deadline = time.time() + 600
+        while "paralab warm-up: done" not in log.read_text() and "warm-up: stopped" not in log.read_text():
+            assert time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(1)
+        text = log.read_text()
+        page.close()
+    assert "warm-up: stopped" not in text, text[-2000:]
+    for p in page_list.PAGES[1:]:
+        assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
+    assert "views.collectives.warm()" in text
+    assert text.count("paralab warm-up: codecs ") == 1  # once per server, not once per session

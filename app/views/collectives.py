@@ -111,6 +111,11 @@ def requant_gap(codec: str = ASK_CODEC, P: int = ASK_P, n: int = ASK_N) -> dict:
             for a in ("ring", "alltoall_quantized")}
 
 
+def warm() -> None:
+    """What this page needs after a click, computed when the server starts (app/warmup.py)."""
+    requant_gap()
+
+
 def _predict_gap() -> None:
     """At P = 64, how much more does ring re-quantisation lose than qgZ? Revealed from a SimComm run."""
     def reveal():
