@@ -130,7 +130,7 @@ def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> 
          "marker": {"size": 12, "color": "#ff7f0e", "line": {"width": 1, "color": "white"}}, **xy},
         {"type": "scatter", "x": [_r(v) for v in pos[:, 0]], "y": [_r(v) for v in pos[:, 1]], "mode": "markers+text",
          "text": [str(r) for r in range(tr.P)], "textfont": {"color": "white", "size": 15}, "hovertext": node_text,
-         "hoverinfo": "text", "marker": {"size": 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
+         "hoverinfo": "text", "marker": {"size": 30 if k and tr.P >= 6 else 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
                                          "colorscale": [[0, "#9ecae1"], [1, "#08306b"]],
                                          "line": {"width": 1, "color": "#08306b"}}, **xy},
         {"type": "scatter", "x": ix, "y": iy, "mode": "lines", "line": {"color": sc, "width": sw},
