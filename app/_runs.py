@@ -211,7 +211,7 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
     last_result(key)  # remember a finished job, so a later stopped run can still show it
     if job is not None:
         later = "" if job.token == tok or job.running else f" · for earlier settings: press {label} to run these"
-        c3.caption({"running": f"running… {time.perf_counter() - job.started:.0f} s",
+        c3.caption({"running": "running… (the seconds count on its progress bar)",
                     "done": f"finished in {job.seconds:.1f} s" if job.seconds else "finished (stored result)",
                     "stopped": f"stopped after {job.seconds:.1f} s (partial result)",
                     "failed": "failed"}[job.state] + later)
@@ -240,7 +240,7 @@ def watch(key: str, draw_live: Callable[[Job], None], every: float = 1.0) -> Non
         j = current(key)
         if j is None:
             return
-        st.progress(j.frac, text=j.msg)
+        st.progress(j.frac, text=f"{j.msg} · {time.perf_counter() - j.started:.0f} s")  # advances every redraw
         if j.rows:
             draw_live(j)
         if not j.running:

@@ -216,3 +216,108 @@ def test_block_scaling_lesson_where_it_wins_and_where_not():
     assert not at.exception and not at.error
     text = [s.value for s in at.success if s.value.startswith("**Takeaway.** At 8 bits")][0]
     assert "loses on N(0,1)" in text and "N(0,1) with 0.1 % outliers x1000" in text
+
+
+def test_best_follows_the_measure_the_learner_ranks_by():
+    """Issue 28.4: Codecs crowned a codec from mean relative error only; linear/int8 had lower largest error and
+    the same grid. The learner picks the measure; Best, the takeaway and the bars follow it, the takeaway says what
+    the measure means for gradients, which codec another measure crowns, and that linear and int8 are one grid."""
+    from test_app import metric
+
+    q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "int8", "fp8_e4m3"])
+    at = page("codecs", **q)
+    assert not at.exception and not at.error
+    df = tables(at)[0].set_index("Codec")
+    rel_best = df["Mean relative error (%)"].idxmin().split("[")[0]
+    assert any(m.label == f"Best: {rel_best}" for m in at.metric)
+    text = _takeaway(at)
+    assert "linear and int8 give identical numbers: the same grid" in text and "absmax / 127" in text
+    assert "Another measure crowns another codec" in text and "by largest error linear leads" in text
+    at = page("codecs", rank_by="Largest error", **q)
+    assert not at.exception and not at.error
+    worst_err = df["Largest absolute error"]
+    best = worst_err.idxmin().split("[")[0]
+    assert best in ("linear", "int8") and any(m.label == f"Best: {best}" for m in at.metric)
+    assert f"{worst_err.min():.3g}" in metric(at, "Best:")
+    text = _takeaway(at)
+    assert "lowest largest error" in text and rel_best in text  # the other measure's winner is named
+    assert any("outliers" in c.value for c in at.caption)  # what the measure means for gradients
+    bars = figures(at)[0]
+    assert bars["layout"]["yaxis"]["title"]["text"] == "Largest absolute error"
+    at = page("codecs", rank_by="SNR", **q)
+    df_snr = df["SNR (dB)"]
+    assert any(m.label == f"Best: {df_snr.idxmax().split('[')[0]}" for m in at.metric)  # higher is better
+    assert "highest SNR" in _takeaway(at)
+
+
+def test_the_layout_designer_makes_a_normal_6_bit_float():
+    """Issue 28.9: sign, 3 exponent bits and a 2-bit linear mantissa gave 35 distinct values of 64 codes, with no
+    word why. The page now says why and points to mxfp6_e3m2, and a 'float' mantissa (implicit leading 1,
+    subnormals) makes the 6-bit float: 63 distinct values (±0 share one), mxfp6_e3m2's element grid."""
+    from lab.codecs.block_scaled import FORMATS, value_table
+    from lab.experiments import get_codec
+
+    fp6 = get_codec("layout", total_bits=6, signed=True, exponent_bits=3, base=2, offset=0, mantissa="float",
+                    dynamic=False, scale="absmax")
+    ours = np.array(fp6.values.tolist())
+    mx = np.unique(value_table(FORMATS["e3m2"]).double().numpy()[:64])
+    assert len(ours) == 63 and np.allclose(ours, mx / mx.max())
+    q = dict(layout_on="1", lay_bits="6", lay_dynamic="0", lay_exp="3", lay_base="2")
+    at = page("codecs", lay_mantissa="linear", **q)
+    assert not at.exception and not at.error
+    warn = at.warning[0].value
+    assert "Only 35 distinct values of 64 codes" in warn and "mxfp6_e3m2" in warn and "float" in warn
+    at = page("codecs", lay_mantissa="float", **q)
+    assert not at.exception and not at.error and not at.warning
+    assert any("63 distinct values of 64 codes" in c.value for c in at.caption)
+    assert any(c.startswith("6b-s-e3-float2") for c in tables(at)[0]["Codec"])
+    at = page("codecs")
+    at.button(key="lay_fp6").click().run()
+    assert not at.exception and any("63 distinct values of 64 codes" in c.value for c in at.caption)
+
+
+def test_predict_the_best_codec_before_the_reveal():
+    """Issue 28, predict then reveal on Codecs: which codec has the lowest relative error on Student-t(3)?"""
+    q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "fp8_e4m3"])
+    at = page("codecs", **q)
+    assert not at.exception
+    assert any("Which codec has the lowest mean relative error on student_t(3)?" in m.value for m in at.markdown)
+    assert any("Answer to see" in c.value for c in at.caption)
+    df = tables(at)[0].set_index("Codec")
+    best = df["Mean relative error (%)"].idxmin().split("[")[0]
+    wrong = next(c for c in ("dynamic_tree", "linear", "fp8_e4m3") if c != best)
+    at = page("codecs", guess=wrong, **q)
+    assert not at.exception and at.warning and f"the page computes {best}" in at.warning[0].value
+    at = page("codecs", guess=best, **q)
+    assert any(s.value.startswith("**Right.**") for s in at.success)
+
+
+def test_bit_explorer_shows_a_codes_value_neighbours_and_rounding_interval():
+    """Issue 28, a bit explorer (Float Toy) for every table and block-scaled format: flip bits, see the value, its
+    neighbours and the inputs that round to it; one MX block under a shared scale the learner sets."""
+    from lab.experiments.bits import explorable, explore
+
+    names = explorable()
+    assert {"dynamic_tree", "linear", "mantissa", "static_tree", "mxfp6_e3m2", "mxfp4_e2m1", "nvfp4"} <= set(names)
+    e = explore("mxfp6_e3m2", 0b001101)  # + 2^(3−3) × (1 + 1/4)
+    assert e.value == 1.25 and e.below == 1.0 and e.above == 1.5 and (e.lo, e.hi) == (1.125, 1.375)
+    assert e.fields == [("sign", "0"), ("exponent", "011"), ("mantissa", "01")]
+    assert "2^(3 − 3) × (1 + 1/4) = 1.25" in e.formula
+    assert "subnormal" in explore("mxfp4_e2m1", 0b0001).formula
+    assert not explore("mxfp8_e4m3", 0x7F).used  # the NaN code
+    lin = explore("linear", 254)
+    assert lin.value == 1.0 and lin.hi == float("inf")  # above the top: saturates to it
+    at = page("codecs", section="Bit explorer", bx_fmt="mxfp6_e3m2", bx_code=str(0b001101))
+    assert not at.exception and not at.error
+    assert metric_of(at, "Value") == "1.25" and metric_of(at, "Rounds from") == "[1.125, 1.375]"
+    assert set(at.get("button_group")[0].value) == {"e1", "e0", "m0"}  # the code's 1-bits are the lit pills
+    at.get("button_group")[0].set_value(["e1", "e0"]).run()  # flip the mantissa's last bit off: 1.0
+    assert metric_of(at, "Value") == "1" and str(0b001100) in str(at.query_params["bx_code"])
+    sat0 = int(metric_of(at, "Saturated").split()[0])
+    at.slider(key="w_bx_scale_k").set_value(at.slider(key="w_bx_scale_k").min).run()  # a much smaller scale
+    assert not at.exception and int(metric_of(at, "Saturated").split()[0]) > sat0
+    assert "saturates" in [s.value for s in at.success if "block" in s.value][-1]
+
+
+def metric_of(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)

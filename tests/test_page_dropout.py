@@ -173,3 +173,60 @@ def test_at_most_six_controls_in_view_and_the_layer_timing_settings_folded():
     at = page("dropout", widths=["256", "2048"], rates=["0.5"])  # the folded widths still come from the URL
     assert not at.exception
     assert any(c.value == "**Time layers** times widths 256, 2048 at p = 0.5." for c in at.caption)
+
+
+def test_a_speedup_inside_the_epochs_spread_is_said_to_be_noise():
+    """Issue 28.5: at width 128 'no dropout' showed 0.28x of conventional from one noisy run. Each speedup now
+    carries its range over the epochs, and the takeaway calls a range that includes 1x within noise (accuracy
+    differences too, against the test set's size)."""
+    import pandas as pd
+
+    from views.dropout import _takeaway as take
+
+    t = pd.DataFrame([
+        {"dataset": "digits", "kind": "bernoulli", "pattern": "conventional", "test_acc": 95.0, "acc_change": 0.0,
+         "speedup": 1.0, "speedup_lo": 0.5, "speedup_hi": 2.0, "test_samples": 360},
+        {"dataset": "digits", "kind": "row", "pattern": "RDP (row)", "test_acc": 94.7, "acc_change": -0.3,
+         "speedup": 1.4, "speedup_lo": 0.28, "speedup_hi": 3.5, "test_samples": 360}])
+    text = take(t, {"p": 0.7, "hidden": 128})
+    assert "1.40x (0.28–3.50x over the epochs, within noise)" in text and "is within noise" in text
+    assert "within noise: ±" in text and "360 test images" in text  # -0.3 points on 360 images
+    t.loc[1, ["speedup_lo", "speedup_hi"]] = [1.2, 1.6]
+    assert "— faster" in take(t, {"p": 0.7, "hidden": 128})
+
+
+def test_the_takeaway_never_describes_an_earlier_run():
+    """Issue 28.5: after a setting changed, the takeaway kept describing the previous run. A result of other
+    settings stays on screen, labelled; the takeaway speaks of the settings shown."""
+    at = page("dropout", net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
+    at.button(key="run_net_run").click().run()
+    finish(at, _trained)
+    assert "64-unit layers" in _takeaway(at)
+    assert any("over the epochs" in c.value for c in at.caption)  # the speed spread is shown
+    at.slider(key="w_p").set_value(0.5).run() if at.slider else at.number_input(key="w_p").set_value(0.5).run()
+    assert any(c.value.startswith("These results are from the last run") for c in at.caption)
+    text = _takeaway(at)
+    assert "64-unit layers" not in text and "p = 0.5" in text
+
+
+def test_layer_timings_carry_the_repeats_spread():
+    """Issue 28.5: the layer section's 'no dropout' at width 128 showed 0.28x of conventional from one noisy
+    median. Each speedup now has the range of the repeats' own ratios (error bars, hover) and the page names the
+    ones whose range includes 1x as within noise; 'faster' needs every repeat above 1.1x."""
+    import pandas as pd
+
+    from lab import plots
+    from lab.experiments import layer_speedup
+
+    sp = layer_speedup([64], [0.5], batch=16, steps=1, repeats=3)
+    assert {"speedup_lo", "speedup_hi"} <= set(sp.columns)
+    assert (sp.speedup_lo <= sp.speedup + 1e-12).all() and (sp.speedup <= sp.speedup_hi + 1e-12).all()
+    fig = plots.layer_speedup_figure(sp)
+    bar = next(t for t in fig.data if t.type == "bar")
+    assert bar.error_y.array is not None and "repeats" in bar.hovertext[0]
+    noisy = pd.DataFrame([{"width": 128, "p": 0.5, "contestant": "dense", "speedup": 0.28, "speedup_lo": 0.2,
+                           "speedup_hi": 1.3, "ceiling": 2.0}, {"width": 128, "p": 0.5, "contestant": "conventional",
+                                                               "speedup": 1.0, "speedup_lo": 1.0, "speedup_hi": 1.0,
+                                                               "ceiling": 2.0}])
+    fig = plots.layer_speedup_figure(noisy)
+    assert "within noise" in next(t for t in fig.data if t.type == "bar").hovertext[0]

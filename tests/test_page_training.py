@@ -157,3 +157,66 @@ def test_many_workers_measure_one_step_on_demand():
     assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(64 * 2 * 63 / 64 * 4 * n)
     at.number_input(key="w_epochs").set_value(1.0).run()  # measured once: it stays for these settings
     assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(64 * 2 * 63 / 64 * 4 * n)
+
+
+def _job(at: AppTest):
+    return at.session_state["_runs"]["train_run"]["job"]
+
+
+def test_stop_keeps_a_curve_for_every_run():
+    """Issue 28.5: runs went one after another, so Stop kept only the first curve. They now take turns (a quarter
+    epoch each): Stop, as soon as each run has reached its second evaluation, keeps every run's curve, each up to
+    about the same epoch; the takeaway compares them with the noise a single seed and test set allow."""
+    runs = ["32-bit", "dynamic_tree", "onebit"]
+    at = page(codecs=runs, epochs="20", workers="2", hidden="32")
+    at.button(key="run_train_run").click().run()
+    end = time.time() + 120
+    while len(_job(at).curve()) < 2 * len(runs) and _job(at).running:  # every run past its first evaluation
+        assert time.time() < end, "no evaluations came"
+        time.sleep(0.05)
+    at.button(key="stop_train_run").click().run()
+    at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
+    assert not at.exception
+    curves = figures(at)[-1]
+    drawn = {t["name"] for t in curves["data"]}
+    assert set(runs) <= drawn, drawn
+    import pandas as pd
+
+    epochs = pd.DataFrame(_job(at).curve()).groupby("variant").epoch.max()
+    assert set(epochs.index) == set(runs) and epochs.max() - epochs.min() <= 0.3, epochs  # side by side: one interval apart at most
+    take = texts(at, "success")
+    assert "test images" in take and "two standard errors" in take
+
+
+def test_takeaway_says_when_a_difference_is_noise():
+    """Issue 28.5: '0.22 points' on 449 test images and one seed was reported as a fact."""
+    import pandas as pd
+
+    from views.training import _takeaway
+
+    s = pd.DataFrame([{"variant": "32-bit", "final_test_error": 10.02, "bytes": 100.0},
+                      {"variant": "dynamic_tree", "final_test_error": 10.24, "bytes": 25.0},
+                      {"variant": "onebit", "final_test_error": 30.0, "bytes": 4.0}])
+    text = _takeaway("codecs", s, "digits", 449)
+    assert "dynamic_tree ends 0.22 points worse, 1 test image, within noise" in text
+    assert "onebit ends 19.98 points worse, 90 test images (" in text  # far outside the noise: no caveat
+    assert "one image is 0.22 points" in text
+
+
+def test_running_timer_advances():
+    """Issue 28.5: 'running… 0 s' never advanced: the live progress now carries the seconds, redrawn each second."""
+    import _runs
+
+    src = open(_runs.__file__).read()
+    assert "time.perf_counter() - j.started" in src.split("def watch")[1]
+
+
+def test_predict_the_share_of_bytes_before_the_reveal():
+    """Issue 28, predict then reveal on Training: the share of 32-bit's bytes a codec puts on the wire."""
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2")
+    assert not at.exception
+    assert "What share of 32-bit's bytes per step does dynamic_tree put on the wire?" in texts(at, "markdown")
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2", guess="25")
+    assert not at.exception and "**Right.**" in texts(at, "success") and " = 25" in texts(at, "success")
+    at = page(codecs=["32-bit", "dynamic_tree"], workers="2", guess="100")
+    assert "**Not quite.**" in texts(at, "warning")

@@ -14,7 +14,7 @@ from lab import plots
 from lab.comm.algorithms import Algorithm, get_algorithm, register, unregister
 from lab.experiments import (STEP_P, algorithm_catalog, algorithm_traffic, busbw_table, step_algorithms,
                              step_codecs, step_through)
-from test_app import page as app_page
+from test_app import metric, page as app_page
 from chart import figures
 
 PS = range(STEP_P[0], STEP_P[1] + 1)
@@ -244,3 +244,76 @@ def test_page_every_algorithm(algorithm):
     at = page(algorithm=algorithm, P="6", step="2")
     assert not at.exception, at.exception
     assert at.get("success") and f"{algorithm.capitalize()} at P = 6" in at.get("success")[0].value
+
+
+# --- issue 28: one step state, a two-level machine, arithmetic on hover ---
+
+def test_play_drives_the_pages_own_step(monkeypatch):
+    """Issue 28.2: Play animated the figure to step 6 of 6 while the Step slider and metrics stayed at 3. Now Play
+    advances the page's one step: slider, metrics and figure agree at every beat, and it stops at the last."""
+    import views.step_through as page_mod
+    from chart import figures
+
+    at = page(algorithm="ring", P="4", step="3")
+    assert not at.exception
+    fig = figures(at)[0]
+    assert not fig["layout"].get("updatemenus") and not fig["layout"].get("sliders") and not fig.get("frames")
+    monkeypatch.setattr(page_mod, "PLAY_SECONDS", 0.0)  # every run is a beat: the page plays through in one go
+    at.button(key="step_play").click().run()
+    assert not at.exception
+    assert at.slider(key="w_step").value == 6 and metric(at, "Step") == "6 of 6"
+    assert metric(at, "Full sums") == "100%"
+    assert [b.key for b in at.button if b.key == "step_play"]  # stopped at the last step: Play again
+    monkeypatch.setattr(page_mod, "PLAY_SECONDS", 3600.0)  # one beat per hour: Play, then Pause at once
+    at.button(key="step_play").click().run()
+    assert at.slider(key="w_step").value == 0 and metric(at, "Step") == "0 of 6"  # from the start
+    at.button(key="step_pause").click().run()
+    assert [b.key for b in at.button if b.key == "step_play"]
+
+
+def test_hierarchical_is_drawn_on_a_two_level_machine():
+    """Issue 28.2: hierarchical was drawn on one flat link. Its ranks sit in nodes; arrows inside a node and
+    between nodes are separate traces (fast and slow links); the page counts bytes per level."""
+    tr = step_through("hierarchical", 8, 24)
+    assert tr.ranks_per_node == 2
+    lv = tr.level_bytes()
+    assert lv["inside nodes"] > 0 and lv["between nodes"] > 0
+    assert lv["inside nodes"] + lv["between nodes"] == tr.link_bytes().sum()
+    fig = plots.step_through_figure(tr, tr.steps, animate=False)
+    assert len(fig.layout.shapes) == 4  # one box per node
+    names = {t.name for t in fig.data if t.showlegend}
+    assert {"inside a node (fast link)", "between nodes (slow link)"} <= names
+    slow = next(t for t in fig.data if t.name == "between nodes (slow link)")
+    fast = next(t for t in fig.data if t.name == "inside a node (fast link)")
+    assert slow.line.width > fast.line.width and slow.line.color != fast.line.color
+    assert step_through("ring", 8, 24).ranks_per_node == 0  # a flat algorithm stays on the circle
+    at = page(algorithm="hierarchical", P="8")
+    assert not at.exception
+    assert metric(at, "Bytes inside nodes") and metric(at, "Bytes between nodes")
+
+
+def test_hover_shows_the_arithmetic():
+    """Issue 28.2: hovering a bar, an arrow or a cell shows its numbers and the formula with them."""
+    from lab.experiments import algorithm_traffic
+
+    tr = step_through("ring", 4, 24)
+    fig = plots.step_through_figure(tr, 2, animate=False)
+    heads = fig.data[1].hovertext
+    assert all(" = " in h and " values × " in h for h in heads)  # bytes = values × bytes per value
+    cells = [c[1] for c in fig.data[6].customdata]
+    assert "24 + 24 = 48 B" in cells  # two ring steps of 6 fp32 values on one link
+    bars = plots.step_traffic_figure(algorithm_traffic(4, 24))
+    ring = list(bars.data[0].x).index("ring")
+    assert "144 B / n = 144 / 96 B = 1.5·n" in bars.data[0].hovertext[ring]  # ring's busiest rank: 144 B of n
+
+
+def test_predict_the_busiest_rank_before_the_reveal():
+    """Issue 28, predict then reveal on Step through: the busiest rank's bytes in multiples of n."""
+    at = page(algorithm="ring", P="4")
+    assert not at.exception
+    assert any("How many bytes does the busiest rank of ring move" in m.value for m in at.markdown)
+    at = page(algorithm="ring", P="4", guess="1.5")
+    assert not at.exception and any(s.value.startswith("**Right.**") and "2·3/4·n = 1.5·n" in s.value
+                                    for s in at.success)
+    at = page(algorithm="tree", P="4", guess="1.5")
+    assert at.warning and "144 / 96" not in at.warning[0].value and "/ 96 = " in at.warning[0].value

@@ -72,6 +72,24 @@ def render() -> None:
     jobs.release()
 
 
+def _predict_most(image_size: int, crop: int) -> None:
+    """Which single edit makes the most versions of one image? Revealed from Table 1's counts at these sizes."""
+    cdf = _counts(image_size, crop)
+    single = cdf[cdf["augmentation"].isin([a for a in AUGS if a != "all"])]
+    label = plots.AUGMENT_LABELS
+
+    def reveal():
+        ranked = single.sort_values("possible_changes", ascending=False)
+        top = ranked.iloc[0]
+        return label.get(top.augmentation, top.augmentation), (
+            "Possible changes at these sizes: " + "; ".join(
+                f"{label.get(r.augmentation, r.augmentation)} {_sci(int(r.possible_changes))} ({r.grid})"
+                for r in ranked.itertuples()) + ". Three channels shifted independently multiply, while a crop only "
+                f"has ({image_size} − {crop})² offsets.")
+    ui.predict(f"Which single edit can turn one {image_size}-px image into the most different {crop}-px training "
+               "images?", [label.get(a, a) for a in single["augmentation"]], reveal, key="guess")
+
+
 def _preview(seed: int) -> None:
     a1, a2, a3, a4 = st.columns([4, 1, 1, 1])
     chosen = ui.multiselect("Augmentations", AUGS, "augs", AUGS, where=a1, format_func=plots.AUGMENT_LABELS.get,
@@ -82,6 +100,8 @@ def _preview(seed: int) -> None:
                            help="side of the synthetic test image, 64–512 px")
     crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8, min_value=1, max_value=512,
                      help="side of the square crop, at most the card's side; the paper crops 224 of 512")
+    if crop <= image_size:
+        _predict_most(int(image_size), int(crop))
     ui.takeaway(_product_sentence(int(image_size), int(crop)) if crop <= image_size else
                 f"The crop ({crop} px) must fit in the test card ({image_size} px).")
     if not chosen:
@@ -195,7 +215,7 @@ def _throughput(seed: int) -> None:
         return
     df, info = done.result
     if done.token != ui.params_token(params):
-        st.caption("Timed with " + ", ".join(f"{k} = {v}" for k, v in done.params.items()) +
+        st.caption("Timed with " + ui.described(done.params) +
                    "; press **Time augmentations** for the current choice.")
     whole = df[df["op"] == "all"].iloc[0]
     best = df.sort_values("speedup").iloc[-1]

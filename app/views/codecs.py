@@ -29,7 +29,10 @@ SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numb
                                     "saturate and which flush to zero",
             "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
                                            "tensor at the same bits, and where not",
-            "Speed": "encode / decode time on this device"}
+            "Speed": "encode / decode time on this device",
+            "Bit explorer": "Float Toy for every value-table and block-scaled format: click a code's bits to see its "
+                            "value, its neighbours and the inputs that round to it; one MX / NVFP4 block under a "
+                            "shared scale you set"}
 VIEWS = ["Error per codec", "Error histograms", "Value tables"]
 
 COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbol)
@@ -38,6 +41,7 @@ COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbo
     "mean_rel_error": ("Mean relative error (%)", "mean of |y − x| / |x| over x ≠ 0: Table 1's 'relative error'"),
     "mae": ("Mean absolute error", "MAE: mean |y − x| in the data's units (Table 1's 'absolute error')"),
     "snr_db": ("SNR (dB)", "signal-to-noise ratio 10·log10(Σx² / Σ(y − x)²); higher is better"),
+    "max_error": ("Largest absolute error", "max |y − x|: what the worst value (an outlier) suffers"),
     "bits_per_value": ("Bits per value", "wire bits per value, scales included (32 = float32)"),
 }
 T1_COLUMNS = {
@@ -226,6 +230,108 @@ def table1_section(seed: int) -> None:
         st.caption(TABLE1_NOTE)
 
 
+def _num(v: float | None) -> str:
+    return "—" if v is None else "∞" if v == float("inf") else "−∞" if v == float("-inf") else f"{v:.6g}"
+
+
+@st.fragment
+def bits_section(x, data_name: str | None, data_key=None) -> None:
+    """The bit explorer: one code of a format, bit by bit (Float Toy), and for a block-scaled format one block
+    of the data re-quantised under a shared scale the learner sets."""
+    import math
+
+    from lab.experiments.bits import element_format, explorable, explore, grid, requantize_block
+
+    st.subheader("Bit explorer")
+    st.caption("Click bits to flip them (a highlighted bit is 1). A value-table code is an index into the sorted "
+               "table of values; an element code of an MX / NVFP4 format is sign, exponent and mantissa. The rounding "
+               "interval is every input that rounds to this code (round to nearest).")
+    names = explorable()
+    fmt = ui.select("Format", names, "bx_fmt", "mxfp6_e3m2" if "mxfp6_e3m2" in names else names[0],
+                    help="every registered value-table codec and block-scaled format: " + ", ".join(names))
+    values, nbits = grid(fmt)
+    block_scaled = fmt in BLOCK_SCALED_TYPES
+    if block_scaled:
+        ef = element_format(fmt)
+        names_of = (["±"] + [f"e{i}" for i in range(ef.ebits - 1, -1, -1)]
+                    + [f"m{i}" for i in range(ef.mbits - 1, -1, -1)]) if not ef.is_int else \
+            [f"b{i}" for i in range(nbits - 1, -1, -1)]
+    else:
+        names_of = [f"b{i}" for i in range(nbits - 1, -1, -1)]
+    labels = names_of
+    pkey = f"bx_bits_{fmt}"
+    if pkey not in st.session_state:  # the URL's code, else one near 1.0
+        start = ui.from_url("bx_code", None, int)
+        if start is None or not 0 <= start < (1 << nbits):
+            finite = [i for i, v in enumerate(values) if math.isfinite(v) and v > 0]
+            start = min(finite, key=lambda i: abs(values[i] - 1.0)) if finite else 0
+        st.session_state[pkey] = [labels[j] for j in range(nbits) if start >> (nbits - 1 - j) & 1]
+    chosen = st.pills("Bits (most significant first)", labels, selection_mode="multi", key=pkey,
+                      help="each pill is one bit of the code: highlighted = 1")
+    code = sum(1 << (nbits - 1 - labels.index(b)) for b in chosen or [])
+    ui._sync("bx_code", code)
+    cv = explore(fmt, code)
+    st.markdown(f"**Code {code}** = `{' '.join(b for _, b in cv.fields)}` "
+                f"({', '.join(f'{n} {b}' for n, b in cv.fields)}): {cv.formula}.")
+    if not cv.used:
+        st.info(f"Code {code} is never produced by rounding: {cv.formula}.")
+    else:
+        k = st.columns(4)
+        k[0].metric("Value", _num(cv.value), help="what this code decodes to, before the shared / absmax scale")
+        k[1].metric("Next below", _num(cv.below), help="the nearest smaller value on this format's grid")
+        k[2].metric("Next above", _num(cv.above), help="the nearest larger value on this format's grid")
+        k[3].metric("Rounds from", f"[{_num(cv.lo)}, {_num(cv.hi)}]",
+                    help="inputs in this interval round to this code (halfway to each neighbour); an open end "
+                         "means larger inputs saturate to it")
+        gap = (cv.above - cv.value) if cv.above is not None else (cv.value - cv.below if cv.below is not None else 0)
+        if cv.value and gap:
+            st.caption(f"The gap to the next value is {_num(gap)}, {abs(gap / cv.value):.3g} of the value: the "
+                       "relative error a value here can suffer is up to half that.")
+    if not block_scaled or x is None:
+        return
+    import numpy as np
+
+    from lab.experiments import block_view
+
+    st.markdown("**One block under a shared scale you set.** The format stores one scale per block; every element "
+                "is the value / scale rounded to the grid above. Move the scale: too small and the large values "
+                "saturate, too large and the small ones flush to zero.")
+    try:
+        view = _block(fmt, (data_key, fmt), BLOCK_PICKS[0], _x=x)
+    except ui.USER_ERRORS as e:
+        st.error(str(e))
+        return
+    auto = float(view.attrs["scale"])
+    ef = element_format(fmt)
+    if fmt.startswith("mx"):  # E8M0: a power of two
+        k0 = int(round(math.log2(auto)))
+        k = ui.slider("Shared scale: 2^k, k =", "bx_scale_k", k0, k0 - 8, k0 + 8, step=1,
+                      help=f"MX scales are E8M0, powers of two; the encoder chose 2^{k0} = {auto:.4g} for this block "
+                           f"(its largest |x| over the element's largest power of two)")
+        scale = 2.0 ** int(k)
+    else:
+        scale = ui.number("Shared scale (E4M3 × tensor scale)", "bx_scale", float(f"{auto:.4g}"), min_value=1e-30,
+                          max_value=1e30, format="%.4g",
+                          help=f"NVFP4's block scale (an E4M3 number times the tensor's fp32 scale); the encoder "
+                               f"chose {auto:.4g} for this block")
+    rq = requantize_block(view.value.to_numpy(), fmt, float(scale))
+    counts = rq.fate.value_counts()
+    err = float(np.abs(rq.decoded - rq.value).max())
+    m = st.columns(4)
+    m[0].metric("Scale", f"{scale:.4g}", delta=f"{scale / auto:.3g}× the encoder's" if scale != auto else None,
+                delta_color="off", delta_arrow="off")
+    m[1].metric("Saturated", f"{int(counts.get('saturated', 0))} of {len(rq)}",
+                help=f"|x| / scale above the element's largest {float(np.nanmax(np.abs(values[np.isfinite(values)]))):g}")
+    m[2].metric("Flushed to zero", f"{int(counts.get('flushed to zero', 0))} of {len(rq)}",
+                help="non-zero values whose x / scale rounds to 0")
+    m[3].metric("Largest |error|", f"{err:.3g}", help="max |decoded − value| in this block")
+    ui.table(rq.round(6), "bit_explorer_block")
+    ui.takeaway(f"In block {view.attrs['block']} of {data_name} ({BLOCK_PICKS[0]}), {fmt} at scale {scale:.4g} "
+                f"({scale / auto:.3g}× the encoder's {auto:.4g}) saturates {int(counts.get('saturated', 0))} and "
+                f"flushes {int(counts.get('flushed to zero', 0))} of {len(rq)} values; its largest error is {err:.3g}.",
+                key="takeaway-bits")
+
+
 @st.fragment
 def speed_section(specs: tuple, layout_key, layout) -> None:
     st.subheader("Encode / decode speed on this device")
@@ -261,7 +367,8 @@ def render() -> None:
     st.title("Codecs")
     ui.lesson("How much error does squeezing a 32-bit number into 8 bits (or fewer) cost, and which way of spending "
               "the bits costs least?",
-              "Look at the bars: the lowest bar is the codec that keeps your values closest (mean relative error). "
+              "Look at the bars: the best bar is the codec that keeps your values closest by the measure you rank by "
+              "(relative error for small gradients, SNR for the signal, largest error for outliers). "
               "The paper's dynamic tree spends its codes on small exponents, so it wins on bell-shaped data; then "
               "compare Table 1 with the paper, draw one block of an MX / NVFP4 format, and see where block scaling wins.")
 
@@ -368,39 +475,114 @@ def render() -> None:
             block_section(x, data_name, data_key)
     elif section == "Block scaling vs per tensor":
         lesson_section(seed)
-    else:
+    elif section == "Speed":
         speed_section(tuple(specs.values()), layout_key, layout)
+    else:
+        bits_section(x, data_name, data_key)
+
+
+#: what the page can rank codecs by: column, higher is better, and what the measure means for gradients
+RANK_BY = {
+    "Mean relative error": ("mean_rel_error", False,
+                            "relative error weighs every value alike, so it counts the small gradients, which are "
+                            "most of them and which a coarse grid rounds to zero"),
+    "Mean absolute error": ("mae", False,
+                            "MAE is in the data's units, so the large values dominate it; small gradients lost to "
+                            "zero barely move it"),
+    "SNR": ("snr_db", True,
+            "SNR (signal-to-noise ratio, dB) weighs errors by energy: how much of the gradient's signal survives "
+            "the update, the measure for the direction SGD follows"),
+    "Largest error": ("max_error", False,
+                      "the largest |error| is what happens to outliers: a clipped or badly rounded large gradient, "
+                      "the one value that can throw a step off"),
+}
+
+
+def _fmt(col: str, v: float) -> str:
+    return _pct(v) if col == "mean_rel_error" else f"{v:.3g} dB" if col == "snr_db" else f"{v:.3g}"
+
+
+def _same_grids(per_codec: pd.DataFrame) -> list[list[str]]:
+    """Groups of codecs whose every error measure is identical here: the same grid of values
+    (linear and int8 both round to absmax/127 steps)."""
+    cols = ["mean_rel_error", "mae", "snr_db", "max_error"]
+    groups: dict[tuple, list[str]] = {}
+    for codec, row in per_codec[cols].iterrows():
+        groups.setdefault(tuple(float(f"{v:.9g}") for v in row), []).append(codec.split("[")[0])
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, data_name: str, rounding: str) -> None:
-    per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "bits_per_value"]].mean()
-    order = per_codec.mean_rel_error.sort_values()
+    per_codec = df.groupby("codec", sort=False)[["mean_rel_error", "mae", "snr_db", "max_error",
+                                                  "bits_per_value"]].mean()
+    rank_by = ui.radio("Rank by", list(RANK_BY), "rank_by", "Mean relative error",
+                       help="which error decides Best and Worst: " + "; ".join(f"{k}: {v[2]}" for k, v in RANK_BY.items()))
+    col, higher, meaning = RANK_BY[rank_by]
+    order = per_codec[col].sort_values(ascending=not higher)
     best, worst = order.index[0], order.index[-1]
+    what = rank_by.lower() if col != "snr_db" else "SNR"
+    if len(order) > 1:
+        shorts = [c.split("[")[0] for c in order.index]
+
+        def reveal() -> tuple[str, str]:
+            vals = ", ".join(f"{c.split('[')[0]} {_fmt(col, v)}" for c, v in order.items())
+            tied = [c.split("[")[0] for c, v in order.items() if f"{v:.9g}" == f"{order.iloc[0]:.9g}"]
+            said = st.session_state.get(ui.widget_key("guess"))
+            right = said if said in tied else tied[0]
+            tie = f" {' and '.join(tied)} tie: the same grid." if len(tied) > 1 else ""
+            return right, f"By {what} on {data_name}: {vals}.{tie} {meaning[0].upper() + meaning[1:]}."
+        ui.predict(f"Which codec has the {'highest' if higher else 'lowest'} {what} on {data_name}?",
+                   sorted(dict.fromkeys(shorts)), reveal, key="guess")
     m1, m2, m3 = st.columns(3)
-    m1.metric(f"Best: {best.split('[')[0]}", _pct(order.iloc[0]), help=f"lowest mean relative error: {best}, "
+    m1.metric(f"Best: {best.split('[')[0]}", _fmt(col, order.iloc[0]), help=f"best {rank_by.lower()}: {best}, "
               f"on {data_name}")
-    m2.metric(f"Worst: {worst.split('[')[0]}", _pct(order.iloc[-1]), help=f"highest mean relative error: {worst}")
+    m2.metric(f"Worst: {worst.split('[')[0]}", _fmt(col, order.iloc[-1]), help=f"worst {rank_by.lower()}: {worst}")
     m3.metric("Best's bits per value", f"{per_codec.bits_per_value[best]:.3g}", help="wire bits, scales included")
     short = best.split("[")[0]
     if len(order) > 1:
         second = order.index[1]
-        text = (f"On {data_name}, {short} has the lowest mean relative error, {_pct(order.iloc[0])}: "
-                f"{_ratio(order.iloc[1], order.iloc[0])} lower than {second.split('[')[0]}'s {_pct(order.iloc[1])}"
-                + (f" and {_ratio(order.iloc[-1], order.iloc[0])} lower than {worst.split('[')[0]}'s "
-                   f"{_pct(order.iloc[-1])}" if len(order) > 2 else "") + f" ({rounding} rounding of the paper's types).")
+        if higher:
+            gap = (f"{order.iloc[0] - order.iloc[1]:.3g} dB above {second.split('[')[0]}'s {_fmt(col, order.iloc[1])}"
+                   + (f" and {order.iloc[0] - order.iloc[-1]:.3g} dB above {worst.split('[')[0]}'s "
+                      f"{_fmt(col, order.iloc[-1])}" if len(order) > 2 else ""))
+        else:
+            gap = (f"{_ratio(order.iloc[1], order.iloc[0])} lower than {second.split('[')[0]}'s "
+                   f"{_fmt(col, order.iloc[1])}"
+                   + (f" and {_ratio(order.iloc[-1], order.iloc[0])} lower than {worst.split('[')[0]}'s "
+                      f"{_fmt(col, order.iloc[-1])}" if len(order) > 2 else ""))
+        text = (f"On {data_name}, {short} has the {'highest' if higher else 'lowest'} {what}, "
+                f"{_fmt(col, order.iloc[0])}: {gap} ({rounding} rounding of the paper's types).")
+        others = []
+        for name, (c2, h2, _) in RANK_BY.items():
+            if c2 != col:
+                b2 = per_codec[c2].idxmax() if h2 else per_codec[c2].idxmin()
+                if b2.split("[")[0] != short:
+                    others.append(f"by {name.lower() if c2 != 'snr_db' else 'SNR'} {b2.split('[')[0]} leads")
+        text += (" Another measure crowns another codec: " + "; ".join(others) + "." if others else
+                 " It leads on every other measure too.")
     else:
-        text = f"On {data_name}, {short}'s mean relative error is {_pct(order.iloc[0])}."
+        text = f"On {data_name}, {short}'s {what} is {_fmt(col, order.iloc[0])}."
+    same = _same_grids(per_codec)
+    if same:
+        lin = any({"linear", "int8"} <= set(g) for g in same)
+        text += " " + "; ".join(" and ".join(g) for g in same) + (
+            " give identical numbers: the same grid of values" + (
+                " (linear and int8 are both 255 evenly spaced steps of absmax / 127)" if lin else "")
+            + ", so each group is one choice, not several.")
     ui.takeaway(text)
-    _views(df, hist, tuple(chosen), specs, layout)
+    st.caption(f"**Why {rank_by.lower()}?** {meaning[0].upper() + meaning[1:]}. Pick the measure that matches what "
+               "you fear: small gradients vanishing (relative error), the update's direction (SNR), or one outlier "
+               "(largest error).")
+    _views(df, hist, tuple(chosen), specs, layout, col)
 
 
 @st.fragment
-def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout) -> None:
+def _views(df: pd.DataFrame, hist: pd.DataFrame, chosen: tuple, specs: dict, layout, col: str = "mean_rel_error") -> None:
     view = ui.radio("Show", VIEWS, "view", VIEWS[0], label_visibility="collapsed",
                     help="bars of the mean relative error and every error measure as a table; the distribution of "
                          "the relative error; the values each type can represent")
     if view == VIEWS[0]:
-        ui.figure(plots.error_bar_figure(df), df, "codec_error_bars")
+        ui.figure(plots.error_bar_figure(df, col), df, "codec_error_bars")
         _show(df, COLUMNS, "codec_errors", pct=("mean_rel_error",))
     elif view == VIEWS[1]:
         ui.figure(plots.error_histogram_figure(hist), hist, "codec_error_histograms")
@@ -419,8 +601,16 @@ def _layout_designer(rounding: str):
     """The bit-layout designer (Dettmers 2016 §3.1, Figure 1): (codec or None, its cache key)."""
     with ui.folded("Design your own bit layout (sign, exponent, offset, mantissa or tree, dynamic exponent)",
                    "designer", expanded=ui.from_url("layout_on", False, lambda s: s == "1")):
-        on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
-                         help="adds a codec built from the fields below to the chart and table above")
+        def preset_fp6() -> None:
+            ui.set_state(layout_on=True, lay_bits=6, lay_signed=True, lay_dynamic=False, lay_exp=3, lay_base=2,
+                         lay_scale="absmax", lay_mantissa="float")
+
+        t1, t2 = st.columns([2, 1])
+        with t1:
+            on = ui.checkbox("Add my layout to the comparison", "layout_on", False,
+                             help="adds a codec built from the fields below to the chart and table above")
+        t2.button("Preset: a 6-bit float (sign, 3 exponent, 2 mantissa bits)", on_click=preset_fp6, key="lay_fp6",
+                  help="the grid of OCP MX's mxfp6_e3m2 elements: a float mantissa with its implicit leading 1")
         b1, b2, b3, b4 = st.columns(4)
         total_bits = ui.number("Total bits", "lay_bits", 8, where=b1, min_value=2, max_value=8, step=1,
                                help="bits per value, 2 to 8")
@@ -439,8 +629,11 @@ def _layout_designer(rounding: str):
                            step=1, min_value=-38, max_value=38,
                            help="the top decade is base^offset, −38 to 38 (float32's range); it acts only with "
                                 "scaling none (absmax rescales every layout to a top value of 1)")
-        mantissa = ui.select("Mantissa", ["tree", "linear"], "lay_mantissa", "tree", where=b4,
-                             help="tree: bisection tree over each decade; linear: evenly spaced bins")
+        mantissa = ui.select("Mantissa", ["tree", "linear", "float"], "lay_mantissa", "tree", where=b4,
+                             help="tree: bisection tree over each decade; linear: evenly spaced bins (with a static "
+                                  "exponent: the integer m·base^−e, so values repeat across exponents); float: "
+                                  "1.m × 2^e with the implicit leading 1, subnormals at the lowest exponent (static "
+                                  "exponent, base 2; a normal binary float, as in fp8 and MX)")
         if not on:
             return None, None
         try:
@@ -453,7 +646,16 @@ def _layout_designer(rounding: str):
         v = layout.values
         pos = v[v > 0]
         unit = " × the tensor's absmax" if scale == "absmax" else ""
-        st.caption(f"Valid layout {layout.describe()}: {len(v)} values, {len(pos)} positive. Representable range: "
+        codes = 2 ** int(total_bits)
+        if not dynamic and mantissa == "linear" and exponent_bits > 0 and len(v) < codes - 1:
+            st.warning(f"Only {len(v)} distinct values of {codes} codes: a static exponent with a linear mantissa "
+                       f"stores the integer m and scales it by {base}^−e, so m·{base}^−e repeats across exponents "
+                       f"(2 × {base}^−1 = 1 × {base}^0 …). A normal float has an implicit leading 1: value "
+                       f"(1 + m/2^M) × 2^e, every code its own value. Choose Mantissa **float** (base 2, or the "
+                       f"preset above); OCP MX's **mxfp6_e3m2** is that 6-bit float with one shared scale per 32 "
+                       f"values.")
+        st.caption(f"Valid layout {layout.describe()}: {len(v)} distinct values of {codes} codes, {len(pos)} "
+                   f"positive. Representable range: "
                    f"smallest positive {float(pos.min()):.3g}{unit}, largest {float(v.abs().max()):.4g}{unit}"
                    + ("; larger values saturate to it, smaller ones round to 0 or the smallest." if scale == "none"
                       else "."))

@@ -11,7 +11,7 @@ import chart
 from lab import plots
 from lab.experiments import (DATASETS, KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora,
                              lstm_table, mlp_table, pattern_masks, search_trace)
-from lab.plots.dropout import dropout_paper_figure
+from lab.plots.dropout import DROPOUT_LABELS, dropout_paper_figure
 
 PATTERNS = list(LAYER_KINDS)
 WIDTHS = [64, 128, 256, 512, 1024, 2048]
@@ -156,8 +156,9 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
             st.caption("Nothing trained yet in this session: press **Train** (the defaults train three 64-1024-1024-10 "
                        "MLPs on digits for 8 epochs, a few seconds).")
         return None
-    if done.token != ui.params_token(params):
-        st.caption("These results are from the last run (" + ", ".join(f"{k} = {v}" for k, v in done.params.items())
+    stale = done.token != ui.params_token(params)
+    if stale:
+        st.caption("These results are from the last run (" + ui.described(done.params, KIND_LABELS)
                    + "); press **Train** for the current settings.")
     res, dp = done.result, done.params
     t = res.table
@@ -179,14 +180,38 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
                        delta=None if base or pd.isna(r.acc_change) else "no change" if same
                        else f"{r.acc_change:+.1f} points", delta_color="off" if same else "normal",
                        delta_arrow="off" if same else "auto",
-                       help=f"{r.epoch_s:.3f} s per epoch" + ("" if base else f", {r.speedup:.2f}x conventional"))
+                       help=f"{r.epoch_s:.3f} s per epoch" + ("" if base else f", {_speed(r)} conventional"))
     ui.paper_callout(_paper_text(t, dp), "dropout-table")
     ui.figure(dropout_paper_figure(t, "speedup"), t, "dropout_speedup_vs_paper")
     ui.figure(plots.dropout_curve_figure(res.curves, "epoch", "test_acc" if is_mlp else "valid_ppl"), res.curves,
               "dropout_curves")
+    _speed_caption(t)
     with st.expander("Table of the runs"):
         ui.table(t, "dropout_runs")
-    return _takeaway(t, dp)
+    # the takeaway speaks of the settings on screen: a result of other settings is shown, labelled, not summed up
+    return None if stale else _takeaway(t, dp)
+
+
+def _noisy(r) -> bool:
+    """True when a pattern's speedup range over the epochs includes 1x: no faster or slower beyond noise."""
+    return "speedup_lo" in r and not pd.isna(r["speedup_lo"]) and r["speedup_lo"] <= 1 <= r["speedup_hi"]
+
+
+def _speed(r) -> str:
+    """A speedup with its spread over the epochs ('1.4x (1.1–1.8x over the epochs)', 'within noise')."""
+    r = r._asdict() if hasattr(r, "_asdict") else r
+    if "speedup_lo" not in r or pd.isna(r["speedup_lo"]):
+        return f"{r['speedup']:.2f}x"
+    return (f"{r['speedup']:.2f}x ({r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}x over the epochs"
+            + (", within noise)" if _noisy(r) else ")"))
+
+
+def _speed_caption(t: pd.DataFrame) -> None:
+    rows = [r for _, r in t[t.kind != "bernoulli"].iterrows()]
+    if rows:
+        st.caption("**Speed against conventional dropout**, median epoch with the range over the epochs (slowest vs "
+                   "fastest both ways; one run each, so noise from other work on this machine shows here): "
+                   + "; ".join(f"{r.pattern} {_speed(r)}" for r in rows) + ".")
 
 
 def _takeaway(t: pd.DataFrame, dp: dict) -> str:
@@ -199,7 +224,20 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
     best = others.sort_values("speedup").iloc[-1]
     acc = f"{best.test_acc:.1f} %"
     if not base.empty:
-        acc += f" ({best.acc_change:+.1f} points vs conventional's {base.test_acc.iloc[0]:.1f} %)"
+        acc += f" ({best.acc_change:+.1f} points vs conventional's {base.test_acc.iloc[0]:.1f} %"
+        n = int(t.test_samples.iloc[0]) if "test_samples" in t else 0
+        if n:  # two standard errors of a difference of two accuracies on n test images, one seed each
+            q = min(max(base.test_acc.iloc[0] / 100, 1 / n), 1 - 1 / n)
+            noise = 200 * (2 * q * (1 - q) / n) ** 0.5
+            acc += f", within noise: ±{noise:.1f} points on {n:,} test images)" if abs(best.acc_change) < noise \
+                else f"; noise ±{noise:.1f} points)"
+        else:
+            acc += ")"
+    if _noisy(best):
+        return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc}; its "
+                f"speed against conventional dropout, {_speed(best)}, is within noise: the epochs' spread includes "
+                "1x, so this run shows no speedup either way. Press Train again, or use wider layers (the layer "
+                "section below) to see where skipping pays.")
     verdict = "faster" if best.speedup > 1.05 else "no faster" if best.speedup > 0.95 else "slower"
     # the MLP's hidden-to-hidden GEMM loses units on both sides: it can shrink up to 1/(1-p)^2
     ceiling = 1 / (1 - dp["p"]) ** 2 if dp["p"] < 1 else float("inf")
@@ -208,7 +246,7 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
                 f"above what skipping can give (1/(1−p)² = {ceiling:.1f}x), so other work on this machine slowed the "
                 "conventional run — press Train again for a clean timing.")
     return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc} and runs "
-            f"an epoch {best.speedup:.2f}x as fast as conventional dropout — {verdict}"
+            f"an epoch {_speed(best)} as fast as conventional dropout — {verdict}"
             + (" here." if verdict != "faster" else
                f" (a GEMM that loses units on both sides can shrink up to 1/(1−p)² = {ceiling:.1f}x)."))
 
@@ -268,8 +306,34 @@ def _search_section(p: float, kinds: tuple, seed: int) -> dict:
         st.caption("p = 0 drops nothing: no search.")
         return {"rate": 0.0}
     tr = _search(p, seed)
+    _predict_rate(p, kinds, seed)
     _search_views(p, kinds, seed)
     return {"rate": tr.rate}
+
+
+DROP_ANSWERS = ["about p, like conventional dropout", "far less than p: units next to kept rows are never dropped",
+                "far more than p: a pattern drops whole rows at once"]
+
+
+def _predict_rate(p: float, kinds: tuple, seed: int) -> None:
+    """Is every unit still dropped at rate p when whole rows go at once? Revealed from 300 sampled steps."""
+    patterns = [k for k in kinds if k in ("row", "tile")]
+    if not patterns:
+        return
+
+    def reveal():
+        g = _frequency(p, kinds, seed).groupby("kind").drop_freq
+        lo, hi, mean = g.min(), g.max(), g.mean()
+        off = [mean[k] - p for k in patterns]  # the patterns' average drop rate against p
+        right = (DROP_ANSWERS[0] if max(map(abs, off)) < 0.05 else DROP_ANSWERS[1] if min(off) < 0 else
+                 DROP_ANSWERS[2])
+        return right, ("Over 300 sampled steps, " + "; ".join(
+            f"{KIND_LABELS.get(k, k)} drops each unit {mean[k]:.1%} of the time on average (every unit between "
+            f"{lo[k]:.1%} and {hi[k]:.1%})" for k in g.groups) + f", against p = {p:.0%}: Algorithm 1 mixes "
+            "patterns with different strides dp and offsets, so each unit is dropped as often as under conventional "
+            "dropout, only in step with its neighbours.")
+    ui.predict(f"A row pattern (RDP) drops whole rows of units together. At p = {p:g}, how often is each single "
+               "unit dropped over many steps?", DROP_ANSWERS, reveal, key="guess")
 
 
 @st.fragment
@@ -330,11 +394,18 @@ def _layer_section(p: float, seed: int) -> None:
         st.caption(f"Timed for widths {', '.join(done.params['widths'])} and p {', '.join(done.params['rates'])}; "
                    "press **Time layers** for the current choice.")
     pat = sp[sp.contestant.isin(["row", "tile"])]
-    by_w = pat.groupby("width").speedup.max()
+    lo = "speedup_lo" if "speedup_lo" in pat else "speedup"
+    by_w = pat.groupby("width")[lo].max()  # faster in every repeat, not only in the median
     pays = [int(w) for w, s in by_w.items() if s > 1.1]
     lost = [int(w) for w, s in by_w.items() if s <= 1.1]
-    st.metric("Widths where a pattern is faster than conventional (>1.1x)",
+    st.metric("Widths where a pattern is faster than conventional (>1.1x in every repeat)",
               ", ".join(map(str, pays)) or "none",
               delta=("not at " + ", ".join(map(str, lost))) if lost else None, delta_color="off", delta_arrow="off",
-              help="best of RDP/TDP per width, all timed rates")
+              help="best of RDP/TDP per width, all timed rates; the slowest of the repeats must be above 1.1x")
+    if "speedup_lo" in sp:
+        noisy = sp[(sp.contestant != "conventional") & (sp.speedup_lo <= 1) & (sp.speedup_hi >= 1)]
+        if len(noisy):
+            st.caption("**Within noise** (the repeats' range includes 1x, so no faster or slower here): " + "; ".join(
+                f"{DROPOUT_LABELS.get(r.contestant, r.contestant)} at w = {r.width}, p = {r.p:g}: median "
+                f"{r.speedup:.2f}x, repeats {r.speedup_lo:.2f}–{r.speedup_hi:.2f}x" for r in noisy.itertuples()) + ".")
     ui.figure(plots.layer_speedup_figure(sp), sp, "layer_speedup")

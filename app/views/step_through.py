@@ -26,9 +26,95 @@ def _frames(algorithm: str, P: int, n: int, codec: str, seed: int):
 
 
 def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int):
-    """The animated figure opened at `step` (cheap: the frames are shared)."""
+    """The figure at `step` (cheap: the frames are shared). No animation of its own: the page's Step is
+    the one step state, and Play advances it."""
     return plots.step_through_figure(_trace(algorithm, P, n, codec, seed), step,
-                                     frames=_frames(algorithm, P, n, codec, seed))
+                                     frames=_frames(algorithm, P, n, codec, seed), animate=False)
+
+
+def _predict(tr, algorithm: str, P: int) -> None:
+    """Predict, then reveal: the bytes through the busiest rank, in multiples of n, against 2(P−1)/P."""
+    s = tr.summary
+
+    def reveal() -> tuple[float, str]:
+        x, share = s["busiest_rank_x_n"], s["nccl_share"]
+        return round(x, 3), (
+            f"Rank {s['busiest_rank']} moves {s['busiest_rank_bytes']:,.0f} B of n = {tr.nbytes} B (the larger of "
+            f"what it sends and receives): {s['busiest_rank_bytes']:,.0f} / {tr.nbytes} = {x:.3g}·n. The least "
+            f"any allreduce can move is 2(P−1)/P·n = 2·{P - 1}/{P}·n = {share:.3g}·n"
+            + (" — this algorithm reaches it." if abs(x - share) < 1e-9 else f"; this one moves {x / share:.2g}× that."))
+    ui.predict(f"How many bytes does the busiest rank of {algorithm} move in one allreduce at P = {P}, in multiples "
+               f"of n (one rank's vector)?", None, reveal, key="guess", unit="× n", tolerance=0.05, lo=0, hi=100)
+
+
+#: seconds each step shows while playing
+PLAY_SECONDS = 0.9
+_PLAYING, _LAST = "step_playing", "step_played_at"
+
+
+def _tick(S: int) -> None:
+    """One beat of Play: the next step, written to the Step slider's own state (the slider, metrics, figure
+    and tables all follow), then a rerun of the page. Called before the slider is drawn, so its state
+    may change; the beat waits PLAY_SECONDS since the last, so the rerun it causes does not advance again."""
+    import time
+
+    if not st.session_state.get(_PLAYING):
+        return
+    now = time.monotonic()
+    if now - st.session_state.get(_LAST, 0.0) < PLAY_SECONDS:
+        return
+    cur = int(st.session_state.get(ui.widget_key("step"), 0))
+    nxt = min(cur + 1, S)
+    ui.set_state(step=nxt)
+    st.session_state[_LAST] = now
+    if nxt >= S:
+        st.session_state[_PLAYING] = False  # the last step: Play stops there
+    st.rerun()
+
+
+@st.fragment(run_every=PLAY_SECONDS)
+def _player(S: int) -> None:
+    """While playing, re-run every PLAY_SECONDS (a fragment, so nothing else recomputes until a step is due)."""
+    _tick(S)
+
+
+def _step_controls(S: int) -> int:
+    """◀, ▶ Play / ❚❚ Pause and ▶ in a row that wraps at 800 px, and the Step slider below them at full width:
+    one step state for the whole page. Returns the step shown."""
+    wkey = ui.widget_key("step")
+    if st.session_state.get(wkey, 0) > S:  # fewer steps than the last view: the last step
+        ui.set_state(step=S)
+    if st.session_state.get(_PLAYING):
+        _player(S)
+
+    def move(d: int) -> None:
+        st.session_state[_PLAYING] = False
+        ui.set_state(step=min(max(st.session_state.get(wkey, 0) + d, 0), S))
+
+    def play() -> None:
+        import time
+
+        if st.session_state.get(wkey, 0) >= S:  # at the end: play from the start
+            ui.set_state(step=0)
+        st.session_state[_PLAYING] = True
+        st.session_state[_LAST] = time.monotonic()
+
+    def pause() -> None:
+        st.session_state[_PLAYING] = False
+
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.button("◀", on_click=move, args=(-1,), key="step_back", help="One step back")
+    if st.session_state.get(_PLAYING):
+        row.button("❚❚ Pause", on_click=pause, key="step_pause", help="Stop at this step")
+    else:
+        row.button("▶ Play", on_click=play, key="step_play", type="primary",
+                   help=f"Advance one step every {PLAY_SECONDS:g} s to the last; the slider, metrics, figure "
+                        "and tables move together")
+    row.button("▶", on_click=move, args=(1,), key="step_next", help="One step forward")
+    step = ui.slider("Step", "step", 0, 0, max(S, 1),
+                     help=f"0: before any message. k: after the messages of step k arrived and were added "
+                          f"({S} steps here). ▶ Play advances this same slider.")
+    return min(int(step), S)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -42,7 +128,7 @@ def render() -> None:
     algorithms = catalog.name.tolist()
     st.title("Step through an allreduce")
     ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
-              "Press **▶ Play** under the figure, or move **Step**. Arrows are the messages of that step with "
+              "Press **▶ Play** above the figure, or move **Step**: both move the one step the whole page shows. Arrows are the messages of that step with "
               "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
               "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
               "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
@@ -79,22 +165,8 @@ def render() -> None:
     st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
 
     S = tr.steps
-    wkey = ui.widget_key("step")
-    if st.session_state.get(wkey, 0) > S:  # fewer steps than the last view: the last step
-        ui.set_state(step=S)
-
-    def move(d: int) -> None:
-        ui.set_state(step=min(max(st.session_state.get(wkey, 0) + d, 0), S))
-
-    s1, s2, s3 = st.columns([1, 10, 1], vertical_alignment="bottom")
-    s1.button("◀", on_click=move, args=(-1,), key="step_back", help="One step back",
-              width="stretch")
-    step = ui.slider("Step", "step", 0, 0, max(S, 1), where=s2,
-                     help=f"0: before any message. k: after the messages of step k arrived and were added "
-                          f"({S} steps here). ▶ Play in the figure animates every step in the browser.")
-    s3.button("▶", on_click=move, args=(1,), key="step_next", help="One step forward",
-              width="stretch")
-    step = min(int(step), S)
+    _predict(tr, algorithm, int(P))
+    step = _step_controls(S)
 
     ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step), tr.messages, "step_through")
     shown = tr.messages[tr.messages.step < step]
@@ -109,6 +181,25 @@ def render() -> None:
     full = (tr.counts[step] == P).mean()
     k4.metric("Full sums", f"{full:.0%}", help="Share of the values in all ranks' buffers that hold the sum of all "
               "P ranks at this step")
+    if tr.ranks_per_node:  # a two-level machine: what each level carried so far
+        k = tr.ranks_per_node
+        now_lv, all_lv = tr.level_bytes(step - 1 if step else None), tr.level_bytes()
+        if not step:
+            now_lv = {lv: 0.0 for lv in now_lv}
+        l1, l2, l3 = st.columns([1, 1, 2])
+        l1.metric("Bytes inside nodes", f"{now_lv['inside nodes']:,.0f} B",
+                  help=f"sent so far over the fast links inside the {P // k} nodes of {k} ranks (e.g. NVLink); "
+                       f"{all_lv['inside nodes']:,.0f} B in the whole allreduce")
+        l2.metric("Bytes between nodes", f"{now_lv['between nodes']:,.0f} B",
+                  help=f"sent so far over the slow links between nodes (e.g. InfiniBand); "
+                       f"{all_lv['between nodes']:,.0f} B in the whole allreduce")
+        fp = tr.level_bytes(wire=False)
+        per_node = fp["between nodes"] / (P // k) / tr.nbytes
+        l3.caption(f"**Two levels.** {algorithm} runs on {P // k} nodes of {k} ranks (the dotted circles): blue "
+                   f"arrows are fast links inside a node, red arrows the slow links between nodes. In fp32, "
+                   f"{fp['inside nodes']:,.0f} B stay inside nodes and {fp['between nodes']:,.0f} B cross between "
+                   f"them: {per_node:.3g}·n leaves each node, where a flat ring on the same machine sends "
+                   f"{2 * (P - 1) / P:.3g}·n out of each node over its one slow link.")
 
     st.subheader("algbw vs busbw for this run")
     s = tr.summary

@@ -10,7 +10,7 @@ import _runs as jobs
 from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
-from lab.plots.units import si_bytes_label
+from lab.plots.units import seconds_label, si_bytes_label
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -71,8 +71,8 @@ def _wire_takeaway(experiment: str, one: pd.DataFrame, base: dict, arch: str, da
 def _run(experiment: str, runs: list, base: dict, job) -> tuple:
     if experiment == "codecs":
         return codec_curves([None if r == "32-bit" else r for r in runs], progress=job.progress,
-                            on_point=job.on_row, **base)
-    return consistency_curves(list(runs), progress=job.progress, on_point=job.on_row, **base)
+                            on_point=job.on_row, side_by_side=True, **base)
+    return consistency_curves(list(runs), progress=job.progress, on_point=job.on_row, side_by_side=True, **base)
 
 
 def _summary_of(curves: pd.DataFrame) -> pd.DataFrame:
@@ -82,29 +82,49 @@ def _summary_of(curves: pd.DataFrame) -> pd.DataFrame:
                          "modelled_time_s": last.time_s, "epochs done": last.epoch}).reset_index(drop=True)
 
 
-def _takeaway(experiment: str, summary: pd.DataFrame, data: str) -> str:
+def _noise(p_pct: float, n_test: int) -> float:
+    """Two standard errors (points) of a difference between two test errors near p_pct on n_test images
+    (binomial, independent): below it a difference is within noise, before counting seed-to-seed noise."""
+    p = min(max(p_pct / 100, 1 / n_test), 1 - 1 / n_test)
+    return 200 * (2 * p * (1 - p) / n_test) ** 0.5
+
+
+def _takeaway(experiment: str, summary: pd.DataFrame, data: str, n_test: int = 0) -> str:
     first = summary.iloc[0]
+    one = 100 / n_test if n_test else float("nan")
     if len(summary) == 1:
         return (f"On {data}, {first.variant} ends at {first.final_test_error:.1f} % test error; add runs to compare "
                 "against it.")
+    seed = (f" One seed and {n_test:,} test images: one image is {one:.2g} points, and differences under "
+            f"{_noise(first.final_test_error, n_test):.1f} points (two standard errors) are within noise; run "
+            "other seeds (More settings) to see the spread." if n_test else "")
     if experiment == "codecs":
         parts = []
         for _, r in summary.iloc[1:].iterrows():
             d = r.final_test_error - first.final_test_error
-            how = "the same" if abs(d) < 0.05 else f"{abs(d):.1f} points {'worse' if d > 0 else 'better'}"
+            noise = _noise((r.final_test_error + first.final_test_error) / 2, n_test) if n_test else 0.05
+            images = f", {abs(d) / one:.0f} test image{'s' if round(abs(d) / one) != 1 else ''}" if n_test else ""
+            how = ("the same" if abs(d) < 0.05 else
+                   f"{abs(d):.2f} points {'worse' if d > 0 else 'better'}{images}"
+                   + (", within noise" if abs(d) < noise else ""))
             share = r["bytes"] / first["bytes"] if first["bytes"] else float("nan")
             parts.append(f"{r.variant} ends {how} ({r.final_test_error:.1f} %) sending {share:.0%} of the bytes")
         return (f"On {data}, against {first.variant}'s {first.final_test_error:.1f} % test error: "
-                + "; ".join(parts) + ".")
+                + "; ".join(parts) + "." + seed)
     fast = summary.loc[summary.modelled_time_s.idxmin()]
     best = summary.loc[summary.final_test_error.idxmin()]
     if fast.variant == best.variant:
         return (f"On {data}, {fast.variant} both finishes first ({fast.modelled_time_s:.3g} s modelled) and ends "
-                f"with the lowest test error ({fast.final_test_error:.1f} %).")
+                f"with the lowest test error ({fast.final_test_error:.1f} %)." + seed)
     return (f"On {data}, {fast.variant} finishes first ({fast.modelled_time_s:.3g} s modelled, "
             f"{fast.final_test_error:.1f} % test error) and {best.variant} ends with the lowest test error "
             f"({best.final_test_error:.1f} %, {best.modelled_time_s:.3g} s): less waiting for the slowest worker "
-            "trades against staler gradients.")
+            "trades against staler gradients." + seed)
+
+
+def _time(seconds: float) -> str:
+    """A time in words, 3 significant digits: '1.92 s', '25 ms' (never '1.92e+03 ms')."""
+    return seconds_label(float(f"{seconds * 1e6:.3g}"))
 
 
 def render() -> None:
@@ -231,6 +251,8 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
         return None
     first = one.iloc[0]
     per = "step" if experiment == "codecs" else "update"
+    if experiment == "codecs" and len(one) > 1 and first.bytes_per_step:
+        _predict_share(one, base)
     cols = st.columns(min(len(one), 5))
     for i, r in enumerate(one.itertuples()):
         share = r.bytes_per_step / first.bytes_per_step if first.bytes_per_step else float("nan")
@@ -240,12 +262,27 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
             delta_color="inverse",
             help=f"measured: all {base['workers']} workers' bytes in one real {per} on one batch of {base['batch']} "
                  f"({r.steps} {per}{'s' if r.steps != 1 else ''} on it); modelled time of a {per} on "
-                 f"{base['link']}: {1e3 * r.modelled_time_s / max(r.steps, 1):.3g} ms (this step's measured "
+                 f"{base['link']}: {_time(r.modelled_time_s / max(r.steps, 1))} (this step's measured "
                  "compute plus the link's model)")
     return _wire_takeaway(experiment, one, base, arch, f"{info['name']}")
 
 
-def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
+def _predict_share(one: pd.DataFrame, base: dict) -> None:
+    """Predict, then reveal: the last run's bytes per step as a share of the first's (32-bit)."""
+    first, last = one.iloc[0], one.iloc[-1]
+
+    def reveal() -> tuple[float, str]:
+        share = 100 * last.bytes_per_step / first.bytes_per_step
+        return round(share, 2), (
+            f"One real {base['parallel']}-parallel step on {base['workers']} workers: {last.variant} puts "
+            f"{last.bytes_per_step:,.0f} B on the wire, {first.variant} {first.bytes_per_step:,.0f} B: "
+            f"{last.bytes_per_step:,.0f} / {first.bytes_per_step:,.0f} = {share:.3g} %. Bits per value over 32 "
+            "gives most of it; scales and indices add the rest.")
+    ui.predict(f"What share of {first.variant}'s bytes per step does {last.variant} put on the wire?", None, reveal,
+               key="guess", unit="%", tolerance=0.25, lo=0, hi=1000)
+
+
+def results_store(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
              wire: str | None = None) -> None:
     slot = st.container()  # one takeaway: the curves' once a run has finished, else what the wire carries
     try:
@@ -262,8 +299,8 @@ def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, pap
 def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool) -> str | None:
     """The Train section; returns the curves' takeaway once a result (finished or stopped) is shown."""
     job = jobs.controls("Train", "train_run", [experiment, runs, base], lambda j: _run(experiment, runs, base, j),
-                        help="start the runs (one after another, seconds to minutes); the page stays usable, and "
-                             "Stop keeps the curves drawn so far")
+                        help="start the runs, side by side (they take turns, a quarter epoch each: seconds to "
+                             "minutes); the page stays usable, and Stop keeps every run's curve so far")
     data = f"{info['name']} ({info['inputs']} inputs, {arch})"
     if job is None:
         if paper_view:
@@ -286,7 +323,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
     prev = jobs.last_result("train_run", other_than=job) if job.state != "done" else None
     if prev is not None:
         with st.expander("Last finished result (earlier settings)"):
-            st.markdown(_takeaway(experiment, prev.result[1], data))
+            st.markdown(_takeaway(experiment, prev.result[1], data, int(info["test"])))
             ui.figure(plots.training_curve_figure(prev.result[0], X[xname], Y[yname]), prev.result[0],
                       "training_curves_last", key="train_last")
     if job.running:
@@ -304,7 +341,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
     if job.token != jobs.token([experiment, runs, base]):
         st.caption("These curves are from an earlier Train; press Train to run the current settings.")
     first = summary.iloc[0]
-    st.caption(f"Final test error per run (the change is against {first.variant}; lower is better):")
+    st.caption(f"Final test error per run (the change is against {first.variant}; lower is better; one seed on "
+               f"{int(info['test']):,} test images, so one image is {100 / int(info['test']):.2g} points):")
     m = st.columns(min(len(summary), 4))
     for i, (_, r) in enumerate(summary.head(4).iterrows()):
         m[i].metric(str(r.variant), f"{r.final_test_error:.2f} %",
@@ -318,7 +356,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
               delta=None if share is None or len(summary) == 1 or abs(share - 1) < 0.005 else
               f"{share - 1:+.0%} vs {first.variant} ({share:.0%} of it)", delta_color="inverse",
               help="all workers' bytes on the wire over the whole run; fewer is better")
-    n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
+    n2.metric(f"Modelled time ({last.variant})", _time(last.modelled_time_s),
               help="measured compute per step plus the link's communication time, summed over the run")
     if paper_view:
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
@@ -331,7 +369,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
                         "epochs done") if c in shown]
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
-    return _takeaway(experiment, summary, data)
+    return _takeaway(experiment, summary, data, int(info["test"]))
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:

@@ -29,6 +29,33 @@ def _about(v: int) -> str:
     return "any size" if v <= 1 else f"about {_n(float(f'{v:.2g}'))}"
 
 
+@st.cache_data(show_spinner="timing the codecs on this CPU…", max_entries=16)
+def _measured_ns(specs: tuple) -> dict:
+    """(encode, decode) ns per value of each codec, timed here once per codec set: every model and
+    callout of the page uses these same numbers (two timings disagree on a busy CPU)."""
+    return dict(transfer_model([1024], list(specs), "pcie3", codec_ns="measured").attrs["codec_ns"])
+
+
+def _fit_link(meas: pd.DataFrame):
+    """The link the measurement ran on (loopback between two processes), fitted from its 32-bit
+    times: seconds = latency + 4·n / bandwidth (least squares over the measured sizes)."""
+    import numpy as np
+
+    fp = meas[meas.codec == "fp32"].sort_values("n_values")
+    nbytes, t = 4.0 * fp.n_values.to_numpy(float), fp.seconds.to_numpy(float)
+    slope, lat = np.polyfit(nbytes, t, 1) if len(fp) > 1 else (t[0] / nbytes[0], 0.0)
+    slope = max(float(slope), 1e-13)
+    return custom_link(max(float(lat), 0.0) * 1e6, 1e-9 / slope, name="loopback (fitted)")
+
+
+def _link_text(link) -> str:
+    """'1,810 µs latency, 2.5 GB/s' (a bandwidth beyond 1,000 GB/s: the sizes measured were latency-bound)."""
+    lat = link.latency_s * 1e6
+    bw = link.bandwidth_Bps / 1e9
+    return (f"{lat:,.0f}" if lat >= 10 else f"{lat:.3g}") + " µs latency, " + (
+        f"{bw:.3g} GB/s" if bw < 1000 else "no bandwidth term seen (the measured sizes were latency-bound)")
+
+
 @st.cache_data(show_spinner="modelling…", max_entries=64)
 def _model(sizes: tuple, codecs: tuple, link, codec_ns, kernel):
     return transfer_model(list(sizes), list(codecs), link, codec_ns=codec_ns, kernel=kernel)
@@ -96,13 +123,15 @@ def render() -> None:
     sizes = [1 << k for k in range(lo, hi + 1, 2 if hi - lo > 12 else 1)]
     with ui.guard():
         link = custom_link(lat, bw) if link_name == "custom" else link_name
-        ns = {"ns": arg, "measured": "measured", "kernel": PAPER_CODEC_NS}.get(mode) or (enc, dec)
+        ns = ({"ns": arg, "kernel": PAPER_CODEC_NS}.get(mode) or (enc, dec) if mode != "measured"
+              else _measured_ns(tuple(specs)))
         df = _model(tuple(sizes), tuple(specs), link, ns, arg if mode == "kernel" else None)
 
     big = df[df.n_values == df.n_values.max()]
     ranked = big[big.codec != "fp32"].sort_values("speedup_vs_fp32", ascending=False)
     top = ranked.iloc[0]
     even = df.attrs["breakeven"]
+    _predict(df, ranked)
     m1, m2, m3 = st.columns(3)
     m1.metric("Fastest codec", top.codec.split("[")[0], help=f"{top.codec}, at {_n(top.n_values)} values")
     m2.metric("Its speedup, largest size", f"{top.speedup_vs_fp32:.2f}x",
@@ -130,7 +159,23 @@ def render() -> None:
     st.subheader("Modelled on the chosen link")
     _model_view(df)
 
-    measured_section(tuple(specs), link, ns, arg if mode == "kernel" else None)
+    measured_section(tuple(specs))
+
+
+def _predict(df: pd.DataFrame, ranked: pd.DataFrame) -> None:
+    """Predict, then reveal: which is fastest at the largest size on this link, 32-bit included."""
+    n, link = _n(ranked.n_values.iloc[0]), df.link.iloc[0]
+    top = ranked.iloc[0]
+    choices = ["32-bit", *dict.fromkeys(c.split("[")[0] for c in ranked.codec)]
+
+    def reveal() -> tuple[str, str]:
+        right = top.codec.split("[")[0] if top.speedup_vs_fp32 > 1 else "32-bit"
+        sp = ", ".join(f"{c.split('[')[0]} {v:.2f}x" for c, v in zip(ranked.codec, ranked.speedup_vs_fp32))
+        t32 = float(df[(df.codec == "fp32") & (df.n_values == ranked.n_values.iloc[0])].seconds.iloc[0])
+        return right, (f"At {n} values on {link}, 32-bit takes {t32 * 1e3:.3g} ms; speedups over it: {sp}. A codec "
+                       "wins when the link time it saves (fewer bytes / bandwidth) exceeds its encode + decode time.")
+    ui.predict(f"On {link} at {n} values, which is fastest: sending 32-bit, or one of the codecs?", choices, reveal,
+               key="guess")
 
 
 def _figure2_callout(df: pd.DataFrame, mode: str, arg, link_label: str, link, ns, specs: tuple) -> None:
@@ -141,9 +186,8 @@ def _figure2_callout(df: pd.DataFrame, mode: str, arg, link_label: str, link, ns
     here = []
     if eight is not None:
         b = even[eight]
-        s250 = _model((250_000,), specs, link, ns, arg if mode == "kernel" else None)
-        s250 = s250[s250.codec == eight]
-        sp = float(s250.speedup_vs_fp32.iloc[0])
+        s250 = _model((250_000,), specs, link, ns, arg if mode == "kernel" else None)  # ns: the chart's own
+        sp = float(s250[s250.codec == eight].speedup_vs_fp32.iloc[0])
         here.append(f"8-bit beats 32-bit {'never' if b is None else 'from ' + _about(b) + ' values'} and is "
                     f"{sp:.2f}x at 250,000")
     if eight is not None and one is not None:
@@ -186,10 +230,11 @@ def _model_view(df: pd.DataFrame) -> None:
 
 
 @st.fragment
-def measured_section(specs: tuple, link, ns, kernel) -> None:
+def measured_section(specs: tuple) -> None:
     st.subheader("Measured here: two processes over loopback")
-    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec; the dashed "
-               "lines are the model on the chosen link for the same sizes.")
+    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec. The dashed "
+               "lines are the model of the same link: loopback's latency and bandwidth fitted from the measured "
+               "32-bit times, with the codec speeds timed on this CPU, so model and measurement share one network.")
     mhi = ui.select_slider("Largest measured size (values)", [1 << 12, 1 << 16, 1 << 20, 1 << 22], "meas_max", 1 << 16,
                            format_func=lambda v: f"{v:,}",
                            help="measured sizes go from 256 values up to this, ×16 per step: 4,096 to 4,194,304")
@@ -197,13 +242,28 @@ def measured_section(specs: tuple, link, ns, kernel) -> None:
     if ui.run_button("Measure", "meas_run", [msizes, list(specs)],
                      help="time the transfer between two local processes (a few seconds to a minute)"):
         with ui.guard():
-            cb = ui.progress()
+            slot = st.empty()  # the progress bar lives only while measuring
+            with slot:
+                cb = ui.progress()
             meas, cross = ui.cached_run("transfer", [msizes, list(specs)], lambda: transfer_sweep(
                 msizes, list(specs), target_s=0.02, progress=cb))
-            cb(1.0, "done")
-            model = _model(tuple(msizes), specs, link, ns, kernel)
+            slot.empty()
+            loop = _fit_link(meas)
+            model = _model(tuple(msizes), specs, loop, _measured_ns(specs), None)
         both = pd.concat([meas.assign(source="measured"), model], ignore_index=True)
-        ui.figure(plots.transfer_figure(both, "speedup_vs_fp32"), both, "transfer_measured")
-        ui.takeaway("Measured here, compression beats 32-bit " + "; ".join(
-            f"{k.split('[')[0]}: {'never' if not v else 'from ' + _n(v) + ' values'}" for k, v in cross.items()) + ".",
-            key="takeaway-measured")
+        fig = plots.transfer_figure(both, "speedup_vs_fp32")
+        fig.update_layout(title={"text": f"Measured and modelled on one link: {loop.name}, {_link_text(loop)}",
+                                 "font": {"size": 13}},
+                          margin={"t": 50})
+        ui.figure(fig, both, "transfer_measured")
+        even = model.attrs["breakeven"]
+
+        def said(v) -> str:
+            return "never" if not v else "from " + _n(v) + " values"
+        ui.takeaway(f"On loopback here (fitted: {_link_text(loop)}), measured, compression beats 32-bit " + "; ".join(
+                        f"{k.split('[')[0]}: {said(v)}" for k, v in cross.items())
+                    + ". The model of this same link says " + "; ".join(
+                        f"{k.split('[')[0]}: {'never' if v is None else 'from ' + _about(v) + ' values'}"
+                        for k, v in even.items())
+                    + ". The chart above models the link you chose; this one, the link the processes used.",
+                    key="takeaway-measured")

@@ -273,5 +273,6 @@ _table("layout", "any bit layout: total_bits, signed, exponent_bits, base, offse
         OptionSpec("exponent_bits", int, 0, range=(0, 7), help="width of a static exponent field (0 if dynamic)"),
         OptionSpec("base", int, 10, (2, 10), help="exponent base"),
         OptionSpec("offset", int, 0, range=(-38, 38), help="exponent of the top decade"),
-        OptionSpec("mantissa", str, "tree", ("tree", "linear"), help="bisection tree or linear bins"),
+        OptionSpec("mantissa", str, "tree", ("tree", "linear", "float"),
+                   help="bisection tree, linear bins, or a binary float (1.m × 2^e, static exponent, base 2)"),
         OptionSpec("dynamic", bool, True, help="leading zeros give the exponent")))

@@ -123,8 +123,11 @@ class BitLayout:
 
     total_bits: 2..8. signed: one sign bit. exponent_bits: width of a static exponent field e,
     whose value scales by base^(offset - e). base: 2 or 10. offset: exponent of the top decade.
-    mantissa: 'linear' (static: integer m, value m·base^(offset-e); dynamic: equal bins) or
-    'tree' (bisection tree over the decade). dynamic: leading zeros give the exponent (then
+    mantissa: 'linear' (static: integer m, value m·base^(offset-e), so values repeat across exponents;
+    dynamic: equal bins), 'tree' (bisection tree over the decade) or 'float' (static, base 2: an
+    IEEE-style float, value (1 + m/2^M)·2^(offset-e) with the implicit leading 1, the lowest exponent
+    subnormal m/2^M·2^(offset-e+1): sign + 3 exponent + 2 mantissa bits is the grid of OCP MX's
+    mxfp6_e3m2, every code but −0 a distinct value). dynamic: leading zeros give the exponent (then
     exponent_bits must be 0). Every layout codes 0 exactly: the linear mantissa has m = 0, the
     dynamic tree its all-zero pattern, and a static tree gives its lowest pattern (the smallest
     leaf of the smallest exponent) to 0.
@@ -144,8 +147,11 @@ class BitLayout:
             raise ValueError(f"total_bits={self.total_bits!r}: allowed 2..8")
         if self.base not in (2, 10):
             raise ValueError(f"base={self.base!r}: allowed 2 or 10")
-        if self.mantissa not in ("linear", "tree"):
-            raise ValueError(f"mantissa={self.mantissa!r}: allowed 'linear' or 'tree'")
+        if self.mantissa not in ("linear", "tree", "float"):
+            raise ValueError(f"mantissa={self.mantissa!r}: allowed 'linear', 'tree' or 'float'")
+        if self.mantissa == "float" and (self.dynamic or self.base != 2 or not self.exponent_bits):
+            raise ValueError("mantissa='float' is a binary float (1.m × 2^e): it needs dynamic=False, base=2 and "
+                             "at least 1 exponent bit")
         if not isinstance(self.offset, int):
             raise ValueError(f"offset={self.offset!r}: must be an integer exponent")
         k = self.magnitude_bits
@@ -163,7 +169,7 @@ class BitLayout:
                 raise ValueError(
                     f"exponent_bits={self.exponent_bits!r}: allowed 0..{k} "
                     f"(total_bits {self.total_bits} minus {int(self.signed)} sign bit)")
-            if self.mantissa == "linear" and k - self.exponent_bits == 0:
+            if self.mantissa in ("linear", "float") and k - self.exponent_bits == 0:
                 raise ValueError(
                     f"exponent_bits={self.exponent_bits} leaves no mantissa bits; a linear mantissa "
                     f"needs at least 1: allowed exponent_bits 0..{k - 1}")
@@ -189,6 +195,12 @@ class BitLayout:
                 mags.extend(leaves(float(base) ** (offset - 1 - n), base, k - 1 - n))
             return np.asarray(mags)
         mb = k - self.exponent_bits
+        if self.mantissa == "float":
+            frac = np.arange(2 ** mb) / 2 ** mb
+            low = 2 ** self.exponent_bits - 1  # the lowest binade: subnormal, no implicit 1
+            mags = [(1 + frac) * float(base) ** (offset - e) for e in range(low)]
+            mags.append(frac * float(base) ** (offset - low + 1))
+            return np.concatenate(mags)
         mags = []
         for e in range(2 ** self.exponent_bits):
             scale = float(base) ** (offset - e)

@@ -149,8 +149,10 @@ def run(widths: tuple[int, ...] = (1024, 2048, 4096), rates: tuple[float, ...] =
         for k in fns:
             keep = {"row": stats["row_keep"], "tile": stats["tile_keep"]}.get(k, 1.0 if k == "dense" else 1 - p)
             speed = med["conventional"] / med[k]
+            per = [c / t for c, t in zip(samples["conventional"], samples[k])]  # each repeat's own ratio
             rows.append({"width": w, "p": p, "contestant": k, "seconds": med[k], "ms": med[k] * 1e3,
-                         "min_ms": min(samples[k]) * 1e3, "speedup": speed, "ceiling": ceiling,
+                         "min_ms": min(samples[k]) * 1e3, "speedup": speed, "speedup_lo": min(per),
+                         "speedup_hi": max(per), "ceiling": ceiling,
                          "of_ceiling": speed / ceiling, "kept_fraction": keep,
                          "sequence_ceiling": (1.0 / keep) if k in PATTERN_KINDS and keep > 0 else float("nan")})
     if progress:

@@ -20,6 +20,13 @@ from lab.backend import Progress, RowSink
 
 
 @torch.no_grad()
+
+def epoch_spread(epoch_times: list[float]) -> dict[str, float]:
+    """The spread of the per-epoch times (seconds): fastest and slowest epoch, the first left out when there
+    are more than two (it carries warm-up). A speedup is within noise when these ranges overlap."""
+    t = epoch_times[1:] if len(epoch_times) > 2 else epoch_times
+    return {"epoch_s_lo": min(t), "epoch_s_hi": max(t)}
+
 def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1024) -> float:
     """Top-1 accuracy in percent (eval mode: dense, no dropout)."""
     was = model.training
@@ -101,7 +108,7 @@ def train_mlp(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor
     curve = log.rows
     summary = {"test_acc": curve[-1]["test_acc"], "epoch_s": statistics.median(epoch_times),
                "first_epoch_s": epoch_times[0], "epochs": epochs, "steps_per_epoch": steps_per_epoch,
-               "final_train_loss": curve[-1]["train_loss"]}
+               "final_train_loss": curve[-1]["train_loss"], **epoch_spread(epoch_times)}
     return pd.DataFrame(curve), summary
 
 
@@ -168,5 +175,5 @@ def train_lstm(train: torch.Tensor, valid: torch.Tensor, test: torch.Tensor, voc
     test_ppl, test_acc = evaluate_lm(model, te, bptt)
     summary = {"test_ppl": test_ppl, "test_acc": test_acc, "valid_ppl": curve[-1]["valid_ppl"],
                "epoch_s": statistics.median(epoch_times), "first_epoch_s": epoch_times[0], "epochs": epochs,
-               "steps_per_epoch": steps_per_epoch}
+               "steps_per_epoch": steps_per_epoch, **epoch_spread(epoch_times)}
     return pd.DataFrame(curve), summary

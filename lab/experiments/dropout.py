@@ -170,7 +170,7 @@ class TrainingTables:
 def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> pd.DataFrame:
     """Add metric change and speedup against the conventional run with the same keys."""
     base = table[table.kind == "bernoulli"].set_index(keys)
-    chg, spd = [], []
+    chg, spd, lo, hi = [], [], [], []
     for _, r in table.iterrows():
         k = tuple(r[c] for c in keys)
         k = k[0] if len(k) == 1 else k
@@ -178,11 +178,18 @@ def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> p
             b = base.loc[k]
             chg.append(r[metric] - float(b[metric]))
             spd.append(float(b["epoch_s"]) / r["epoch_s"])
+            if "epoch_s_lo" in r:  # the speedup's range over the epochs: slowest vs fastest, both ways
+                lo.append(float(b["epoch_s_lo"]) / r["epoch_s_hi"])
+                hi.append(float(b["epoch_s_hi"]) / r["epoch_s_lo"])
         else:
             chg.append(float("nan"))
             spd.append(float("nan"))
+            lo.append(float("nan"))
+            hi.append(float("nan"))
     table[change] = chg
     table["speedup"] = spd
+    if len(lo) == len(table):
+        table["speedup_lo"], table["speedup_hi"] = lo, hi
     return table
 
 
@@ -238,6 +245,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
         curves.append(curve.assign(run=label, kind=kind, hidden="x".join(map(str, hs)), rates=_rates_label(r)))
         rows.append({"dataset": ds.name, "hidden": "x".join(map(str, hs)), "rates": _rates_label(r), "kind": kind,
                      "pattern": KIND_LABELS[kind], "test_acc": s["test_acc"], "epoch_s": s["epoch_s"],
+                     "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
                      "epochs": epochs, "train_samples": len(ds.train_y), "test_samples": len(ds.test_y)})
         if on_row:
             on_row(dict(rows[-1]))
@@ -308,7 +316,8 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
         rows.append({"corpus": c.name, "corpus_source": c.source, "rates": _rates_label(r), "kind": kind,
                      "pattern": KIND_LABELS[kind],
                      "test_ppl": s["test_ppl"], "test_acc": s["test_acc"], "valid_ppl": s["valid_ppl"],
-                     "epoch_s": s["epoch_s"], "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
+                     "epoch_s": s["epoch_s"], "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
+                     "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
                      "train_tokens": int(c.train.numel())})
         if on_row:
             on_row(dict(rows[-1]))

@@ -67,6 +67,22 @@ class StepThrough:
     counts: np.ndarray
     final: pd.DataFrame
     summary: dict = field(default_factory=dict)
+    #: ranks per node of a two-level algorithm (hierarchical: node j holds ranks jk..jk+k−1); 0 when the
+    #: algorithm sees one flat network
+    ranks_per_node: int = 0
+
+    def node(self, rank: int) -> int | None:
+        """The node of `rank` on a two-level machine (None on a flat one)."""
+        return rank // self.ranks_per_node if self.ranks_per_node else None
+
+    def level_bytes(self, upto_step: int | None = None, wire: bool = True) -> dict[str, float]:
+        """Bytes sent inside nodes and between nodes in steps 0..upto_step (all when None); a flat
+        algorithm's bytes all count as 'between'. wire=False: fp32 bytes."""
+        z = self.link_bytes(upto_step, wire=wire)
+        if not self.ranks_per_node:
+            return {"inside nodes": 0.0, "between nodes": float(z.sum())}
+        same = (np.arange(self.P)[:, None] // self.ranks_per_node) == (np.arange(self.P)[None, :] // self.ranks_per_node)
+        return {"inside nodes": float(z[same].sum()), "between nodes": float(z[~same].sum())}
 
     @property
     def nbytes(self) -> int:
@@ -127,6 +143,17 @@ def _check(algorithm: str, P: int, n: int, codec, seed: int):
                          f"{', '.join(two) or 'no registered algorithm'}, or pick a dense codec")
     resolve_mode(c, "requantize", algorithm)  # stateful codecs (error feedback) say why not
     return c, algo
+
+
+def _ranks_per_node(algo, P: int, codec) -> int:
+    """k when `algo`, configured at its defaults for P ranks, runs on nodes of k ranks (1 < k < P); else 0."""
+    import importlib
+
+    front = importlib.import_module("lab.comm.allreduce")  # the module (lab.comm exports the function)
+    if "ranks_per_node" not in algo.options:
+        return 0
+    k = front.configure(algo.name, P, codec, "raw" if codec is None else "requantize", {}).get("ranks_per_node")
+    return int(k) if isinstance(k, int) and 1 < k < P else 0
 
 
 def _channel(comm, algo, codec, n: int) -> Channel:
@@ -303,7 +330,7 @@ def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str
                            "exact_provenance": bool(torch.equal(pout[r], _provenance_sum(P, n)))}
                           for r in range(P)])
     tr = StepThrough(algorithm, P, n, c.describe() if c is not None else "fp32", seed, steps, messages,
-                     masks, counts, final)
+                     masks, counts, final, ranks_per_node=_ranks_per_node(algo, P, c))
     tr.summary = traffic_summary(tr)
     return tr
 
@@ -386,9 +413,13 @@ def algorithm_traffic(P: int = 4, n: int = 24, link: str | cost.Link = "nvlink4"
         rows.append({"algorithm": name, "steps": tr.steps, "messages": s["messages"],
                      "busiest_link_x_n": s["busiest_link_x_n"], "busiest_rank_x_n": s["busiest_rank_x_n"],
                      "nccl_share_x_n": s["nccl_share"], "busbw_factor": s["busbw_factor"],
-                     "busbw_of_link": float(b.busbw_of_link), "note": ""})
+                     "busbw_of_link": float(b.busbw_of_link), "note": "",
+                     "busiest_rank": s["busiest_rank"], "busiest_rank_bytes": s["busiest_rank_bytes"],
+                     "busiest_link": f"{s['busiest_link'][0]} → {s['busiest_link'][1]}",
+                     "busiest_link_bytes": s["busiest_link_bytes"], "n_bytes": tr.nbytes})
     return pd.DataFrame(rows, columns=["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n",
-                                       "nccl_share_x_n", "busbw_factor", "busbw_of_link", "note"])
+                                       "nccl_share_x_n", "busbw_factor", "busbw_of_link", "note", "busiest_rank",
+                                       "busiest_rank_bytes", "busiest_link", "busiest_link_bytes", "n_bytes"])
 
 
 def step_codecs() -> list[str]:

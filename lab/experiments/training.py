@@ -23,9 +23,12 @@ def config(**kw: Any) -> TrainConfig:
 
 
 def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress | None = None,
-                    on_point: RowSink | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    on_point: RowSink | None = None, side_by_side: bool = False,
+                    **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One run per variant (settings laid over `base`), on the same data: the curves (a
-    `variant` column; x = step, epoch, bytes or modelled time_s) and one summary row per variant."""
+    `variant` column; x = step, epoch, bytes or modelled time_s) and one summary row per variant.
+    side_by_side: the runs take turns, one evaluation interval each (`_Turns`), so a run stopped
+    part-way (a callback raising) has a curve for every variant up to about the same epoch."""
     if not variants:
         raise ValueError("training_curves needs at least one variant")
     cfg0 = config(**base)
@@ -36,22 +39,99 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
         except ValueError as e:
             raise ValueError(f"variant {name!r}: {e}") from None
     data = load_data(cfg0)
-    curves, summaries = [], []
-    for i, (name, c) in enumerate(configs.items()):
-        def sub(frac: float, msg: str, i=i, name=name, label=c.label()) -> None:
+    fracs = [0.0] * len(configs)
+    turns = _Turns(len(configs)) if side_by_side else None
+
+    def one(i: int, name: str, c: TrainConfig) -> tuple[pd.DataFrame, dict]:
+        def sub(frac: float, msg: str, label=c.label()) -> None:
+            fracs[i] = frac
             if progress:  # train() starts its messages with the run's label: say the variant's name once
                 rest = msg[len(label) + 2:] if msg.startswith(f"{label}: ") else msg
-                progress((i + frac) / len(configs), f"{name}: {rest}")
+                progress(sum(fracs) / len(configs), f"{name}: {rest}")
 
-        def point(row: dict, name=name) -> None:
+        def point(row: dict) -> None:
             if on_point:
                 on_point(dict(row, variant=name))
+            if turns is not None:
+                turns.next(i)
 
         res = train(c, progress=sub, on_point=point, data=data)
-        curves.append(res.curve.assign(variant=name))
-        summaries.append(dict(variant=name, **res.summary, inputs=data.features,
-                              architecture=architecture(c, data.features, data.classes)))
-    return pd.concat(curves, ignore_index=True), pd.DataFrame(summaries)
+        return res.curve.assign(variant=name), dict(variant=name, **res.summary, inputs=data.features,
+                                                    architecture=architecture(c, data.features, data.classes))
+
+    items = list(configs.items())
+    if turns is None:
+        done = [one(i, name, c) for i, (name, c) in enumerate(items)]
+    else:
+        done = turns.run([lambda i=i, name=name, c=c: one(i, name, c) for i, (name, c) in enumerate(items)])
+    return pd.concat([d[0] for d in done], ignore_index=True), pd.DataFrame([d[1] for d in done])
+
+
+class _Turns:
+    """Runs n jobs in threads that take turns: exactly one runs at a time and hands over at `next(i)`
+    (after each evaluation), round robin over the jobs not yet finished, so the order is fixed and the
+    results repeatable. An exception in one job (Stop's, a bad setting's) ends the others at their next
+    turn and is raised by `run`."""
+
+    class _Abort(Exception):
+        pass
+
+    def __init__(self, n: int) -> None:
+        import threading
+
+        self.n, self.turn, self.live = n, 0, set(range(n))
+        self.cv = threading.Condition()
+        self.error: BaseException | None = None
+
+    def _wait(self, i: int) -> None:
+        with self.cv:
+            self.cv.wait_for(lambda: self.turn == i or self.error is not None)
+            if self.error is not None:
+                raise self._Abort()
+
+    def _hand_over(self, i: int) -> None:
+        with self.cv:
+            others = sorted(self.live - {i}) if i in self.live else sorted(self.live)
+            if others:
+                self.turn = next((j for j in others if j > i), others[0])
+            self.cv.notify_all()
+
+    def next(self, i: int) -> None:
+        """Job i reached a turn boundary: the next live job runs; i waits for its turn again."""
+        if len(self.live) > 1:
+            self._hand_over(i)
+            self._wait(i)
+
+    def run(self, jobs: list) -> list:
+        import threading
+
+        out: list = [None] * self.n
+
+        def body(i: int) -> None:
+            try:
+                self._wait(i)
+                out[i] = jobs[i]()
+            except self._Abort:
+                pass
+            except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                with self.cv:
+                    self.error = self.error or e
+                    self.cv.notify_all()
+            finally:
+                with self.cv:
+                    self.live.discard(i)
+                    if self.live and self.turn == i:
+                        self.turn = next((j for j in sorted(self.live) if j > i), min(self.live))
+                    self.cv.notify_all()
+
+        threads = [threading.Thread(target=body, args=(i,), daemon=True, name=f"train-{i}") for i in range(self.n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+        return out
 
 
 def architecture(cfg: TrainConfig, inputs: int, classes: int) -> str:
@@ -72,9 +152,10 @@ def dataset_info(dataset: str = "auto", *, data_path: str | None = None, seed: i
 
 
 def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
-                 on_point: RowSink | None = None, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 on_point: RowSink | None = None, side_by_side: bool = False,
+                 **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Data- or model-parallel training with each codec on the wire (None = 32-bit);
-    'ef:<codec>' adds error feedback."""
+    'ef:<codec>' adds error feedback. side_by_side: the runs take turns (see `training_curves`)."""
     variants = {}
     for c in codecs:
         if c is None or c in ("", "none", "fp32"):
@@ -83,16 +164,17 @@ def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
             variants[f"ef({c[3:]})"] = dict(codec=c[3:], error_feedback=True)
         else:
             variants[c] = dict(codec=c, error_feedback=False)
-    return training_curves(variants, progress=progress, on_point=on_point, **base)
+    return training_curves(variants, progress=progress, on_point=on_point, side_by_side=side_by_side, **base)
 
 
 def consistency_curves(kinds: list[str], *, progress: Progress | None = None, on_point: RowSink | None = None,
-                       **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The consistency models side by side (curves against steps and modelled time)."""
+                       side_by_side: bool = False, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The consistency models side by side (curves against steps and modelled time); side_by_side: the
+    runs also take turns as they train (see `training_curves`)."""
     variants = {}
     for k in kinds:
         variants[k if k != "ssp" else f"ssp(s={base.get('staleness', 2)})"] = dict(consistency=k)
-    return training_curves(variants, progress=progress, on_point=on_point, **base)
+    return training_curves(variants, progress=progress, on_point=on_point, side_by_side=side_by_side, **base)
 
 
 def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, backend: str = "gloo",

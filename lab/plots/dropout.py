@@ -91,12 +91,21 @@ def search_distribution_figure(distribution: pd.DataFrame, step: int | None = No
 
 def layer_speedup_figure(df: pd.DataFrame) -> go.Figure:
     """Speedup over conventional dropout + full GEMMs per width and p, with the ceiling 1/(1-p),
-    from `layer_speedup`."""
+    from `layer_speedup`; error bars: the range of the repeats' own ratios (when the table has it)."""
     label = [f"w={w}, p={p:g}" for w, p in zip(df["width"], df["p"])]
     df = df.assign(cell=label)
     fig = go.Figure()
+    spread = "speedup_lo" in df
     for c, part in df[df["contestant"] != "conventional"].groupby("contestant", sort=False):
-        fig.add_trace(go.Bar(x=part["cell"], y=part["speedup"], name=DROPOUT_LABELS.get(c, c)))
+        err = ({"error_y": {"type": "data", "array": list(part["speedup_hi"] - part["speedup"]),
+                            "arrayminus": list(part["speedup"] - part["speedup_lo"]), "thickness": 1.5}}
+               if spread else {})
+        hover = ([f"{DROPOUT_LABELS.get(c, c)}, {cell}: median {s:.2f}x, repeats {lo:.2f}–{hi:.2f}x"
+                  + (" (within noise: the range includes 1x)" if lo <= 1 <= hi else "")
+                  for cell, s, lo, hi in zip(part["cell"], part["speedup"], part["speedup_lo"], part["speedup_hi"])]
+                 if spread else None)
+        fig.add_trace(go.Bar(x=part["cell"], y=part["speedup"], name=DROPOUT_LABELS.get(c, c), hovertext=hover,
+                             hoverinfo="text" if spread else None, **err))
     ceil = df.drop_duplicates("cell")
     fig.add_trace(go.Scatter(x=ceil["cell"], y=ceil["ceiling"], mode="markers", name="ceiling 1/(1-p)",
                              marker={"symbol": "line-ew-open", "size": 24, "color": "black"}))

@@ -23,10 +23,37 @@ _OFFSET = 0.05      # arrows a→b and b→a run side by side
 _PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
 
 
-def _positions(P: int) -> np.ndarray:
-    """Rank r on the unit circle, rank 0 at the top, clockwise."""
-    a = math.pi / 2 - 2 * math.pi * np.arange(P) / P
-    return np.stack([np.cos(a), np.sin(a)], 1)
+def _positions(P: int, k: int = 0) -> np.ndarray:
+    """Rank r on the unit circle, rank 0 at the top, clockwise; on a two-level machine (k ranks per
+    node) each node's ranks sit together on a small circle around their node's centre."""
+    if not k:
+        a = math.pi / 2 - 2 * math.pi * np.arange(P) / P
+        return np.stack([np.cos(a), np.sin(a)], 1)
+    centres, rr = _node_layout(P, k)
+    out = []
+    for r in range(P):
+        j, i = divmod(r, k)
+        th = math.atan2(centres[j][1], centres[j][0])
+        phi = th + math.pi / 2 - 2 * math.pi * i / k
+        out.append([centres[j][0] + rr * math.cos(phi), centres[j][1] + rr * math.sin(phi)])
+    return np.array(out)
+
+
+def _node_layout(P: int, k: int) -> tuple[np.ndarray, float]:
+    """Node centres (N = P/k on a circle, node 0 at the top, clockwise) and the radius of each node's
+    small circle of ranks, sized so neighbouring nodes do not overlap."""
+    N = P // k
+    R, rr = {2: (0.72, 0.42), 3: (0.8, 0.38)}.get(N, (0.9, 0.33))
+    a = math.pi / 2 - 2 * math.pi * np.arange(N) / N
+    return np.stack([R * np.cos(a), R * np.sin(a)], 1), rr
+
+
+#: index of the trace of the arrows between nodes: after the circle's 5, the buffers, the link bytes and the
+#: error traces (last, so the other traces keep their places)
+_SLOW = 5 + 2 + 4 + 1
+
+#: the two levels of a two-level machine: colour and width of their arrows
+_LEVELS = {"inside a node (fast link)": ("#4c78a8", 2.5), "between nodes (slow link)": ("#d62728", 4.5)}
 
 
 def _r(x: float) -> float:
@@ -36,7 +63,8 @@ def _r(x: float) -> float:
 def _arrows(tr) -> dict[int, list[dict]]:
     """Per step, the arrows of its messages: one per (src, dst) with start/end points, angle, bytes,
     kind and a hover text (computed once per figure: plain lists, no pandas per frame)."""
-    pos = _positions(tr.P)
+    k = getattr(tr, "ranks_per_node", 0)
+    pos = _positions(tr.P, k)
     out: dict[int, list[dict]] = {}
     groups: dict[tuple[int, int, int], list[dict]] = {}
     for m in tr.messages.to_dict("records"):
@@ -50,37 +78,47 @@ def _arrows(tr) -> dict[int, list[dict]]:
         kind = kinds.pop() if len(kinds) == 1 else "mixed"
         errs = [m["max_abs_error"] for m in ms if not pd.isna(m["max_abs_error"])]
         nbytes = sum(m["bytes"] for m in ms)
-        text = (f"rank {s} → rank {d}: {si_bytes_label(nbytes)} ({sum(m['values'] for m in ms)} values)<br>"
+        values = sum(max(m["values"], 0) for m in ms)
+        inter = bool(k) and s // k != d // k
+        level = "" if not k else (f"<br>between nodes {s // k} and {d // k}: the slow link" if inter
+                                  else f"<br>inside node {s // k}: the fast link")
+        arith = (f" = {values} values × {nbytes / values:.3g} B" if values else "") + (
+            f" in {len(ms)} messages" if len(ms) > 1 else "")
+        text = (f"rank {s} → rank {d}: {nbytes:,} B{arith} ({si_bytes_label(nbytes)}){level}<br>"
                 f"carries {kind}: ranks {', '.join(sorted({m['ranks'] for m in ms}))}"
                 + (f"<br>largest |error| vs exact partial sum: {max(errs):.3g}" if errs else ""))
         out.setdefault(step, []).append({"src": s, "dst": d, "bytes": nbytes, "kind": kind, "text": text,
+                                         "inter": inter,
                                          "x0": _r(a[0]), "y0": _r(a[1]), "x1": _r(b[0]), "y1": _r(b[1]),
                                          "angle": round(math.degrees(math.atan2(u[0], u[1])), 1)})
     return out
 
 
 def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> list[dict]:
-    """Traces 0-4 (plain dicts: a figure of many frames builds fast unvalidated): arrow lines,
-    arrowheads, byte labels, packets, rank nodes."""
-    lx, ly = [], []
+    """Traces 0-4 and 12 (plain dicts: a figure of many frames builds fast unvalidated): arrow lines,
+    arrowheads, byte labels, packets, rank nodes; and (12) the arrows between nodes of a two-level machine."""
+    lx, ly, ix, iy = [], [], [], []
     for a in arrows:
-        lx += [a["x0"], a["x1"], None]
-        ly += [a["y0"], a["y1"], None]
+        xs, ys = (ix, iy) if a.get("inter") else (lx, ly)
+        xs += [a["x0"], a["x1"], None]
+        ys += [a["y0"], a["y1"], None]
     labels = len(arrows) <= 16
     mid = [(_r((a["x0"] + a["x1"]) / 2 + (a["y1"] - a["y0"]) * 0.2), _r((a["y0"] + a["y1"]) / 2 - (a["x1"] - a["x0"]) * 0.2))
            for a in arrows] if labels else []
     t = [] if packet is None else [(_r(a["x0"] + (a["x1"] - a["x0"]) * packet), _r(a["y0"] + (a["y1"] - a["y0"]) * packet))
                                    for a in arrows]
-    pos = _positions(tr.P)
+    k = getattr(tr, "ranks_per_node", 0)
+    pos = _positions(tr.P, k)
     full = tr.counts[frame]
     share = np.where(full >= 0, full, 0).mean(1) / tr.P
     done = (full == tr.P).mean(1)
     node_text = [f"rank {r}<br>buffer: {share[r]:.0%} of all contributions summed;<br>"
                  f"{done[r]:.0%} of its values hold the full sum" for r in range(tr.P)]
     xy = {"xaxis": "x", "yaxis": "y", "showlegend": False}
+    (fast, (fc, fw)), (slow, (sc, sw)) = _LEVELS.items()
     return [
-        {"type": "scatter", "x": lx, "y": ly, "mode": "lines", "line": {"color": "#4c78a8", "width": 2.5},
-         "hoverinfo": "skip", **xy},
+        {"type": "scatter", "x": lx, "y": ly, "mode": "lines", "line": {"color": fc, "width": fw},
+         "hoverinfo": "skip", **xy, **({"name": fast, "showlegend": True, "legendgroup": "level"} if k else {})},
         {"type": "scatter", "x": [a["x1"] for a in arrows], "y": [a["y1"] for a in arrows], "mode": "markers",
          "hovertext": [a["text"] for a in arrows], "hoverinfo": "text",
          "marker": {"symbol": "arrow", "size": 15, "angle": [a["angle"] for a in arrows],
@@ -92,9 +130,11 @@ def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> 
          "marker": {"size": 12, "color": "#ff7f0e", "line": {"width": 1, "color": "white"}}, **xy},
         {"type": "scatter", "x": [_r(v) for v in pos[:, 0]], "y": [_r(v) for v in pos[:, 1]], "mode": "markers+text",
          "text": [str(r) for r in range(tr.P)], "textfont": {"color": "white", "size": 15}, "hovertext": node_text,
-         "hoverinfo": "text", "marker": {"size": 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
+         "hoverinfo": "text", "marker": {"size": 30 if k and tr.P >= 6 else 38, "color": [_r(v) for v in share], "cmin": 0, "cmax": 1,
                                          "colorscale": [[0, "#9ecae1"], [1, "#08306b"]],
                                          "line": {"width": 1, "color": "#08306b"}}, **xy},
+        {"type": "scatter", "x": ix, "y": iy, "mode": "lines", "line": {"color": sc, "width": sw},
+         "hoverinfo": "skip", **xy, **({"name": slow, "showlegend": True, "legendgroup": "level"} if k else {})},
     ]
 
 
@@ -154,13 +194,27 @@ def _ranks(mask: int) -> str:
 
 
 def _link_trace(tr, step: int | None, zmax: float) -> dict:
-    """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters)."""
+    """Trace 6: bytes sent src → dst in steps 0..step (the per-link byte counters); hovering a cell
+    shows its sum: each message's bytes added up."""
     z = tr.link_bytes(step) if step is not None else np.zeros((tr.P, tr.P))
     z[np.eye(tr.P, dtype=bool)] = np.nan  # no link to itself
     text = [[si_bytes_label(z[s, d]) if z[s, d] else "·" for d in range(tr.P)] for s in range(tr.P)] if tr.P <= 6 else None
-    custom = [[s] * tr.P for s in range(tr.P)]
+    m = tr.messages.iloc[0:0] if step is None else tr.messages[tr.messages.step <= step]
+    parts: dict[tuple[int, int], list[int]] = {}
+    for s_, d_, b in zip(m.src, m.dst, m.bytes):
+        parts.setdefault((int(s_), int(d_)), []).append(int(b))
+    k = getattr(tr, "ranks_per_node", 0)
+
+    def sum_text(s_: int, d_: int) -> str:
+        b = parts.get((s_, d_), [])
+        level = "" if not k else (" (inside a node)" if s_ // k == d_ // k else " (between nodes)")
+        if not b:
+            return f"nothing sent yet{level}"
+        terms = " + ".join(f"{v:,}" for v in b) if len(b) <= 6 else f"{len(b)} messages of {min(b):,}–{max(b):,}"
+        return f"{terms} = {sum(b):,} B{level}"
+    custom = [[[s_, sum_text(s_, d_)] for d_ in range(tr.P)] for s_ in range(tr.P)]
     # no colour bar: the cells say their bytes (P <= 6) or on hover; the colour only ranks them
-    return _grid(z, text, custom, "rank %{customdata} → rank %{x}: %{marker.color:,.0f} B so far<extra></extra>",
+    return _grid(z, text, custom, "rank %{customdata[0]} → rank %{x}: %{customdata[1]} so far<extra></extra>",
                  ("x3", "y3"), max(zmax, 1.0), _ORANGES, None)
 
 
@@ -228,9 +282,10 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
         s = None if f == 0 else f - 1
         a = arrows.get(s, []) if s is not None else []
         if partial:  # in-between frame of step f: the messages of step f-1 moving (the rest: its base frame)
-            return _circle_traces(tr, a, f - 1, packet)[:4]
-        return [*_circle_traces(tr, a, f, None), _buffer_trace(tr, f), _link_trace(tr, s, zmax),
-                *_error_traces(tr, s)]
+            c = _circle_traces(tr, a, f - 1, packet)
+            return [*c[:4], c[5]]
+        c = _circle_traces(tr, a, f, None)
+        return [*c[:5], _buffer_trace(tr, f), _link_trace(tr, s, zmax), *_error_traces(tr, s), c[5]]
 
     frames = []
     for f in range(S + 1):
@@ -238,10 +293,25 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
             for j, at in enumerate(_PACKET_AT):
                 # merged with frame f-1 in the browser: every trace redrawn (a frame of traces 0-3
                 # alone makes plotly drop the bars while it redraws), none sent twice
-                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3],
+                frames.append({"name": f"{f}.{j}", "data": frame_data(f, at, partial=True), "traces": [0, 1, 2, 3, _SLOW],
                                "baseframe": str(f - 1)})
         frames.append({"name": str(f), "data": frame_data(f)})
-    lim = 1.0 + _NODE_R + 0.14
+    k = getattr(tr, "ranks_per_node", 0)
+    shapes, node_notes = [], []
+    if k:
+        centres, rr = _node_layout(tr.P, k)
+        lim = float(np.hypot(*centres.T).max()) + rr + _NODE_R + 0.24  # room for the node labels
+        for j, (cx, cy) in enumerate(centres):
+            R = rr + _NODE_R + 0.06
+            shapes.append({"type": "circle", "xref": "x", "yref": "y", "x0": _r(cx - R), "x1": _r(cx + R),
+                           "y0": _r(cy - R), "y1": _r(cy + R), "fillcolor": "rgba(76,120,168,0.08)",
+                           "line": {"color": "#4c78a8", "width": 1.5, "dash": "dot"}, "layer": "below"})
+            ranks = f"{j * k}–{j * k + k - 1}" if k > 2 else f"{j * k}, {j * k + 1}"
+            node_notes.append({"text": f"node {j}<br>(ranks {ranks})", "x": _r(cx * (1 + (R + 0.02) / max(
+                math.hypot(cx, cy), 1e-9))), "y": _r(cy * (1 + (R + 0.02) / max(math.hypot(cx, cy), 1e-9))),
+                "xref": "x", "yref": "y", "showarrow": False, "font": {"size": 11, "color": "#4c78a8"}})
+    else:
+        lim = 1.0 + _NODE_R + 0.14
     bin_width = -(-tr.n // _MAX_COLUMNS)
     ncols = -(-tr.n // bin_width)
     ticks = list(range(0, ncols, max(1, ncols // 6)))
@@ -270,11 +340,11 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
               (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
     annotations = [{"text": f"<b>{t}</b>", "x": x[0], "y": y, "xref": "paper", "yref": "paper",
                     "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
-                   for x, y, t in titles]
+                   for x, y, t in titles] + node_notes
     play = {"frame": {"duration": 260, "redraw": True}, "transition": {"duration": 0}, "fromcurrent": True,
             "mode": "immediate"}
     layout = {
-        "height": height, "barmode": "overlay", "bargap": 0, "uniformtext": {"minsize": 9, "mode": "hide"}, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
+        "height": height, "shapes": shapes, "barmode": "overlay", "bargap": 0, "uniformtext": {"minsize": 9, "mode": "hide"}, "margin": {"t": 30, "b": 90, "l": 10, "r": 10}, "annotations": annotations,
         "legend": {"orientation": "h", "y": -0.075, "x": 1.0, "xanchor": "right", "yanchor": "top"},
         "updatemenus": [{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.09, "xanchor": "left",
                          "yanchor": "top", "showactive": False, "pad": {"t": 0, "r": 6},
@@ -291,14 +361,19 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
     return {"frames": frames, "layout": layout}
 
 
-def step_through_figure(tr, step: int = 0, *, frames: dict | None = None) -> go.Figure:
+def step_through_figure(tr, step: int = 0, *, frames: dict | None = None, animate: bool = True) -> go.Figure:
     """The animated step-through of `tr` (a `StepThrough`), opened at frame `step` (0 = start, k = after
     step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
     error per message. Play/pause buttons and a slider move through the frames in the browser.
-    `frames`: `step_through_frames(tr)`, when already built."""
+    `frames`: `step_through_frames(tr)`, when already built. animate=False: the figure of that one step,
+    without play buttons, slider or frames (a page whose own step control drives it: one step state)."""
     anim = frames if frames is not None else step_through_frames(tr)
     step = int(min(max(step, 0), tr.steps))
     data = next(f["data"] for f in anim["frames"] if f["name"] == str(step))
+    if not animate:
+        return AnimatedFigure(data, {k: v for k, v in anim["layout"].items() if k not in ("updatemenus", "sliders")}
+                              | {"margin": {"t": 30, "b": 40, "l": 10, "r": 10}, "legend": {
+                                  "orientation": "h", "y": -0.04, "x": 1.0, "xanchor": "right", "yanchor": "top"}})
     layout = dict(anim["layout"], sliders=[dict(sl, active=step) for sl in anim["layout"]["sliders"]])
     return AnimatedFigure(data, layout, anim["frames"])
 
@@ -308,10 +383,20 @@ def step_traffic_figure(df: pd.DataFrame) -> go.Figure:
     against nccl-tests' 2(P−1)/P·n, which busbw assumes."""
     ok = df[df.note.fillna("") == ""]
     fig = go.Figure()
+    has = "n_bytes" in ok
+    rank_hover = [f"{a}: rank {r} moves {b:,.0f} B (the larger of sent and received)<br>"
+                  f"{b:,.0f} B / n = {b:,.0f} / {nb:,.0f} B = {x:.3g}·n"
+                  for a, r, b, nb, x in zip(ok.algorithm, ok.busiest_rank, ok.busiest_rank_bytes, ok.n_bytes,
+                                            ok.busiest_rank_x_n)] if has else None
+    link_hover = [f"{a}: link {lk} carries {b:,.0f} B<br>{b:,.0f} B / n = {b:,.0f} / {nb:,.0f} B = {x:.3g}·n"
+                  for a, lk, b, nb, x in zip(ok.algorithm, ok.busiest_link, ok.busiest_link_bytes, ok.n_bytes,
+                                             ok.busiest_link_x_n)] if has else None
     fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_rank_x_n, name="busiest rank (sent or received)",
-                         marker_color="#4c78a8", text=[f"{v:.3g}" for v in ok.busiest_rank_x_n], textposition="outside"))
+                         marker_color="#4c78a8", text=[f"{v:.3g}" for v in ok.busiest_rank_x_n], textposition="outside",
+                         hovertext=rank_hover, hoverinfo="text" if has else None))
     fig.add_trace(go.Bar(x=ok.algorithm, y=ok.busiest_link_x_n, name="busiest single link",
-                         marker_color="#f58518", text=[f"{v:.3g}" for v in ok.busiest_link_x_n], textposition="outside"))
+                         marker_color="#f58518", text=[f"{v:.3g}" for v in ok.busiest_link_x_n], textposition="outside",
+                         hovertext=link_hover, hoverinfo="text" if has else None))
     if len(ok):
         share = float(ok.nccl_share_x_n.iloc[0])
         fig.add_trace(go.Scatter(x=list(ok.algorithm), y=[share] * len(ok), mode="lines",

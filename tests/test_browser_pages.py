@@ -1,0 +1,86 @@
+"""Issue 28's page-content findings in a real browser (Playwright on Debian's Chromium, as
+tests/test_browser.py): Step through's Play drives the page's one Step slider and metrics; screenshots
+of the changed pages at 1400 and 800 px go to $PARALAB_SCREENSHOTS when set. Skipped without
+/usr/bin/chromium."""
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from app_browser import CHROMIUM, launch, serve, settle  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def server():
+    try:
+        with serve() as url:
+            yield url
+    except RuntimeError as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pytest.importorskip("playwright.sync_api")
+    with launch() as b:
+        yield b
+
+
+def _shot(page, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    extra = os.environ.get("PARALAB_SCREENSHOTS")
+    if extra:
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(extra) / path.name)
+
+
+def _metric(page, label: str) -> str:
+    box = page.locator("[data-testid='stMetric']", has_text=label).first
+    return box.locator("[data-testid='stMetricValue']").inner_text()
+
+
+def _slider_value(page, label: str) -> str:
+    return _slider(page, label).locator("[data-testid='stSliderThumbValue']").first.inner_text().strip()
+
+
+def _slider(page, label: str):
+    return page.locator("[data-testid='stSlider']", has_text=label).first
+
+
+def test_step_through_play_moves_the_one_step(server, browser, tmp_path):
+    """Issue 28.2: Play ran the figure to step 6 of 6 while the Step slider and metrics stayed at 3 of 6."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(f"{server}/step_through?algorithm=ring&P=4&step=3")
+    settle(page)
+    assert _metric(page, "Step") == "3 of 6" and _slider_value(page, "Step") == "3"
+    page.get_by_role("button", name="▶ Play").click()
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+                           ".some(e => e.innerText.trim() === '6 of 6')", timeout=60_000, polling=100)
+    settle(page)
+    assert _slider_value(page, "Step") == "6"  # the slider moved with the metric
+    assert page.get_by_role("button", name="▶ Play").count() == 1  # stopped at the last step
+    _shot(page, tmp_path, "step_through")
+    page.close()
+
+
+@pytest.mark.parametrize("width", [800])
+def test_step_through_controls_are_usable_at_800px(server, browser, tmp_path, width):
+    """Issue 28.7 on Step through: ◀ ▶ were slivers and Pause covered the slider at 800 px."""
+    page = browser.new_page(viewport={"width": width, "height": 1800})
+    page.goto(f"{server}/step_through?algorithm=hierarchical&P=8")
+    settle(page)
+    for name in ("◀", "▶ Play", "▶"):
+        box = page.get_by_role("button", name=name, exact=True).first.bounding_box()
+        assert box["width"] >= 32 and box["height"] >= 28, (name, box)
+    slider = _slider(page, "Step").bounding_box()
+    play = page.get_by_role("button", name="▶ Play").first.bounding_box()
+    assert play["y"] + play["height"] <= slider["y"] or play["x"] >= slider["x"] + slider["width"]  # not on it
+    _shot(page, tmp_path, f"step_through_{width}")
+    page.close()
