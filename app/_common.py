@@ -47,7 +47,7 @@ def _init(key: str, value: Any) -> None:
         st.session_state[widget_key(key)] = value
 
 
-def _sync(key: str, value: Any) -> Any:
+def sync_url(key: str, value: Any) -> Any:
     """Write a widget's value to the URL, only when it changed (each write is a message to the browser)."""
     if isinstance(value, (list, tuple)):
         new = [str(v) for v in value]
@@ -139,7 +139,7 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
     if key in st.query_params and v not in options:
         _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw)))
+    return sync_url(key, _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw)))
 
 
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
@@ -148,7 +148,7 @@ def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, 
     if key in st.query_params and v not in options:
         _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.radio(label, options, key=widget_key(key), horizontal=True, **kw)))
+    return sync_url(key, _value(key, lambda: where.radio(label, options, key=widget_key(key), horizontal=True, **kw)))
 
 
 def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[str], where=st, **kw: Any) -> list:
@@ -158,7 +158,7 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     if len(chosen) < len(url):
         _refused_url(label, key, where, _allowed(options), ", ".join(chosen) or "none")
     _init(key, chosen)
-    return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=widget_key(key), **kw))))
+    return sync_url(key, list(_value(key, lambda: where.multiselect(label, options, key=widget_key(key), **kw))))
 
 
 def _range_words(lo: float | None, hi: float | None) -> str:
@@ -179,7 +179,7 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
         _refused_url(label, key, where, "a number" if min_value is None and max_value is None else
                      f"a number {_range_words(min_value, max_value)}", f"{default:g}")
     _init(key, from_url(key, default, parse))
-    v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=widget_key(key), **kw))))
+    v = sync_url(key, cast(_value(key, lambda: where.number_input(label, key=widget_key(key), **kw))))
     try:
         check_range(label, v, min_value, max_value)
     except ValueError as e:
@@ -204,7 +204,7 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
     if key in st.query_params and (from_url(key, None, lambda s: cast(float(s))) is None or not lo <= v <= hi):
         _refused_url(label, key, where, f"{lo:g}..{hi:g}", f"{min(max(v, lo), hi):g}")
     _init(key, min(max(v, lo), hi))
-    return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))
+    return sync_url(key, _value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))
 
 
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
@@ -217,7 +217,7 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
     if not ok or used != (min(v), max(v)):
         _refused_url(label, key, where, f"two whole numbers in {lo}..{hi}", f"{used[0]}..{used[1]}")
     _init(key, used)
-    return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))))
+    return tuple(sync_url(key, list(_value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
@@ -226,7 +226,7 @@ def select_slider(label: str, options: Sequence[Any], key: str, default: Any, wh
     if key in st.query_params and v not in options:
         _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
-    return _sync(key, _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw)))
+    return sync_url(key, _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw)))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
@@ -235,12 +235,12 @@ def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
         _refused_url(label, key, where, "1 (on) or 0 (off)", "on" if default else "off")
     _init(key, from_url(key, default, lambda s: s in ("1", "true", "True")) if raw in (None, "0", "1", "true",
           "false", "True", "False") else default)
-    return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=widget_key(key), **kw))))
+    return sync_url(key, bool(_value(key, lambda: where.checkbox(label, key=widget_key(key), **kw))))
 
 
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
     _init(key, from_url(key, default, str))
-    return _sync(key, _value(key, lambda: where.text_input(label, key=widget_key(key), **kw)))
+    return sync_url(key, _value(key, lambda: where.text_input(label, key=widget_key(key), **kw)))
 
 
 EF = "ef:"
@@ -471,7 +471,7 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
         st.session_state[widget_key(key)] = default
     containers = st.tabs(labels, key=widget_key(key), on_change="rerun", **kw)
     chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
-    return list(containers), _sync(key, chosen)
+    return list(containers), sync_url(key, chosen)
 
 
 # --- Predict, then reveal (issue 28): one question the learner answers before the page says the answer, the
@@ -538,7 +538,7 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
         if answer is None:
             st.caption("Answer to see what the page computes.")
             return None
-        _sync(key, f"{answer:g}" if isinstance(answer, float) else answer)
+        sync_url(key, f"{answer:g}" if isinstance(answer, float) else answer)
         if choices is None:
             try:
                 check_range("Your answer", answer, lo, hi)

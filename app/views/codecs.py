@@ -269,7 +269,7 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
     chosen = st.pills("Bits (most significant first)", labels, selection_mode="multi", key=pkey,
                       help="each pill is one bit of the code: highlighted = 1")
     code = sum(1 << (nbits - 1 - labels.index(b)) for b in chosen or [])
-    ui._sync("bx_code", code)
+    ui.sync_url("bx_code", code)
     cv = explore(fmt, code)
     st.markdown(f"**Code {code}** = `{' '.join(b for _, b in cv.fields)}` "
                 f"({', '.join(f'{n} {b}' for n, b in cv.fields)}): {cv.formula}.")

@@ -282,7 +282,7 @@ def _predict_share(one: pd.DataFrame, base: dict) -> None:
                key="guess", unit="%", tolerance=0.25, lo=0, hi=1000)
 
 
-def results_store(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
+def _results(experiment: str, runs: list, base: dict, info: dict, arch: str, paper_view: bool,
              wire: str | None = None) -> None:
     slot = st.container()  # one takeaway: the curves' once a run has finished, else what the wire carries
     try:
