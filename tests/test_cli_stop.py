@@ -8,11 +8,13 @@ import sys
 import time
 import uuid
 
-import jsonschema
 import psutil
 import pytest
 
 from test_cli import ENV, REPO, schema, stop_at
+from lazy_import import lazy
+
+jsonschema = lazy("jsonschema")  # loaded by the first test that validates, not at collection
 
 # command -> (arguments, the stderr line to stop at, the result's key for finished rows, row check)
 STOPPABLE = {

@@ -6,7 +6,6 @@ import math
 import time
 from pathlib import Path
 
-import jsonschema
 import pytest
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
@@ -16,6 +15,9 @@ from lab.comm import cluster as cl
 from lab.plan import pays as pp
 from test_app import page as app_page
 from chart import figures
+from lazy_import import lazy
+
+jsonschema = lazy("jsonschema")  # loaded by the first test that validates, not at collection
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
