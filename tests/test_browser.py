@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -242,6 +241,8 @@ def test_bad_input_in_the_browser_is_a_message(server, browser, what):
         df = page.locator("[data-testid='stNumberInput']", has_text="df").locator("input").first
         # its shown value once the page has stopped changing it (a clean-clone CI run read 0 once; not seen
         # again in 7 runs here, loaded or not): wait up to 10 s for 3, then assert what is shown
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout  # here: not loaded at collection
+
         with contextlib.suppress(PlaywrightTimeout):
             page.wait_for_function("(el) => parseFloat(el.value) === 3", arg=df.element_handle(), timeout=10_000)
         assert float(df.input_value()) == 3.0, page.url
