@@ -269,3 +269,32 @@ def test_a_non_tensor_upload_is_a_message_in_the_browser(server, browser, tmp_pa
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert ".pt" in alerts and "allow_pickle" not in alerts and "weights_only=False" not in alerts, alerts
     page.close()
+
+
+def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, browser):
+    """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
+    the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run.
+    (Here, not in test_page_dropout.py: it shares this module's server and browser instead of starting its own.)"""
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    page.goto(f"{server}/dropout?net_hidden=512&net_epochs=2")
+    _settle(page)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricLabel]')]"
+                           ".some(e => e.innerText.includes('RDP (row)'))", timeout=120_000)
+    _settle(page)
+    epochs = page.get_by_role("spinbutton", name="Epochs")
+    epochs.fill("50")
+    epochs.press("Enter")
+    _settle(page)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.get_by_text("running…").wait_for(timeout=120_000)  # the run has started (not a fixed wait)
+    page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
+    _settle(page)
+    assert page.get_by_text("running…").count() == 1  # not restarted, not killed
+    page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
+    page.get_by_text("stopped after").wait_for(timeout=120_000)  # the run ends at its next report
+    assert page.get_by_text("stopped after").count() == 1
+    assert page.get_by_text("Partial curve of the stopped run").count() == 1
+    assert page.get_by_text("These results are from the last run").count() == 1
+    _no_exception(page, page.url)
+    page.close()

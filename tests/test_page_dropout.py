@@ -126,39 +126,6 @@ def test_the_takeaway_follows_the_rate(p):
     assert f"drops every unit {p:.3f} of the time" in _takeaway(at)
 
 
-@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium")
-def test_in_a_browser_stop_is_live_while_training_and_keeps_the_last_result():
-    """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
-    the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run."""
-    pytest.importorskip("playwright.sync_api")
-    from test_browser import _serve, _settle, launch
-
-    with _serve() as url, launch() as b:
-        page = b.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(f"{url}/dropout?net_hidden=512&net_epochs=2")
-        _settle(page)
-        page.get_by_role("button", name="Train", exact=True).click()
-        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricLabel]')]"
-                               ".some(e => e.innerText.includes('RDP (row)'))", timeout=120_000)
-        _settle(page)
-        epochs = page.get_by_role("spinbutton", name="Epochs")
-        epochs.fill("50")
-        epochs.press("Enter")
-        _settle(page)
-        page.get_by_role("button", name="Train", exact=True).click()
-        page.get_by_text("running…").wait_for(timeout=120_000)  # the run has started (not a fixed wait)
-        page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
-        _settle(page)
-        assert page.get_by_text("running…").count() == 1  # not restarted, not killed
-        page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
-        page.get_by_text("stopped after").wait_for(timeout=120_000)  # the run ends at its next report
-        assert page.get_by_text("stopped after").count() == 1
-        assert page.get_by_text("Partial curve of the stopped run").count() == 1
-        assert page.get_by_text("These results are from the last run").count() == 1
-        assert page.locator("[data-testid='stException']").count() == 0
-        b.close()
-
-
 def test_at_most_six_controls_in_view_and_the_layer_timing_settings_folded():
     from test_page_planner import MAX_IN_VIEW, top_level_inputs
 
