@@ -6,11 +6,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import page_list
-from chart import figures
 from static_table import tables
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
+figures = lazy("chart", "figures")
 
 APP = Path(__file__).resolve().parent.parent / "app"
 

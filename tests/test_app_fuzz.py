@@ -14,10 +14,12 @@ import random
 import time
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import page_list  # app/ is on pytest's pythonpath
 from static_table import tables
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 
 PAGES = [p.module for p in page_list.PAGES]
 ROUNDS = 20         # random inputs per page

@@ -3,8 +3,10 @@ schema (docs/schemas/<command>.schema.json), so what the README and docs quote i
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
+from lazy_import import lazy
+
+jsonschema = lazy("jsonschema")  # loaded by the first test that validates, not at collection
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,3 +34,22 @@ def test_the_two_level_results_carry_their_calibration() -> None:
         assert name in names
         doc = json.loads((REPO / "bench" / "results" / name).read_text())
         assert doc["calibration"]["max_abs_model_error"] == max(abs(r["model_error"]) for r in doc["rows"])
+
+
+# The speed claims the tests no longer time (issue 27 item 11): measured by the benchmarks, as ratios against a
+# baseline of the same run, and held here in the committed results.
+
+def test_row_and_tile_dropout_epochs_are_faster_than_conventional() -> None:
+    """`paralab dropout mlp` (Song et al. Table I): RDP and TDP epochs beat conventional dropout's at every rate."""
+    table = json.loads((REPO / "bench" / "results" / "dropout-mlp-cpu.json").read_text())["table"]
+    patterns = [r for r in table if r["kind"] in ("row", "tile")]
+    assert len(patterns) >= 2 and all(r["speedup"] > 1.2 for r in patterns), [
+        (r["rates"], r["kind"], r["speedup"]) for r in patterns]
+
+
+def test_eight_bits_beat_fp32_over_a_shaped_link() -> None:
+    """`paralab bench compressed --link-rate 1gbit` on two ranks: 8-bit codecs on the wire beat fp32's allreduce by
+    well over 2x on a bandwidth-bound link (Dettmers 2016 §3.3); the test_dist test checks the bytes only."""
+    rows = json.loads((REPO / "bench" / "results" / "compressed-cpu-P2-shaped-1gbit.json").read_text())["rows"]
+    eight = [r for r in rows if r["codec"].split("[")[0] in ("dynamic_tree", "linear")]
+    assert eight and all(r["speedup_vs_fp32"] > 2.5 for r in eight), [(r["codec"], r["speedup_vs_fp32"]) for r in rows]

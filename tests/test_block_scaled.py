@@ -30,10 +30,13 @@ def _blocks_input(kind: str, nblocks: int = 64, seed: int = 0) -> torch.Tensor:
 
 # ------------------------------------------------------------------ torchao agreement
 
-tao = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor", reason="torchao (dev extra) not installed")
+def _torchao() -> None:
+    """Skip a torchao comparison where torchao (dev extra) is missing: imported here, not at collection (1-2 s)."""
+    pytest.importorskip("torchao.prototype.mx_formats.mx_tensor", reason="torchao (dev extra) not installed")
 
 
 def _tao_mx(x: torch.Tensor, element: str, rule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    _torchao()
     from torchao.prototype.mx_formats.constants import DTYPE_FP6_E2M3, DTYPE_FP6_E3M2
     from torchao.prototype.mx_formats.mx_tensor import ScaleCalculationMode, to_mx
     dt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e2m3": DTYPE_FP6_E2M3,
@@ -80,6 +83,7 @@ def test_mx_matches_torchao(kind: str, element: str, rule: str) -> None:
 
 @pytest.mark.parametrize("kind", ["random", "heavy", "zero", "subnormal_scale", "saturating"])
 def test_nvfp4_matches_torchao(kind: str) -> None:
+    _torchao()
     from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale
     x = _blocks_input(kind)
     if kind == "subnormal_scale":

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -242,6 +241,8 @@ def test_bad_input_in_the_browser_is_a_message(server, browser, what):
         df = page.locator("[data-testid='stNumberInput']", has_text="df").locator("input").first
         # its shown value once the page has stopped changing it (a clean-clone CI run read 0 once; not seen
         # again in 7 runs here, loaded or not): wait up to 10 s for 3, then assert what is shown
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout  # here: not loaded at collection
+
         with contextlib.suppress(PlaywrightTimeout):
             page.wait_for_function("(el) => parseFloat(el.value) === 3", arg=df.element_handle(), timeout=10_000)
         assert float(df.input_value()) == 3.0, page.url
@@ -267,4 +268,33 @@ def test_a_non_tensor_upload_is_a_message_in_the_browser(server, browser, tmp_pa
     _no_exception(page, "codecs upload")
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert ".pt" in alerts and "allow_pickle" not in alerts and "weights_only=False" not in alerts, alerts
+    page.close()
+
+
+def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, browser):
+    """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
+    the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run.
+    (Here, not in test_page_dropout.py: it shares this module's server and browser instead of starting its own.)"""
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    page.goto(f"{server}/dropout?net_hidden=512&net_epochs=2")
+    _settle(page)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricLabel]')]"
+                           ".some(e => e.innerText.includes('RDP (row)'))", timeout=120_000)
+    _settle(page)
+    epochs = page.get_by_role("spinbutton", name="Epochs")
+    epochs.fill("50")
+    epochs.press("Enter")
+    _settle(page)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.get_by_text("running…").wait_for(timeout=120_000)  # the run has started (not a fixed wait)
+    page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
+    _settle(page)
+    assert page.get_by_text("running…").count() == 1  # not restarted, not killed
+    page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
+    page.get_by_text("stopped after").wait_for(timeout=120_000)  # the run ends at its next report
+    assert page.get_by_text("stopped after").count() == 1
+    assert page.get_by_text("Partial curve of the stopped run").count() == 1
+    assert page.get_by_text("These results are from the last run").count() == 1
+    _no_exception(page, page.url)
     page.close()

@@ -10,13 +10,15 @@ import sys
 import time
 from pathlib import Path
 
-import jsonschema
 import pytest
 import torch
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from lab.cli import TORCHRUN_COMMANDS, app
+from lazy_import import lazy
+
+jsonschema = lazy("jsonschema")  # loaded by the first test that validates, not at collection
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]

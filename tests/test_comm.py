@@ -9,7 +9,7 @@ import torch
 
 from lab.codecs import codec_names, get_codec
 from lab.comm import CommError, algorithm_names, allreduce, simulate
-from lab.comm.algorithms import ALGORITHMS
+from lab.comm.algorithms import ALGORITHMS, algorithm_names as registered_algorithms
 from lab.comm.algorithms.common import bounds
 from lab.codecs.wire import WireFormat
 
@@ -82,13 +82,50 @@ def test_input_is_not_modified() -> None:
 
 # ------------------------------------------------------------------ codecs on the wire
 
-#: encodes an element may go through on its way (requantize mode), P a power of two or not
+def _core(P: int) -> int:
+    """The largest power of two <= P (recursive doubling's and Rabenseifner's core)."""
+    return 1 << (P.bit_length() - 1)
+
+
+#: encodes an element may go through on its way (requantize mode), P a power of two or not: the error bound of
+#: each registered algorithm (test_every_registered_algorithm_has_its_hops checks none is missing)
+HOPS = {"ring": lambda P: P - 1 + 1, "tree": lambda P: math.ceil(math.log2(P)) + 1,
+        "recursive_doubling": lambda P: int(math.log2(_core(P))) + 2,
+        "rabenseifner": lambda P: int(math.log2(_core(P))) + 2,
+        "butterfly_sync": lambda P: 2, "parameter_server": lambda P: 2, "alltoall_quantized": lambda P: 2,
+        "hierarchical": lambda P: _hierarchical_hops(P)}
+
+
 def _hops(algorithm: str, P: int) -> int:
-    core = 1 << (P.bit_length() - 1)
-    return {"ring": P - 1 + 1, "tree": math.ceil(math.log2(P)) + 1,
-            "recursive_doubling": int(math.log2(core)) + 2, "rabenseifner": int(math.log2(core)) + 2,
-            "butterfly_sync": 2, "parameter_server": 2, "alltoall_quantized": 2,
-            "hierarchical": _hierarchical_hops(P)}[algorithm]
+    return HOPS[algorithm](P)
+
+
+def algorithms_without_hops(names: list[str]) -> list[str]:
+    """The registered algorithms (all run in requantize mode) whose hop count, so error bound, is not in HOPS."""
+    return [n for n in names if n not in HOPS]
+
+
+def test_every_registered_algorithm_has_its_hops() -> None:
+    missing = algorithms_without_hops(registered_algorithms())
+    assert not missing, f"add the encodes an element goes through to HOPS for: {missing}"
+
+
+def test_an_algorithm_registered_later_without_hops_is_named() -> None:
+    """The check reads the registry when it runs, so a plugin registered after import is seen too."""
+    from dataclasses import replace
+
+    from lab.comm.algorithms import get_algorithm, register, unregister
+
+    ring = get_algorithm("ring")
+
+    def reduce(comm, buf, channel):  # defined here: the algorithm is this module's plugin, not a built-in
+        return ring.reduce(comm, buf, channel)
+
+    register(replace(ring, name="ring_copy_for_test", reduce=reduce, module=""))
+    try:
+        assert algorithms_without_hops(registered_algorithms()) == ["ring_copy_for_test"]
+    finally:
+        unregister("ring_copy_for_test")
 
 
 def _hierarchical_hops(P: int) -> int:
@@ -99,7 +136,7 @@ def _hierarchical_hops(P: int) -> int:
     return (k - 1) + (N if N > 1 else 0) + (1 if k > 1 else 0)
 
 
-@pytest.mark.parametrize("algorithm", list(ALGORITHMS))
+@pytest.mark.parametrize("algorithm", registered_algorithms())
 @pytest.mark.parametrize("P", [2, 3, 5, 8])
 def test_linear_requantize_error_bound(algorithm: str, P: int) -> None:
     """Nearest rounding to k/127 of the absmax errs by at most absmax/254 per encode, and every

@@ -2,8 +2,10 @@
 with outputs."""
 from pathlib import Path
 
-import nbformat
 import pytest
+from lazy_import import lazy
+
+nbformat = lazy("nbformat")  # with jsonschema, 1-2 s: loaded by the first notebook test, not at collection
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 

@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from test_app import page
-from chart import figures
 from static_table import tables
+from lazy_import import lazy
+
+figures = lazy("chart", "figures")  # Streamlit loads with the first page test, not at collection
 
 
 def _takeaway(at) -> str:

@@ -4,10 +4,13 @@ and the error-at-scale section as a background run (Run / Stop keeps the partial
 survives other controls; a click elsewhere does not restart it)."""
 import time
 
-from streamlit.testing.v1 import AppTest
+from apptest_runs import stop_after_rows
 from test_app import page as app_page
-from chart import figures
 from static_table import tables
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
+figures = lazy("chart", "figures")
 
 
 def page(**query) -> AppTest:
@@ -84,8 +87,7 @@ def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not
     at.button(key="run_err_run").click().run()
     at.number_input(key="w_P").set_value(16).run()  # a click elsewhere: the run goes on
     assert "running" in texts(at, "caption")
-    time.sleep(1.0)
-    at.button(key="stop_err_run").click().run()
+    stop_after_rows(at, "err_run")  # once its first points are in
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
     assert figures(at)  # the partial curve
     assert not at.exception
@@ -117,8 +119,7 @@ def test_stop_keeps_the_last_finished_result_too():
     at = wait(at, lambda a: "Measured from P = 2 to 8" in texts(a, "success"))
     at.select_slider(key="w_err_maxP").set_value(256).run()
     at.button(key="run_err_run").click().run()
-    time.sleep(0.5)
-    at.button(key="stop_err_run").click().run()
+    stop_after_rows(at, "err_run")
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
     assert "Last finished result" in " ".join(e.label for e in at.expander)
     assert "Measured from P = 2 to 8" in texts(at, "markdown")

@@ -3,13 +3,15 @@ faster than conventional dropout, the takeaway and the Table I callout are compu
 the last finished result and the partial curve, bad input (a missing or unreadable corpus) is a message, and the
 pattern heatmaps carry a colour legend without overlapping ticks (streamlit AppTest; app/ is on the pythonpath)."""
 import pickle
-import time
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
+from apptest_runs import stop_after_rows
 from test_app import finish, metric, number, page
 from static_table import tables
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 
 WIDGETS = ("selectbox", "multiselect", "slider", "select_slider", "number_input", "radio", "checkbox", "text_input")
 
@@ -47,10 +49,13 @@ def test_default_training_run_learns_and_the_patterns_are_faster():
     for label in ("conventional", "RDP (row)", "TDP (tile)"):
         assert number(metric(at, label)) >= 85.0, label
     runs = tables(at)[-1]
+    conventional = runs[runs.kind == "bernoulli"]
     patterns = runs[runs.kind != "bernoulli"]
-    # the best pattern is clearly faster (each run is timed alone, one after another, so a burst of other work on
-    # a shared machine can slow one of them; the page's takeaway names such a timing, see _takeaway)
-    assert patterns.speedup.max() > 1.2, patterns[["kind", "epoch_s", "speedup"]]
+    # each speedup is conventional's epoch time over the pattern's, from this run; that the patterns are faster
+    # is a timing claim, measured by `paralab dropout mlp` / `bench dropout` (tests/test_bench_results.py checks
+    # the committed ratios), not here on a shared machine
+    assert len(conventional) == 1 and len(patterns) == 2 and (runs.epoch_s > 0).all()
+    assert patterns.speedup.tolist() == pytest.approx((float(conventional.epoch_s.iloc[0]) / patterns.epoch_s).tolist())
     take = _takeaway(at)
     assert ("as fast as conventional dropout — faster" in take and "1/(1−p)² = 11.1x" in take) or \
         "other work on this machine slowed" in take  # a disturbed timing is named, not shown as a result
@@ -67,14 +72,8 @@ def test_stop_keeps_the_last_result_and_the_partial_curve_and_a_result_survives_
     at.select_slider(key="w_net_hidden").set_value(1024).run()
     assert metric(at, "RDP (row)") == first
     assert any(c.value.startswith("These results are from the last run") for c in at.caption)
-    at.button(key="run_net_run").click().run()  # 50 epochs of 1024 units: half a minute; stop it after a few points
-    t0 = time.time()
-    while not any(c.value.startswith("running") for c in at.caption) and time.time() - t0 < 30:
-        time.sleep(0.2)
-        at.run()
-    time.sleep(1.5)
-    at.run()
-    at.button(key="stop_net_run").click().run()
+    at.button(key="run_net_run").click().run()  # 50 epochs of 1024 units: minutes; stopped after its first point
+    stop_after_rows(at, "net_run")
     assert not at.exception
     assert any(c.value.startswith("stopped after") for c in at.caption)
     assert any(c.value.startswith("Partial curve of the stopped run") for c in at.caption)
@@ -125,39 +124,6 @@ def test_pattern_heatmaps_have_one_colour_legend_and_ticks_on_the_outer_panels_o
 def test_the_takeaway_follows_the_rate(p):
     at = page("dropout", p=str(p))
     assert f"drops every unit {p:.3f} of the time" in _takeaway(at)
-
-
-@pytest.mark.skipif(not __import__("pathlib").Path("/usr/bin/chromium").exists(), reason="needs /usr/bin/chromium")
-def test_in_a_browser_stop_is_live_while_training_and_keeps_the_last_result():
-    """AppTest reruns the whole page; a browser only reruns the polling fragment, so Stop must be drawn live by
-    the rerun that started the run (it once stayed disabled there). A click elsewhere does not restart the run."""
-    pytest.importorskip("playwright.sync_api")
-    from test_browser import _serve, _settle, launch
-
-    with _serve() as url, launch() as b:
-        page = b.new_page(viewport={"width": 1400, "height": 1200})
-        page.goto(f"{url}/dropout?net_hidden=512&net_epochs=2")
-        _settle(page)
-        page.get_by_role("button", name="Train", exact=True).click()
-        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stMetricLabel]')]"
-                               ".some(e => e.innerText.includes('RDP (row)'))", timeout=120_000)
-        _settle(page)
-        epochs = page.get_by_role("spinbutton", name="Epochs")
-        epochs.fill("50")
-        epochs.press("Enter")
-        _settle(page)
-        page.get_by_role("button", name="Train", exact=True).click()
-        page.wait_for_timeout(2500)
-        page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
-        page.wait_for_timeout(1500)
-        assert page.get_by_text("running…").count() == 1  # not restarted, not killed
-        page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
-        page.wait_for_timeout(2500)
-        assert page.get_by_text("stopped after").count() == 1
-        assert page.get_by_text("Partial curve of the stopped run").count() == 1
-        assert page.get_by_text("These results are from the last run").count() == 1
-        assert page.locator("[data-testid='stException']").count() == 0
-        b.close()
 
 
 def test_at_most_six_controls_in_view_and_the_layer_timing_settings_folded():

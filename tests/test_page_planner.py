@@ -3,11 +3,13 @@ inside a node and one between nodes) gives the numbers `planner_sweep` gives for
 offered only there, the takeaway and the lesson name the two-level effect from the numbers shown, bad machines
 are messages, and the default view keeps at most six input controls in view (the rest under More settings)."""
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from lab.experiments import INTER_LINKS, INTRA_LINKS, planner_sweep
 from lab.experiments.plan import CLUSTER_ALGORITHMS
 from test_app import metric, number, page
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 
 # what a learner can touch: every Streamlit input widget kind
 INPUTS = ("selectbox", "multiselect", "slider", "select_slider", "number_input", "radio", "checkbox", "text_input",

@@ -4,12 +4,15 @@ numbers, Train runs in the background with a takeaway from the results, Stop kee
 bad input is a message."""
 import time
 
-from streamlit.testing.v1 import AppTest
 
 from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
+from apptest_runs import stop_after_rows
 from test_app import page as app_page
-from chart import figures
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
+figures = lazy("chart", "figures")
 
 
 def page(**query) -> AppTest:
@@ -109,8 +112,7 @@ def test_train_shows_results_and_a_takeaway_from_them():
 def test_stop_keeps_the_partial_curve():
     at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
     at.button(key="run_train_run").click().run()
-    time.sleep(2.0)
-    at.button(key="stop_train_run").click().run()
+    stop_after_rows(at, "train_run")  # once its first curve points are in
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
     assert figures(at)

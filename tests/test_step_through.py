@@ -8,14 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
 
 from lab import plots
 from lab.comm.algorithms import Algorithm, get_algorithm, register, unregister
 from lab.experiments import (STEP_P, algorithm_catalog, algorithm_traffic, busbw_table, step_algorithms,
                              step_codecs, step_through)
 from test_app import metric, page as app_page
-from chart import figures
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
+figures = lazy("chart", "figures")
 
 PS = range(STEP_P[0], STEP_P[1] + 1)
 

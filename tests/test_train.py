@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import pytest
 import torch
@@ -410,11 +409,9 @@ def test_a_dying_ddp_rank_is_reported_and_nothing_is_left_running():
 
     from lab.comm.launch import run
 
-    t = time.monotonic()
     with pytest.raises(CommError, match=r"rank 1 died \(killed by SIGKILL\)|rank 1"):
         run(R.dying_ddp, 2, asdict(TrainConfig(dataset="digits", hidden=(32,), dropout=(0.0, 0.0), batch=32)), 1,
             timeout=20)
-    assert time.monotonic() - t < 45
     assert _no_rank_processes()
 
 
