@@ -1,6 +1,8 @@
 """Predict, then reveal (issue 28, app/_common.predict): the question is asked before the answer shows, the
 reveal explains the answer, the answer lives in the URL, and Home's scorecard counts first answers."""
-from streamlit.testing.v1 import AppTest
+from lazy_import import lazy
+
+AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first test, not at collection
 
 
 def _quiz(choices_mode: bool = True) -> None:

@@ -5,17 +5,18 @@ import json
 import math
 from pathlib import Path
 
-import jsonschema
 import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
 import lab.train.converge as cv
 from lab.cli import app
+from lazy_import import lazy
 from lab.train.converge import (ConvergeConfig, ConvergeError, Run, Spec, arrival, converge, load_penalties, run_row,
                                 summarize, t_interval, target_of)
 
 runner = CliRunner()
+jsonschema = lazy("jsonschema")  # loaded by the test that validates, not at collection
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schemas" / "converge.schema.json").read_text())
 TINY = dict(task="mlp", hidden=(16,), dropout=(0.0, 0.0), train_limit=256, steps=10, eval_every=5, seeds=2,
             workers=2, batch=16, budget=1.0, tolerance=0.5, lr=0.3, momentum=0.0)
