@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .base import REPO, app, console, emit, fail, json_option, numbers, out_option, print_frame, result, session
+from .base import app, check_results_dir, console, emit, fail, json_option, numbers, out_option, print_frame, result, session
 
 
 @app.command()
@@ -17,25 +17,25 @@ def converge(
                                help="comma-separated codec specs ('ef:' = error feedback, '@N' = N fp32 warm-up "
                                     "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; "
                                     "'all': every registered codec; fp32 always runs"),
-    seeds: Optional[int] = typer.Option(None, help="seeds per spec (default 3; CIs need >= 2)"),
+    seeds: Optional[int] = typer.Option(None, min=1, max=1000, help="seeds per spec (default 3; CIs need >= 2)"),
     mode: str = typer.Option("sim", help="sim: K simulated workers (SimComm, every hop's codec semantics); "
                                          "ddp: real processes, the codec as DDP's communication hook"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-k", help="workers K (sim: 1..64, default 4) or "
+    workers: Optional[int] = typer.Option(None, "--workers", "-k", min=1, max=64, help="workers K (sim: 1..64, default 4) or "
                                                                         "processes P (ddp: 2..4)"),
     algorithm: str = typer.Option("ring", help="sim: allreduce algorithm of the simulated workers"),
-    steps: Optional[int] = typer.Option(None, help="fp32's steps; its validation loss at the last one defines "
+    steps: Optional[int] = typer.Option(None, min=1, max=1_000_000, help="fp32's steps; its validation loss at the last one defines "
                                                    "the target (default: the task's)"),
-    budget: Optional[float] = typer.Option(None, help="codec runs stop at the target or after budget x steps "
+    budget: Optional[float] = typer.Option(None, min=1.0, max=1000.0, help="codec runs stop at the target or after budget x steps "
                                                       "(default 3)"),
-    tolerance: Optional[float] = typer.Option(None, help="target = fp32's last validation loss x (1 + tolerance) "
+    tolerance: Optional[float] = typer.Option(None, min=0.0, max=10.0, help="target = fp32's last validation loss x (1 + tolerance) "
                                                          "(default 0.05)"),
-    eval_every: Optional[int] = typer.Option(None, help="steps between evaluations (the steps' resolution)"),
-    lr: Optional[float] = typer.Option(None, help="learning rate (default: the task's)"),
+    eval_every: Optional[int] = typer.Option(None, min=1, max=1_000_000, help="steps between evaluations (the steps' resolution)"),
+    lr: Optional[float] = typer.Option(None, min=0.0, max=1000.0, help="learning rate (default: the task's)"),
     optimizer: Optional[str] = typer.Option(None, help="sgd | rmsprop | adamw (default: the task's)"),
-    momentum: Optional[float] = typer.Option(None, help="sgd momentum (default: the task's)"),
-    batch: Optional[int] = typer.Option(None, help="global mini-batch (samples or sequences)"),
+    momentum: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="sgd momentum (default: the task's)"),
+    batch: Optional[int] = typer.Option(None, min=1, max=1 << 20, help="global mini-batch (samples or sequences)"),
     dataset: Optional[str] = typer.Option(None, help="image tasks: auto | mnist | fashion-mnist | digits"),
-    train_limit: Optional[int] = typer.Option(None, help="image tasks: a seeded subset of this many training "
+    train_limit: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="image tasks: a seeded subset of this many training "
                                                          "samples"),
     hidden: Optional[str] = typer.Option(None, help="mlp: hidden layer widths, e.g. 256,256"),
     smoke: bool = typer.Option(False, help="a preset in under 2 minutes on 2 CPU cores: the MLP on digits, "
@@ -47,10 +47,13 @@ def converge(
     reaches at its last step, the penalty = steps / fp32's steps (inf when the budget ends first) with
     a t-based 95% CI over seeds, and the quality at fp32's last step. Ctrl-C keeps the finished runs."""
     from lab.experiments import USER_ERRORS, converge as run, converge_config, converge_takeaway, \
-        convergence_summary, expand_specs, result_name
+        convergence_summary, expand_specs, result_name, results_dir
+
+    if not smoke:
+        check_results_dir(out, as_json)
 
     specs = [c.strip() for c in codecs.split(",") if c.strip()]
-    widths = tuple(int(h) for h in numbers(hidden, "--hidden", allow_empty=True)) if hidden else None
+    widths = tuple(numbers(hidden, "--hidden", int, allow_empty=True)) if hidden else None
     settings = dict(task=task, specs=specs if specs or not smoke else None, seeds=seeds, mode=mode, workers=workers,
                     algorithm=algorithm, steps=steps, budget=budget, tolerance=tolerance, eval_every=eval_every,
                     lr=lr, optimizer=optimizer, momentum=momentum, batch=batch, dataset=dataset,
@@ -68,7 +71,7 @@ def converge(
 
     config = {**asdict(cfg), "smoke": smoke}
     name = result_name(cfg.task, "cpu", cfg.mode, cfg.workers)
-    default = None if (as_json or smoke) else REPO / "bench" / "results" / f"{name}.json"
+    default = None if (as_json or smoke) else results_dir() / f"{name}.json"
     dest = out or default
     spec_order = list(dict.fromkeys(["fp32"] + [s for s in expand_specs(cfg.specs)
                                                 if s.strip().lower() not in ("fp32", "none", "32-bit")]))
