@@ -34,6 +34,8 @@ SMOKE = {
     "plan": ["plan", "--gpus", "1,2", "--strategy", "data,pipeline", "--layers", "--advice"],
     "pays": ["pays", "--cluster", "2x4", "--codecs", "mxfp4_e2m1,dynamic_tree"],
     "trace": ["trace", "--algorithm", "ring", "-P", "4", "--codec", "dynamic_tree", "--values", "24"],
+    "converge": ["converge", "--hidden", "16", "--train-limit", "256", "--steps", "10", "--eval-every", "5",
+                 "--seeds", "2", "-k", "2", "--batch", "16", "--budget", "1", "--tolerance", "0.9"],
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],

@@ -1,0 +1,688 @@
+"""Time to accuracy (issue 32): does a codec still train? For a task and codec specs, train fp32 and
+every codec from the same seeds, measure the steps (and wall-clock seconds here) each needs to reach
+a target validation loss, and report the penalty = steps / fp32's steps with a confidence interval.
+
+Target (per seed): the validation loss the fp32 run of that seed has at its last step (`steps`),
+times (1 + tolerance). A codec run of the same seed (same data split, initialisation and batch
+order) trains until it reaches that target, or until its budget of `budget` x `steps` steps ends
+(then its steps are infinite: the codec never pays). The per-seed penalty is the ratio of the two
+step counts (measured at evaluations, every `eval_every` steps); the reported penalty is the mean
+over seeds with a two-sided Student-t 95 % confidence interval (infinite when any seed missed).
+
+Workers: `mode='sim'` runs K virtual workers in this process whose gradients are summed by
+`lab.comm.allreduce` on SimComm with the codec's exact per-hop semantics (lab.train.data_parallel);
+`mode='ddp'` runs P = 2..4 real processes under PyTorch DDP with the codec as its communication
+hook (lab.train.ddp, lab.train.ddp_hook). A spec is a codec spec of the registry (`ef:` prefix for
+error feedback, PowerSGD's rank and start_iter among its options) with an optional `@N`: the first
+N steps exchange fp32 gradients (the hook's warm-up, start_iter).
+
+Agarwal et al. 2022 (MLSys, "On the utility of gradient compression") argue that time to
+accuracy, not time per step, decides whether compression pays; this module measures the step
+count half of it. `load_penalties` reads a result back for the verdicts (lab.plan, pays).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lab.backend import Progress, RowSink
+from lab.data import Dataset, load_corpus
+
+from .data_parallel import GradientExchange, split_batch, sum_gradients
+from .gpt import TinyGPT
+from .models import build_model, make_optimizer
+from .run import TrainConfig, evaluate, load_data
+from .stream import ShardStream
+
+MODES = ("sim", "ddp")
+FP32 = "fp32"
+FP32_ALIASES = ("fp32", "none", "32-bit", "")
+MAX_SIM_WORKERS = 64
+DDP_PROCS = (2, 4)
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Task:
+    """A training task: what is trained on what, its quality metric and its default settings.
+    `priced_like`: the model of lab.plan's catalog this task stands for (the pays page's verdicts)."""
+
+    name: str
+    description: str
+    kind: str  # "classify" | "lm"
+    priced_like: str
+    quality: str  # the quality column's meaning
+    defaults: dict[str, Any]
+
+
+TASKS: dict[str, Task] = {
+    "mlp": Task("mlp", "the paper's MLP (Dettmers 2016 §3.4: ReLU, dropout 0.2/0.3) on digits / Fashion-MNIST",
+                "classify", "alexnet", "test error %",
+                dict(dataset="auto", hidden=(256, 256), dropout=(0.2, 0.3, 0.3), optimizer="sgd", lr=0.2,
+                     momentum=0.0, batch=64, steps=300, eval_every=10)),
+    "cnn": Task("cnn", "a small CNN (two 3x3 conv + max-pool stages, 16 and 32 channels) on the image data",
+                "classify", "resnet50", "test error %",
+                dict(dataset="auto", dropout=(0.3,), optimizer="sgd", lr=0.1, momentum=0.0, batch=64, steps=300,
+                     eval_every=10)),
+    "gpt": Task("gpt", "a small decoder-only transformer (nanoGPT-like: 2 layers, 4 heads, causal attention) "
+                "on a word corpus (Python's own documentation at least)",
+                "lm", "gpt2-small", "validation perplexity",
+                dict(corpus="pydoc", vocab=2000, context=32, dim=64, layers=2, heads=4, optimizer="adamw",
+                     lr=0.003, momentum=0.0, batch=32, steps=300, eval_every=10)),
+}
+
+SMOKE: dict[str, Any] = dict(task="mlp", specs=("fp32", "dynamic_tree", "randomk:ratio=0.01",
+                                                "ef:randomk:ratio=0.01"),
+                             seeds=3, workers=2, hidden=(64,), dropout=(0.0, 0.0), steps=60, eval_every=5,
+                             budget=6.0, tolerance=0.5, batch=32, lr=0.3, momentum=0.0, train_limit=1000)
+
+
+class ConvergeError(ValueError):
+    """A run that cannot define or reach what it measures (fp32 diverged, a budget too small)."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One codec spec: `text` as given, codec (None for fp32), error feedback, fp32 warm-up steps."""
+
+    text: str
+    codec: str | None
+    error_feedback: bool
+    warmup: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Spec":
+        """'fp32' | '[ef:]codec[:options][@N]' (@N: the first N steps in fp32)."""
+        from lab.codecs import get_codec
+
+        raw = str(text).strip()
+        body, warm = raw, 0
+        if "@" in raw:
+            body, _, w = raw.rpartition("@")
+            if not w.strip().isdigit():
+                raise ValueError(f"codec spec {raw!r}: '@{w}' must be '@N', N >= 0 steps of fp32 warm-up")
+            warm = int(w)
+        body = body.strip()
+        if body.lower() in FP32_ALIASES:
+            if warm:
+                raise ValueError(f"codec spec {raw!r}: a warm-up needs a codec to warm up to")
+            return cls(FP32, None, False, 0)
+        ef = body.startswith("ef:")
+        codec = body[3:] if ef else body
+        try:
+            get_codec(codec)
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"codec spec {raw!r}: {str(e).strip(chr(34) + chr(39))}") from None
+        return cls(raw, codec, ef, warm)
+
+    @property
+    def is_fp32(self) -> bool:
+        return self.codec is None
+
+
+@dataclass(frozen=True)
+class ConvergeConfig:
+    """Everything a convergence study depends on; None fields take the task's defaults (TASKS)."""
+
+    task: str = "mlp"
+    specs: tuple[str, ...] = ("fp32", "dynamic_tree")
+    seeds: int = 3
+    mode: str = "sim"
+    workers: int = 4
+    algorithm: str = "ring"
+    steps: int | None = None
+    budget: float = 3.0
+    eval_every: int | None = None
+    tolerance: float = 0.05
+    lr: float | None = None
+    optimizer: str | None = None
+    momentum: float | None = None
+    batch: int | None = None
+    dataset: str | None = None
+    data_path: str | None = None
+    train_limit: int | None = None
+    test_limit: int | None = None
+    hidden: tuple[int, ...] | None = None
+    dropout: tuple[float, ...] | None = None
+    corpus: str | None = None
+    vocab: int | None = None
+    context: int | None = None
+    dim: int | None = None
+    layers: int | None = None
+    heads: int | None = None
+    first_seed: int = 0
+
+    def resolved(self) -> "ConvergeConfig":
+        """The config with the task's defaults filled in, checked (ValueError names what is wrong)."""
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; known: {', '.join(TASKS)}")
+        task = TASKS[self.task]
+        fill = {k: v for k, v in task.defaults.items() if getattr(self, k) is None}
+        c = replace(self, **fill)
+        c._check(task)
+        return c
+
+    def _check(self, task: Task) -> None:
+        def pos_int(name: str, lo: int = 1) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}={v!r}; it must be an int >= {lo}")
+
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r}; allowed: sim (K simulated workers), ddp (real processes)")
+        for n in ("seeds", "steps", "eval_every", "batch"):
+            pos_int(n)
+        pos_int("first_seed", 0)
+        if self.mode == "sim" and not 1 <= self.workers <= MAX_SIM_WORKERS:
+            raise ValueError(f"workers={self.workers}; simulated workers: 1..{MAX_SIM_WORKERS}")
+        if self.mode == "ddp":
+            if not DDP_PROCS[0] <= self.workers <= DDP_PROCS[1]:
+                raise ValueError(f"workers={self.workers}; DDP runs {DDP_PROCS[0]}..{DDP_PROCS[1]} processes here")
+            if task.kind != "classify":
+                raise ValueError(f"task {task.name!r} trains with simulated workers only (--mode sim); DDP trains "
+                                 + ", ".join(t for t, v in TASKS.items() if v.kind == "classify"))
+            if self.optimizer not in ("sgd", "rmsprop"):
+                raise ValueError(f"optimizer {self.optimizer!r}: DDP runs train with sgd or rmsprop")
+        if self.batch < self.workers:
+            raise ValueError(f"batch={self.batch} cannot feed {self.workers} workers; use a batch >= {self.workers}")
+        if self.eval_every > self.steps:
+            raise ValueError(f"steps={self.steps} is less than one evaluation interval (eval_every="
+                             f"{self.eval_every}): the budget is too small to define a target")
+        if not (isinstance(self.budget, (int, float)) and math.isfinite(self.budget) and self.budget >= 1):
+            raise ValueError(f"budget={self.budget}; it must be >= 1 (codec runs get budget x steps steps)")
+        if not (isinstance(self.tolerance, (int, float)) and 0 <= self.tolerance < 1):
+            raise ValueError(f"tolerance={self.tolerance}; allowed 0 <= tolerance < 1 (relative, above fp32's loss)")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr={self.lr}; it must be > 0")
+        if not (isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1):
+            raise ValueError(f"momentum={self.momentum}; allowed 0 <= momentum < 1")
+        if self.optimizer not in ("sgd", "rmsprop", "adamw"):
+            raise ValueError(f"optimizer {self.optimizer!r}; allowed: sgd, rmsprop, adamw")
+        if not self.specs:
+            raise ValueError("no codec specs; give at least one (fp32 is always run as the reference)")
+        for s in self.parsed_specs():
+            check_spec(s, self)
+
+    def parsed_specs(self) -> list[Spec]:
+        """fp32 first (the reference), then each distinct spec in the order given ('all': every
+        registered codec that compresses, with its default options)."""
+        out = [Spec.parse(FP32)]
+        for text in expand_specs(self.specs):
+            s = Spec.parse(text)
+            if s.text not in [o.text for o in out]:
+                out.append(s)
+        return out
+
+    @property
+    def max_steps(self) -> int:
+        return int(math.ceil(self.budget * self.steps))
+
+
+def expand_specs(specs: tuple[str, ...] | list[str]) -> list[str]:
+    """The specs with 'all' replaced by every registered codec except fp32 (default options)."""
+    from lab.codecs import codec_names
+
+    out: list[str] = []
+    for s in specs:
+        out += [n for n in codec_names() if n != FP32] if str(s).strip() == "all" else [s]
+    return out
+
+
+def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
+    """ValueError (one line) when `spec` cannot train in cfg's mode (a gather-only codec where the
+    algorithm needs summing, error feedback on a codec with its own, ...)."""
+    if spec.is_fp32:
+        return
+    try:
+        if cfg.mode == "sim":
+            GradientExchange(spec.codec, cfg.algorithm, "auto", "all", spec.error_feedback)
+        else:
+            from .ddp_hook import CodecHookState
+
+            CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup)
+    except ValueError as e:
+        where = f"simulated workers ({cfg.algorithm})" if cfg.mode == "sim" else "the DDP hook"
+        raise ValueError(f"codec spec {spec.text!r} cannot train with {where}: {e}") from None
+
+
+# -- data and models
+
+@dataclass
+class TaskData:
+    """One seed's data of a task and how to build, feed and score its model."""
+
+    cfg: ConvergeConfig
+    seed: int
+    dataset: Dataset | None = None
+    train_tokens: torch.Tensor | None = None
+    valid_tokens: torch.Tensor | None = None
+    vocab: int = 0
+    source: str = ""
+
+    @property
+    def kind(self) -> str:
+        return TASKS[self.cfg.task].kind
+
+    def train_config(self, spec: Spec | None = None, steps: int = 1) -> TrainConfig:
+        """The image task as lab.train.run's TrainConfig (the DDP ranks build their model from it)."""
+        c = self.cfg
+        n = c.train_limit or (len(self.dataset.train_y) if self.dataset is not None else 1)
+        return TrainConfig(dataset=c.dataset, data_path=c.data_path, train_limit=c.train_limit,
+                           test_limit=c.test_limit, model=c.task, hidden=tuple(c.hidden or ()),
+                           dropout=tuple(c.dropout), workers=c.workers, optimizer=c.optimizer, lr=c.lr,
+                           momentum=c.momentum, batch=c.batch, seed=self.seed,
+                           codec=spec.codec if spec else None, error_feedback=bool(spec and spec.error_feedback),
+                           hook_start=spec.warmup if spec else 0, epochs=steps * c.batch / n,
+                           evals_per_epoch=max(1, round(n / (c.eval_every * c.batch))), compute_s=1.0)
+
+    def build(self) -> nn.Module:
+        """The model, initialised from torch's global RNG (seeded by the caller)."""
+        c = self.cfg
+        if self.kind == "lm":
+            return TinyGPT(self.vocab, c.context, c.dim, c.layers, c.heads)
+        ds = self.dataset
+        return build_model(c.task, ds.features, ds.classes, ds.image_shape, hidden=tuple(c.hidden or ()),
+                           dropout=tuple(c.dropout))
+
+    def optimizer(self, params) -> torch.optim.Optimizer:
+        c = self.cfg
+        if c.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=c.lr, weight_decay=0.0)
+        return make_optimizer(c.optimizer, params, c.lr, c.momentum)
+
+    def batches(self, K: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Seeded global batches (the DDP ranks walk the same order for image tasks)."""
+        c = self.cfg
+        if self.kind == "classify":
+            stream = ShardStream(self.dataset.train_x, self.dataset.train_y, c.batch, K, self.seed)
+            while True:
+                yield stream.batch()
+        g = torch.Generator().manual_seed(self.seed)
+        data, T = self.train_tokens, c.context
+        while True:
+            starts = torch.randint(0, data.numel() - T - 1, (c.batch,), generator=g)
+            x = torch.stack([data[s:s + T] for s in starts.tolist()])
+            y = torch.stack([data[s + 1:s + T + 1] for s in starts.tolist()])
+            yield x, y
+
+    def evaluate(self, model: nn.Module) -> tuple[float, float]:
+        """(validation loss per sample/token, quality: test error % or perplexity)."""
+        if self.kind == "classify":
+            err, loss = evaluate(model, self.dataset.test_x, self.dataset.test_y)
+            return loss, err
+        T, v = self.cfg.context, self.valid_tokens
+        n = (v.numel() - 1) // T
+        x, y = v[:n * T].view(n, T), v[1:n * T + 1].view(n, T)
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            loss = float(F.cross_entropy(model(x), y))
+        model.train(was)
+        return loss, math.exp(min(loss, 50.0))
+
+
+def load_task_data(cfg: ConvergeConfig, seed: int, cache: dict | None = None) -> TaskData:
+    """The data of one seed: image tasks split and subset with the seed as `paralab train` does
+    (so DDP ranks see the same); the corpus is fixed (seed 0), only the batch order follows the seed."""
+    key = (cfg.task, seed) if TASKS[cfg.task].kind == "classify" else (cfg.task, "corpus")
+    if cache is not None and key in cache:
+        return replace(cache[key], seed=seed)
+    if TASKS[cfg.task].kind == "classify":
+        ds = load_data(TrainConfig(dataset=cfg.dataset, data_path=cfg.data_path, train_limit=cfg.train_limit,
+                                   test_limit=cfg.test_limit, seed=seed))
+        if cfg.batch > len(ds.train_y):
+            raise ValueError(f"batch={cfg.batch} is larger than the {len(ds.train_y)} training samples of {ds.name}")
+        data = TaskData(cfg, seed, dataset=ds, source=f"{ds.name}: {ds.source}")
+    else:
+        corpus = load_corpus(cfg.corpus, cfg.data_path, vocab_size=cfg.vocab, seed=0)
+        if corpus.valid.numel() < cfg.context + 1 or corpus.train.numel() < cfg.context + 2:
+            raise ValueError(f"corpus {corpus.name!r} is too short for a context of {cfg.context} tokens")
+        data = TaskData(cfg, seed, train_tokens=corpus.train, valid_tokens=corpus.valid[:20_000],
+                        vocab=corpus.vocab_size, source=f"{corpus.name}: {corpus.source}")
+    if cache is not None:
+        cache[key] = data
+    return data
+
+
+# -- one run
+
+@dataclass
+class Run:
+    """One (spec, seed) training run: its curve (step, val_loss, quality, train_s) and outcome."""
+
+    spec: str
+    seed: int
+    curve: list[dict] = field(default_factory=list)
+    steps_run: int = 0
+    diverged: bool = False
+    bytes_per_step: float = float("nan")
+    wall_s: float = 0.0
+
+
+def _loss_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y, reduction="sum")
+
+
+def train_sim(data: TaskData, spec: Spec, max_steps: int, *, until: Callable[[int, float], bool] | None = None,
+              progress: Progress | None = None, on_eval: RowSink | None = None) -> Run:
+    """K simulated workers (cfg.workers) train `spec` from data.seed for up to max_steps steps,
+    evaluating every cfg.eval_every steps on worker 0; `until(step, val_loss)` ends it early.
+    Each worker's gradient is d(sum of its shard's losses)/(samples or tokens of the batch); the
+    sum over workers goes through lab.comm.allreduce with the codec (per-hop semantics,
+    lab.train.data_parallel), or is summed exactly in fp32 (fp32 specs and warm-up steps)."""
+    cfg, K = data.cfg, data.cfg.workers
+    torch.manual_seed(data.seed)
+    model = data.build()
+    models = [model] + [copy.deepcopy(model) for _ in range(K - 1)]
+    opts = [data.optimizer(list(m.parameters())) for m in models]
+    names = [n for n, _ in model.named_parameters()]
+    n_values = sum(p.numel() for p in model.parameters())
+    exchange = None if spec.is_fp32 else GradientExchange(spec.codec, cfg.algorithm, "auto", "all",
+                                                          spec.error_feedback)
+    codecs = [exchange.make_codec() for _ in range(K)] if exchange else [None] * K
+    run = Run(spec.text, data.seed)
+    t0 = time.perf_counter()
+    train_s, nbytes = 0.0, 0
+
+    def point(step: int) -> float:
+        loss, q = data.evaluate(models[0])
+        row = dict(spec=spec.text, seed=data.seed, step=step, val_loss=loss, quality=q, train_s=train_s)
+        run.curve.append(row)
+        if on_eval:
+            on_eval(dict(row))
+        return loss
+
+    point(0)
+    batches = data.batches(K)
+    for step in range(1, max_steps + 1):
+        x, y = next(batches)
+        t = time.perf_counter()
+        denom = y.numel()
+        grads, loss = [], 0.0
+        for k, (xs, ys) in enumerate(split_batch(x, y, K)):
+            m = models[k]
+            m.zero_grad(set_to_none=True)
+            lk = _loss_sum(m, xs, ys)
+            (lk / denom).backward()
+            grads.append([p.grad for p in m.parameters()])
+            loss += float(lk.detach())
+        if exchange is not None and step > spec.warmup:
+            summed, b = sum_gradients(grads, codecs, exchange, names)
+        else:
+            total = [torch.stack(gs).sum(0) if K > 1 else gs[0] for gs in zip(*grads)]
+            summed = [total] + [[g.clone() for g in total] for _ in range(K - 1)]
+            b = 2 * (K - 1) * 4 * n_values if K > 1 else 4 * n_values  # ring all_reduce volume, all ranks
+        nbytes += b
+        for k in range(K):
+            for p, g in zip(models[k].parameters(), summed[k]):
+                p.grad = g
+            opts[k].step()
+        train_s += time.perf_counter() - t
+        run.steps_run = step
+        if not math.isfinite(loss) or not all(math.isfinite(float(g.abs().max())) for g in summed[0]):
+            run.diverged = True
+            run.curve.append(dict(spec=spec.text, seed=data.seed, step=step, val_loss=math.nan, quality=math.nan,
+                                  train_s=train_s))
+            break
+        if step % cfg.eval_every == 0 or step == max_steps or step == cfg.steps:
+            v = point(step)
+            if progress:
+                progress(step / max_steps, f"{spec.text} seed {data.seed}: step {step}, validation loss {v:.4g}")
+            if until is not None and until(step, v):
+                break
+    run.bytes_per_step = nbytes / max(run.steps_run, 1)
+    run.wall_s = time.perf_counter() - t0
+    return run
+
+
+def train_ddp_run(data: TaskData, spec: Spec, max_steps: int, *, progress: Progress | None = None,
+                  timeout: float = 300.0) -> Run:
+    """`spec` on cfg.workers real DDP processes (lab.train.ddp, the codec as the communication hook,
+    @N as the hook's start_iter); rank 0's curve, trained for max_steps steps (no early stop)."""
+    from .ddp import train_ddp
+
+    res = train_ddp(data.train_config(spec, max_steps), data.cfg.workers, timeout=timeout, progress=progress)
+    run = Run(spec.text, data.seed, steps_run=int(res.summary["steps"]), wall_s=float(res.curve.wall_s.iloc[-1]))
+    torch.manual_seed(data.seed)
+    loss0, q0 = data.evaluate(data.build())  # the ranks build the same initial model from the seed
+    run.curve.append(dict(spec=spec.text, seed=data.seed, step=0, val_loss=loss0, quality=q0, train_s=0.0))
+    for r in res.curve.to_dict(orient="records"):
+        run.curve.append(dict(spec=spec.text, seed=data.seed, step=int(r["step"]), val_loss=float(r["test_loss"]),
+                              quality=float(r["test_error"]), train_s=float(r["wall_s"])))
+    run.diverged = not math.isfinite(run.curve[-1]["val_loss"])
+    run.bytes_per_step = float(res.summary["bytes"]) / max(run.steps_run, 1)
+    return run
+
+
+# -- outcomes and statistics
+
+def at_step(curve: list[dict], step: int) -> dict | None:
+    """The curve's row at `step` (None when the run did not get there)."""
+    for r in curve:
+        if r["step"] == step:
+            return r
+    return None
+
+
+def arrival(curve: list[dict], target: float) -> dict | None:
+    """The first evaluation whose validation loss is <= target (None: never)."""
+    for r in curve:
+        if r["step"] > 0 and math.isfinite(r["val_loss"]) and r["val_loss"] <= target:
+            return r
+    return None
+
+
+def target_of(fp32: Run, steps: int, tolerance: float) -> float:
+    """fp32's validation loss at its last step times (1 + tolerance); ConvergeError when fp32 diverged
+    or did not learn (no target can be defined)."""
+    last = at_step(fp32.curve, steps)
+    if fp32.diverged or last is None or not math.isfinite(last["val_loss"]):
+        raise ConvergeError(f"fp32 diverged (seed {fp32.seed}, step {fp32.steps_run}): no target can be defined; "
+                            "lower the learning rate")
+    first = fp32.curve[0]["val_loss"]
+    if not last["val_loss"] < first:
+        raise ConvergeError(f"fp32 did not learn in {steps} steps (seed {fp32.seed}: validation loss {first:.4g} -> "
+                            f"{last['val_loss']:.4g}): the budget is too small to define a target; raise the steps "
+                            "or the learning rate")
+    return last["val_loss"] * (1.0 + tolerance)
+
+
+def t_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Two-sided Student-t interval of the mean of `values` (None for fewer than 2 or any inf)."""
+    from scipy import stats
+
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return None
+    m, sd = statistics.fmean(values), statistics.stdev(values)
+    h = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * sd / math.sqrt(len(values))
+    return m - h, m + h
+
+
+def run_row(task: str, mode: str, run: Run, target: float, fp32_steps: float | None, fp32_time: float | None,
+            steps: int) -> dict:
+    """One (spec, seed) row: steps and seconds to the target, quality at `steps`, the per-seed penalty."""
+    hit = arrival(run.curve, target)
+    final = at_step(run.curve, steps) or run.curve[-1]
+    s = float(hit["step"]) if hit else math.inf
+    t = float(hit["train_s"]) if hit else math.inf
+    return dict(task=task, mode=mode, spec=run.spec, seed=run.seed, target=target, reached=hit is not None,
+                steps_to_target=s, time_to_target_s=t,
+                penalty=s / fp32_steps if fp32_steps else math.nan,
+                time_penalty=t / fp32_time if fp32_time else math.nan,
+                final_step=int(final["step"]), final_val_loss=float(final["val_loss"]),
+                final_quality=float(final["quality"]), best_val_loss=min(r["val_loss"] for r in run.curve),
+                steps_run=run.steps_run, step_s=run.curve[-1]["train_s"] / max(run.steps_run, 1),
+                bytes_per_step=run.bytes_per_step, diverged=run.diverged, wall_s=run.wall_s)
+
+
+def summarize(runs: list[dict], specs: list[str] | None = None, seeds: int | None = None) -> list[dict]:
+    """One row per spec from its finished per-seed rows: steps and penalty (mean, t-based CI; inf when
+    any seed missed the target), time penalty, final quality; `partial` when fewer than `seeds` seeds."""
+    order = specs or list(dict.fromkeys(r["spec"] for r in runs))
+    out = []
+    for spec in order:
+        rs = [r for r in runs if r["spec"] == spec]
+        if not rs:
+            out.append(dict(spec=spec, seeds=0, reached=0, partial=True, measured=False))
+            continue
+        steps = [r["steps_to_target"] for r in rs]
+        pen = [r["penalty"] for r in rs if not math.isnan(r["penalty"])]
+        tpen = [r["time_penalty"] for r in rs if not math.isnan(r["time_penalty"])]
+        reached = sum(r["reached"] for r in rs)
+        ci_s, ci_p, ci_t = t_interval(steps), t_interval(pen), t_interval(tpen)
+        mean = (lambda v: statistics.fmean(v) if v and all(math.isfinite(x) for x in v) else
+                (math.inf if v else math.nan))
+        out.append(dict(
+            spec=spec, seeds=len(rs), reached=reached, never_reached=len(rs) - reached,
+            steps_mean=mean(steps), steps_ci_low=ci_s[0] if ci_s else None, steps_ci_high=ci_s[1] if ci_s else None,
+            penalty=mean(pen) if pen else None, penalty_ci_low=ci_p[0] if ci_p else None,
+            penalty_ci_high=ci_p[1] if ci_p else None,
+            time_penalty=mean(tpen) if tpen else None, time_penalty_ci_low=ci_t[0] if ci_t else None,
+            time_penalty_ci_high=ci_t[1] if ci_t else None,
+            time_to_target_s=mean([r["time_to_target_s"] for r in rs]),
+            final_val_loss=statistics.fmean(r["final_val_loss"] for r in rs),
+            final_quality=statistics.fmean(r["final_quality"] for r in rs),
+            step_s=statistics.fmean(r["step_s"] for r in rs),
+            bytes_per_step=statistics.fmean(r["bytes_per_step"] for r in rs),
+            diverged=sum(r["diverged"] for r in rs), measured=bool(pen),
+            partial=seeds is not None and len(rs) < seeds))
+    return out
+
+
+# -- the study
+
+@dataclass
+class Convergence:
+    """A study's result: per-spec rows (summarize), per-run rows, every curve point, the target."""
+
+    config: ConvergeConfig
+    rows: list[dict]
+    runs: list[dict]
+    curves: list[dict]
+    target: dict[str, Any]
+    source: str
+
+
+def target_definition(cfg: ConvergeConfig) -> str:
+    return (f"per seed: the validation loss fp32 reaches at its last step (step {cfg.steps}) x (1 + {cfg.tolerance:g}); "
+            f"a codec run stops when it reaches it or after {cfg.max_steps} steps (budget {cfg.budget:g} x)")
+
+
+def converge(cfg: ConvergeConfig, *, progress: Progress | None = None, on_run: RowSink | None = None,
+             on_eval: RowSink | None = None) -> Convergence:
+    """Run the study `cfg` describes: per seed, fp32 for cfg.steps steps (it defines the target), then
+    every spec until it reaches the target or its budget ends. Each finished (spec, seed) row goes
+    to on_run at once (a stopped study keeps them); every evaluation to on_eval."""
+    cfg = cfg.resolved()
+    specs = cfg.parsed_specs()
+    seeds = [cfg.first_seed + i for i in range(cfg.seeds)]
+    cache: dict = {}
+    runs: list[dict] = []
+    curves: list[dict] = []
+    targets: dict[int, float] = {}
+    n_jobs, job = len(specs) * len(seeds), 0
+    source = ""
+
+    def sink(row: dict) -> None:
+        curves.append(row)
+        if on_eval:
+            on_eval(row)
+
+    for seed in seeds:
+        data = load_task_data(cfg, seed, cache)
+        source = data.source
+        fp32_steps = fp32_time = None
+        for spec in specs:
+            sub = (lambda f, m, j=job: progress((j + f) / n_jobs, m)) if progress else None
+            if cfg.mode == "ddp":
+                run = train_ddp_run(data, spec, cfg.steps if spec.is_fp32 else cfg.max_steps, progress=sub)
+                for r in run.curve:
+                    sink(r)
+            elif spec.is_fp32:
+                run = train_sim(data, spec, cfg.steps, progress=sub, on_eval=sink)
+            else:
+                tgt = targets[seed]
+                run = train_sim(data, spec, cfg.max_steps, progress=sub, on_eval=sink,
+                                until=lambda step, v, tgt=tgt: step >= cfg.steps and v <= tgt)
+            if spec.is_fp32:
+                targets[seed] = target_of(run, cfg.steps, cfg.tolerance)
+                hit = arrival(run.curve, targets[seed])
+                fp32_steps, fp32_time = float(hit["step"]), max(float(hit["train_s"]), 1e-12)
+            row = run_row(cfg.task, cfg.mode, run, targets[seed], fp32_steps, fp32_time, cfg.steps)
+            runs.append(row)
+            if on_run:
+                on_run(dict(row))
+            job += 1
+    target = dict(definition=target_definition(cfg), tolerance=cfg.tolerance, steps=cfg.steps,
+                  max_steps=cfg.max_steps, per_seed={str(k): v for k, v in targets.items()},
+                  mean=statistics.fmean(targets.values()), metric="validation loss (cross-entropy per "
+                  + ("sample" if TASKS[cfg.task].kind == "classify" else "token") + ")")
+    return Convergence(cfg, summarize(runs, [s.text for s in specs], cfg.seeds), runs, curves, target, source)
+
+
+# -- reading results back (for the verdicts: pays, plan --advice)
+
+@dataclass(frozen=True)
+class Penalty:
+    """A measured steps penalty: mean (inf: some seed never reached the target), its t-based CI
+    (None when undefined), seeds and how many reached the target, and where it was measured."""
+
+    spec: str
+    penalty: float
+    ci: tuple[float, float] | None
+    seeds: int
+    reached: int
+    task: str
+    mode: str
+    source: str
+
+    @property
+    def never_reaches(self) -> bool:
+        return math.isinf(self.penalty)
+
+
+def result_name(task: str, device: str = "cpu", mode: str = "sim", workers: int | None = None) -> str:
+    """bench/results file stem of a study: converge-<task>-<device>[-ddpP]."""
+    return f"converge-{task}-{device}" + (f"-ddp{workers}" if mode == "ddp" else "")
+
+
+def load_penalties(path: str | Path) -> dict[str, Penalty | None]:
+    """{codec spec: Penalty, or None when that spec has no measurement (a stopped study's unfinished
+    row)} from a `paralab converge` result (bench/results/converge-<task>-<device>.json)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read convergence result {p}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("command") != "converge" or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{p} is not a `paralab converge` result (no command 'converge' with rows)")
+    cfg = doc.get("config", {})
+    out: dict[str, Penalty | None] = {}
+    for r in doc["rows"]:
+        if not r.get("measured") or not r.get("seeds"):
+            out[r["spec"]] = None
+            continue
+        inf = r.get("never_reached", 0) > 0
+        ci = None if inf or r.get("penalty_ci_low") is None else (r["penalty_ci_low"], r["penalty_ci_high"])
+        out[r["spec"]] = Penalty(r["spec"], math.inf if inf else float(r["penalty"]), ci, int(r["seeds"]),
+                                 int(r["reached"]), str(cfg.get("task", "")), str(cfg.get("mode", "")), str(p))
+    return out
+
+
+def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+__all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
+           "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
+           "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES", "config_dict"]
