@@ -24,7 +24,7 @@ measured by `paralab converge` on the task closest to the priced model (`lab.pla
 to bf16's own penalty when bf16 was measured; time-to-accuracy speedup = per-step speedup / penalty.
 A codec that never reached the target never pays; one without a measurement is "not measured" and
 keeps its per-step verdict, flagged. Error feedback (`ef:` specs) is priced as its codec plus a local
-decode and 12 bytes per value (residual read and written, corrected input written) on the roofline.
+decode and 12 bytes per value (`lab.plan.wire.with_error_feedback`).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from lab.comm.cluster import BF16, FP32, Cluster, CodecCost
 from . import accuracy as acc
 from .devices import Device, get_device
 from .layers import ModelSpec, get_model
-from .wire import WireCodec, phased_values, phased_work_seconds, wire_codec
+from .wire import EF_TRAFFIC, WireCodec, phased_values, phased_work_seconds, wire_codec
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "bench" / "results"
@@ -52,8 +52,6 @@ DEFAULT_BANDWIDTHS = tuple(float(x) for x in np.logspace(-2, 3.5, 45))  # GB/s p
 # a codec "pays" when its step is at least this much faster than the best bf16 step (a model's 0.1 % is no
 # win anyone measures; Agarwal et al. 2022 counted wins on measured time)
 PAYS_MARGIN = 0.01
-EF_PREFIX = "ef:"
-EF_TRAFFIC = 12.0  # bytes per value error feedback adds: residual read, corrected input written, residual written
 Progress = Callable[[float, str], None]
 
 
@@ -142,8 +140,6 @@ def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Co
     if not isinstance(codec, str) or "@" in codec:
         raise ValueError(f"codec {codec!r}: give a codec name or spec ([ef:]name[:option=value,...]); a warm-up "
                          "('@N') is measured by paralab converge, not priced")
-    if codec.startswith(EF_PREFIX):
-        return _with_error_feedback(codec, codec_cost(codec[len(EF_PREFIX):], device, bench_file), device)
     wc = wire_codec(codec)
     if wc.phased:
         return PhasedCost(codec, wc, device, f"roofline: {device.name} {device.memory_GBps:g} GB/s "
@@ -151,30 +147,23 @@ def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Co
     if wc.raw:
         raise ValueError(f"codec {codec!r} is uncompressed fp32: against a bf16 baseline it only doubles the bytes; "
                          "pick a codec that compresses")
-    got = _measured(bench_file, codec.split(":")[0])
+    from lab.codecs.registry import split_spec
+
+    ef, base, _ = split_spec(codec)
+    got = _measured(bench_file, base)
     if got is not None:
         enc, dec = got
         source = f"measured: {bench_file.name}"
+        if ef:  # the measured codec plus error feedback's local decode and residual traffic (roofline)
+            enc += dec + EF_TRAFFIC / (device.memory_GBps * 1e9)
+            source += f" + error feedback ({EF_TRAFFIC:g} B/value roofline)"
     else:
         bw = device.memory_GBps * 1e9
         enc, dec = wc.enc_traffic / bw, wc.dec_traffic / bw
-        source = f"roofline: {device.name} {device.memory_GBps:g} GB/s"
+        source = f"roofline: {device.name} {device.memory_GBps:g} GB/s" + (
+            f" (error feedback: a local decode and {EF_TRAFFIC:g} B/value more)" if ef else "")
     return CodecCost(codec, wc.bytes_per_value, wc.side_bytes, enc, dec, wc.enc_kernels, wc.dec_kernels,
                      device.launch_us * 1e-6, wc.mode, source)
-
-
-def _with_error_feedback(spec: str, inner: Cost, device: Device) -> CodecCost:
-    """`inner` with error feedback (Seide et al. 2014): before encoding, the residual is added; after,
-    the code is decoded locally and the new residual stored (`lab.codecs.error_feedback`): one decode
-    and EF_TRAFFIC bytes per value more on the encode side, priced on the device's memory roofline."""
-    if isinstance(inner, PhasedCost) or inner.raw:
-        raise ValueError(f"codec {spec!r}: {inner.name} keeps its own error feedback (or has nothing to feed "
-                         "back); give it without 'ef:'")
-    extra = EF_TRAFFIC / (device.memory_GBps * 1e9)
-    return CodecCost(spec, inner.bytes_per_value, inner.side_bytes, inner.encode_s_per_value + inner.decode_s_per_value + extra,
-                     inner.decode_s_per_value, inner.encode_kernels + inner.decode_kernels + 1, inner.decode_kernels,
-                     inner.launch_s, inner.mode, f"{inner.source} + error feedback ({EF_TRAFFIC:g} B/value and a "
-                                                 "local decode)")
 
 
 def ddp_step(fwd: Sequence[float], bwd: Sequence[float], comm: Sequence[float], overlap: bool) -> float:
@@ -549,8 +538,9 @@ def lesson_sentence(lesson: dict) -> str:
         out = f"{where}: {k} of {n}" + (f" (best {best}, {x:.2f}x {how}{also})" if best else "")
         sunk = lesson.get(f"sunk_{key}") or []
         if sunk:
-            out += (f", and {', '.join(sunk[:3])}{' ...' if len(sunk) > 3 else ''} pay per step only: their measured "
-                    "steps penalty sinks them")
+            verb = "pay" if len(sunk) > 1 else "pays"
+            out += (f", and {', '.join(sunk[:3])}{' ...' if len(sunk) > 3 else ''} {verb} per step only: the "
+                    "measured steps penalty sinks " + ("them" if len(sunk) > 1 else "it"))
         return out
 
     parts = [part(f"inside one node ({lesson['inside_node']})", "inside"), part(f"on {lesson['here']}", "here")]
