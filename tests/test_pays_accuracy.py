@@ -200,3 +200,20 @@ def test_plan_advice_time_to_accuracy(tmp_path):
     assert t.loc["randomk", "accuracy"] == acc.NEVER and t.loc["randomk", "time_to_accuracy_speedup"] == 0.0
     assert t.loc["onebit", "accuracy"] == acc.NOT_MEASURED
     assert math.isnan(t.loc["onebit", "time_to_accuracy_speedup"])
+
+
+def test_plan_advice_cli_never_advises_a_sunk_codec(tmp_path):
+    write_result(tmp_path, rows=SINKING)
+    res = runner.invoke(app, ["plan", "--gpus", "8", "--link", "eth10g", "--advice", "--json"],
+                        env={acc.RESULTS_ENV: str(tmp_path)})
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    jsonschema.validate(data, json.loads((REPO / "docs" / "schemas" / "plan.schema.json").read_text()))
+    adv = data["advice"]["data"]["rows"]
+    assert any(r["best_per_step"] == "randomk" for r in adv)  # fastest per step on some layers ...
+    assert all(r["best"] != "randomk" for r in adv)           # ... but it never reaches the target
+    tta = {r["codec"]: r for r in data["advice_time_to_accuracy"]["rows"]}
+    assert tta["randomk"]["accuracy"] == acc.NEVER and tta["randomk"]["time_to_accuracy_speedup"] == 0.0
+    assert tta["ef:randomk:ratio=0.01"]["steps_penalty"] == pytest.approx(1.5)
+    assert tta["onebit"]["accuracy"] == acc.NOT_MEASURED
+    assert "converge-mlp-cpu.json" in data["advice_time_to_accuracy"]["accuracy"]
