@@ -217,3 +217,12 @@ def test_plan_advice_cli_never_advises_a_sunk_codec(tmp_path):
     assert tta["ef:randomk:ratio=0.01"]["steps_penalty"] == pytest.approx(1.5)
     assert tta["onebit"]["accuracy"] == acc.NOT_MEASURED
     assert "converge-mlp-cpu.json" in data["advice_time_to_accuracy"]["accuracy"]
+
+
+def test_an_unreadable_result_is_one_line(tmp_path):
+    (tmp_path / "converge-mlp-cpu.json").write_text('{"command": "train", "rows": []}')
+    with pytest.raises(ValueError, match="is not a `paralab converge` result"):
+        pp.pays("alexnet", "8x8", codecs=["onebit"], bandwidths=BW, results=[tmp_path])
+    res = runner.invoke(app, ["pays", "--model", "alexnet", "--codecs", "onebit"], env={acc.RESULTS_ENV: str(tmp_path)})
+    assert res.exit_code != 0 and "is not a `paralab converge` result" in res.output
+    assert "Traceback" not in res.output

@@ -22,8 +22,10 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
          batch: int = typer.Option(8, "--batch", help="samples per GPU per step (gpt2-small: 1024-token sequences)"),
          overlap: bool = typer.Option(False, "--overlap/--no-overlap",
                                       help="overlap each layer's allreduce with the rest of the backward pass"),
-         codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs (default: every "
-                                                                     "registered codec that compresses)"),
+         codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs or specs, ef: for "
+                                                                     "error feedback (default: every registered codec "
+                                                                     "that compresses, and every spec the converge "
+                                                                     "result measured)"),
          task: Optional[str] = typer.Option(None, "--task", help="the paralab converge task whose measured steps "
                                                                  "penalties apply: mlp | cnn | gpt (default: the one "
                                                                  "closest to --model)"),
