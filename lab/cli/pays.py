@@ -61,7 +61,10 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
                 f"{'on' if overlap else 'off'}: speedup vs the best bf16 run, per step and in time to accuracy")
     console.print(res.accuracy, highlight=False, soft_wrap=True)
     if all_rows:
-        print_frame(res.rows.drop(columns=["codec_time"]), "every codec × algorithm")
+        detail = ["codec_time", "penalty_source", "accuracy", "steps_penalty", "steps_penalty_ci_low",
+                  "steps_penalty_ci_high", "time_to_accuracy_speedup_ci_low", "time_to_accuracy_speedup_ci_high",
+                  "break_even_tta_GBps"]  # per codec in the table above; --json has them per row
+        print_frame(res.rows.drop(columns=detail), "every codec × algorithm")
     console.print(f"codec time: {res.codec_time}", highlight=False, soft_wrap=True)
     for n in res.notes:
         console.print(f"note: {n}", highlight=False, soft_wrap=True)
