@@ -226,3 +226,19 @@ def test_an_unreadable_result_is_one_line(tmp_path):
     res = runner.invoke(app, ["pays", "--model", "alexnet", "--codecs", "onebit"], env={acc.RESULTS_ENV: str(tmp_path)})
     assert res.exit_code != 0 and "is not a `paralab converge` result" in res.output
     assert "Traceback" not in res.output
+
+
+def test_chart_in_time_to_accuracy_draws_only_measured_codecs(tmp_path):
+    from lab.plots.pays import pays_sweep_figure
+
+    write_result(tmp_path, rows=SINKING)
+    r = pp.pays("alexnet", "8x8", inter="eth10g", codecs=["randomk", "ef:randomk", "onebit"], bandwidths=BW,
+                results=[tmp_path])
+    per_step = [t.name for t in pays_sweep_figure(r.sweep, r.summary, 1.25).data]
+    tta = pays_sweep_figure(r.sweep, r.summary, 1.25, time_to_accuracy=True)
+    assert {"randomk", "onebit", "ef:randomk"} <= set(per_step)
+    lines = {t.name: t for t in tta.data if t.name != "break-even"}
+    assert set(lines) == {"ef:randomk"}  # randomk never reaches the target, onebit is not measured
+    assert "time to accuracy" in tta.layout.yaxis.title.text
+    sw = r.sweep[r.sweep["codec"] == "ef:randomk"].groupby("inter_GBps")["time_to_accuracy_speedup"].max()
+    assert list(lines["ef:randomk"].y) == pytest.approx(list(sw.values))
