@@ -72,11 +72,18 @@ def _touch(page, url_path: str) -> None:
         settle(page)
 
 
+TITLES = {p.url_path: p.title for p in page_list.PAGES}
+
+
 def _go(page, url_path: str) -> None:
+    """Click the sidebar's link and wait for the new page's own render (its h1), not the last page's quiet DOM."""
     _nav_link(page, url_path).click()
-    page.wait_for_timeout(300)
-    settle(page)
     page.wait_for_function("(p) => location.pathname.replace(/^\\/+|\\/+$/g, '') === p", arg=url_path)
+    title = "ParaLab" if not url_path else TITLES[url_path]
+    page.wait_for_function("(t) => [...document.querySelectorAll(\"[data-testid='stMain'] h1\")]"
+                           ".some(h => h.innerText.toLowerCase().includes(t))", arg=title.lower(),
+                           timeout=120_000)
+    settle(page)
 
 
 REPORTED = [("codecs", "transfer"), ("collectives", "step_through"), ("codecs", "training"), ("pays", "training")]
