@@ -6,8 +6,10 @@ import importlib
 
 import streamlit as st
 
+import _common as ui
 import nodelay
 import page_list
+import warmup
 
 
 def navigation(pages: list[page_list.PageInfo]) -> list:
@@ -22,8 +24,18 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
 
 nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
 st.set_page_config(page_title="ParaLab", layout="wide")
+# Narrow windows (issue 28: 800 px): a row of controls wraps instead of squeezing each to a sliver, and nothing
+# makes the page scroll sideways (wide tables scroll in their own box, app/static_table.py).
+st.html("""<style>
+[data-testid="stMain"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
+[data-testid="stMain"] [data-testid="stColumn"] { min-width: min(8rem, 100%); }
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
+</style>""")
 nav = st.navigation(navigation(page_list.PAGES))
+ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the page's URL, nothing carried
 if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
     gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
     gc.freeze()
+warmup.start([p.url_path for p in page_list.PAGES if p is not page_list.HOME],  # once per server: app/warmup.py
+             [p.module for p in page_list.PAGES if hasattr(importlib.import_module(p.module), "warm")])
 nav.run()

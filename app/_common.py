@@ -70,6 +70,63 @@ def _from_url(key: str, default: Any, cast: Callable[[str], Any]) -> Any:
         return default
 
 
+# Messages about out-of-range values of widgets inside a closed `folded` expander: drawn under it (visible), not
+# inside it. None outside a folded block.
+_PENDING: ContextVar[list | None] = ContextVar("pending", default=None)
+
+
+def complain(text: str, where=st) -> None:
+    """An out-of-range or refused value, said the same way on every page: a red message next to its control
+    (`where`), or right under its closed expander when the control is folded away."""
+    pending = _PENDING.get()
+    if _FOLDED.get() and pending is not None:
+        pending.append(text)
+    else:
+        where.error(text, icon=":material/error:")
+
+
+def _allowed(options: Sequence[Any]) -> str:
+    shown = [str(o) for o in options]
+    return ", ".join(shown[:10]) + (f", … ({len(shown)} in all)" if len(shown) > 10 else "")
+
+
+def _refused_url(label: str, key: str, where, allowed: str, used: Any) -> None:
+    """Say that the URL's value for `key` was not taken (first run of a page only: the widget then writes
+    its own value back to the URL)."""
+    if _wkey(key) in st.session_state:
+        return
+    raw = st.query_params.get_all(key)
+    raw = raw[0] if len(raw) == 1 else raw
+    complain(f"{label}: {raw!r} from the link is not allowed; allowed: {allowed}. Showing {used}.", where)
+
+
+def arrive(url_path: str) -> None:
+    """Called by Home before each run with the page it renders. On arriving at another page (sidebar, tour
+    step, link) every widget's state is dropped, so the page starts from its URL alone (its defaults, or
+    what a tour step or link carries in its query parameters): a page never inherits another page's values
+    for the same names (codecs, P, batch, ...). Predictions already scored stay on the scorecard."""
+    if st.session_state.get(PAGE) != url_path:
+        for k in [k for k in st.session_state if str(k).startswith("w_")]:
+            del st.session_state[k]
+        st.session_state[PAGE] = url_path
+
+
+def described(params: dict, labels: dict | None = None) -> str:
+    """Settings in words for a caption: `name = value`, lists joined, names in `labels` replaced
+    (e.g. `kinds = conventional, RDP (row)` rather than `kinds=['bernoulli', 'row']`), numbers with :g."""
+    labels = labels or {}
+
+    def word(v: Any) -> str:
+        if isinstance(v, (list, tuple)):
+            return ", ".join(word(x) for x in v) or "none"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:g}"
+        return str(labels.get(v, v)) if isinstance(v, str) else str(v)
+    return ", ".join(f"{k} = {word(v)}" for k, v in params.items() if v not in ("", None))
+
+
 def set_state(**values: Any) -> None:
     """Preset helper (use in on_click callbacks): set widgets by their query-parameter key."""
     for k, v in values.items():
@@ -78,7 +135,10 @@ def set_state(**values: Any) -> None:
 
 def select(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
-    v = _from_url(key, default, lambda s: type(default)(s) if default is not None else s)
+    cast = (lambda s: type(default)(s)) if default is not None else str
+    v = _from_url(key, default, cast)
+    if key in st.query_params and (v not in options or _from_url(key, None, cast) is None):
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.selectbox(label, options, key=_wkey(key), **kw)))
 
@@ -86,6 +146,8 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, str)
+    if key in st.query_params and v not in options:
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.radio(label, options, key=_wkey(key), horizontal=True, **kw)))
 
@@ -94,8 +156,15 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     options = list(options)
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
+    if len(chosen) < len(url):
+        _refused_url(label, key, where, _allowed(options), ", ".join(chosen) or "none")
     _init(key, chosen)
     return _sync(key, list(_value(key, lambda: where.multiselect(label, options, key=_wkey(key), **kw))))
+
+
+def _range_words(lo: float | None, hi: float | None) -> str:
+    return (f"in {lo:g}..{hi:g}" if lo is not None and hi is not None else f">= {lo:g}" if lo is not None
+            else f"<= {hi:g}" if hi is not None else "")
 
 
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
@@ -106,7 +175,11 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
     nearest allowed value (the default for a non-number), so every other widget still draws and
     keeps its state (a stopped page used to lose the state of the widgets below it)."""
     cast = int if isinstance(default, int) else float
-    _init(key, _from_url(key, default, lambda s: cast(float(s)) if cast is int else cast(s)))
+    parse = lambda s: cast(float(s)) if cast is int else cast(s)  # noqa: E731
+    if key in st.query_params and _from_url(key, None, parse) is None:
+        _refused_url(label, key, where, "a number" if min_value is None and max_value is None else
+                     f"a number {_range_words(min_value, max_value)}", f"{default:g}")
+    _init(key, _from_url(key, default, parse))
     v = _sync(key, cast(_value(key, lambda: where.number_input(label, key=_wkey(key), **kw))))
     try:
         check_range(label, v, min_value, max_value)
@@ -115,9 +188,12 @@ def number(label: str, key: str, default: float | int, where=st, min_value: floa
             ok = math.isfinite(float(v))
         except (TypeError, ValueError):
             ok = False
-        used = (min(max(v, min_value if min_value is not None else v), max_value if max_value is not None else v)
-                if ok else default)
-        where.error(f"{e}. Computing with {used:g} until it is changed.")
+        used = v if ok else default
+        if ok and min_value is not None:
+            used = max(used, min_value)
+        if ok and max_value is not None:
+            used = min(used, max_value)
+        complain(f"{e}. Computing with {used:g} until it is changed.", where)
         return cast(used)
     return v
 
@@ -126,6 +202,8 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
            **kw: Any) -> float | int:
     cast = int if isinstance(default, int) else float
     v = _from_url(key, default, lambda s: cast(float(s)))
+    if key in st.query_params and (_from_url(key, None, lambda s: cast(float(s))) is None or not lo <= v <= hi):
+        _refused_url(label, key, where, f"{lo:g}..{hi:g}", f"{min(max(v, lo), hi):g}")
     _init(key, min(max(v, lo), hi))
     return _sync(key, _value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))
 
@@ -133,22 +211,31 @@ def slider(label: str, key: str, default: float | int, lo: float | int, hi: floa
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
     url = st.query_params.get_all(key)
     try:
-        v = (int(url[0]), int(url[1])) if len(url) == 2 else tuple(default)
+        v, ok = ((int(url[0]), int(url[1])), True) if len(url) == 2 else (tuple(default), not url)
     except ValueError:
-        v = tuple(default)
-    _init(key, (max(lo, min(v)), min(hi, max(v))))
+        v, ok = tuple(default), False
+    used = (max(lo, min(v)), min(hi, max(v)))
+    if not ok or used != (min(v), max(v)):
+        _refused_url(label, key, where, f"two whole numbers in {lo}..{hi}", f"{used[0]}..{used[1]}")
+    _init(key, used)
     return tuple(_sync(key, list(_value(key, lambda: where.slider(label, lo, hi, key=_wkey(key), **kw)))))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = _from_url(key, default, lambda s: type(default)(s))
+    if key in st.query_params and (v not in options or _from_url(key, None, lambda s: type(default)(s)) is None):
+        _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return _sync(key, _value(key, lambda: where.select_slider(label, options, key=_wkey(key), **kw)))
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
-    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")))
+    raw = st.query_params.get(key)
+    if raw is not None and raw not in ("0", "1", "true", "false", "True", "False"):
+        _refused_url(label, key, where, "1 (on) or 0 (off)", "on" if default else "off")
+    _init(key, _from_url(key, default, lambda s: s in ("1", "true", "True")) if raw in (None, "0", "1", "true",
+          "false", "True", "False") else default)
     return _sync(key, bool(_value(key, lambda: where.checkbox(label, key=_wkey(key), **kw))))
 
 
@@ -353,11 +440,16 @@ def folded(label: str, key: str, expanded: bool = False) -> Iterator[Any]:
     without being drawn (`_value`). Opening it reruns the page; its open state is in the URL as `key`."""
     box = st.expander(label, expanded=expanded, key=key, bind="query-params")
     token = _FOLDED.set(not box.open)
+    pending: list[str] = []
+    ptoken = _PENDING.set(pending)
     try:
         with box:
             yield box
     finally:
         _FOLDED.reset(token)
+        _PENDING.reset(ptoken)
+    for text in pending:  # a folded control's refused value, said where it is seen: right under the expander
+        complain(f"Under “{label}”: {text}")
 
 
 def more_settings(label: str = "More settings", expanded: bool = False, key: str = "more") -> Any:
@@ -373,9 +465,119 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     labels = list(labels)
     default = labels[0] if default is None else default
     v = _from_url(key, default, str)
+    if key in st.query_params and v not in labels:
+        _refused_url("View", key, st, _allowed(labels), default)
     _init(key, v if v in labels else default)
     if st.session_state[_wkey(key)] not in labels:
         st.session_state[_wkey(key)] = default
     containers = st.tabs(labels, key=_wkey(key), on_change="rerun", **kw)
     chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
     return list(containers), _sync(key, chosen)
+
+
+# --- Predict, then reveal (issue 28): one question the learner answers before the page says the answer, the
+# reveal explained from the numbers the page computed, the answer in the URL, a per-session scorecard on Home.
+
+PAGE = "_page"        # session-state key: URL path of the page this run renders (set by Home.py)
+SCORE = "_scorecard"  # session-state key: {page URL path: {question key: right (bool)}}, first answers only
+
+
+def page_id() -> str:
+    """URL path of the page being rendered ('' for Home or for a page rendered on its own, as in tests)."""
+    return str(st.session_state.get(PAGE, ""))
+
+
+def _is_right(answer: Any, right: Any, tolerance: float) -> bool:
+    if isinstance(right, (int, float)) and not isinstance(right, bool):
+        return abs(float(answer) - float(right)) <= tolerance * max(abs(float(right)), 1e-12)
+    return str(answer) == str(right)
+
+
+def _shown_answer(v: Any, unit: str) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.3g}{(' ' + unit) if unit else ''}"
+    return str(v)
+
+
+def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str] | None], *,
+            key: str = "guess", unit: str = "", tolerance: float = 0.25, lo: float | None = None,
+            hi: float | None = None) -> bool | None:
+    """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered.
+
+    Call it after computing the page's results and before drawing them (the question sits above them).
+    - `choices`: the options (strings; none is preselected), or None for a number answer (a number input,
+      `unit` after it, limits `lo`/`hi` checked like every number: a value outside is named, not scored).
+    - `reveal()`: called only after an answer; returns `(right, why)`: the right choice (one of `choices`) or
+      number, and a markdown sentence explaining it from the numbers the page shows (format them in); or None
+      while the result is not there yet (behind a Run button): the answer is kept and revealed after the run.
+      A number answer is right within `tolerance` (relative, 0.25 = ±25 %).
+    - `key`: the URL parameter holding the answer (unique on the page; a shared URL shows the reveal).
+    Returns None before an answer, else whether it is right. The first answer to each question in a session
+    goes on Home's scorecard (`scorecard()`); a changed answer is revealed again but not re-scored.
+    The box is a container with CSS class `st-key-predict-<key>` (the browser tests look for it)."""
+    wk = _wkey(key)
+    with st.container(border=True, key=f"predict-{key}"):
+        st.markdown(f":material/psychology_alt: **Predict first.** {question}")
+        if choices is not None:
+            choices = [str(c) for c in choices]
+            raw = st.query_params.get(key)
+            if wk not in st.session_state:
+                st.session_state[wk] = raw if raw in choices else None
+            if raw is not None and raw not in choices:
+                st.error(f"{key}={raw!r} in the URL is not an answer here: allowed are "
+                         + ", ".join(repr(c) for c in choices) + ".")
+            answer = _value(key, lambda: st.radio("Your answer", choices, index=None, key=wk, horizontal=True,
+                                                  label_visibility="collapsed"))
+        else:
+            raw = st.query_params.get(key)
+            if wk not in st.session_state:
+                st.session_state[wk] = _from_url(key, None, float)
+            if raw is not None and _from_url(key, None, float) is None:
+                st.error(f"{key}={raw!r} in the URL is not a number: type one below.")
+            answer = _value(key, lambda: st.number_input(f"Your answer{f' ({unit})' if unit else ''}", value=None,
+                                                         key=wk, format="%g", placeholder="type a number"))
+        if answer is None:
+            st.caption("Answer to see what the page computes.")
+            return None
+        _sync(key, f"{answer:g}" if isinstance(answer, float) else answer)
+        if choices is None:
+            try:
+                check_range("Your answer", answer, lo, hi)
+            except ValueError as e:
+                st.error(f"{e}. Type a number in that range to see the answer.")
+                return None
+        got = reveal()
+        if got is None:  # the result is not on screen yet (an experiment behind a Run button)
+            st.caption(f"Your answer ({_shown_answer(answer, unit)}) is kept, in the URL too: the answer shows "
+                       "once the result is on screen.")
+            return None
+        right, why = got
+        ok = _is_right(answer, right, tolerance)
+        scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
+        scores.setdefault(key, ok)
+        said = f"You said {_shown_answer(answer, unit)}; the page computes {_shown_answer(right, unit)}."
+        if ok:
+            st.success(f"**Right.** {said} {why}", icon=":material/check_circle:")
+        else:
+            st.warning(f"**Not quite.** {said} {why}", icon=":material/lightbulb:")
+        return ok
+
+
+def scores() -> dict[str, tuple[int, int]]:
+    """This session's predictions per page URL path: (answered, right)."""
+    return {p: (len(q), sum(q.values())) for p, q in st.session_state.get(SCORE, {}).items() if q}
+
+
+def scorecard(titles: dict[str, str]) -> None:
+    """Home's scorecard of this session's predictions: per page (`titles`: URL path -> title), questions
+    answered and answered right."""
+    got = scores()
+    with st.container(key="scorecard"):
+        if not got:
+            st.caption("Your predictions: none yet. Pages marked *Predict first* ask one question before they "
+                       "show the answer; your first answers are counted here for this session.")
+            return
+        rows = [{"Page": titles.get(p, p or "Home"), "Answered": a, "Right": r} for p, (a, r) in got.items()]
+        total_a, total_r = sum(a for a, _ in got.values()), sum(r for _, r in got.values())
+        st.markdown(f"**Your predictions this session:** {total_r} right of {total_a} answered.")
+        st.markdown(static_table.html(pd.DataFrame(rows)), unsafe_allow_html=True)

@@ -44,9 +44,10 @@ def html(df: pd.DataFrame, help: Mapping[str, str] | None = None, formats: Mappi
     rows = "".join("<tr>" + "".join(_cell(v.item() if hasattr(v, "item") else v, formats.get(c))
                                     for c, v in zip(cols, r)) + "</tr>" for r in df.itertuples(index=False))
     table = f'<table class="{CLASS}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-    if len(df) > SCROLL_ROWS:
-        table = f'<div style="max-height:30rem;overflow:auto">{table}</div>'
-    return table
+    # a wide table scrolls sideways inside its box (never the page: issue 28, 800 px); a long one downwards
+    tall = "max-height:30rem;" if len(df) > SCROLL_ROWS else ""
+    return f'<div class="{CLASS}-box" style="{tall}overflow:auto;max-width:100%">{table}</div>'
+
 
 
 class _Reader(HTMLParser):

@@ -96,6 +96,8 @@ _DONE = """() => {
   if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
   if (!document.querySelector("[data-testid='stMain'] h1")) return false;
   if (document.querySelector("[data-testid='stSpinner']")) return false;
+  // a widget whose code is still being fetched (lazy-loaded on a tab's first use) is a grey skeleton
+  if (document.querySelector("[data-testid='stMain'] [data-testid='stSkeleton']")) return false;
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'], .paralab-chart")];
   return charts.every(c => c.querySelector(".main-svg"));
 }"""

@@ -2,6 +2,7 @@
 (Ben-Nun & Hoefler's cost model), the same algorithms measured on this machine against the model of
 the link fitted to those measurements, and the error of compressed allreduce as P grows (SimComm)."""
 import functools
+import math
 
 import streamlit as st
 
@@ -23,7 +24,7 @@ MEASURED_COLUMNS = {
     "time_us": ("Time (µs)", "median time of one allreduce, averaged over ranks"),
     "algbw_GBps": ("Algorithm bandwidth (GB/s)", "algbw = m / time (nccl-tests)"),
     "busbw_GBps": ("Bus bandwidth (GB/s)", "busbw = algbw · 2(P−1)/P (nccl-tests): comparable across P"),
-    "model_us": ("Model on the fitted link (µs)", "paper 001's formula with L and G fitted to these rows"),
+    "model_us": ("Model on the fitted link (µs)", "Ben-Nun & Hoefler's formula with L and G fitted to these rows"),
     "model_error": ("Model error (%)", "(model − measured) / measured"),
 }
 SCALE_COLUMNS = {
@@ -96,6 +97,44 @@ def _scale_takeaway(edf) -> str:
     return f"Measured from P = {int(edf.P.min())} to {int(edf.P.max())}, the error of the sum: " + "; ".join(parts) + "."
 
 
+ASK_P, ASK_CODEC, ASK_N = 64, "dynamic_tree", 1024  # the prediction's setting (SimComm, seed 0)
+GAPS = {"about 1x (the same)": 1.0, "about 2x": 2.0, "about 5x": 5.0, "about 10x": 10.0, "about 60x": 60.0}
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def requant_gap(codec: str = ASK_CODEC, P: int = ASK_P, n: int = ASK_N) -> dict:
+    """Relative error of the ring re-quantising at every hop and of qgZ's all-to-all (alltoall_quantized:
+    each chunk quantised once, summed exactly) at P ranks, and their bytes on the wire (SimComm, ~20 s at
+    P = 64 on 2 cores: Home's warm-up computes it when the server starts)."""
+    df = error_at_scale([codec], ["ring", "alltoall_quantized"], [P], n=n, mode="requantize").set_index("algorithm")
+    return {a: {"rel_error": float(df.loc[a, "rel_error"]), "wire_bytes": float(df.loc[a, "wire_bytes"])}
+            for a in ("ring", "alltoall_quantized")}
+
+
+def warm() -> None:
+    """What this page needs after a click, computed when the server starts (app/warmup.py)."""
+    requant_gap()
+
+
+def _predict_gap() -> None:
+    """At P = 64, how much more does ring re-quantisation lose than qgZ? Revealed from a SimComm run."""
+    def reveal():
+        with st.spinner(f"Simulating {ASK_P} ranks (about 20 s the first time on a server)…"):
+            g = requant_gap()
+        ring, qgz = g["ring"]["rel_error"], g["alltoall_quantized"]["rel_error"]
+        ratio = ring / qgz
+        nearest = min(GAPS, key=lambda k: abs(math.log(GAPS[k] / ratio)))
+        return nearest, (
+            f"With {ASK_CODEC} on {ASK_N:,} normal values per rank: the ring decodes, adds and re-encodes the partial "
+            f"sum at each of its {ASK_P - 1} reduce-scatter hops, so rounding errors pile up: {ring * 100:.2f} % "
+            f"relative error. qgZ's all-to-all quantises each rank's chunk once and sums in full precision: "
+            f"{qgz * 100:.2f} %. Ratio {ratio:.2f}x, for the same {bytes_label(g['ring']['wire_bytes'])} on the "
+            f"wire. Far less than {ASK_P - 1}x: the hops' rounding errors have random signs and partly cancel.")
+    ui.predict(f"At P = {ASK_P} ranks with {ASK_CODEC}, how many times larger is the error of the ring that "
+               "re-quantises at every hop than that of ZeRO++'s qgZ (all-to-all, quantised once)?",
+               list(GAPS), reveal, key="guess")
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     ALGORITHMS = algorithm_catalog().name.tolist()  # read per run: a plugin registered later shows too
@@ -140,7 +179,7 @@ def render() -> None:
         row = mdf[(mdf.algorithm == algorithm) & (mdf.nbytes == size)].iloc[0]
         m1, m2, m3 = st.columns(3)
         m1.metric(f"{algorithm} time (model)", _fmt_us(row.model_s * 1e6),
-                  help="paper 001's cost model: α·L + β·m·G with the algorithm's own coefficients")
+                  help="Ben-Nun & Hoefler's cost model: α·L + β·m·G with the algorithm's own coefficients")
         m2.metric("Bus bandwidth (model)", f"{row.busbw_GBps:.3g} GB/s",
                   help="busbw = algbw · 2(P−1)/P with algbw = m / time (nccl-tests): the link speed an optimal "
                        "algorithm would need; comparable across P")
@@ -248,6 +287,7 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
 
 def _scale_section(algorithm: str, CODECS: list) -> None:
     st.subheader("Error of compressed allreduce as P grows (simulator)")
+    _predict_gap()
     st.caption(f"Each of P simulated ranks holds n normal values (n under More settings); the {algorithm} "
                "allreduce sends them through the codec, and the result is compared with the exact sum.")
     e1, e2 = st.columns([3, 1])

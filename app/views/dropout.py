@@ -157,7 +157,7 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
                        "MLPs on digits for 8 epochs, a few seconds).")
         return None
     if done.token != ui._token(params):
-        st.caption("These results are from the last run (" + ", ".join(f"{k} = {v}" for k, v in done.params.items())
+        st.caption("These results are from the last run (" + ui.described(done.params, KIND_LABELS)
                    + "); press **Train** for the current settings.")
     res, dp = done.result, done.params
     t = res.table
@@ -268,8 +268,34 @@ def _search_section(p: float, kinds: tuple, seed: int) -> dict:
         st.caption("p = 0 drops nothing: no search.")
         return {"rate": 0.0}
     tr = _search(p, seed)
+    _predict_rate(p, kinds, seed)
     _search_views(p, kinds, seed)
     return {"rate": tr.rate}
+
+
+DROP_ANSWERS = ["about p, like conventional dropout", "far less than p: units next to kept rows are never dropped",
+                "far more than p: a pattern drops whole rows at once"]
+
+
+def _predict_rate(p: float, kinds: tuple, seed: int) -> None:
+    """Is every unit still dropped at rate p when whole rows go at once? Revealed from 300 sampled steps."""
+    patterns = [k for k in kinds if k in ("row", "tile")]
+    if not patterns:
+        return
+
+    def reveal():
+        g = _frequency(p, kinds, seed).groupby("kind").drop_freq
+        lo, hi, mean = g.min(), g.max(), g.mean()
+        off = [mean[k] - p for k in patterns]  # the patterns' average drop rate against p
+        right = (DROP_ANSWERS[0] if max(map(abs, off)) < 0.05 else DROP_ANSWERS[1] if min(off) < 0 else
+                 DROP_ANSWERS[2])
+        return right, ("Over 300 sampled steps, " + "; ".join(
+            f"{KIND_LABELS.get(k, k)} drops each unit {mean[k]:.1%} of the time on average (every unit between "
+            f"{lo[k]:.1%} and {hi[k]:.1%})" for k in g.groups) + f", against p = {p:.0%}: Algorithm 1 mixes "
+            "patterns with different strides dp and offsets, so each unit is dropped as often as under conventional "
+            "dropout, only in step with its neighbours.")
+    ui.predict(f"A row pattern (RDP) drops whole rows of units together. At p = {p:g}, how often is each single "
+               "unit dropped over many steps?", DROP_ANSWERS, reveal, key="guess")
 
 
 @st.fragment

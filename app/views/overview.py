@@ -19,6 +19,14 @@ def _link(step: page_list.TourStep, i: int) -> None:
         st.markdown(f"**{label}** (`/{step.page}{'?' + query if query else ''}`)")
 
 
+def _carries(step: page_list.TourStep) -> str:
+    """What a step's link sets on its page (everything else starts at the page's defaults)."""
+    if not step.params:
+        return "the page's defaults"
+    said = "; ".join(f"`{k}` = {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in step.params.items())
+    return f"{said}; everything else at the page's defaults"
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("ParaLab")
@@ -33,11 +41,14 @@ def render() -> None:
         st.caption("No CUDA GPU with CuPy found: the CPU path runs (same results; the CUDA kernels are checked "
                    "against it).")
 
+    ui.scorecard({p.url_path: p.title for p in page_list.PAGES})
+
     st.subheader("A guided tour")
     for i, step in enumerate(page_list.TOUR, 1):
         with st.container(border=True, key=f"tour-{i}"):
             _link(step, i)
-            st.markdown(f"**Try this:** {step.try_this}  \n**You should see:** {step.you_see}")
+            st.markdown(f"**Opens with:** {_carries(step)}  \n**Try this:** {step.try_this}  \n"
+                        f"**You should see:** {step.you_see}")
 
     st.subheader("Every page")
     st.markdown(page_list.overview_table(page_list.PAGES))

@@ -10,6 +10,65 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MO
                              does_compression_pay, nvls_table, pays_takeaway)
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
+ASKED = "onebit"  # the codec the prediction asks about (1-bit SGD), else the first compressing codec
+
+# Column -> (header with its unit, tooltip) of the page's tables; the CSV downloads keep the exact names.
+HEADERS = {
+    "codec": ("Codec", "the gradient codec (bf16: the uncompressed baseline)"),
+    "best_algorithm": ("Fastest allreduce", "the allreduce giving this codec its shortest step"),
+    "algorithm": ("Allreduce", "flat ring, hierarchical (ring inside, ring across), ZeRO++'s all-to-all, in-network"),
+    "mode": ("How the codec runs", "raw: bf16 as is; requantize: decode-add-encode at each hop; once: encode once"),
+    "bits_per_value": ("Bits per value", "wire bits per gradient value, scales included"),
+    "compute_ms": ("Compute (ms)", "forward + backward of one step"),
+    "comm_ms": ("Communication (ms)", "the allreduce: transfer + codec + launches"),
+    "transfer_ms": ("Transfer (ms)", "bytes on the wires"),
+    "codec_ms": ("Codec (ms)", "encode + decode (memory roofline)"),
+    "launch_ms": ("Launches (ms)", "fixed time per kernel launch"),
+    "exposed_comm_ms": ("Exposed communication (ms)", "communication not hidden behind the backward pass"),
+    "step_ms": ("Step (ms)", "compute + exposed communication"),
+    "speedup_vs_bf16": ("Speedup vs bf16 (x)", "the best bf16 step / this step; above 1: pays"),
+    "speedup_vs_bf16_same_algorithm": ("Speedup vs bf16, same allreduce (x)", "bf16 with this allreduce / this step"),
+    "cross_node_MB": ("Across nodes (MB)", "bytes crossing the network between nodes per step"),
+    "break_even_GBps": ("Break-even NIC (GB/s)", "below this NIC bandwidth the codec beats bf16"),
+    "pays": ("Pays here", "faster than the best bf16 step on this cluster"),
+    "pays_below": ("Pays below (NIC)", "the NIC bandwidth below which this codec pays"),
+}
+LONG_TEXT = ["codec_time"]  # the same sentence on most rows: said once in the caption under the chart
+
+
+def human(df):
+    """`df` with human headers (units in brackets), yes/no for True/False and long text columns left out,
+    plus the headers' tooltips."""
+    out = df.drop(columns=[c for c in LONG_TEXT if c in df.columns])
+    for c in out.columns:
+        if out[c].dtype == bool:
+            out[c] = out[c].map({True: "yes", False: "no"})
+    tips = {HEADERS[c][0]: HEADERS[c][1] for c in out.columns if c in HEADERS}
+    return out.rename(columns={c: HEADERS[c][0] for c in out.columns if c in HEADERS}), tips
+
+
+def _table(df, name: str) -> None:
+    shown, tips = human(df)
+    ui.table(shown, name, help=tips, formats={h: "%.3g" for h in shown.columns if "(" in h})
+
+
+def _predict(comp, lesson: dict, inter: str) -> None:
+    """Does 1-bit SGD pay on this network? Revealed from the summary table's numbers."""
+    codec = ASKED if ASKED in set(comp["codec"]) else comp["codec"].iloc[0]
+    row = comp.set_index("codec").loc[codec]
+    name = "1-bit SGD (onebit)" if codec == "onebit" else codec
+
+    def reveal():
+        yes = bool(row["speedup_vs_bf16"] > 1)
+        be = row["break_even_GBps"]
+        why = (f"Its best step ({row['best_algorithm']}) takes {row['step_ms']:.2f} ms against bf16's "
+               f"{lesson['baseline_step_ms']:.2f} ms ({lesson['baseline_algorithm']}): {row['speedup_vs_bf16']:.2f}x. "
+               + (f"It pays below {be:.3g} GB/s per NIC; {inter} gives {lesson['nic_GBps']:.3g} GB/s."
+                  if be == be and be is not None else "It does not pay at any NIC bandwidth on this cluster."))
+        return ("yes, faster than bf16" if yes else "no, slower than bf16"), why
+    ui.predict(f"Does {name} make a training step faster than bf16 across {inter} "
+               f"({lesson['nic_GBps']:.3g} GB/s per NIC)?", ["yes, faster than bf16", "no, slower than bf16"],
+               reveal, key="guess")
 
 
 def render() -> None:
@@ -59,6 +118,7 @@ def render() -> None:
                                help="every registered codec that compresses is computed; the six fastest here are "
                                     "drawn unless you pick others")
 
+    _predict(comp, lesson, inter)
     k1, k2, k3, k4 = st.columns(4)
     k1.metric("Best bf16 step", f"{lesson['baseline_step_ms']:.2f} ms", delta=lesson["baseline_algorithm"],
               delta_color="off", help="the baseline: bf16 gradients with the fastest allreduce on this cluster")
@@ -77,15 +137,15 @@ def render() -> None:
 
     t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
     with t1:
-        ui.table(summary.drop(columns=["break_even_GBps"]), "pays_summary")
+        _table(summary.drop(columns=["break_even_GBps"]), "pays_summary")
     with t2:
         rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
         ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
-        ui.table(res.rows, "pays_rows")
+        _table(res.rows, "pays_rows")
     with t3:
         nv = nvls_table()
-        ui.table(nv, "nvls")
-        r = nv.set_index("quantity")
+        ui.table(nv.rename(columns={"quantity": "Quantity", "ring": "Ring", "nvls": "NVLS", "how": "How"}), "nvls")
+        r = nv.set_index("quantity")  # the exact names, for the sentence below
         st.markdown(
             f"NVLS (NVLink SHARP) sums inside the NVSwitch: each GPU moves {r.loc[r.index[0], 'nvls']:.3f} bytes per "
             f"byte of the vector instead of the ring's {r.loc[r.index[0], 'ring']:.3f}. nccl-tests applies the ring's "

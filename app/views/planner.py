@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
+import static_table
 from lab import plots
 from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, STRATEGIES, algorithm_catalog, codec_names,
                              crossover, custom_device, custom_link, deep_image_figure2, link_presets, paper_checks,
@@ -232,6 +233,19 @@ def _two_level(net, Ps, codecs, overlap, kw) -> tuple[pd.DataFrame, str, str] | 
     return df, lesson, take
 
 
+def _predict_fastest(at_top: pd.DataFrame, strategies: list, top: int, net: str) -> None:
+    """Which of the chosen strategies is fastest on the most GPUs? Revealed from the sweep's rows at that P."""
+    def reveal():
+        b = at_top.iloc[-1]
+        parts = [f"{r.strategy} {r.speedup:.2f}x one GPU ({r.step_ms:,.1f} ms a step, {r.exposed_comm_ms:,.1f} ms of "
+                 f"it communication nobody hides)" for r in at_top.iloc[::-1].itertuples()]
+        left = [s for s in strategies if s not in set(at_top.strategy)]
+        return b.strategy, (f"On {top} GPUs: " + "; ".join(parts) + "."
+                            + (f" Not feasible there: {', '.join(left)}." if left else ""))
+    ui.predict(f"On {top} GPUs, which of the strategies you chose trains {net} fastest?", list(strategies), reveal,
+               key="guess")
+
+
 def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> dict:
     out: dict = {}
     if kw is None:
@@ -247,6 +261,8 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
     ok = sweep[sweep["feasible"]]
     top = max(Ps)
     at_top = ok[ok["P"] == top].sort_values("speedup")
+    if len(strategies) >= 2 and not at_top.empty:
+        _predict_fastest(at_top, strategies, top, net)
     cols = st.columns(min(len(strategies), 4) + 1)
     for i, s in enumerate(strategies[:4]):
         row = ok[(ok["strategy"] == s) & (ok["P"] == top)]
@@ -359,6 +375,15 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
     ui.figure(plots.plan_layers_figure(bd.layers), bd.layers, "plan_layers")
 
 
+def _plain_number(v) -> str:
+    """A table cell in words: 60,000,000 rather than 6e+07; 4 significant digits below 100,000."""
+    if v is None or (isinstance(v, float) and v != v):
+        return "—"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
+    return str(v)
+
+
 def _markdown_table(df) -> str:
     """A small table as markdown (drawn as static HTML, far cheaper in the browser than a data grid)."""
     cols = list(df.columns)
@@ -404,9 +429,9 @@ def _check(which: str, overlap: bool) -> None:
                          f"{sync:.1f} ms and a {four:.0f} ms step on 4 GPUs — the same conclusion. The paper's "
                          "\"GB\" is GiB (7 GiB/s link); with SI units the steps give 137 ms, conclusion unchanged.",
                          "dettmers")
-        shown = pc.dettmers.assign(**{c: pc.dettmers[c].map(
-            lambda v: "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)) for c in ("paper", "model")})
-        st.markdown(_markdown_table(shown.rename(columns={"quantity": "step", "model": "here"})))  # static: cheap to draw
+        shown = pc.dettmers.assign(**{c: pc.dettmers[c].map(_plain_number) for c in ("paper", "model")})
+        st.markdown(static_table.html(shown.rename(columns={"quantity": "Step", "paper": "Paper", "model": "Here",
+                                                            "unit": "Unit", "how": "How"})), unsafe_allow_html=True)
         st.download_button("⬇ table (CSV)", pc.dettmers.to_csv(index=False), "dettmers_alexnet.csv", "text/csv",
                            key="tcsv_dettmers_alexnet", on_click="ignore")
     elif which == CHECKS[1]:

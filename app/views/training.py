@@ -10,7 +10,7 @@ import _runs as jobs
 from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
-from lab.plots.units import si_bytes_label
+from lab.plots.units import seconds_label, si_bytes_label
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -105,6 +105,11 @@ def _takeaway(experiment: str, summary: pd.DataFrame, data: str) -> str:
             f"{fast.final_test_error:.1f} % test error) and {best.variant} ends with the lowest test error "
             f"({best.final_test_error:.1f} %, {best.modelled_time_s:.3g} s): less waiting for the slowest worker "
             "trades against staler gradients.")
+
+
+def _time(seconds: float) -> str:
+    """A time in words, 3 significant digits: '1.92 s', '25 ms' (never '1.92e+03 ms')."""
+    return seconds_label(float(f"{seconds * 1e6:.3g}"))
 
 
 def render() -> None:
@@ -240,7 +245,7 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
             delta_color="inverse",
             help=f"measured: all {base['workers']} workers' bytes in one real {per} on one batch of {base['batch']} "
                  f"({r.steps} {per}{'s' if r.steps != 1 else ''} on it); modelled time of a {per} on "
-                 f"{base['link']}: {1e3 * r.modelled_time_s / max(r.steps, 1):.3g} ms (this step's measured "
+                 f"{base['link']}: {_time(r.modelled_time_s / max(r.steps, 1))} (this step's measured "
                  "compute plus the link's model)")
     return _wire_takeaway(experiment, one, base, arch, f"{info['name']}")
 
@@ -318,7 +323,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
               delta=None if share is None or len(summary) == 1 or abs(share - 1) < 0.005 else
               f"{share - 1:+.0%} vs {first.variant} ({share:.0%} of it)", delta_color="inverse",
               help="all workers' bytes on the wire over the whole run; fewer is better")
-    n2.metric(f"Modelled time ({last.variant})", f"{last.modelled_time_s * 1e3:.3g} ms",
+    n2.metric(f"Modelled time ({last.variant})", _time(last.modelled_time_s),
               help="measured compute per step plus the link's communication time, summed over the run")
     if paper_view:
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")

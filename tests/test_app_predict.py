@@ -1,0 +1,82 @@
+"""Predict, then reveal (issue 28, app/_common.predict): the question is asked before the answer shows, the
+reveal explains the answer, the answer lives in the URL, and Home's scorecard counts first answers."""
+from streamlit.testing.v1 import AppTest
+
+
+def _quiz(choices_mode: bool = True) -> None:
+    import streamlit as st
+
+    import _common as ui
+
+    st.session_state["revealed"] = st.session_state.get("revealed", 0)
+
+    def reveal():
+        st.session_state["revealed"] += 1
+        return ("ring", "ring re-quantises at each of P-1 hops, 2.0x qgZ's error.") if choices_mode else \
+            (40.0, "40 = 2 x 20.")
+
+    got = ui.predict("Which loses more?", ["ring", "qgZ"] if choices_mode else None, reveal,
+                     key="q1", unit="dB")
+    st.session_state["got"] = got
+    ui.scorecard({"": "Home"})
+
+
+def quiz(choices_mode: bool = True, **query) -> AppTest:
+    at = AppTest.from_function(_quiz, args=(choices_mode,), default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def _texts(at: AppTest) -> str:
+    return " ".join([s.value for s in at.success] + [w.value for w in at.warning] + [e.value for e in at.error])
+
+
+def test_nothing_is_revealed_before_an_answer():
+    at = quiz()
+    assert not at.exception
+    assert at.radio(key="w_q1").value is None
+    assert at.session_state["revealed"] == 0 and at.session_state["got"] is None
+    assert "Right" not in _texts(at) and "Not quite" not in _texts(at)
+    assert "q1" not in at.query_params
+
+
+def test_an_answer_reveals_the_explanation_keeps_it_in_the_url_and_scores_it():
+    at = quiz()
+    at.radio(key="w_q1").set_value("qgZ").run()
+    assert not at.exception
+    assert "Not quite" in _texts(at) and "2.0x qgZ" in _texts(at) and "computes ring" in _texts(at)
+    assert at.query_params["q1"] in ("qgZ", ["qgZ"])
+    assert ui_scores(at) == {"": (1, 0)}
+    # a changed answer is revealed again but the first one stays on the scorecard
+    at.radio(key="w_q1").set_value("ring").run()
+    assert "Right" in _texts(at) and ui_scores(at) == {"": (1, 0)}
+    assert any("0 right of 1 answered" in m.value for m in at.markdown)
+
+
+def ui_scores(at: AppTest) -> dict:
+    return {p: (len(q), sum(q.values())) for p, q in at.session_state["_scorecard"].items()}
+
+
+def test_a_shared_url_shows_the_reveal():
+    at = quiz(q1="ring")
+    assert at.radio(key="w_q1").value == "ring" and "Right" in _texts(at) and at.session_state["got"] is True
+
+
+def test_a_junk_url_answer_is_named_with_what_is_allowed():
+    at = quiz(q1="tree")
+    assert not at.exception
+    assert "'tree'" in _texts(at) and "'ring'" in _texts(at) and "'qgZ'" in _texts(at)
+    assert at.session_state["got"] is None
+
+
+def test_a_number_answer_is_right_within_the_tolerance():
+    at = quiz(False)
+    at.number_input(key="w_q1").set_value(45.0).run()
+    assert "Right" in _texts(at) and "40 dB" in _texts(at)
+    at = quiz(False)
+    at.number_input(key="w_q1").set_value(80.0).run()
+    assert "Not quite" in _texts(at)
+    assert at.query_params["q1"] in ("80", ["80"])
+    at = quiz(False, q1="abc")
+    assert "not a number" in _texts(at) and at.session_state["got"] is None
