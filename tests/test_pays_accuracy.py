@@ -242,3 +242,29 @@ def test_chart_in_time_to_accuracy_draws_only_measured_codecs(tmp_path):
     assert "time to accuracy" in tta.layout.yaxis.title.text
     sw = r.sweep[r.sweep["codec"] == "ef:randomk"].groupby("inter_GBps")["time_to_accuracy_speedup"].max()
     assert list(lines["ef:randomk"].y) == pytest.approx(list(sw.values))
+
+
+def test_page_opens_on_time_to_accuracy_per_step_one_click_away():
+    """The committed MLP result prices alexnet: the page opens on time to accuracy (its chart, its best
+    measured codec, never random-k), and Per step is one click away; gpt2_small (no gpt result) says so."""
+    from test_app import page as app_page
+    from chart import figures
+
+    at = app_page("pays", model="alexnet", inter="eth10g")
+    assert not at.exception and not at.error
+    assert at.radio(key=next(r.key for r in at.radio if r.label == "Speedup")).value == "Time to accuracy"
+    best = [m for m in at.metric if m.label.startswith("Best measured codec")]
+    assert best and best[0].delta.split(",")[0] not in ("randomk", "topk")  # both never reach the target
+    fig = figures(at)[0]
+    assert "time to accuracy" in fig["layout"]["yaxis"]["title"]["text"]
+    assert "randomk" not in {t.get("name") for t in fig["data"]}  # never reaches the target: no line
+    takeaway = " ".join(str(s.value) for s in at.success)
+    assert "best randomk" not in takeaway and "converge-mlp-cpu.json" in takeaway
+    radio = next(r for r in at.radio if r.label == "Speedup")
+    at = radio.set_value("Per step").run()
+    assert not at.exception and not at.error
+    fig = figures(at)[0]
+    assert "a training step" in fig["layout"]["yaxis"]["title"]["text"]
+    assert any(m.label == "Best codec here" for m in at.metric)
+    at = app_page("pays")  # gpt2_small: the gpt task has no committed result
+    assert not at.exception and any("No steps penalty is measured" in str(i.value) for i in at.info)
