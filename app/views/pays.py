@@ -218,4 +218,5 @@ def render() -> None:
         f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here {lesson['pay_here']} of {lesson['codecs']} "
         f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. Where we find more wins, the "
         "model is kinder than their measurements: codec time is a memory roofline, codec kernels do not slow the "
-        "backward pass here, and it counts time per step, not time to the same accuracy (docs/pays.md).", "pays")
+        "backward pass here, and where paralab converge measured no steps penalty for the model's task it counts "
+        "time per step, not time to the same accuracy (docs/pays.md).", "pays")
