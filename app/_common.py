@@ -135,8 +135,9 @@ def set_state(**values: Any) -> None:
 
 def select(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
-    v = from_url(key, default, lambda s: type(default)(s) if default is not None else s)
-    if key in st.query_params and v not in options:
+    cast = (lambda s: type(default)(s)) if default is not None else str
+    v = from_url(key, default, cast)
+    if key in st.query_params and (v not in options or from_url(key, None, cast) is None):
         _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return sync_url(key, _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw)))
@@ -223,7 +224,7 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = from_url(key, default, lambda s: type(default)(s))
-    if key in st.query_params and v not in options:
+    if key in st.query_params and (v not in options or from_url(key, None, lambda s: type(default)(s)) is None):
         _refused_url(label, key, where, _allowed(options), default)
     _init(key, v if v in options else default)
     return sync_url(key, _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw)))

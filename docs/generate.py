@@ -71,8 +71,8 @@ def pays_settings() -> str:
     (speedup against the best bf16 step), the median break-even NIC bandwidth and the bf16 baseline."""
     outs = [(label, paralab("pays", "--model", "gpt2-small", "--gpu", "h100", *args)) for label, args in PAYS_SETTINGS]
     n = len([r for r in outs[0][1]["rows"] if r["codec"] != "bf16"])
-    lines = [f"| cluster | codecs that pay (of {n}) | best codec (its algorithm) | best 8-bit codec | median codec "
-             "pays below (per NIC) | bf16 baseline |", "|---|---|---|---|---|---|"]
+    lines = [f"| cluster | codecs that pay (of {n}) | best codec per step (its algorithm; steps penalty) | best 8-bit "
+             "codec | median codec pays below (per NIC) | bf16 baseline |", "|---|---|---|---|---|---|"]
     for label, out in outs:
         comp = [r for r in out["rows"] if r["codec"] != "bf16"]
         best, best8 = _best(comp), _best([r for r in comp if r["bits_per_value"] == 8])
@@ -80,7 +80,7 @@ def pays_settings() -> str:
         one_node = out["config"]["cluster"].startswith("1x")
         below = "— (no network)" if one_node else _gbps(lesson["median_break_even_GBps"])
         lines.append(f"| {label} | {sum(r['pays'] for r in comp)} | {best['codec']} {_x(best['speedup_vs_bf16'])} "
-                     f"({best['best_algorithm']}) | {_x(best8['speedup_vs_bf16'])} | {below} | "
+                     f"({best['best_algorithm']}; {best['accuracy']}) | {_x(best8['speedup_vs_bf16'])} | {below} | "
                      f"{lesson['baseline_algorithm']}, {lesson['baseline_step_ms']:.2f} ms |")
     return "\n".join(lines) + "\n"
 
@@ -110,6 +110,46 @@ def pays_papers() -> str:
     return "\n".join(lines) + "\n"
 
 
+PAYS_ACCURACY_CODECS = ("dynamic_tree", "fp8_e4m3", "onebit", "ef:onebit", "topk", "ef:topk", "randomk", "ef:randomk",
+                        "powersgd:rank=2", "powersgd:rank=4")
+
+
+def pays_accuracy() -> str:
+    """Time to accuracy: AlexNet (the mlp task's priced model) on 8x8 H100s over 10 GbE, every codec spec
+    the committed bench/results/converge-mlp-cpu.json measured: per-step speedup, steps penalty, time to
+    accuracy. The repository's results only (a user's own results folder is not read)."""
+    import os
+
+    from lab.plan.accuracy import RESULTS_ENV
+
+    old = os.environ.get(RESULTS_ENV)
+    os.environ[RESULTS_ENV] = str(DOCS.parent / "bench" / "results")
+    try:
+        out = paralab("pays", "--model", "alexnet", "--cluster", "8x8", "--gpu", "h100", "--inter", "eth10g",
+                      "--codecs", ",".join(PAYS_ACCURACY_CODECS))
+    finally:
+        if old is None:
+            os.environ.pop(RESULTS_ENV)
+        else:
+            os.environ[RESULTS_ENV] = old
+    lines = ["| codec | per-step speedup vs bf16 | steps penalty (95% CI) | time-to-accuracy speedup | pays | measured "
+             "as |", "|---|---|---|---|---|---|"]
+    rows = sorted((r for r in out["rows"] if r["codec"] != "bf16"),
+                  key=lambda r: -(r["time_to_accuracy_speedup"] or 0.0))
+    for r in rows:
+        src = r["penalty_source"]
+        if r["accuracy"] == "measured":
+            ci = (f" ({r['steps_penalty_ci_low']:.2f}-{r['steps_penalty_ci_high']:.2f})"
+                  if r["steps_penalty_ci_low"] is not None else "")
+            pen, tta = f"{r['steps_penalty']:.2f}{ci}", _x(r["time_to_accuracy_speedup"])
+        else:
+            pen, tta = r["accuracy"], "never" if r["accuracy"] == "never reaches the target" else "—"
+        how = f"`{src['spec']}`, {src['seeds']} seeds" if src else "—"
+        lines.append(f"| {r['codec']} | {_x(r['speedup_vs_bf16'])} | {pen} | {tta} | {'yes' if r['pays'] else 'no'} "
+                     f"| {how} |")
+    return "\n".join(lines) + "\n"
+
+
 # -- docs/deep_image.md
 
 def deep_image_counts() -> str:
@@ -134,6 +174,7 @@ class Table:
 TABLES: dict[str, Table] = {
     "pays_settings": Table("pays.md", pays_settings),
     "pays_papers": Table("pays.md", pays_papers),
+    "pays_accuracy": Table("pays.md", pays_accuracy),
     "deep_image_counts": Table("deep_image.md", deep_image_counts),
 }
 

@@ -17,6 +17,7 @@ JUNK = [  # (page, query, words the message must hold)
     ("dropout", {"p": "3"}, ["Dropout rate p", "'3'", "0..0.95"]),
     ("collectives", {"compare": ["tree", "bogus"]}, ["'bogus'", "rabenseifner"]),
     ("collectives", {"size": "7"}, ["Message size per rank", "'7'"]),
+    ("collectives", {"size": "big"}, ["Message size per rank", "'big'", "1048576"]),
     ("transfer", {"range": ["2", "40"]}, ["two whole numbers in 4..30"]),
     ("planner", {"check": "Figure 9"}, ["'Figure 9'"]),
 ]

@@ -44,9 +44,11 @@ def test_dropout_asks_how_often_a_unit_is_dropped_and_reveals_the_measured_rates
 def test_deep_image_asks_which_edit_makes_the_most_versions():
     at = page("augmentations")
     assert _asked(at, "most different")
+    assert "colour casting" not in at.success[0].value  # the takeaway keeps the answer back until it is given
     _answer(at, "random crop")
     said = _said(at)
     assert "Not quite." in said and "computes color casting" in said and "(256 − 224)²" in said
+    assert any("colour casting 68,920" in s.value for s in at.success)
 
 
 def test_fusion_keeps_the_answer_until_the_run_then_reveals_it():

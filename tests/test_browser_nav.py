@@ -72,11 +72,18 @@ def _touch(page, url_path: str) -> None:
         settle(page)
 
 
+TITLES = {p.url_path: p.title for p in page_list.PAGES}
+
+
 def _go(page, url_path: str) -> None:
+    """Click the sidebar's link and wait for the new page's own render (its h1), not the last page's quiet DOM."""
     _nav_link(page, url_path).click()
-    page.wait_for_timeout(300)
-    settle(page)
     page.wait_for_function("(p) => location.pathname.replace(/^\\/+|\\/+$/g, '') === p", arg=url_path)
+    title = "ParaLab" if not url_path else TITLES[url_path]
+    page.wait_for_function("(t) => [...document.querySelectorAll(\"[data-testid='stMain'] h1\")]"
+                           ".some(h => h.innerText.toLowerCase().includes(t))", arg=title.lower(),
+                           timeout=120_000)
+    settle(page)
 
 
 REPORTED = [("codecs", "transfer"), ("collectives", "step_through"), ("codecs", "training"), ("pays", "training")]
@@ -181,3 +188,23 @@ def test_the_server_warms_every_page_after_its_first_session(browser):
         assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
     assert "views.collectives.warm()" in text
     assert text.count("paralab warm-up: codecs ") == 1  # once per server, not once per session
+
+
+def test_a_prediction_is_revealed_kept_in_the_url_and_scored_on_home(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(f"{server}/pays")
+    settle(page)
+    box = page.locator(".st-key-predict-guess")
+    assert "Predict first" in box.inner_text() and "Not quite" not in box.inner_text()
+    box.get_by_text("yes, faster than bf16").click()
+    page.wait_for_function("() => document.querySelector('.st-key-predict-guess').innerText.includes('Not quite')")
+    settle(page)
+    assert "guess=yes" in page.url
+    again = browser.new_page(viewport={"width": 1400, "height": 1400})  # the URL reproduces the reveal
+    again.goto(page.url)
+    settle(again)
+    assert "Not quite" in again.locator(".st-key-predict-guess").inner_text()
+    again.close()
+    _go(page, "")
+    assert "0 right of 1 answered" in page.locator(".st-key-scorecard").inner_text()
+    page.close()

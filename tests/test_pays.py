@@ -137,7 +137,7 @@ def test_cli_json_matches_schema_and_bad_input_is_one_line(tmp_path):
     assert data == json.loads(out.read_text()) and data["command"] == "pays"
     assert data["config"]["overlap"] is True and data["config"]["inter"] == "100gbe"
     assert {r["codec"] for r in data["rows"]} == {"bf16", *pp.candidate_codecs()}
-    assert data["takeaway"].startswith("Codecs at least 1% faster than the best bf16 step")
+    assert data["takeaway"].startswith("Codecs at least 1% faster than the best bf16 run")
     for args, words in ((["--cluster", "0x8"], "must be >= 1"), (["--inter", "foo"], "allowed: ib_qdr"),
                         (["--cluster", "300x8"], "at most 256 nodes")):
         r = runner.invoke(app, ["pays", *args])

@@ -44,13 +44,15 @@ def _sci(n: int) -> str:
     return f"{n / 10 ** e:.1f} × 10" + str(e).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
-def _product_sentence(image_size: int, crop: int) -> str:
+def _product_sentence(image_size: int, crop: int, detail: bool = True) -> str:
+    """The takeaway; without `detail` (the prediction below is not answered yet) it names no single edit's count."""
     cdf = _counts(image_size, crop)
     total = int(cdf["possible_changes"].iloc[-1])
     counts = dict(zip(cdf["augmentation"], cdf["possible_changes"]))
-    return (f"A {crop}-px crop of a {image_size}-px image can come out in {_sci(total)} different ways: cropping alone "
-            f"gives {int(counts['crop']):,} and colour casting {int(counts['color_cast']):,}, so a network almost "
-            "never sees the same training image twice.")
+    each = (f": cropping alone gives {int(counts['crop']):,} and colour casting {int(counts['color_cast']):,}"
+            if detail else "")
+    return (f"A {crop}-px crop of a {image_size}-px image can come out in {_sci(total)} different ways{each}, so a "
+            "network almost never sees the same training image twice.")
 
 
 def render() -> None:
@@ -72,7 +74,7 @@ def render() -> None:
     jobs.release()
 
 
-def _predict_most(image_size: int, crop: int) -> None:
+def _predict_most(image_size: int, crop: int) -> bool | None:
     """Which single edit makes the most versions of one image? Revealed from Table 1's counts at these sizes."""
     cdf = _counts(image_size, crop)
     single = cdf[cdf["augmentation"].isin([a for a in AUGS if a != "all"])]
@@ -86,8 +88,8 @@ def _predict_most(image_size: int, crop: int) -> None:
                 f"{label.get(r.augmentation, r.augmentation)} {_sci(int(r.possible_changes))} ({r.grid})"
                 for r in ranked.itertuples()) + ". Three channels shifted independently multiply, while a crop only "
                 f"has ({image_size} − {crop})² offsets.")
-    ui.predict(f"Which single edit can turn one {image_size}-px image into the most different {crop}-px training "
-               "images?", [label.get(a, a) for a in single["augmentation"]], reveal, key="guess")
+    return ui.predict(f"Which single edit can turn one {image_size}-px image into the most different {crop}-px "
+                      "training images?", [label.get(a, a) for a in single["augmentation"]], reveal, key="guess")
 
 
 def _preview(seed: int) -> None:
@@ -100,9 +102,8 @@ def _preview(seed: int) -> None:
                            help="side of the synthetic test image, 64–512 px")
     crop = ui.number("Crop (px)", "crop", 224, where=a4, step=8, min_value=1, max_value=512,
                      help="side of the square crop, at most the card's side; the paper crops 224 of 512")
-    if crop <= image_size:
-        _predict_most(int(image_size), int(crop))
-    ui.takeaway(_product_sentence(int(image_size), int(crop)) if crop <= image_size else
+    answered = _predict_most(int(image_size), int(crop)) is not None if crop <= image_size else True
+    ui.takeaway(_product_sentence(int(image_size), int(crop), detail=answered) if crop <= image_size else
                 f"The crop ({crop} px) must fit in the test card ({image_size} px).")
     if not chosen:
         st.info("Pick at least one augmentation.")

@@ -10,6 +10,7 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MO
                              does_compression_pay, nvls_table, pays_takeaway)
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
+MEASURES = ["Time to accuracy", "Per step"]  # the page opens on time to accuracy (issue 32)
 ASKED = "onebit"  # the codec the prediction asks about (1-bit SGD), else the first compressing codec
 
 # Column -> (header with its unit, tooltip) of the page's tables; the CSV downloads keep the exact names.
@@ -30,10 +31,29 @@ HEADERS = {
     "speedup_vs_bf16_same_algorithm": ("Speedup vs bf16, same allreduce (x)", "bf16 with this allreduce / this step"),
     "cross_node_MB": ("Across nodes (MB)", "bytes crossing the network between nodes per step"),
     "break_even_GBps": ("Break-even NIC (GB/s)", "below this NIC bandwidth the codec beats bf16"),
-    "pays": ("Pays here", "faster than the best bf16 step on this cluster"),
+    "pays": ("Pays here", "reaches the target sooner than bf16 on this cluster where the steps penalty is measured; "
+                          "faster per step where it is not"),
+    "pays_per_step": ("Pays per step", "a step at least 1% faster than the best bf16 step"),
+    "steps_penalty": ("Steps penalty (x)", "steps to the target / bf16's, measured by paralab converge on the task "
+                                           "closest to the model (blank: not measured, or never reached)"),
+    "steps_penalty_ci_low": ("Penalty CI low (x)", "two-sided Student-t 95% interval over seeds"),
+    "steps_penalty_ci_high": ("Penalty CI high (x)", "two-sided Student-t 95% interval over seeds"),
+    "time_to_accuracy_speedup": ("Speedup in time to accuracy (x)", "per-step speedup / steps penalty; 0: never "
+                                                                    "reaches the target"),
+    "time_to_accuracy_speedup_ci_low": ("Time to accuracy CI low (x)", "from the penalty's interval"),
+    "time_to_accuracy_speedup_ci_high": ("Time to accuracy CI high (x)", "from the penalty's interval"),
+    "accuracy": ("Accuracy", "measured, never reaches the target, or not measured (no penalty is guessed)"),
+    "break_even_tta_GBps": ("Break-even NIC, time to accuracy (GB/s)", "below this NIC bandwidth it reaches the "
+                                                                       "target sooner than bf16"),
+    "pays_below_tta": ("Pays below in time to accuracy (NIC)", "the break-even in words"),
     "pays_below": ("Pays below (NIC)", "the NIC bandwidth below which this codec pays"),
 }
-LONG_TEXT = ["codec_time"]  # the same sentence on most rows: said once in the caption under the chart
+LONG_TEXT = ["codec_time", "penalty_source"]  # said once in the captions (codec time, the penalties' file)
+TTA_FIRST = ["codec", "time_to_accuracy_speedup", "steps_penalty", "steps_penalty_ci_low", "steps_penalty_ci_high",
+             "accuracy", "pays", "speedup_vs_bf16", "pays_per_step", "pays_below_tta"]
+TTA_DETAIL = ["steps_penalty_ci_low", "steps_penalty_ci_high", "time_to_accuracy_speedup_ci_low",
+              "time_to_accuracy_speedup_ci_high", "break_even_tta_GBps", "pays_below_tta", "steps_penalty",
+              "time_to_accuracy_speedup", "pays_per_step"]
 
 
 def human(df):
@@ -74,10 +94,11 @@ def _predict(comp, lesson: dict, inter: str) -> None:
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("Does compression pay?")
-    ui.lesson("Does compressing the gradients make a training step faster than plain bf16, and on which network?",
-              "Each line is one codec's step-time speedup against the best bf16 allreduce, as the network between "
-              "nodes gets faster to the right. A codec pays left of its ×, where its line is above 1x; the dashed "
-              "line is the cluster you picked.")
+    ui.lesson("Does compressing the gradients get a model trained sooner than plain bf16, and on which network?",
+              "Each line is one codec's speedup against the best bf16 allreduce, as the network between nodes gets "
+              "faster to the right: in time to accuracy (its step time x the steps it needs to reach fp32's target, "
+              "measured by paralab converge) or per step. A codec pays left of its ×, where its line is above 1x; "
+              "the dashed line is the cluster you picked. A codec that never reaches the target never pays.")
 
     c1, c2, c3, c4, c5, c6 = st.columns([1, 1, 2, 2, 2, 2])
     nodes = ui.number("Nodes", "nodes", 8, where=c1, min_value=1, max_value=4096, step=1,
@@ -112,9 +133,15 @@ def render() -> None:
     summary = res.summary
     lesson = res.lesson
     comp = summary[summary["codec"] != "bf16"]
+    measured = comp[comp["accuracy"] == "measured"].sort_values("time_to_accuracy_speedup", ascending=False)
+    fastest = comp.sort_values("speedup_vs_bf16", ascending=False)
+    default_shown = (measured["codec"].tolist() + [c for c in fastest["codec"] if c not in set(measured["codec"])])
+    measure = ui.radio("Speedup", MEASURES, "measure", MEASURES[0],
+                       help="time to accuracy: step time x the steps to the target paralab converge measured; "
+                            "per step: the step time alone")
+    tta = measure == MEASURES[0]
     with ui.more_settings("Codecs on the chart", key="more_codecs"):
-        shown = ui.multiselect("Codecs", comp["codec"].tolist(), "codecs",
-                               comp.sort_values("speedup_vs_bf16", ascending=False)["codec"].head(SHOWN).tolist(),
+        shown = ui.multiselect("Codecs", comp["codec"].tolist(), "codecs", default_shown[:SHOWN],
                                help="every registered codec that compresses is computed; the six fastest here are "
                                     "drawn unless you pick others")
 
@@ -122,26 +149,48 @@ def render() -> None:
     k1, k2, k3, k4 = st.columns(4)
     k1.metric("Best bf16 step", f"{lesson['baseline_step_ms']:.2f} ms", delta=lesson["baseline_algorithm"],
               delta_color="off", help="the baseline: bf16 gradients with the fastest allreduce on this cluster")
-    best = comp.sort_values("speedup_vs_bf16", ascending=False).iloc[0]
-    k2.metric("Best codec here", f"{best['speedup_vs_bf16']:.2f}x", delta=f"{best['codec']}, {best['best_algorithm']}",
-              delta_color="off", help="step-time speedup against the best bf16 step (below 1x: slower)")
+    if tta and len(measured):
+        best = measured.iloc[0]
+        k2.metric("Best measured codec here", f"{best['time_to_accuracy_speedup']:.2f}x",
+                  delta=f"{best['codec']}, {best['steps_penalty']:.2f}x the steps", delta_color="off",
+                  help="speedup in time to accuracy against bf16: per-step speedup / measured steps penalty")
+    else:
+        best = fastest.iloc[0]
+        k2.metric("Best codec here", f"{best['speedup_vs_bf16']:.2f}x", delta=f"{best['codec']}, {best['best_algorithm']}"
+                  + ("" if best["accuracy"] == "measured" else f"; accuracy {best['accuracy']}"),
+                  delta_color="off", help="step-time speedup against the best bf16 step (below 1x: slower)")
     k3.metric("Codecs that pay inside one node", f"{lesson['pay_inside_node']} of {lesson['codecs']}",
               help=f"{lesson['inside_node']}: the same step without a network")
     k4.metric("Codecs that pay here", f"{lesson['pay_here']} of {lesson['codecs']}",
               delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
     ui.takeaway(pays_takeaway(res))
 
-    fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown)
+    if tta:
+        off = {c: a for c, a in zip(comp["codec"], comp["accuracy"]) if c in shown and a != "measured"}
+        if not len(measured):
+            st.info(f"No steps penalty is measured for this model: {res.accuracy}. Choose Per step above, or a "
+                    "model whose task has a result (alexnet: the mlp task).")
+        elif off:
+            st.caption("Not drawn in time to accuracy: " + "; ".join(f"{c} ({a})" for c, a in off.items())
+                       + ". Per step shows them.")
+    fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown, time_to_accuracy=tta)
     ui.figure(fig, res.sweep[res.sweep["codec"].isin(["bf16", *shown])], "pays_sweep")
-    st.caption(f"Codec time: {res.codec_time}. " + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
+    st.caption(f"Codec time: {res.codec_time}. {res.accuracy[0].upper()}{res.accuracy[1:]}. "
+               + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
 
     t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
     with t1:
-        _table(summary.drop(columns=["break_even_GBps"]), "pays_summary")
+        per_codec = summary.drop(columns=["break_even_GBps"])
+        if tta:
+            per_codec = per_codec[TTA_FIRST + [c for c in per_codec.columns if c not in TTA_FIRST]]
+        else:
+            per_codec = per_codec.drop(columns=TTA_DETAIL)
+        _table(per_codec, "pays_summary")
     with t2:
         rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
         ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
-        _table(res.rows, "pays_rows")
+        _table(res.rows.drop(columns=[c for c in TTA_DETAIL if c in res.rows and c != "time_to_accuracy_speedup"]),
+               "pays_rows")
     with t3:
         nv = nvls_table()
         ui.table(nv.rename(columns={"quantity": "Quantity", "ring": "Ring", "nvls": "NVLS", "how": "How"}), "nvls")
@@ -169,4 +218,5 @@ def render() -> None:
         f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here {lesson['pay_here']} of {lesson['codecs']} "
         f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. Where we find more wins, the "
         "model is kinder than their measurements: codec time is a memory roofline, codec kernels do not slow the "
-        "backward pass here, and it counts time per step, not time to the same accuracy (docs/pays.md).", "pays")
+        "backward pass here, and where paralab converge measured no steps penalty for the model's task it counts "
+        "time per step, not time to the same accuracy (docs/pays.md).", "pays")

@@ -49,7 +49,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Predicted step time of data / model / hybrid / pipeline parallelism vs P: compute and communication
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
-    from lab.experiments.plan import planner_advice, planner_breakdown, planner_cluster, planner_sweep
+    from lab.experiments.plan import (advice_time_to_accuracy, planner_advice, planner_breakdown, planner_cluster,
+                                      planner_sweep)
     from lab.experiments import get_model, resolve_link
 
     Ps = numbers(gpus, "--gpus", int)
@@ -76,6 +77,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                for s in top] if layers else []
         adv = [(s, top[s], planner_advice(spec, top[s], strategy=s, link=lk, **kw)) for s in top
                if s != "pipeline"] if advice else []
+        tta = (top.get("data") or max(top.values())) if advice and top else None
+        tta = (tta, advice_time_to_accuracy(spec, tta, link=lk, **kw)) if tta else None
     except ValueError as e:
         fail(str(e))
         return
@@ -90,6 +93,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
         extra["layers"] = {s: {"P": P, "rows": b.layers} for s, P, b in lay}
     if adv:
         extra["advice"] = {s: {"P": P, "rows": a} for s, P, a in adv}
+    if tta:
+        extra["advice_time_to_accuracy"] = {"P": tta[0], "rows": tta[1], "accuracy": tta[1].attrs["accuracy"]}
     if emit(result("plan", config, rows=df, **extra), out, as_json):
         return
     cols = ["strategy", "P", "global_batch", "compute_ms", "comm_ms", "exposed_comm_ms", "idle_ms", "step_ms",
@@ -99,7 +104,18 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     for s, P, b in lay:
         print_frame(b.layers, f"{s} parallelism, P = {P}: per layer")
     for s, P, a in adv:
-        print_frame(a, f"codec advice, {s} parallelism, P = {P} (fastest end to end, saving vs fp32)")
+        print_frame(a, f"codec advice, {s} parallelism, P = {P} (fastest end to end, saving vs fp32; a codec whose "
+                       "measured penalty says it never reaches the target is not advised)")
+    if tta:
+        P, t = tta
+        shown = t.drop(columns=["penalty_source", "steps_penalty_ci_low", "steps_penalty_ci_high"]).astype(object)
+        shown["steps_penalty"] = [a if a in ("not measured", "never reaches the target") else f"{p:.2f}"
+                                  for a, p in zip(t["accuracy"], t["steps_penalty"])]
+        shown["time_to_accuracy_speedup"] = [a if a == "not measured" else "never" if x == 0 else f"{x:.2f}x"
+                                             for a, x in zip(t["accuracy"], t["time_to_accuracy_speedup"])]
+        print_frame(shown, f"time to accuracy, data parallelism, P = {P}: each codec on every gradient, per step "
+                           "and x its measured steps penalty, vs fp32")
+        console.print(t.attrs["accuracy"], highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -22,34 +22,68 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
          batch: int = typer.Option(8, "--batch", min=1, max=1 << 24, help="samples per GPU per step (gpt2-small: 1024-token sequences)"),
          overlap: bool = typer.Option(False, "--overlap/--no-overlap",
                                       help="overlap each layer's allreduce with the rest of the backward pass"),
-         codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs (default: every "
-                                                                     "registered codec that compresses)"),
+         codec: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codecs or specs, ef: for "
+                                                                     "error feedback (default: every registered codec "
+                                                                     "that compresses, and every spec the converge "
+                                                                     "result measured)"),
+         task: Optional[str] = typer.Option(None, "--task", help="the paralab converge task whose measured steps "
+                                                                 "penalties apply: mlp | cnn | gpt (default: the one "
+                                                                 "closest to --model)"),
          all_rows: bool = typer.Option(False, "--all", help="also print every codec × algorithm row"),
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Per codec: step-time speedup against bf16 (its best algorithm: flat ring, hierarchical, ZeRO++'s
-    alltoall_quantized, in-network), codec time counted, and the NIC bandwidth below which it pays."""
+    alltoall_quantized, in-network), codec time counted, and the NIC bandwidth below which it pays; beside
+    it, time to accuracy from the steps penalty `paralab converge` measured (or "not measured")."""
     from lab.experiments import USER_ERRORS, does_compression_pay, pays_takeaway
 
     codecs = [c.strip() for c in codec.split(",") if c.strip()] if codec else None
     config = {"model": model, "cluster": cluster, "gpu": gpu, "intra": intra, "inter": inter, "nics_per_node": nics,
-              "batch": batch, "overlap": overlap, "codecs": codecs}
+              "batch": batch, "overlap": overlap, "codecs": codecs, "task": task}
     try:
         res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics,
-                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs)
+                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs, converge_task=task)
     except USER_ERRORS as e:
         fail(str(e))
         return
     lesson = pays_takeaway(res)
     extra = {"algorithms": res.rows, "lesson": res.lesson, "takeaway": lesson, "codec_time": res.codec_time,
-             "notes": res.notes}
+             "notes": res.notes, "accuracy": res.accuracy}
     if emit(result("pays", config, rows=res.summary, **extra), out, as_json):
         return
-    cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "pays", "pays_below"]
-    print_frame(res.summary[cols], f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} "
-                                   f"across), overlap {'on' if overlap else 'off'}: speedup vs the best bf16 step")
+    cols = ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16", "steps_penalty",
+            "time_to_accuracy_speedup", "pays", "pays_below", "pays_below_tta"]
+    shown = res.summary[cols].copy()
+    shown["steps_penalty"] = [_penalty(r) for r in res.summary.to_dict(orient="records")]
+    shown["time_to_accuracy_speedup"] = [_tta(r) for r in res.summary.to_dict(orient="records")]
+    print_frame(shown.rename(columns={"speedup_vs_bf16": "per_step_speedup", "time_to_accuracy_speedup":
+                                      "time_to_accuracy_speedup"}),
+                f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} across), overlap "
+                f"{'on' if overlap else 'off'}: speedup vs the best bf16 run, per step and in time to accuracy")
+    console.print(res.accuracy, highlight=False, soft_wrap=True)
     if all_rows:
-        print_frame(res.rows.drop(columns=["codec_time"]), "every codec × algorithm")
+        detail = ["codec_time", "penalty_source", "accuracy", "steps_penalty", "steps_penalty_ci_low",
+                  "steps_penalty_ci_high", "time_to_accuracy_speedup_ci_low", "time_to_accuracy_speedup_ci_high",
+                  "break_even_tta_GBps"]  # per codec in the table above; --json has them per row
+        print_frame(res.rows.drop(columns=detail), "every codec × algorithm")
     console.print(f"codec time: {res.codec_time}", highlight=False, soft_wrap=True)
     for n in res.notes:
         console.print(f"note: {n}", highlight=False, soft_wrap=True)
     console.print(lesson, highlight=False, soft_wrap=True)
+
+
+def _penalty(r: dict) -> str:
+    """A row's steps penalty in words: 'x.xx (95% CI a-b)', 'never reaches the target', 'not measured'."""
+    if r["accuracy"] in ("baseline", "not measured", "never reaches the target"):
+        return "1" if r["accuracy"] == "baseline" else r["accuracy"]
+    lo, hi = r["steps_penalty_ci_low"], r["steps_penalty_ci_high"]
+    ci = f" (95% CI {lo:.2f}-{hi:.2f})" if lo == lo and hi == hi else ""
+    return f"{r['steps_penalty']:.2f}{ci}"
+
+
+def _tta(r: dict) -> str:
+    """A row's time-to-accuracy speedup in words ('never' when it never reaches the target)."""
+    if r["accuracy"] == "not measured":
+        return "not measured"
+    if r["accuracy"] == "never reaches the target":
+        return "never"
+    return f"{r['time_to_accuracy_speedup']:.2f}x"

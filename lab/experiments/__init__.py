@@ -58,7 +58,7 @@ _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_tab
      "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
      "augmentation_throughput FusionResult multiscale_fusion Figure2 deep_image_figure2")
-_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice paper_checks")
+_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice advice_time_to_accuracy paper_checks")
 _add("pays", "CLUSTER_ALGORITHMS INTRA_LINKS INTER_LINKS LINK_ALIASES PAYS_BANDWIDTHS PAPER_PAYS PaysResult "
      "does_compression_pay pays_takeaway nvls_table")
 _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "

@@ -1,7 +1,9 @@
 """Does compression pay? (issue 19): every registered codec × allreduce algorithm on a two-level cluster
 against a bf16 baseline, codec time counted, optional overlap with the backward pass; the break-even
-NIC bandwidth per codec; and why NVLS busbw exceeds the ring's. Predictions of `lab.plan.pays` and
-`lab.comm.cluster` (no measurement); docs/pays.md compares them with the papers."""
+NIC bandwidth per codec; time to accuracy from the steps penalties `paralab converge` measured (issue
+32: `lab.plan.accuracy`, "not measured" where it has none); and why NVLS busbw exceeds the ring's.
+Step times are predictions of `lab.plan.pays` and `lab.comm.cluster`; docs/pays.md compares them with
+the papers."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -40,14 +42,19 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
                          intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None,
                          batch_per_gpu: int = 8, overlap: bool = False, codecs: Sequence[str] | None = None,
                          algorithms: Sequence[str] | None = None,
-                         bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None) -> PaysResult:
+                         bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None,
+                         converge_task: str | None = None, results: Sequence[str] | None = None) -> PaysResult:
     """Does compression pay? (the function is not called `pays`: that is this module's name, and the
     package's lazy names would return the module once it is imported.) Per codec × algorithm: step time,
     speedup against the best bf16 step, break-even NIC bandwidth
-    (`lab.plan.pays.pays`; algorithms None: every one a cluster prices, read now); `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet."""
+    (`lab.plan.pays.pays`; algorithms None: every one a cluster prices, read now); per codec also its
+    measured steps penalty and time-to-accuracy speedup (converge_task None: the task closest to the
+    model; results: folders to look in, None: $PARALAB_RESULTS or ./bench/results, then the repo's);
+    `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet, ranked by time to
+    accuracy where measured."""
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                       batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
-                      bandwidths=bandwidths, progress=progress)
+                      bandwidths=bandwidths, progress=progress, converge_task=converge_task, results=results)
 
 
 def pays_takeaway(result: PaysResult) -> str:

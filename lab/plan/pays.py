@@ -18,6 +18,13 @@ that codec, else a roofline of the GPU preset: bytes read + written / memory ban
 Break-even: the NIC bandwidth (GB/s per direction) below which a codec's step is at least 1 %
 (`PAYS_MARGIN`) shorter than the best bf16 step (Agarwal et al., MLSys 2022: compression must beat a
 tuned 16-bit baseline end to end).
+
+Time to accuracy (issue 32): step time x steps to the target. The steps penalty of each codec spec is
+measured by `paralab converge` on the task closest to the priced model (`lab.plan.accuracy`), relative
+to bf16's own penalty when bf16 was measured; time-to-accuracy speedup = per-step speedup / penalty.
+A codec that never reached the target never pays; one without a measurement is "not measured" and
+keeps its per-step verdict, flagged. Error feedback (`ef:` specs) is priced as its codec plus a local
+decode and 12 bytes per value (`lab.plan.wire.with_error_feedback`).
 """
 from __future__ import annotations
 
@@ -33,9 +40,10 @@ import pandas as pd
 from lab.comm import cluster as cl
 from lab.comm.cluster import BF16, FP32, Cluster, CodecCost
 
+from . import accuracy as acc
 from .devices import Device, get_device
 from .layers import ModelSpec, get_model
-from .wire import WireCodec, phased_values, phased_work_seconds, wire_codec
+from .wire import EF_TRAFFIC, WireCodec, phased_values, phased_work_seconds, wire_codec
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_DIR = REPO / "bench" / "results"
@@ -129,6 +137,9 @@ def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Co
     `PhasedCost`."""
     if codec == BASELINE:
         return BF16
+    if not isinstance(codec, str) or "@" in codec:
+        raise ValueError(f"codec {codec!r}: give a codec name or spec ([ef:]name[:option=value,...]); a warm-up "
+                         "('@N') is measured by paralab converge, not priced")
     wc = wire_codec(codec)
     if wc.phased:
         return PhasedCost(codec, wc, device, f"roofline: {device.name} {device.memory_GBps:g} GB/s "
@@ -136,14 +147,21 @@ def codec_cost(codec: str, device: Device, bench_file: Path | None = None) -> Co
     if wc.raw:
         raise ValueError(f"codec {codec!r} is uncompressed fp32: against a bf16 baseline it only doubles the bytes; "
                          "pick a codec that compresses")
-    got = _measured(bench_file, codec.split(":")[0])
+    from lab.codecs.registry import split_spec
+
+    ef, base, _ = split_spec(codec)
+    got = _measured(bench_file, base)
     if got is not None:
         enc, dec = got
         source = f"measured: {bench_file.name}"
+        if ef:  # the measured codec plus error feedback's local decode and residual traffic (roofline)
+            enc += dec + EF_TRAFFIC / (device.memory_GBps * 1e9)
+            source += f" + error feedback ({EF_TRAFFIC:g} B/value roofline)"
     else:
         bw = device.memory_GBps * 1e9
         enc, dec = wc.enc_traffic / bw, wc.dec_traffic / bw
-        source = f"roofline: {device.name} {device.memory_GBps:g} GB/s"
+        source = f"roofline: {device.name} {device.memory_GBps:g} GB/s" + (
+            f" (error feedback: a local decode and {EF_TRAFFIC:g} B/value more)" if ef else "")
     return CodecCost(codec, wc.bytes_per_value, wc.side_bytes, enc, dec, wc.enc_kernels, wc.dec_kernels,
                      device.launch_us * 1e-6, wc.mode, source)
 
@@ -250,16 +268,21 @@ class PaysResult:
     lesson: dict
     codec_time: str
     notes: list[str]
+    accuracy: str = ""  # which converge task and file the steps penalties come from (or none)
 
 
 def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] = "8x8", *, gpu: str | Device = "h100",
          intra: str = "nvlink4", inter: str = "ib_ndr", nics_per_node: int | None = None, batch_per_gpu: int = 8,
          overlap: bool = False, codecs: Sequence[str] | None = None,
          algorithms: Sequence[str] | None = None, bandwidths: Sequence[float] = DEFAULT_BANDWIDTHS,
-         bench_dir: Path | str | None = None, progress: Progress | None = None) -> PaysResult:
+         bench_dir: Path | str | None = None, progress: Progress | None = None,
+         converge_task: str | None = None, results: Sequence[Path | str] | None = None) -> PaysResult:
     """Does compression pay on this cluster? (see the module docstring). algorithms: None, every algorithm
     the cluster prices (`lab.comm.cluster.algorithms`: each registered one as it prices itself, and
-    in_network), read now."""
+    in_network), read now. codecs None: every registered codec that compresses, plus every other spec
+    the penalties' result measured (e.g. `ef:randomk`). converge_task: the `paralab converge` task whose
+    measured steps penalties apply (None: the one closest to the model); results: folders to look in
+    (None: `lab.plan.accuracy.results_dirs`)."""
     spec = _model(model)
     dev = get_device(gpu)
     c = cl.make_cluster(cluster, intra, inter, nics_per_node)
@@ -272,7 +295,10 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
     bad = [a for a in algos if a not in known]
     if bad or not algos:
         raise ValueError(f"unknown algorithm {bad[0] if bad else None!r}; allowed: {', '.join(known)}")
+    pen = acc.load(spec, converge_task, None if results is None else [Path(r) for r in results])
     names = candidate_codecs() if codecs is None else list(codecs)
+    if codecs is None:
+        names += _measured_specs(pen, names, dev)
     bw = np.array(sorted(float(b) for b in bandwidths))
     if len(bw) < 2 or not np.all(np.isfinite(bw)) or bw[0] <= 0:
         raise ValueError("bandwidths: give at least two finite NIC bandwidths > 0 (GB/s)")
@@ -282,6 +308,8 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
         raise ValueError(f"codecs: give at least one codec that compresses (bf16 is the baseline); registered: "
                          f"{', '.join(candidate_codecs())}")
     s = Setting(spec, c, dev, batch_per_gpu, overlap)
+    base_pen = pen.get(BASELINE)
+    accs = {cc.name: _accuracy(pen, cc.name, base_pen) for cc in costs}
 
     # the bf16 baseline at the cluster and at every bandwidth of the grid
     base_algos = [a for a in algos if available(a, BF16, c)]
@@ -313,8 +341,11 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                 "break_even_GBps": _crossing(bw, grid - base_grid / (1 + PAYS_MARGIN)) if cc is not BF16 else math.nan,
                 "codec_time": cc.source or "none (bf16 baseline)"})
             rows[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(rows[-1]["break_even_GBps"])
+            rows[-1].update(_tta_fields(accs.get(cc.name), base_step / t, bw, grid, base_grid))
+            rel = accs[cc.name]["steps_penalty"] if cc is not BF16 else 1.0
             sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
-                       "speedup_vs_bf16": float(bg / g)} for b, g, bg in zip(bw, grid, base_grid)]
+                       "speedup_vs_bf16": float(bg / g), "time_to_accuracy_speedup": _tta(float(bg / g), rel)}
+                      for b, g, bg in zip(bw, grid, base_grid)]
         if per_alg:
             best = min(per_alg, key=lambda a: per_alg[a][0])
             env = np.min(np.stack([g for _, g in per_alg.values()]), axis=0)
@@ -325,10 +356,17 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                             if cc is not BF16 else math.nan,
                             "codec_time": cc.source or "none (bf16 baseline)"})
             summary[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(summary[-1]["break_even_GBps"])
+            summary[-1].update(_tta_fields(accs.get(cc.name), base_step / per_alg[best][0], bw, env, base_grid))
+            summary[-1]["pays_per_step"] = summary[-1]["pays"]
+            if cc is not BF16 and accs[cc.name]["accuracy"] != acc.NOT_MEASURED:
+                summary[-1]["pays"] = bool(summary[-1]["time_to_accuracy_speedup"] > 1 + PAYS_MARGIN)
         if progress:
             progress((k + 1) / (len(costs) + 1), cc.name)
     summary_df = pd.DataFrame(summary)
-    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, summary_df, best_base, base_step)
+    rels = {n: a["steps_penalty"] for n, a in accs.items()}
+    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, summary_df, best_base, base_step, rels)
+    lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
+                  measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()))
     source = (f"measured: {bench_file.name} (roofline for codecs it does not time)" if bench_file is not None
               else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no bench/results/codecs-*.json "
                    f"for a {dev.name} GPU)")
@@ -338,8 +376,81 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
              "(GB/s per direction) below which it pays (pays_below says it in words: never, every bandwidth swept)",
              "ring: one ring over all GPUs, each node boundary crossed by one flow on one NIC; NCCL's rail-aligned rings move "
              "bytes like the hierarchical model; each algorithm priced as it prices itself on the cluster "
-             "(Algorithm.cluster_time), else flat over all GPUs on the slower level"]
-    return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes)
+             "(Algorithm.cluster_time), else flat over all GPUs on the slower level",
+             "time to accuracy = step time x steps to the target: time_to_accuracy_speedup = speedup_vs_bf16 / "
+             "steps_penalty (relative to bf16's measured penalty" + ("" if base_pen is not None else
+                                                                      "; bf16 not measured: relative to fp32")
+             + "); pays: in time to accuracy where measured, per step where not measured (flagged)"]
+    return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes, pen.describe())
+
+
+def _measured_specs(pen: acc.Penalties, names: list[str], dev: Device) -> list[str]:
+    """The specs the penalties' result measured that `names` lacks and that can be priced (no fp32, bf16
+    or warm-up; not a codec with its own error feedback under 'ef:')."""
+    have = set()
+    for n in names:
+        try:
+            have.add(acc.canonical(n))
+        except (ValueError, KeyError):
+            pass
+    out = []
+    for sp in pen.specs():
+        if acc.canonical(sp) in have or sp in ("fp32", BASELINE) or "@" in sp:
+            continue
+        try:
+            codec_cost(sp, dev)
+        except ValueError:
+            continue
+        out.append(sp)
+    return out
+
+
+def _accuracy(pen: acc.Penalties, name: str, base_pen) -> dict:
+    """steps_penalty (relative to bf16's when measured; inf: never reaches the target; nan: not measured),
+    its CI, accuracy in words and penalty_source (file, task, seeds; None when not measured)."""
+    p = pen.get(name)
+    if p is None:
+        return {"steps_penalty": math.nan, "steps_penalty_ci_low": math.nan, "steps_penalty_ci_high": math.nan,
+                "accuracy": acc.NOT_MEASURED, "penalty_source": None}
+    rel, ci = acc.relative(p, base_pen)
+    src = pen.source(name)
+    src["relative_to"] = BASELINE if base_pen is not None else "fp32"
+    return {"steps_penalty": rel, "steps_penalty_ci_low": ci[0] if ci else math.nan,
+            "steps_penalty_ci_high": ci[1] if ci else math.nan,
+            "accuracy": acc.NEVER if math.isinf(rel) else "measured", "penalty_source": src}
+
+
+def _tta(speedup: float, rel: float) -> float:
+    """Time-to-accuracy speedup from a per-step speedup and a relative steps penalty (0: never; nan: not
+    measured)."""
+    if math.isnan(rel):
+        return math.nan
+    return 0.0 if math.isinf(rel) else speedup / rel
+
+
+def _tta_fields(a: dict | None, speedup: float, bw: np.ndarray, grid: np.ndarray, base_grid: np.ndarray) -> dict:
+    """A row's time-to-accuracy columns: the penalty and its source, the speedup (with the CI the
+    penalty's CI gives), the break-even NIC bandwidth in time to accuracy."""
+    if a is None:  # the bf16 baseline itself
+        return {"steps_penalty": 1.0, "steps_penalty_ci_low": math.nan, "steps_penalty_ci_high": math.nan,
+                "accuracy": "baseline", "penalty_source": None, "time_to_accuracy_speedup": 1.0,
+                "time_to_accuracy_speedup_ci_low": math.nan, "time_to_accuracy_speedup_ci_high": math.nan,
+                "break_even_tta_GBps": math.nan, "pays_below_tta": "baseline"}
+    rel = a["steps_penalty"]
+    out = dict(a)
+    out["time_to_accuracy_speedup"] = _tta(speedup, rel)
+    lo, hi = a["steps_penalty_ci_low"], a["steps_penalty_ci_high"]
+    ok = math.isfinite(lo) and math.isfinite(hi) and lo > 0
+    out["time_to_accuracy_speedup_ci_low"] = speedup / hi if ok else math.nan
+    out["time_to_accuracy_speedup_ci_high"] = speedup / lo if ok else math.nan
+    if math.isnan(rel):
+        out["break_even_tta_GBps"], out["pays_below_tta"] = math.nan, acc.NOT_MEASURED
+    elif math.isinf(rel):
+        out["break_even_tta_GBps"], out["pays_below_tta"] = None, f"never ({acc.NEVER})"
+    else:
+        out["break_even_tta_GBps"] = _crossing(bw, grid * rel - base_grid / (1 + PAYS_MARGIN))
+        out["pays_below_tta"] = pays_below(out["break_even_tta_GBps"])
+    return out
 
 
 def _count(summary: pd.DataFrame) -> tuple[int, int]:
@@ -350,40 +461,64 @@ def _count(summary: pd.DataFrame) -> tuple[int, int]:
 SLOW = "eth10g"  # the slow network of the lesson: 10 Gb/s Ethernet, as in Agarwal et al. 2022's cloud settings
 
 
-def _paying(s: Setting, costs: list[Cost], algos: list[str]) -> list[tuple[str, float]]:
-    """(codec, speedup) of every codec whose best algorithm pays (PAYS_MARGIN) against the best bf16 step of s."""
+def _paying(s: Setting, costs: list[Cost], algos: list[str],
+            rels: dict[str, float]) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
+    """(paying, sunk) against the best bf16 step of s. paying: (codec, speedup, measured?) of every codec
+    whose best algorithm pays (PAYS_MARGIN): in time to accuracy where its steps penalty (`rels`, relative;
+    nan: not measured) is measured, per step where not. sunk: (codec, per-step speedup) of the codecs that
+    pay per step but not in time to accuracy."""
     ba = [a for a in algos if available(a, BF16, s.cluster)]
     if not ba:
-        return []
+        return [], []
     base = min(step(s, BF16, a)[0] for a in ba)
-    out = []
+    out, sunk = [], []
     for cc in costs:
         ts = [step(s, cc, a)[0] for a in algos if available(a, cc, s.cluster)]
-        if ts and min(ts) < base / (1 + PAYS_MARGIN):
-            out.append((cc.name, base / min(ts)))
-    return out
+        if not ts:
+            continue
+        rel = rels.get(cc.name, math.nan)
+        per_step = base / min(ts)
+        x = per_step if math.isnan(rel) else _tta(per_step, rel)
+        if x > 1 + PAYS_MARGIN:
+            out.append((cc.name, x, not math.isnan(rel)))
+        elif per_step > 1 + PAYS_MARGIN:
+            sunk.append((cc.name, per_step))
+    return out, sunk
 
 
 def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool, costs: list[Cost],
-            algos: list[str], summary: pd.DataFrame, best_base: str, base_step: float) -> dict:
+            algos: list[str], summary: pd.DataFrame, best_base: str, base_step: float,
+            rels: dict[str, float] | None = None) -> dict:
     """The same question inside one node of this cluster (no network), at this cluster and at this
-    cluster on 10 Gb/s Ethernet: how many codecs pay and the best one; the median break-even bandwidth."""
-    inside = _paying(Setting(spec, Cluster(1, c.gpus_per_node, c.intra, c.inter, c.nics_per_node), dev, batch,
-                             overlap), costs, algos)
+    cluster on 10 Gb/s Ethernet: how many codecs pay and the best one, ranked by time to accuracy where
+    the steps penalty is measured (`rels`), per step where not; which codecs pay per step but are sunk
+    by their measured penalty; the median break-even bandwidth."""
+    rels = rels or {}
+    inside, sunk_inside = _paying(Setting(spec, Cluster(1, c.gpus_per_node, c.intra, c.inter, c.nics_per_node), dev,
+                                          batch, overlap), costs, algos, rels)
     slow_c = c if c.nodes == 1 else Cluster(c.nodes, c.gpus_per_node, c.intra, cl.resolve_level_link(SLOW, "inter"),
                                             c.nics_per_node)
-    slow = _paying(Setting(spec, slow_c, dev, batch, overlap), costs, algos)
+    slow, sunk_slow = _paying(Setting(spec, slow_c, dev, batch, overlap), costs, algos, rels)
+    here, sunk_here = _paying(Setting(spec, c, dev, batch, overlap), costs, algos, rels)
     comp = summary[summary["codec"] != BASELINE] if len(summary) else summary
-    here = [(r.codec, r.speedup_vs_bf16) for r in comp.itertuples() if r.pays]
     finite = [b for b in comp["break_even_GBps"] if b is not None and np.isfinite(b)] if len(comp) else []
 
     def best(x):
-        return max(x, key=lambda t: t[1]) if x else (None, None)
+        return max(x, key=lambda t: t[1]) if x else (None, None, False)
+
+    def names(x):
+        return [n for n, _ in sorted(x, key=lambda t: -t[1])]
+
+    def measured(x):
+        return best([t for t in x if t[2]])[:2]
 
     return {"codecs": len(costs), "inside_node": f"1x{c.gpus_per_node} {c.intra.name}", "pay_inside_node": len(inside),
             "best_inside": best(inside)[0], "best_speedup_inside": best(inside)[1],
+            "best_inside_measured": best(inside)[2], "best_measured_inside": measured(inside), "sunk_inside": names(sunk_inside),
             "here": c.name, "pay_here": len(here), "best_here": best(here)[0], "best_speedup_here": best(here)[1],
+            "best_here_measured": best(here)[2], "best_measured_here": measured(here), "sunk_here": names(sunk_here),
             "slow": slow_c.name, "pay_slow": len(slow), "best_slow": best(slow)[0], "best_speedup_slow": best(slow)[1],
+            "best_slow_measured": best(slow)[2], "best_measured_slow": measured(slow), "sunk_slow": names(sunk_slow),
             "median_break_even_GBps": float(np.median(finite)) if finite else None,
             "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base,
             "baseline_step_ms": 1e3 * base_step}
@@ -393,18 +528,33 @@ def lesson_sentence(lesson: dict) -> str:
     """The takeaway in one sentence, from the numbers of `PaysResult.lesson`."""
     n = lesson["codecs"]
 
-    def part(where: str, k: int, best: str | None, x: float | None) -> str:
-        return f"{where}: {k} of {n}" + (f" (best {best}, {x:.2f}x)" if best else "")
+    def part(where: str, key: str) -> str:
+        best, x, k = lesson[f"best_{key}"], lesson[f"best_speedup_{key}"], lesson[f"pay_{key}_node" if key == "inside"
+                                                                                     else f"pay_{key}"]
+        how = ("in time to accuracy" if lesson.get(f"best_{key}_measured") else
+               f"per step, accuracy {acc.NOT_MEASURED}")
+        bm, xm = lesson.get(f"best_measured_{key}") or (None, None)
+        also = f"; best measured {bm}, {xm:.2f}x in time to accuracy" if bm and bm != best else ""
+        out = f"{where}: {k} of {n}" + (f" (best {best}, {x:.2f}x {how}{also})" if best else "")
+        sunk = lesson.get(f"sunk_{key}") or []
+        if sunk:
+            verb = "pay" if len(sunk) > 1 else "pays"
+            out += (f", and {', '.join(sunk[:3])}{' ...' if len(sunk) > 3 else ''} {verb} per step only: the "
+                    "measured steps penalty sinks " + ("them" if len(sunk) > 1 else "it"))
+        return out
 
-    parts = [part(f"inside one node ({lesson['inside_node']})", lesson["pay_inside_node"], lesson["best_inside"],
-                  lesson["best_speedup_inside"]),
-             part(f"on {lesson['here']}", lesson["pay_here"], lesson["best_here"], lesson["best_speedup_here"])]
+    parts = [part(f"inside one node ({lesson['inside_node']})", "inside"), part(f"on {lesson['here']}", "here")]
     if lesson["slow"] != lesson["here"]:
-        parts.append(part(f"on {lesson['slow']}", lesson["pay_slow"], lesson["best_slow"], lesson["best_speedup_slow"]))
+        parts.append(part(f"on {lesson['slow']}", "slow"))
     be = lesson["median_break_even_GBps"]
-    tail = (f"; the median codec pays below {be:.3g} GB/s per NIC (this cluster: {lesson['nic_GBps']:g})"
+    tail = (f"; the median codec pays below {be:.3g} GB/s per NIC per step (this cluster: {lesson['nic_GBps']:g})"
             if be is not None else "")
-    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 step — " + "; ".join(parts) + tail + ".")
+    task, path = lesson.get("penalty_task"), lesson.get("penalty_file")
+    src = (f" Steps penalties measured on the {task} task ({Path(path).name}) for {lesson.get('measured', 0)} of {n} "
+           "codecs." if path else
+           (f" Steps penalties: no {task} result ({acc.NOT_MEASURED}), so these are per-step verdicts." if task else ""))
+    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 run — " + "; ".join(parts) + tail + "."
+            + src)
 
 
 __all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",

@@ -21,7 +21,7 @@ known matrices is a vector to it (uncompressed), as a flat tensor is to torch's 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -81,12 +81,28 @@ def wire_codec(name: str | None) -> WireCodec:
     if not isinstance(name, str):
         raise ValueError(f"codec={name!r}; allowed: none or a codec name / spec string")
     try:
-        _, base, _ = split_spec(name)
+        ef, base, _ = split_spec(name)
     except ValueError as e:
         head = name.strip().removeprefix(f"{EF_PREFIX}:").split(":", 1)[0].strip()
         # 'none' is one more name here: worth saying only when the name is what was wrong
         raise ValueError(str(e) if head in codec_names() else f"{e}; or none") from None
+    if ef:
+        return with_error_feedback(name, _wire_codec(name.strip()[len("ef:"):].strip(), base))
     return _wire_codec(name, base)
+
+
+EF_TRAFFIC = 12.0  # bytes per value error feedback adds: residual read, corrected input written, residual written
+
+
+def with_error_feedback(spec: str, inner: WireCodec) -> WireCodec:
+    """`inner` with error feedback (Seide et al. 2014, `lab.codecs.error_feedback`): the same wire bytes;
+    encoding adds the residual, decodes the code locally and stores the new residual (one decode and
+    EF_TRAFFIC bytes per value more, one more kernel)."""
+    if inner.phased or inner.raw:
+        raise ValueError(f"codec {spec!r}: {inner.name} keeps its own error feedback (or has nothing to feed back); "
+                         "give it without 'ef:'")
+    return replace(inner, name=spec, enc_traffic=inner.enc_traffic + inner.dec_traffic + EF_TRAFFIC,
+                   enc_kernels=inner.enc_kernels + inner.dec_kernels + 1)
 
 
 def _raw() -> WireCodec:

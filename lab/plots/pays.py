@@ -13,21 +13,28 @@ SPEEDUP_TICKS = (0.1, 0.2, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 
 
 
 def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: float | None = None,
-                      codecs: list[str] | None = None) -> go.Figure:
+                      codecs: list[str] | None = None, time_to_accuracy: bool = False) -> go.Figure:
     """Speedup vs bf16 (its best algorithm at each bandwidth) against the NIC bandwidth, log-log, one line
     per codec (each at its best algorithm there), break-even points as markers on the 1x line, and the
-    cluster's own NIC bandwidth as a vertical line. From `pays(...).sweep` and `.summary`."""
-    best = sweep.groupby(["codec", "inter_GBps"], sort=False)["speedup_vs_bf16"].max().reset_index()
+    cluster's own NIC bandwidth as a vertical line. From `pays(...).sweep` and `.summary`. time_to_accuracy:
+    the speedup in time to the target (per step / the measured steps penalty); a codec without a
+    measurement, or one that never reaches the target, has no line."""
+    col, be_col = (("time_to_accuracy_speedup", "break_even_tta_GBps") if time_to_accuracy
+                   else ("speedup_vs_bf16", "break_even_GBps"))
+    best = (sweep.groupby(["codec", "inter_GBps"], sort=False)[col].max().reset_index()
+            .rename(columns={col: "speedup_vs_bf16"}))
+    best = best[best["speedup_vs_bf16"] > 0]  # not measured (nan) or never reaching the target (0): no line
     fig = go.Figure()
     keep = [c for c in summary["codec"] if c != "bf16" and (codecs is None or c in codecs)]
     for c in keep:
         part = best[best["codec"] == c]
+        if part.empty:
+            continue
         fig.add_trace(go.Scatter(x=part["inter_GBps"], y=part["speedup_vs_bf16"], mode="lines", name=c,
                                  legendgroup=c,
                                  hovertemplate=c + ": %{y:.2f}x at %{x:.3g} GB/s per NIC<extra></extra>"))
     be = summary[summary["codec"].isin(keep)]
-    pts = [(r.codec, r.break_even_GBps) for r in be.itertuples()
-           if isinstance(r.break_even_GBps, float) and math.isfinite(r.break_even_GBps)]
+    pts = [(c, b) for c, b in zip(be["codec"], be[be_col]) if isinstance(b, float) and math.isfinite(b)]
     if pts:
         fig.add_trace(go.Scatter(x=[p[1] for p in pts], y=[1.0] * len(pts), mode="markers", name="break-even",
                                  marker={"symbol": "x", "size": 10, "color": "black"}, text=[p[0] for p in pts],
@@ -39,9 +46,11 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
         fig.add_annotation(x=math.log10(nic_GBps), y=1, xref="x", yref="paper",
                            text=f"this cluster ({nic_GBps:g} GB/s)", showarrow=False, yanchor="bottom")
     fig.update_layout(xaxis_title="network bandwidth per NIC (GB/s per direction, log scale)",
-                      yaxis_title="speedup of a training step vs bf16 (x, log scale)", xaxis_type="log",
+                      yaxis_title=("speedup in time to accuracy vs bf16 (x, log scale)" if time_to_accuracy else
+                                   "speedup of a training step vs bf16 (x, log scale)"), xaxis_type="log",
                       yaxis_type="log", legend_title="codec", margin={"t": 30})
-    fig.update_xaxes(**decade_ticks(float(best["inter_GBps"].min()), float(best["inter_GBps"].max())))
+    xs = best["inter_GBps"] if len(best) else sweep["inter_GBps"]
+    fig.update_xaxes(**decade_ticks(float(xs.min()), float(xs.max())))
     ys = best[best["codec"].isin(keep)]["speedup_vs_bf16"]
     lo, hi = (float(ys.min()), float(ys.max())) if len(ys) else (1.0, 1.0)
     ticks = [v for v in SPEEDUP_TICKS if lo / 1.3 <= v <= hi * 1.3] or [1.0]
