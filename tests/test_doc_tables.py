@@ -48,9 +48,9 @@ def test_a_stale_number_is_caught(gen, rendered, tmp_path):
 
 
 def test_the_table_counts_every_registered_codec(gen, rendered):
-    from lab.plan.pays import candidate_codecs
+    from lab.plan.pays import default_codecs
 
-    assert f"codecs that pay (of {len(candidate_codecs())})" in rendered["pays_settings"]
+    assert f"codecs that pay (of {len(default_codecs('gpt2-small'))})" in rendered["pays_settings"]
 
 
 def test_markers_must_name_a_known_table(gen, tmp_path):

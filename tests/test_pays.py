@@ -39,7 +39,7 @@ def default():
 def test_lesson_inside_nvlink_rarely_across_slow_network_it_does(default):
     les = default.lesson
     n = les["codecs"]
-    assert n == len(pp.candidate_codecs()) >= 15
+    assert n == len(pp.default_codecs("gpt2-small")) >= 15
     assert les["pay_inside_node"] <= n // 10            # inside one NVLink node: (almost) never
     assert les["pay_slow"] >= 3 * n // 4                 # across 10 Gb/s Ethernet: most do
     assert les["baseline_algorithm"] == "in_network"    # NVLS inside + SHARP across is the fastest bf16 here
@@ -136,7 +136,7 @@ def test_cli_json_matches_schema_and_bad_input_is_one_line(tmp_path):
     jsonschema.validate(data, json.loads((REPO / "docs" / "schemas" / "pays.schema.json").read_text()))
     assert data == json.loads(out.read_text()) and data["command"] == "pays"
     assert data["config"]["overlap"] is True and data["config"]["inter"] == "100gbe"
-    assert {r["codec"] for r in data["rows"]} == {"bf16", *pp.candidate_codecs()}
+    assert {r["codec"] for r in data["rows"]} == {"bf16", *pp.default_codecs("gpt2-small")}
     assert data["takeaway"].startswith("Codecs at least 1% faster than the best bf16 run")
     for args, words in ((["--cluster", "0x8"], "must be >= 1"), (["--inter", "foo"], "allowed: ib_qdr"),
                         (["--cluster", "300x8"], "at most 256 nodes")):

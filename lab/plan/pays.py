@@ -296,9 +296,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
     if bad or not algos:
         raise ValueError(f"unknown algorithm {bad[0] if bad else None!r}; allowed: {', '.join(known)}")
     pen = acc.load(spec, converge_task, None if results is None else [Path(r) for r in results])
-    names = candidate_codecs() if codecs is None else list(codecs)
-    if codecs is None:
-        names += _measured_specs(pen, names, dev)
+    names = default_codecs(model, gpu, converge_task, results, pen) if codecs is None else list(codecs)
     bw = np.array(sorted(float(b) for b in bandwidths))
     if len(bw) < 2 or not np.all(np.isfinite(bw)) or bw[0] <= 0:
         raise ValueError("bandwidths: give at least two finite NIC bandwidths > 0 (GB/s)")
@@ -382,6 +380,16 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                                                                       "; bf16 not measured: relative to fp32")
              + "); pays: in time to accuracy where measured, per step where not measured (flagged)"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes, pen.describe())
+
+
+def default_codecs(model: str = "gpt2-small", gpu: str = "h100", converge_task: str | None = None,
+                   results: Sequence[str | Path] | None = None, penalties: acc.Penalties | None = None) -> list[str]:
+    """What `pays` prices when no codecs are named: every candidate codec, then each spec the model's
+    time-to-accuracy result measured that those lack (e.g. 'ef:randomk:ratio=0.01')."""
+    pen = penalties if penalties is not None else acc.load(
+        _model(model), converge_task, None if results is None else [Path(r) for r in results])
+    names = candidate_codecs()
+    return names + _measured_specs(pen, names, get_device(gpu))
 
 
 def _measured_specs(pen: acc.Penalties, names: list[str], dev: Device) -> list[str]:
