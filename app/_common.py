@@ -482,6 +482,11 @@ PAGE = "_page"        # session-state key: URL path of the page this run renders
 SCORE = "_scorecard"  # session-state key: {page URL path: {question key: right (bool)}}, first answers only
 
 
+PREDICT_HELP = ("your prediction, before the page says the answer: a question, not a setting (it changes no result); "
+                "kept in the link, and your first answer counts on Home's scorecard")
+ANSWER_LABEL = "Your answer"  # the label of predict's widget (tests that count a page's settings leave it out)
+
+
 def page_id() -> str:
     """URL path of the page being rendered ('' for Home or for a page rendered on its own, as in tests)."""
     return str(st.session_state.get(PAGE, ""))
@@ -527,7 +532,7 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
                 st.error(f"{key}={raw!r} in the URL is not an answer here: allowed are "
                          + ", ".join(repr(c) for c in choices) + ".")
             answer = _value(key, lambda: st.radio("Your answer", choices, index=None, key=wk, horizontal=True,
-                                                  label_visibility="collapsed"))
+                                                  label_visibility="collapsed", help=PREDICT_HELP))
         else:
             raw = st.query_params.get(key)
             if wk not in st.session_state:
@@ -535,7 +540,8 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
             if raw is not None and from_url(key, None, float) is None:
                 st.error(f"{key}={raw!r} in the URL is not a number: type one below.")
             answer = _value(key, lambda: st.number_input(f"Your answer{f' ({unit})' if unit else ''}", value=None,
-                                                         key=wk, format="%g", placeholder="type a number"))
+                                                         key=wk, format="%g", placeholder="type a number",
+                                                         help=PREDICT_HELP))
         if answer is None:
             st.caption("Answer to see what the page computes.")
             return None

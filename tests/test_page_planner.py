@@ -26,7 +26,7 @@ def top_level_inputs(at: AppTest) -> list[str]:
     def walk(node) -> None:
         if getattr(node, "type", None) == "expander":
             return
-        if getattr(node, "type", None) in INPUTS:
+        if getattr(node, "type", None) in INPUTS and getattr(node, "label", "") != "Your answer":  # a prediction
             found.append(f"{node.type} {getattr(node, 'label', '')!r}")
         for child in getattr(node, "children", {}).values():
             walk(child)
