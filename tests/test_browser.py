@@ -12,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import CHROMIUM, launch, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
+from app_browser import serve, settle  # noqa: E402  (the browser benchmark's own helpers)
+from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -20,23 +21,7 @@ import page_list  # noqa: E402  app/ is on pytest's pythonpath
 PAGES = {p.url_path: p.title if p.url_path else "ParaLab" for p in page_list.PAGES}
 RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is drawn before these buttons
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def server():
-    try:
-        with serve() as url:
-            yield url
-    except RuntimeError as e:
-        pytest.fail(str(e))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pytest.importorskip("playwright.sync_api")
-    with launch() as b:
-        yield b
+pytestmark = needs_chromium
 
 
 _serve = serve

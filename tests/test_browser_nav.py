@@ -10,23 +10,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import CHROMIUM, _controls, _nav_link, launch, serve, settle  # noqa: E402
+from app_browser import _controls, _nav_link, serve, settle  # noqa: E402
+from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def server():
-    with serve() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch() as b:
-        yield b
+pytestmark = needs_chromium
 
 
 # What a person sees of a page's state: every control's value, every metric, every message, the URL's query.

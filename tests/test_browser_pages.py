@@ -11,25 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import CHROMIUM, launch, serve, settle  # noqa: E402
+from app_browser import settle  # noqa: E402
+from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def server():
-    try:
-        with serve() as url:
-            yield url
-    except RuntimeError as e:
-        pytest.fail(str(e))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    pytest.importorskip("playwright.sync_api")
-    with launch() as b:
-        yield b
+pytestmark = needs_chromium
 
 
 def _shot(page, tmp_path: Path, name: str) -> None:

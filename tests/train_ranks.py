@@ -48,6 +48,28 @@ def _grads(model, x, y):
     return [p.grad.clone() for p in model.parameters()]
 
 
+def hooked_steps(comm, make_state, steps):
+    """A fresh DDP model (64 -> 128 -> 10, small buckets) with the hook state `make_state(model)` for `steps`
+    steps: (model, state, the gradients the hook left per step, the exact average of every rank's own)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    ref = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    ref.load_state_dict(model.state_dict())
+    ddp = DistributedDataParallel(model, bucket_cap_mb=0.02)
+    state = make_state(model)
+    ddp.register_comm_hook(state, codec_hook)
+    got, exact = [], []
+    for step in range(steps):
+        g = torch.Generator().manual_seed(100 * step + comm.rank)
+        x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
+        got.append(_grads(ddp, x, y))
+        mine = _grads(ref, x, y)
+        every = [None] * comm.size
+        dist.all_gather_object(every, mine)
+        exact.append([sum(gs[i] for gs in every) / comm.size for i in range(len(mine))])
+    return model, state, got, exact
+
+
 def every_codec_as_hook(comm, codecs, error_feedback, start_iter, steps):
     """One process group, every codec in turn: a fresh DDP model (64 -> 128 -> 10, small buckets)
     with the codec's hook for `steps` steps. Per codec: the gradients the hook left and the exact
@@ -56,22 +78,8 @@ def every_codec_as_hook(comm, codecs, error_feedback, start_iter, steps):
     out = {}
     for name in codecs:
         try:
-            torch.manual_seed(0)
-            model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-            ref = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-            ref.load_state_dict(model.state_dict())
-            ddp = DistributedDataParallel(model, bucket_cap_mb=0.02)
-            state = CodecHookState.of(name, error_feedback, start_iter=start_iter, min_numel=100)
-            ddp.register_comm_hook(state, codec_hook)
-            got, exact = [], []
-            for step in range(steps):
-                g = torch.Generator().manual_seed(100 * step + comm.rank)
-                x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
-                got.append(_grads(ddp, x, y))
-                mine = _grads(ref, x, y)
-                every = [None] * comm.size
-                dist.all_gather_object(every, mine)
-                exact.append([sum(gs[i] for gs in every) / comm.size for i in range(len(mine))])
+            model, state, got, exact = hooked_steps(
+                comm, lambda m: CodecHookState.of(name, error_feedback, start_iter=start_iter, min_numel=100), steps)
             res = {k: state.codec.residual(k) for k in state.codec.keys()} if error_feedback else {}
             keys = {state.key(p): i for i, p in enumerate(model.parameters())}
             out[name] = dict(got=got, exact=exact, residuals={keys[k]: r for k, r in res.items()},
