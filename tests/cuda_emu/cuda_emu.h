@@ -93,7 +93,7 @@ struct Block {
 // to two reader CTAs of this launch (-1: none), with the code offsets of those accesses.
 struct Shadow {
     int w = -1, r1 = -1, r2 = -1;
-    unsigned wpc = 0, r1pc = 0, r2pc = 0;
+    uintptr_t wpc = 0, r1pc = 0, r2pc = 0;  // return addresses of the hooks
     unsigned char watomic = 0, r1atomic = 0, r2atomic = 0;
 };
 
@@ -356,14 +356,11 @@ inline int loop_step(int line) {
 
 // ------------------------------------------------------------------ the race detector
 
-// Offset of a code address in this library (addr2line turns it into a source line).
-EMU_PLAIN inline unsigned code_offset(void* pc) {
-    static uintptr_t base = 0;
-    if (!base) {
-        Dl_info info;
-        if (dladdr((void*)&code_offset, &info)) base = (uintptr_t)info.dli_fbase;
-    }
-    return (unsigned)((uintptr_t)pc - base - 1);
+// Offset of a code address in the library that holds it (addr2line turns it into a source line).
+EMU_PLAIN inline unsigned code_offset(uintptr_t pc) {
+    Dl_info info;
+    if (!dladdr((void*)pc, &info)) return 0;
+    return (unsigned)(pc - (uintptr_t)info.dli_fbase - 1);
 }
 
 EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
@@ -374,13 +371,14 @@ EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
     return nullptr;
 }
 
-[[noreturn]] inline void race(Launch* l, const Buffer& b, uintptr_t a, const char* first, int other, unsigned opc,
-                              const char* second, unsigned pc) {
+[[noreturn]] inline void race(Launch* l, const Buffer& b, uintptr_t a, const char* first, int other, uintptr_t opc,
+                              const char* second, uintptr_t pc) {
     char buf[400];
     snprintf(buf, sizeof buf,
              "race between CTAs in kernel %s: byte %lu of parameter %d, %s by block %d {pc:%x} and %s by block %u "
              "{pc:%x} with no atomic",
-             l->kernel, (unsigned long)(a - b.lo), b.param, first, other, opc, second, l->current->blk->idx.x, pc);
+             l->kernel, (unsigned long)(a - b.lo), b.param, first, other, code_offset(opc), second,
+             l->current->blk->idx.x, code_offset(pc));
     fail(buf);
 }
 
@@ -393,7 +391,7 @@ EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, voi
     if (!b) return;
     if (b->shadow.empty()) b->shadow.resize(b->hi - b->lo);
     const int me = (int)l->current->blk->idx.x;
-    const unsigned pc = code_offset(ret);
+    const uintptr_t pc = (uintptr_t)ret;
     const size_t end = std::min<size_t>(n, b->hi - a);
     for (size_t i = 0; i < end; ++i) {
         Shadow& s = b->shadow[a + i - b->lo];
