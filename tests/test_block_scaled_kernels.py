@@ -258,3 +258,29 @@ def check_nan_scale(name: str, dtype: torch.dtype, target, monkeypatch) -> None:
 @pytest.mark.parametrize("name", list(MX_NAMES) + ["nvfp4"])
 def test_nan_scale_decodes_its_block_to_nan(name: str, dtype: torch.dtype, target, monkeypatch) -> None:
     check_nan_scale(name, dtype, target, monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mxfp4_e2m1", "mxfp8_e4m3", "nvfp4"])
+def test_cuda_beyond_2_pow_31(name: str, monkeypatch) -> None:
+    """64-bit indexing in kernels/block_scaled.cu: the last blocks of a 2**31 + 4099 value fp16
+    input (codes, scale bytes and decoded values past element 2**31) match the CPU path on them."""
+    n, tail = 2**31 + 4099, 1 << 20
+    block = 16 if name == "nvfp4" else 32
+    start = (n - tail) // 64 * 64
+    x = torch.zeros(n, dtype=torch.float16, device="cuda")
+    x[start:] = _data(n - start, torch.float16, seed=7).cuda()
+    # NVFP4's tensor scale: the absmax lies in the tail, so the CPU path on the tail has the same
+    c = get_codec(name)
+    enc = c.encode(x)
+    with cpu_path(monkeypatch):
+        want = get_codec(name).encode(x[start:].cpu())
+    bits = 4 if name != "mxfp8_e4m3" else 8
+    got_codes = enc.tensors["codes"][start * bits // 8:].cpu()
+    assert torch.equal(got_codes, want.tensors["codes"])
+    assert torch.equal(_u8(enc.tensors["scales"][start // block:]), _u8(want.tensors["scales"]))
+    y = c.decode(enc)[start:].cpu()
+    with cpu_path(monkeypatch):
+        want_y = get_codec(name).decode(want)
+    assert torch.equal(_u8(y), _u8(want_y))
