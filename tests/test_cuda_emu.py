@@ -81,7 +81,7 @@ def _codec_battery() -> None:
         p = _prepared(table)
         for dtype in DTYPES:
             for mode in ("block64", "block4096", "scale_absmax"):
-                for n in (1, 3, 4097, 3 * 4096 + 6):
+                for n in (1, 3, 4097, 3 * 4096 + 6) + ((5 * 8192 + 3,) if mode == "scale_absmax" else ()):
                     x = _data(n, dtype, seed=n)
                     block_size, scale = _mode(mode, x.float())
                     _check_roundtrip(x, p, "lut" if table == "17" else "binary", block_size, scale)
@@ -143,9 +143,12 @@ def _block_scaled_battery(monkeypatch) -> None:
 def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatch) -> None:
     """Threads and blocks run in reverse order: a result that depends on the order is a race."""
     cuda_emu.flags = flags
+    before = {k: list(v) for k, v in harness.LOOPS.items()}
     _codec_battery()
     _collective_battery(monkeypatch)
     _block_scaled_battery(monkeypatch)
+    once = harness.loops_once(before)  # under the test grid cap every grid-stride and block loop loops
+    assert not once, f"loops that never went round twice in the batteries: {once}"
 
 
 # ------------------------------------------------------------------ planted bugs

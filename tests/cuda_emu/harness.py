@@ -235,15 +235,44 @@ def module(name: str, source: str | None = None, *, label: str | None = None) ->
 
 
 TEST_MAX_GRID = 3  # the emulated suite's cap on every launch plan's grid
+TEST_MAX_CTA = 512  # and on the CTA of a team that is a whole CTA (kernels/codec.cu's large blocks)
+
+# Counted loops that go round once by construction, by their source text: the tails after the
+# whole groups of a block (fewer than a group of elements, a team at least a group wide), and the
+# fills of shared tables whose size is the CTA's (256 entries, or 260 with 4 padding).
+SINGLE_PASS_LOOPS = {
+    r"= rest \+ t\.lane; i < len;": "the tail after the whole groups: fewer elements than the team",
+    r"= ngroups \* G \+ t\.lane; i < len;": "the tail after the whole groups: fewer elements than the team",
+    r"int i = threadIdx\.x; i < (256|NBPAD); i \+= blockDim\.x": "a shared table as large as the CTA",
+}
 
 
-def cap_grids(monkeypatch, cap: int = TEST_MAX_GRID) -> None:
-    """Cap the launch plans' grids (test only) so the emulated tests' grid-stride and block loops
-    go round more than once at the sizes they use."""
+def single_pass(file: str, line: int) -> bool:
+    """The counted loop at kernels/<file>:line is one of SINGLE_PASS_LOOPS."""
+    text = (KERNEL_DIR / file).read_text().splitlines()[line - 1]
+    return any(re.search(p, text) for p in SINGLE_PASS_LOOPS)
+
+
+def cap_grids(monkeypatch, cap: int = TEST_MAX_GRID, cta: int = TEST_MAX_CTA) -> None:
+    """Cap the launch plans' grids, and whole-CTA teams at `cta` threads (test only), so the
+    emulated tests' grid-stride and block loops go round more than once at the sizes they use."""
     from lab.codecs import cuda, cuda_block, cuda_hop
 
     for mod, name in ((cuda, "MAX_GRID"), (cuda_hop, "MAX_GRID"), (cuda_hop, "REDUCE_GRID"), (cuda_block, "MAX_GRID")):
         monkeypatch.setattr(mod, name, min(cap, getattr(mod, name)))
+    monkeypatch.setattr(cuda, "MAX_CTA", min(cta, cuda.MAX_CTA))
+
+
+def loops_once(before: dict[tuple[str, str, int], list[int]] | None = None) -> list[str]:
+    """Counted loops entered since `before` (a copy of LOOPS) that never went round twice and are
+    not SINGLE_PASS_LOOPS, as 'kernel file:line'."""
+    before = before or {}
+    out = []
+    for key, (entered, again) in sorted(LOOPS.items()):
+        e0, a0 = before.get(key, (0, 0))
+        if entered > e0 and again == a0 and not single_pass(key[1], key[2]):
+            out.append(f"{key[0]} {key[1]}:{key[2]}")
+    return out
 
 
 # ------------------------------------------------------------------ arguments (CuPy's rules)
