@@ -101,7 +101,7 @@ struct Shadow {
 struct Buffer {
     uintptr_t lo = 0, hi = 0;
     int param = 0;
-    std::vector<Shadow> shadow;  // allocated at the first access
+    Shadow* shadow = nullptr;  // allocated at the first access (plain pointers: the hooks call no library code)
 };
 
 // A counted loop (harness.preprocess wraps grid-stride and block loops): per (kernel, line), how
@@ -132,7 +132,12 @@ struct Launch {
     bool in_atomic = false;
     bool want_switch = false;  // the running thread stopped at a switch point
     std::vector<Buffer> buffers;
+    Buffer* bufs = nullptr;  // = buffers.data(), size nbufs
+    size_t nbufs = 0;
     std::vector<std::pair<const char*, std::vector<LoopStat>>> loop_files;  // per source file, by line
+    ~Launch() {
+        for (Buffer& b : buffers) delete[] b.shadow;
+    }
 };
 
 inline LoopStat& loop_stat(Launch* l, const char* file, int line) {
@@ -365,8 +370,8 @@ EMU_PLAIN inline unsigned code_offset(uintptr_t pc) {
 
 EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
     if (a - emu_lo >= emu_span) return nullptr;
-    Buffer* b = l->buffers.data();
-    for (size_t i = 0, n = l->buffers.size(); i < n; ++i)
+    Buffer* b = l->bufs;
+    for (size_t i = 0, n = l->nbufs; i < n; ++i)
         if (a >= b[i].lo && a < b[i].hi) return &b[i];
     return nullptr;
 }
@@ -389,12 +394,13 @@ EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, voi
     if (!l || !l->current || (l->in_atomic && !atomic)) return;
     Buffer* b = buffer_of(l, a);
     if (!b) return;
-    if (b->shadow.empty()) b->shadow.resize(b->hi - b->lo);
+    if (!b->shadow) b->shadow = new Shadow[b->hi - b->lo];
     const int me = (int)l->current->blk->idx.x;
     const uintptr_t pc = (uintptr_t)ret;
-    const size_t end = std::min<size_t>(n, b->hi - a);
+    const size_t end = n < b->hi - a ? n : b->hi - a;
+    Shadow* sh = b->shadow + (a - b->lo);
     for (size_t i = 0; i < end; ++i) {
-        Shadow& s = b->shadow[a + i - b->lo];
+        Shadow& s = sh[i];
         if (s.w >= 0 && s.w != me && !(atomic && s.watomic))
             race(l, *b, a + i, "written", s.w, s.wpc, write ? "written" : "read", pc);
         if (write) {
@@ -821,6 +827,8 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
         b.param = (int)buffers[3 * i + 2];
         l.buffers.push_back(std::move(b));
     }
+    l.bufs = l.buffers.data();
+    l.nbufs = l.buffers.size();
     uintptr_t lo = ~(uintptr_t)0, hi = 0;
     for (const emu::Buffer& b : l.buffers) lo = std::min(lo, b.lo), hi = std::max(hi, b.hi);
     emu_lo = lo, emu_span = hi > lo ? hi - lo : 0;
