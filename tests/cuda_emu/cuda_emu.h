@@ -1,16 +1,25 @@
 // A CPU emulation of the CUDA built-ins that kernels/*.cu use, so the unchanged sources compile
-// as C++17 with g++ and run thread by thread (tests/emu/harness.py drives it).
+// as C++17 with g++ and run thread by thread (tests/cuda_emu/harness.py drives it).
 //
-// Every CUDA thread of a block is a ucontext fiber; one OS thread runs the fibers of one block
-// at a time, each until it finishes or waits at a __syncthreads or a warp shuffle, so a barrier
-// is a real barrier and a shuffle a real exchange between the lanes its mask names. Misuse (a
-// lane outside its own mask, masks that disagree, a lane reading one outside the mask, a barrier
-// some threads never reach, a deadlock) stops the launch with a message naming the kernel, block,
-// thread and source line. __shared__ memory lives in one linker section that is filled with a
-// poison pattern before each block. Floating point is IEEE binary32 with contraction off and no
-// flush-to-zero; the PTX conversions the kernels use are done in software (emu_cvt_* below).
-// Misaligned vector accesses are caught by -fsanitize=alignment through the handlers below.
-// Not emulated: timing, the memory model between barriers, real PTX.
+// Every CUDA thread is a ucontext fiber; one OS thread runs them all. Up to `window` CTAs of a
+// launch are resident at once: a seeded choice picks the CTA that runs next, which runs its
+// threads round robin, each until it finishes, waits at a __syncthreads or a warp shuffle, or
+// stops at a switch point (a global-memory access, with probability 1/switch_every; an atomic,
+// 1/2), where another resident CTA may take over. So a barrier is a real barrier, a shuffle a real
+// exchange between the lanes its mask names, and atomics are indivisible steps that interleave.
+// Misuse (a lane outside its own mask, masks that disagree, a lane reading one outside the mask,
+// a barrier some threads never reach, a deadlock) stops the launch with a message naming the
+// kernel, block, thread and source line. __shared__ memory lives in one linker section per
+// declaration; each resident CTA keeps its own copy (swapped in when it runs), poisoned at its
+// start. The race detector: the kernels are compiled with -fsanitize=thread and linked without its
+// runtime, so every load and store calls the __tsan_* hooks below; for the launch's global buffers
+// they keep per byte the last writer CTA and two reader CTAs, and an access from another CTA (a
+// write, or a read of another CTA's write) not atomic on both sides stops the launch naming both
+// CTAs and code addresses (harness.py turns them into source lines). Floating point is IEEE
+// binary32 with contraction off and no flush-to-zero; the PTX conversions the kernels use are done
+// in software (emu_cvt_* below). Misaligned vector accesses are caught by -fsanitize=alignment
+// through the handlers below. Not emulated: timing, the memory model (a write is seen at once by
+// every thread), races inside one CTA, real PTX.
 #pragma once
 
 #include <cmath>

@@ -1,9 +1,10 @@
 """Run kernels/*.cu unchanged on a CPU emulation of CUDA (test tooling; not part of the package).
 
 `build(name)` compiles kernels/<name>.cu as C++17 with g++ against `cuda_emu.h` (fibers for CUDA
-threads, real barriers and warp shuffles, poisoned shared memory, software PTX conversions,
-IEEE binary32 without contraction or flush-to-zero, -fsanitize=alignment), caching the library
-by a hash of everything that goes into it. `Launcher` has the call shape of
+threads, CTAs that overlap in a seeded interleaving, a race detector between CTAs, real barriers,
+warp shuffles and atomics, poisoned shared memory, software PTX conversions, IEEE binary32
+without contraction or flush-to-zero, -fsanitize=alignment, counted grid-stride and block loops),
+caching the library by a hash of everything that goes into it. `Launcher` has the call shape of
 `lab.backend.launch_kernel`: the project's real launchers drive it on CPU tensors, with CuPy's
 RawKernel argument rules (a Python int travels as int64, a numpy scalar as its own size, a
 tensor as a pointer, None as a null pointer; each size is checked against the kernel's
