@@ -111,7 +111,7 @@ def test_unchanged_kernels_have_no_race_under_any_seed(cuda_emu) -> None:
         cuda_emu.seed = seed
         got.append(hop.hop_mixed(codec, a, x))
     assert all(torch.equal(g.tensors["codes"], got[0].tensors["codes"]) for g in got)
-    assert max(len({k for _, k, g, _ in cuda_emu.launches if g > 1}), 0) >= 1  # more than one CTA ran
+    assert any(g > 1 for _, _, g, _ in cuda_emu.launches)  # more than one CTA ran
 
 
 def test_switch_every_is_checked() -> None:
