@@ -198,7 +198,7 @@ MUTATIONS = {
     "block_scaled-rceil-subnormal-quotient": ("block_scaled", lambda s: _sub(
         s, "bits >> 23 ? frac == 0 : (frac & (frac - 1)) == 0", "frac == 0")),
     "block_scaled-no-decode-saturation": ("block_scaled", lambda s: _sub(
-        s, "y = y > big ? big : y < -big ? -big : y;", "")),
+        s, "y = y > lim ? lim : y < -lim ? -lim : y;", "")),
     "block_scaled-noise-off-by-one": ("block_scaled", lambda s: _sub(
         s, "uniform_noise(base + j, k0, k1)", "uniform_noise(base + j + 1, k0, k1)")),
     # the classes the concurrent emulator, the grid cap, NaN scales and midpoint data catch
