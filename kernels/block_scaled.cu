@@ -10,8 +10,10 @@
 //   fp32 tensor scale s (computed by the launcher's caller), elements = E2M1 of x · ((1/s) / scale),
 //   to nearest even or stochastically with the noise of `uniform_noise` (a counter-based hash of
 //   the element's index and a per-call key; lab/codecs/block_scaled.py computes the same numbers).
-// Decode (both): values[code] · scale of its block (· the tensor scale), clamped to the output
-//   dtype's range, rounded to it.
+// NVFP4 with stochastic rounding rounds the block scale up instead, so nothing clamps at ±6 (a
+//   clamped block maximum would bias the rounding toward zero).
+// Decode (both): values[code] · scale of its block (· the tensor scale), exact in double, clamped
+//   to the output dtype's range, rounded to it once (a NaN scale byte: the whole block NaN).
 //
 // A team of 8 (MX) or 4 (NVFP4) threads owns one block at a time, each thread GROUP = 4 values, so
 // the packed codes of a thread are whole bytes: 4 bytes (8-bit), 3 bytes (FP6: v0 | v1 << 6 |
@@ -195,7 +197,7 @@ __device__ __forceinline__ void mx_encode(const typename D::raw* __restrict__ x,
         const i64 base = k * MX_BLOCK + (i64)t.lane * GROUP;
         float v[GROUP];
         const u32 m = t.max(load_group<D>(x, base, n, v), nullptr);
-        if (m >= 0x7f800000u) *nonfinite = 1;  // every writer writes the same value
+        if (m >= 0x7f800000u && t.lane == 0) atomicExch(nonfinite, 1);  // many CTAs may set it
         const int b = e8m0_scale(m, E, rceil);
         if (t.lane == 0) scales[k] = (u8)b;
         const float X = e8m0_value(b);
@@ -230,9 +232,13 @@ __device__ __forceinline__ void nvfp4_encode(const typename D::raw* __restrict__
         float v[GROUP];
         const float bamax = __uint_as_float(t.max(load_group<D>(x, base, n, v), nullptr));
         const float want = fminf(fmaxf(__fdiv_rn(__fdiv_rn(bamax, E2M1_MAX), safe), 0.015625f), E4M3_MAX);
-        const u32 sc = round_element(want, e4m3, false, 0.f);  // a normal E4M3: 2^-6 <= want <= 448
+        u32 sc = round_element(want, e4m3, false, 0.f);  // a normal E4M3: 2^-6 <= want <= 448
+        float scale = __uint_as_float(((sc >> 3) + 120) << 23 | (sc & 7) << 20);
+        if (stochastic && scale < want) {  // round the scale up: no block maximum clamps at 6 (bias)
+            ++sc;
+            scale = __uint_as_float(((sc >> 3) + 120) << 23 | (sc & 7) << 20);
+        }
         if (t.lane == 0) scales[k] = (u8)sc;
-        const float scale = __uint_as_float(((sc >> 3) + 120) << 23 | (sc & 7) << 20);
         const float recip = __fdiv_rn(inv_s, scale);
         u32 c[GROUP];
 #pragma unroll
@@ -246,6 +252,24 @@ __device__ __forceinline__ void nvfp4_encode(const typename D::raw* __restrict__
 
 // ------------------------------------------------------------------ decode (MX and NVFP4)
 
+// float32 of an exact double rounded to odd (truncated, the last bit set when inexact): rounding
+// that to fp16/bf16 to nearest is then one correct rounding of p (block_scaled.round_to_odd_f32).
+__device__ __forceinline__ float round_to_odd(double p) {
+    float f = (float)p;
+    if ((double)f != p && p == p) {
+        u32 b = __float_as_uint(f);
+        if (fabs((double)f) > fabs(p)) b -= 1u;
+        f = __uint_as_float(b | 1u);
+    }
+    return f;
+}
+
+// One rounding of the exact p to the output dtype.
+template <class D>
+__device__ __forceinline__ void store_rounded(typename D::raw* p, double y) { D::store(p, round_to_odd(y)); }
+template <>
+__device__ __forceinline__ void store_rounded<F32>(float* p, double y) { *p = (float)y; }
+
 // out[i] = values[code_i] · scale_values[scales[i / block]] (· *tscale when given), clamped to
 // ± big (the output dtype's largest finite value; NaN stays NaN) and rounded to the output dtype.
 // One thread per GROUP values, grid-stride.
@@ -256,19 +280,19 @@ __device__ __forceinline__ void block_decode(const u8* __restrict__ codes, const
                                              i64 n, int block, int bits, float big) {
     const i64 ngroups = (n + GROUP - 1) / GROUP;
     const i64 nbytes = (n * bits + 7) / 8;
-    const float ts = tscale ? *tscale : 1.f;
+    const double ts = tscale ? (double)*tscale : 1.0;
+    const double lim = big;
     for (i64 g = (i64)blockIdx.x * blockDim.x + threadIdx.x; g < ngroups; g += (i64)gridDim.x * blockDim.x) {
         const i64 base = g * GROUP;
-        float s = __ldg(scale_values + scales[base / block]);
-        if (tscale) s = __fmul_rn(s, ts);
+        const double s = (double)__ldg(scale_values + scales[base / block]) * ts;  // exact
         u32 c[GROUP];
         load_packed(codes, base, c, bits, nbytes);
 #pragma unroll
         for (int j = 0; j < GROUP; ++j) {
             if (base + j >= n) break;
-            float y = __fmul_rn(__ldg(values + c[j]), s);
-            y = y > big ? big : y < -big ? -big : y;
-            D::store(out + base + j, y);
+            double y = (double)__ldg(values + c[j]) * s;  // exact: at most 8 + 4 + 24 significant bits
+            y = y > lim ? lim : y < -lim ? -lim : y;      // NaN (a NaN scale byte) stays NaN
+            store_rounded<D>(out + base + j, y);
         }
     }
 }

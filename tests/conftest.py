@@ -74,7 +74,9 @@ def cuda_emu(monkeypatch):
     """Run kernels/*.cu on the CPU emulation of CUDA (tests/cuda_emu) under the real launchers:
     `lab.backend.launch_kernel` becomes the emulator's and CPU tensors count as kernel tensors.
     Uninitialised tensors are filled (NaN / the largest integer), so a value a kernel should
-    have written and did not shows. Yields the `harness.Launcher` (set `.flags` for orders)."""
+    have written and did not shows. The launch plans' grids are capped (`harness.cap_grids`), so
+    grid-stride loops loop. Yields the `harness.Launcher` (set `.flags` for orders, `.seed` for
+    the interleaving of CTAs); a test that launched no kernel fails."""
     import torch
 
     from cuda_emu import harness
@@ -85,12 +87,15 @@ def cuda_emu(monkeypatch):
     launcher = harness.Launcher()
     monkeypatch.setattr(backend, "launch_kernel", launcher)
     monkeypatch.setattr(backend, "KERNEL_DEVICE_TYPE", "cpu")
+    harness.cap_grids(monkeypatch)
     fill, det = torch.utils.deterministic.fill_uninitialized_memory, torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     yield launcher
     torch.utils.deterministic.fill_uninitialized_memory = fill
     torch.use_deterministic_algorithms(det)
+    if launcher.expect_launches and not launcher.launches:  # a silent fallback to the CPU path
+        pytest.fail("this emulated test launched no kernel (set cuda_emu.expect_launches = False if it should not)")
 
 
 class KernelTarget:

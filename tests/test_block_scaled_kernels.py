@@ -80,6 +80,19 @@ def _same_payload(got, want) -> None:
     assert got.wire_bytes == want.wire_bytes and got.dtype == want.dtype and got.shape == want.shape
 
 
+@contextlib.contextmanager
+def _launches(target, prefix: str | None):
+    """Under the emulator: the block inside launched a kernel whose name starts with `prefix` (a
+    silent fallback to the CPU path would compare the CPU with itself)."""
+    if not target.emulated or prefix is None:
+        yield
+        return
+    before = len(backend.launch_kernel.launches)
+    yield
+    ran = [k for _, k, _, _ in backend.launch_kernel.launches[before:]]
+    assert any(k.startswith(prefix) for k in ran), f"no {prefix}* kernel ran (launched: {ran}): a CPU fallback?"
+
+
 def _check(codec_kw: tuple[str, dict], x: torch.Tensor, target, monkeypatch) -> None:
     """Encode and decode x on the target and on the CPU path: same bytes, same decoded bits, also
     from codes at an odd address and by decode_into a misaligned output."""
@@ -89,10 +102,12 @@ def _check(codec_kw: tuple[str, dict], x: torch.Tensor, target, monkeypatch) -> 
         want = get_codec(name, **kw).encode(x)
         want_y = get_codec(name, **kw).decode(want)
     c = get_codec(name, **kw)
-    got = c.encode(x.to(dev))
+    with _launches(target, ("mx_encode_" if name != "nvfp4" else "nvfp4_encode_") if x.numel() else None):
+        got = c.encode(x.to(dev))
     assert all(t.device.type == torch.device(dev).type for t in got.tensors.values())
     _same_payload(got, want)
-    y = c.decode(got)
+    with _launches(target, "block_decode_" if x.numel() else None):
+        y = c.decode(got)
     assert y.dtype == x.dtype and y.shape == x.shape
     assert torch.equal(_u8(y), _u8(want_y)), "decode differs"
     codes = got.tensors["codes"]
@@ -198,6 +213,7 @@ def test_launchers_reject_bad_arguments() -> None:
 @pytest.mark.emu
 def test_kernel_emulated_bad_arguments(cuda_emu) -> None:
     """Under the emulator (CPU tensors are kernel tensors): wrong sizes and dtypes are clear errors."""
+    cuda_emu.expect_launches = False
     with pytest.raises(ValueError, match="rule"):
         CB.mx_encode_cuda(torch.randn(64), FORMATS["e4m3"], "up")
     with pytest.raises(ValueError, match="flat"):
@@ -207,3 +223,64 @@ def test_kernel_emulated_bad_arguments(cuda_emu) -> None:
     with pytest.raises(ValueError, match="code bytes"):
         CB.block_decode_cuda(torch.zeros(63, dtype=torch.uint8), torch.zeros(256), torch.zeros(2, dtype=torch.uint8),
                              torch.zeros(256), None, n=64, block=32, bits=8, dtype=torch.float32)
+
+
+def check_nan_scale(name: str, dtype: torch.dtype, target, monkeypatch) -> None:
+    """A NaN scale byte (E8M0 0xFF; E4M3 0x7F and 0xFF) decodes its whole block to NaN (OCP MX v1.0
+    §5.2; NVFP4 the same), on the CPU path and on the kernel; every other block is unchanged."""
+    block = 16 if name == "nvfp4" else 32
+    x = torch.randn(3 * block + 5, generator=torch.Generator().manual_seed(3)).to(dtype)
+    with cpu_path(monkeypatch):
+        enc = get_codec(name).encode(x)
+        clean = get_codec(name).decode(enc)
+    raw = enc.tensors["scales"]
+    bad = raw.view(torch.uint8).clone()
+    bad[1] = 0x7F if name == "nvfp4" else 0xFF
+    if name == "nvfp4":
+        bad[3] = 0xFF  # the tail block: E4M3's negative NaN
+    nan = dataclasses.replace(enc, tensors={**enc.tensors, "scales": bad.view(raw.dtype)})
+    with cpu_path(monkeypatch):
+        want = get_codec(name).decode(nan)
+    is_nan = torch.zeros(x.numel(), dtype=torch.bool)
+    is_nan[block:2 * block] = True
+    if name == "nvfp4":
+        is_nan[3 * block:] = True
+    assert torch.equal(torch.isnan(want.float()), is_nan), "CPU: a NaN scale must make exactly its block NaN"
+    assert torch.equal(_u8(want[~is_nan]), _u8(clean[~is_nan]))
+    dev_enc = dataclasses.replace(nan, tensors={k: v.to(target.device) for k, v in nan.tensors.items()})
+    with _launches(target, "block_decode_"):
+        got = get_codec(name).decode(dev_enc).cpu()
+    assert torch.equal(torch.isnan(got.float()), is_nan), "kernel: a NaN scale must make exactly its block NaN"
+    assert torch.equal(_u8(got[~is_nan]), _u8(want[~is_nan]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(MX_NAMES) + ["nvfp4"])
+def test_nan_scale_decodes_its_block_to_nan(name: str, dtype: torch.dtype, target, monkeypatch) -> None:
+    check_nan_scale(name, dtype, target, monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mxfp4_e2m1", "mxfp8_e4m3", "nvfp4"])
+def test_cuda_beyond_2_pow_31(name: str, monkeypatch) -> None:
+    """64-bit indexing in kernels/block_scaled.cu: the last blocks of a 2**31 + 4099 value fp16
+    input (codes, scale bytes and decoded values past element 2**31) match the CPU path on them."""
+    n, tail = 2**31 + 4099, 1 << 20
+    block = 16 if name == "nvfp4" else 32
+    start = (n - tail) // 64 * 64
+    x = torch.zeros(n, dtype=torch.float16, device="cuda")
+    x[start:] = _data(n - start, torch.float16, seed=7).cuda()
+    # NVFP4's tensor scale: the absmax lies in the tail, so the CPU path on the tail has the same
+    c = get_codec(name)
+    enc = c.encode(x)
+    with cpu_path(monkeypatch):
+        want = get_codec(name).encode(x[start:].cpu())
+    bits = 4 if name != "mxfp8_e4m3" else 8
+    got_codes = enc.tensors["codes"][start * bits // 8:].cpu()
+    assert torch.equal(got_codes, want.tensors["codes"])
+    assert torch.equal(_u8(enc.tensors["scales"][start // block:]), _u8(want.tensors["scales"]))
+    y = c.decode(enc)[start:].cpu()
+    with cpu_path(monkeypatch):
+        want_y = get_codec(name).decode(want)
+    assert torch.equal(_u8(y), _u8(want_y))

@@ -548,3 +548,51 @@ def test_cuda_collective_tiny_and_zero(monkeypatch, target) -> None:
             a = codec.encode(x)
             _assert_same(hop.hop_codes(codec, _to(a, dev), _to(a, dev)), refs["hop_codes_reference"](codec, a, a))
             _assert_same(hop.hop_mixed(codec, _to(a, dev), x.to(dev)), refs["hop_mixed_reference"](codec, a, x))
+
+
+def check_none_sees_every_chunk(dev: str, n: int) -> None:
+    """scale='none' (mantissa): a sum beyond the table, or not finite, in the first chunk of a CTA
+    that goes on to later chunks (its grid-stride loop loops) is seen: the hop's result is the
+    codec's own (saturated count, or its non-finite error), not the fused codes."""
+    codec = _codec("mantissa")
+    a = codec.encode(torch.zeros(n))
+    for bad in (1e6, float("inf")):
+        x = torch.zeros(n)
+        x[3] = bad  # chunk 0: CTA 0 takes it first, then chunk grid, 2 * grid, ...
+        try:
+            want = hop.hop_mixed_reference(codec, a, x)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=str(e)[:30]):
+                hop.hop_mixed(codec, _to(a, dev), x.to(dev))
+            continue
+        _assert_same(hop.hop_mixed(codec, _to(a, dev), x.to(dev)), want)
+
+
+def test_scale_none_hop_sees_every_chunk(target) -> None:
+    """Under the emulator's grid cap 4 chunks give CTA 0 two; on a GPU 2049 CTAs' worth of chunks
+    (REDUCE_GRID = 2048) give CTA 0 two."""
+    from lab.codecs import cuda_hop
+
+    chunk = cuda_hop.CTA * cuda_hop.HOP_ITEMS * cuda_hop.GROUP
+    check_none_sees_every_chunk(target.device, (4 if target.emulated else cuda_hop.REDUCE_GRID + 1) * chunk + 8)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_collective_beyond_2_pow_31() -> None:
+    """64-bit indexing in kernels/collective.cu: a blockwise hop and decode_sum over 2**31 + 4099
+    values agree with the reference on the last blocks (past element 2**31)."""
+    codec = _codec("dynamic_tree-b4096")
+    n, B, tail = 2**31 + 4099, 4096, 1 << 20
+    start = (n - tail) // B * B
+    x = torch.zeros(n, device="cuda")
+    x[start:] = _data(n - start, seed=3).cuda()
+    a = codec.encode(x * 0.5)
+    got = hop.hop_mixed(codec, a, x)
+    a_tail = codec.encode((x[start:] * 0.5).cpu())
+    want = hop.hop_mixed_reference(codec, a_tail, x[start:].cpu())
+    assert torch.equal(got.tensors["codes"][start:].cpu(), want.tensors["codes"])
+    assert torch.equal(got.tensors["scales"][start // B:].cpu(), want.tensors["scales"])
+    del x
+    out = hop.decode_sum(codec, [got, got])[start:].cpu()
+    assert torch.equal(_bits(out), _bits(hop.decode_sum_reference(codec, [want, want])))

@@ -81,7 +81,7 @@ def _codec_battery() -> None:
         p = _prepared(table)
         for dtype in DTYPES:
             for mode in ("block64", "block4096", "scale_absmax"):
-                for n in (1, 3, 4097, 3 * 4096 + 6):
+                for n in (1, 3, 4097, 3 * 4096 + 6) + ((5 * 8192 + 3,) if mode == "scale_absmax" else ()):
                     x = _data(n, dtype, seed=n)
                     block_size, scale = _mode(mode, x.float())
                     _check_roundtrip(x, p, "lut" if table == "17" else "binary", block_size, scale)
@@ -92,6 +92,9 @@ def _codec_battery() -> None:
 
 
 def _collective_battery(monkeypatch) -> None:
+    from test_collective_kernels import check_none_sees_every_chunk
+    from lab.codecs import cuda_hop
+    check_none_sees_every_chunk("cpu", 4 * cuda_hop.CTA * cuda_hop.HOP_ITEMS * cuda_hop.GROUP + 8)
     refs = _no_fallback(monkeypatch)
     for name in ("dynamic_tree", "dynamic_tree-b64", "dynamic_tree-b4096", "mantissa"):
         codec = _codec(name)
@@ -115,7 +118,8 @@ def _block_scaled_battery(monkeypatch) -> None:
     """kernels/block_scaled.cu through the MX and NVFP4 codecs: every element type, both scale
     rules, stochastic NVFP4, every dtype, tails, a misaligned input, the NaN/Inf rule."""
     from conftest import KernelTarget
-    from test_block_scaled_kernels import EMU_LENGTHS as BL, _check as check_bs, _data as data_bs
+    from test_block_scaled_kernels import EMU_LENGTHS as BL, _check as check_bs, _data as data_bs, check_nan_scale
+    from test_block_scaled_midpoints import midpoint_battery_data
     emu = KernelTarget("emu")
     cases = [(n, {"scale_rule": r}) for n in MX_NAMES for r in ("floor", "rceil")]
     cases += [("nvfp4", {"rounding": r, "seed": 3}) for r in ("nearest", "stochastic")]
@@ -127,15 +131,24 @@ def _block_scaled_battery(monkeypatch) -> None:
         x = torch.randn(100)
         x[37] = float("inf")
         check_bs((name, {**kw, "nonfinite": "saturate"}), x, emu, monkeypatch)
+        if kw.get("seed") is None or kw.get("rounding") == "nearest":
+            for seed in (1, 2):  # data on the rounding midpoints of the elements (and NVFP4's scales)
+                check_bs((name, kw), midpoint_battery_data(name, seed, seed * 7 - 10, list(range(0, 62, 2))), emu,
+                         monkeypatch)
+    for name in list(MX_NAMES)[:2] + ["nvfp4"]:
+        check_nan_scale(name, torch.float32, emu, monkeypatch)
 
 
 @pytest.mark.parametrize("flags", (1, 2, 3), ids=("threads-reversed", "blocks-reversed", "both-reversed"))
 def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatch) -> None:
     """Threads and blocks run in reverse order: a result that depends on the order is a race."""
     cuda_emu.flags = flags
+    before = {k: list(v) for k, v in harness.LOOPS.items()}
     _codec_battery()
     _collective_battery(monkeypatch)
     _block_scaled_battery(monkeypatch)
+    once = harness.loops_once(before)  # under the test grid cap every grid-stride and block loop loops
+    assert not once, f"loops that never went round twice in the batteries: {once}"
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -185,10 +198,33 @@ MUTATIONS = {
     "block_scaled-rceil-subnormal-quotient": ("block_scaled", lambda s: _sub(
         s, "bits >> 23 ? frac == 0 : (frac & (frac - 1)) == 0", "frac == 0")),
     "block_scaled-no-decode-saturation": ("block_scaled", lambda s: _sub(
-        s, "y = y > big ? big : y < -big ? -big : y;", "")),
+        s, "y = y > lim ? lim : y < -lim ? -lim : y;", "")),
     "block_scaled-noise-off-by-one": ("block_scaled", lambda s: _sub(
         s, "uniform_noise(base + j, k0, k1)", "uniform_noise(base + j + 1, k0, k1)")),
+    # the classes the concurrent emulator, the grid cap, NaN scales and midpoint data catch
+    "collective-racy-absmax": ("collective", lambda s: _sub(
+        s, "if (threadIdx.x == 0 && m != 0u) atomicMax(word, m);",
+        "if (threadIdx.x == 0 && m != 0u && m > *word) *word = m;")),
+    "collective-none-keeps-last-chunk": ("collective", lambda s: _sub(
+        s, "if constexpr (MODE == SCALED) m = umax(m, bm);", "if constexpr (MODE == SCALED) m = bm;")),
+    "block_scaled-nan-scale-clamp": ("block_scaled", lambda s: _sub(
+        s, "y = y > lim ? lim : y < -lim ? -lim : y;", "y = fmin(fmax(y, -lim), lim);")),
+    "block_scaled-nvfp4-scale-one-division": ("block_scaled", lambda s: _sub(
+        s, "__fdiv_rn(__fdiv_rn(bamax, E2M1_MAX), safe)", "__fdiv_rn(bamax, __fmul_rn(E2M1_MAX, safe))")),
 }
+
+
+@pytest.mark.slow
+def test_planted_silent_fallback_is_caught(cuda_emu, monkeypatch) -> None:
+    """The MX and NVFP4 codecs made to take their CPU path on kernel-device tensors: the block-scaled
+    battery (CPU against CPU then) must fail, because each check proves its kernel ran."""
+    from lab.codecs import mx, nvfp4
+
+    cuda_emu.expect_launches = False  # what is planted: nothing launches
+    for mod in (mx, nvfp4):
+        monkeypatch.setattr(mod, "on_kernel_device", lambda t: False)
+    with pytest.raises(AssertionError, match="kernel ran"):
+        _block_scaled_battery(monkeypatch)
 
 
 @pytest.mark.slow

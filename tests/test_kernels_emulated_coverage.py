@@ -30,3 +30,17 @@ def test_every_kernel_ran_under_the_emulator(request) -> None:
                         "(run the whole suite or -m emu)")
     missing = {k for name in (p.stem for p in KERNEL_DIR.glob("*.cu")) for k in harness.module(name).kernels} - harness.LAUNCHED
     assert not missing, f"kernels with no emulated test: {sorted(missing)}"
+
+
+@pytest.mark.emu
+def test_every_grid_and_block_loop_looped(request) -> None:
+    """Under the test grid cap (`harness.cap_grids`) every grid-stride and block loop of every kernel
+    that ran went round more than once in some thread of this run: a loop that only ever runs once
+    hides what happens to the state it carries (a max that keeps only the last chunk, say)."""
+    emu = [i.nodeid for i in request.session.items if i.get_closest_marker("emu")]
+    for family, cases in _families().items():
+        if sum(family + "[emu-" in n for n in emu) < cases:
+            pytest.skip("run the whole suite or -m emu: the loop counts need every emulated family")
+    assert any(v[0] for v in harness.LOOPS.values()), "no counted loop ran"
+    once = harness.loops_once()
+    assert not once, f"loops that never went round twice: {once}"

@@ -179,16 +179,31 @@ def blocks(flat: torch.Tensor, block: int) -> tuple[torch.Tensor, int]:
     return f.view(-1, block), n
 
 
+def round_to_odd_f32(p: torch.Tensor) -> torch.Tensor:
+    """float32 of float64 `p` rounded to odd (truncated, the last bit set when inexact; NaN stays
+    NaN): a later round-to-nearest to fp16 or bf16 then rounds p itself correctly (Boldo and
+    Melquiond 2008: round-to-odd then round-to-nearest with 2 more bits of precision is one rounding)."""
+    f = p.float()
+    inexact = (f.double() != p) & ~torch.isnan(p)
+    bits = f.view(torch.int32)
+    bits = torch.where(inexact & (f.double().abs() > p.abs()), bits - 1, bits)  # one step toward zero
+    return torch.where(inexact, bits | 1, bits).view(torch.float32)
+
+
 def decode_blocks(codes: torch.Tensor, fmt: ElementFormat, scale: torch.Tensor, block: int,
                   dtype: torch.dtype) -> torch.Tensor:
-    """values[codes] * scale per block (n unpacked codes, a [ceil(n / block)] float32 scale) as n
-    values of `dtype`, saturated to its range (a value rounded up past fp16's maximum decodes to
-    that maximum, not Inf)."""
+    """values[codes] * scale per block (n unpacked codes, a [ceil(n / block)] scale, float32 or
+    float64 holding an exact product such as NVFP4's E4M3 scale times its tensor scale) as n values
+    of `dtype` with one rounding: the product is exact in float64 (at most 8 + 4 + 24 significant
+    bits), saturated to dtype's range (a value past fp16's maximum decodes to that maximum, not Inf),
+    then rounded once to dtype (through round-to-odd float32 for fp16/bf16). A NaN scale (E8M0 0xFF,
+    E4M3 0x7F) makes its whole block NaN, as OCP MX v1.0 §5.2 says."""
     n, nb = codes.numel(), scale.numel()
     full = codes if n == nb * block else torch.cat([codes, codes.new_zeros(nb * block - n)])
-    v = value_table(fmt, codes.device)[full.long().view(nb, block)] * scale[:, None]
+    v = value_table(fmt, codes.device).double()[full.long().view(nb, block)] * scale.double()[:, None]
     big = torch.finfo(dtype).max
-    return v.view(-1)[:n].clamp(-big, big).to(dtype)
+    v = v.view(-1)[:n].clamp(-big, big)
+    return v.float() if dtype == torch.float32 else round_to_odd_f32(v).to(dtype)
 
 
 # ------------------------------------------------------------------ stochastic rounding noise

@@ -5,7 +5,9 @@ tensor scale s = amax / (448 · 6); block scale = RNE_E4M3(clamp(block_amax / 6 
 elements = RNE_E2M1(clamp(x · ((1 / s) / block_scale), ±6)), or stochastic rounding (seeded) as
 training recipes use for gradients: floor(q + u) with u = block_scaled.uniform_noise (a counter-based
 hash of the element index and a per-call key drawn from the seeded generator), which the CUDA
-kernel computes too, so both paths give the same codes. Wire: 4 bits per value + 1 byte per block + 4 bytes:
+kernel computes too, so both paths give the same codes. Stochastic rounding rounds the block scale
+up instead (`block_scale`), so no block maximum is clamped at 6 and the rounding is unbiased.
+Decode is one rounding: value · block scale · tensor scale is exact in float64. Wire: 4 bits per value + 1 byte per block + 4 bytes:
 4.5 bits per value. An all-zero tensor has s = 0 and decodes to zeros; a tensor whose s would
 fall below 2^-120 (amax under about 2^-108.6) uses s = 2^-120, so (1/s) / block scale stays finite
 (torchao's formula gives Inf there, and NaN for zeros).
@@ -136,8 +138,8 @@ class NVFP4Codec(SeededGenerator, Codec):
                        start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """(element codes [blocks, 16] uint8, E4M3 block scales) of a float32 [blocks, 16] view whose
         first value is element `start` of the tensor (plain torch ops: the reference)."""
+        bscale = block_scale(bamax, tscale, key is not None)
         safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
-        bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
         recip = (1.0 / safe) / bscale.float()
         a = (x2d * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
         noise = None if key is None else uniform_noise(a.numel(), key, a.device, start).view(a.shape)
@@ -153,7 +155,7 @@ class NVFP4Codec(SeededGenerator, Codec):
             self._decode_flat(enc, out.view(-1))
             return out
         codes = unpack_codes(t["codes"], 4, n)
-        scale = t["scales"].float() * t["tensor_scale"]
+        scale = t["scales"].double() * t["tensor_scale"].double()  # exact: 4 x 24 significant bits
         return decode_blocks(codes, E2M1, scale, NV_BLOCK, enc.dtype).view(enc.shape)
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
@@ -182,7 +184,7 @@ def _encode_nvfp4_fn(stochastic: bool):
     def fn(x2d, bamax, tscale, keys):
         xf = x2d.float()
         safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
-        bscale = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX).to(torch.float8_e4m3fn)
+        bscale = block_scale(bamax, tscale, stochastic)
         recip = (1.0 / safe) / bscale.float()
         a = (xf * recip[:, None]).clamp(-E2M1.max_normal, E2M1.max_normal)
         noise = None
@@ -193,6 +195,19 @@ def _encode_nvfp4_fn(stochastic: bool):
         return pack_rows(codes, 4), bscale, codes  # codes materialised: packing reads bytes (see mx._encode_mx_fn)
 
     return torch.compile(fn, dynamic=True)
+
+
+def block_scale(bamax: torch.Tensor, tscale: torch.Tensor, up: bool = False) -> torch.Tensor:
+    """E4M3 block scales of float32 block absmaxes: E4M3(clamp(bamax / 6 / s, 2^-6, 448)), to
+    nearest even, or with `up` (stochastic rounding) rounded up, so that no element exceeds ±6
+    after scaling and none is clamped: a clamped block maximum would be biased toward zero."""
+    safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
+    want = ((bamax / E2M1.max_normal) / safe).clamp(E4M3_TINY, E4M3_MAX)
+    b = want.to(torch.float8_e4m3fn)
+    if not up:
+        return b
+    low = b.float() < want  # then b < 448: the next byte up is the next E4M3 value
+    return torch.where(low, b.view(torch.uint8) + 1, b.view(torch.uint8)).view(torch.float8_e4m3fn)
 
 
 def tensor_scale(amax: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .. import backend
 from . import cpu
 from .base import Codec, Encoded, Field, Layout, check_input, nonfinite_error, packed_bytes, saturate_nonfinite
 from .registry import CodecInfo, OptionSpec, check_nonfinite, nonfinite_option, register
@@ -143,7 +144,7 @@ class TableCodec(Codec):
             saturated = 0
             if self.scale == "none" and float(absmax) > p.table.absmax:
                 saturated = int((flat.abs() > p.table.absmax).sum())
-            if flat.is_cuda:
+            if on_kernel_device(flat):
                 from .cuda import encode_cuda
                 codes, _ = encode_cuda(flat, p.bpad, p.lut, p.K, block_size=None,
                                        scale=scales, search=self.search)
@@ -151,7 +152,7 @@ class TableCodec(Codec):
                 codes = cpu.encode_scaled(flat, scales[0], p.bounds, p.lut, p.bpad, p.K)
             return codes, scales, saturated
         B = self.block_size
-        if flat.is_cuda:
+        if on_kernel_device(flat):
             from .cuda import encode_cuda
             codes, scales = encode_cuda(flat, p.bpad, p.lut, p.K, block_size=B, scale=None,
                                         search=self.search)
@@ -160,10 +161,7 @@ class TableCodec(Codec):
             parts_c, parts_s = [], []
             if full:
                 x2d = flat[:full].view(-1, B)
-                if flat.is_cuda:
-                    c2, s = cpu.encode_blocks_reference(x2d, p.bounds)
-                else:
-                    c2, s = cpu.encode_blocks(x2d, p.bounds, p.lut, p.bpad, p.K)
+                c2, s = cpu.encode_blocks(x2d, p.bounds, p.lut, p.bpad, p.K)
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             if full < n:
@@ -197,7 +195,7 @@ class TableCodec(Codec):
             return True
         p = search_tables_on(self.table, self.rounding, self.scale, codes.device)
         B = enc.meta.get("block_size")
-        if codes.is_cuda:
+        if on_kernel_device(codes):
             from .cuda import decode_cuda
             decode_cuda(codes.reshape(-1), p.values256, scales, block_size=B, dtype=enc.dtype, out=flat)
         elif B is None:
@@ -210,6 +208,12 @@ class TableCodec(Codec):
             if full < n:
                 cpu.decode_into(codes[full:], p.values256, scales[-1], flat[full:])
         return True
+
+
+def on_kernel_device(t: torch.Tensor) -> bool:
+    """t lives where kernels/*.cu run (CUDA with CuPy, or the tests' emulator): the same choice as
+    the MX and NVFP4 codecs make (`cuda_block.on_kernel_device`)."""
+    return t.device.type == backend.KERNEL_DEVICE_TYPE and backend.kernels_available()
 
 
 def inverse_overflows(absmax: torch.Tensor) -> bool:

@@ -1,16 +1,25 @@
 // A CPU emulation of the CUDA built-ins that kernels/*.cu use, so the unchanged sources compile
-// as C++17 with g++ and run thread by thread (tests/emu/harness.py drives it).
+// as C++17 with g++ and run thread by thread (tests/cuda_emu/harness.py drives it).
 //
-// Every CUDA thread of a block is a ucontext fiber; one OS thread runs the fibers of one block
-// at a time, each until it finishes or waits at a __syncthreads or a warp shuffle, so a barrier
-// is a real barrier and a shuffle a real exchange between the lanes its mask names. Misuse (a
-// lane outside its own mask, masks that disagree, a lane reading one outside the mask, a barrier
-// some threads never reach, a deadlock) stops the launch with a message naming the kernel, block,
-// thread and source line. __shared__ memory lives in one linker section that is filled with a
-// poison pattern before each block. Floating point is IEEE binary32 with contraction off and no
-// flush-to-zero; the PTX conversions the kernels use are done in software (emu_cvt_* below).
-// Misaligned vector accesses are caught by -fsanitize=alignment through the handlers below.
-// Not emulated: timing, the memory model between barriers, real PTX.
+// Every CUDA thread is a ucontext fiber; one OS thread runs them all. Up to `window` CTAs of a
+// launch are resident at once: a seeded choice picks the CTA that runs next, which runs its
+// threads round robin, each until it finishes, waits at a __syncthreads or a warp shuffle, or
+// stops at a switch point (a global-memory access, with probability 1/switch_every; an atomic,
+// 1/2), where another resident CTA may take over. So a barrier is a real barrier, a shuffle a real
+// exchange between the lanes its mask names, and atomics are indivisible steps that interleave.
+// Misuse (a lane outside its own mask, masks that disagree, a lane reading one outside the mask,
+// a barrier some threads never reach, a deadlock) stops the launch with a message naming the
+// kernel, block, thread and source line. __shared__ memory lives in one linker section per
+// declaration; each resident CTA keeps its own copy (swapped in when it runs), poisoned at its
+// start. The race detector: the kernels are compiled with -fsanitize=thread and linked without its
+// runtime, so every load and store calls the __tsan_* hooks below; for the launch's global buffers
+// they keep per byte the last writer CTA and two reader CTAs, and an access from another CTA (a
+// write, or a read of another CTA's write) not atomic on both sides stops the launch naming both
+// CTAs and code addresses (harness.py turns them into source lines). Floating point is IEEE
+// binary32 with contraction off and no flush-to-zero; the PTX conversions the kernels use are done
+// in software (emu_cvt_* below). Misaligned vector accesses are caught by -fsanitize=alignment
+// through the handlers below. Not emulated: timing, the memory model (a write is seen at once by
+// every thread), races inside one CTA, real PTX.
 #pragma once
 
 #include <cmath>
@@ -22,10 +31,19 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <algorithm>
+#include <map>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
 // ------------------------------------------------------------------ qualifiers
+
+// The memory hooks and what they call are not instrumented; what they reach in instrumented code
+// (library templates) re-enters a hook, which returns at once while `emu_in_hook` is set.
+#define EMU_PLAIN __attribute__((no_sanitize_thread, noinline))
+static bool emu_in_hook = false;
+static uintptr_t emu_lo = 0, emu_span = 0;  // the global buffers of the launch lie in [lo, lo + span)
 
 #define __global__
 #define __device__
@@ -57,26 +75,100 @@ namespace emu {
 
 enum State { RUNNABLE, AT_BARRIER, AT_SHFL, DONE };
 
+struct Block;
+
 struct Fiber {
     ucontext_t ctx;
     unsigned tid = 0;
     State state = RUNNABLE;
+    Block* blk = nullptr;
+    int stepped = 0;  // line of the counted loop whose step this thread just took
     unsigned shfl_mask = 0, shfl_value = 0, shfl_src = 0, shfl_result = 0;
     int shfl_line = 0;
 };
 
+// One resident CTA: its threads, its barrier count and (while another CTA's shared memory is in
+// the static arrays) a saved copy of its own shared memory.
+struct Block {
+    dim3 idx;
+    unsigned slot = 0;     // which fiber stacks it uses
+    unsigned cursor = 0;   // round robin over its threads
+    unsigned at_barrier = 0;
+    std::vector<Fiber> fibers;
+    std::vector<std::vector<unsigned char>> shared;  // per registered region; missing: poison
+};
+
+// Shadow state of one byte of a global buffer for the race detector: the last writer CTA and up
+// to two reader CTAs of this launch (-1: none), with the code offsets of those accesses.
+struct Shadow {
+    int w = -1, r1 = -1, r2 = -1;
+    uintptr_t wpc = 0, r1pc = 0, r2pc = 0;  // return addresses of the hooks
+    unsigned char watomic = 0, r1atomic = 0, r2atomic = 0;
+};
+
+// A global buffer of a launch (the harness's guarded copy of one tensor's storage).
+struct Buffer {
+    uintptr_t lo = 0, hi = 0;
+    int param = 0;
+    Shadow* shadow = nullptr;  // allocated at the first access (plain pointers: the hooks call no library code)
+};
+
+// A counted loop (harness.preprocess wraps grid-stride and block loops): per (kernel, line), how
+// often a thread entered it and how often one went round a second time.
+struct LoopStat {
+    long entered = 0, again = 0;
+};
+
+inline std::map<std::pair<std::string, int>, LoopStat>& loops() {
+    static std::map<std::pair<std::string, int>, LoopStat> m;
+    return m;
+}
+
 struct Launch {
     const char* kernel = "";
-    dim3 grid, block, block_idx;
-    std::vector<Fiber> fibers;
+    dim3 grid, block;
+    std::vector<Block*> resident;
     Fiber* current = nullptr;
+    Block* in_shared = nullptr;  // the CTA whose shared memory the static arrays hold
     ucontext_t scheduler;
-    unsigned at_barrier = 0;
     bool failed = false;
     std::string error;
     void (*body)(void**) = nullptr;
     void** args = nullptr;
+    bool reverse = false;
+    unsigned long long rng = 0;
+    unsigned switch_mask = 0;  // a global access switches CTA when (rng & mask) == 0
+    bool in_atomic = false;
+    bool want_switch = false;  // the running thread stopped at a switch point
+    std::vector<Buffer> buffers;
+    Buffer* bufs = nullptr;  // = buffers.data(), size nbufs
+    size_t nbufs = 0;
+    std::vector<std::pair<const char*, std::vector<LoopStat>>> loop_files;  // per source file, by line
+    ~Launch() {
+        for (Buffer& b : buffers) delete[] b.shadow;
+    }
 };
+
+inline LoopStat& loop_stat(Launch* l, const char* file, int line) {
+    for (auto& [f, v] : l->loop_files)
+        if (f == file) {
+            if ((size_t)line >= v.size()) v.resize(line + 1);
+            return v[line];
+        }
+    l->loop_files.push_back({file, std::vector<LoopStat>(line + 1)});
+    return l->loop_files.back().second[line];
+}
+
+// Fold a launch's loop counts into loops().
+inline void keep_loops(Launch* l) {
+    for (auto& [f, v] : l->loop_files)
+        for (size_t line = 0; line < v.size(); ++line)
+            if (v[line].entered || v[line].again) {
+                LoopStat& st = loops()[{std::string(l->kernel) + "@" + f, (int)line}];
+                st.entered += v[line].entered;
+                st.again += v[line].again;
+            }
+}
 
 struct Region {
     void* p;
@@ -104,6 +196,13 @@ inline Launch*& active() {
     return l;
 }
 
+EMU_PLAIN inline unsigned long long next_random(Launch* l) {  // xorshift64*: the seeded interleaving
+    l->rng ^= l->rng >> 12;
+    l->rng ^= l->rng << 25;
+    l->rng ^= l->rng >> 27;
+    return l->rng * 0x2545F4914F6CDD1Dull;
+}
+
 constexpr size_t STACK = 256 * 1024;
 
 inline char* stacks(size_t threads) {
@@ -127,9 +226,9 @@ inline std::string where() {
     Launch* l = active();
     char buf[160];
     if (l->current)
-        snprintf(buf, sizeof buf, "kernel %s, block %u, thread %u", l->kernel, l->block_idx.x, l->current->tid);
+        snprintf(buf, sizeof buf, "kernel %s, block %u, thread %u", l->kernel, l->current->blk->idx.x, l->current->tid);
     else
-        snprintf(buf, sizeof buf, "kernel %s, block %u", l->kernel, l->block_idx.x);
+        snprintf(buf, sizeof buf, "kernel %s", l->kernel);
     return buf;
 }
 
@@ -158,26 +257,27 @@ inline void fiber_main() {
     swapcontext(&l->current->ctx, &l->scheduler);
 }
 
-inline unsigned live_threads(const Launch* l) {
+inline unsigned live_threads(const Block* b) {
     unsigned n = 0;
-    for (const Fiber& f : l->fibers) n += f.state != DONE;
+    for (const Fiber& f : b->fibers) n += f.state != DONE;
     return n;
 }
 
 inline void syncthreads(int line) {
     Launch* l = active();
     Fiber* me = l->current;
-    const unsigned threads = (unsigned)l->fibers.size();
-    if (live_threads(l) != threads) {
+    Block* b = me->blk;
+    const unsigned threads = (unsigned)b->fibers.size();
+    if (live_threads(b) != threads) {
         char buf[160];
         snprintf(buf, sizeof buf, "__syncthreads at line %d reached while %u of %u threads have exited", line,
-                 threads - live_threads(l), threads);
+                 threads - live_threads(b), threads);
         fail(buf);
     }
     me->state = AT_BARRIER;
-    if (++l->at_barrier == threads) {
-        l->at_barrier = 0;
-        for (Fiber& f : l->fibers) f.state = RUNNABLE;
+    if (++b->at_barrier == threads) {
+        b->at_barrier = 0;
+        for (Fiber& f : b->fibers) f.state = RUNNABLE;
         return;
     }
     yield();
@@ -188,6 +288,7 @@ inline void syncthreads(int line) {
 inline unsigned shfl(unsigned mask, unsigned value, unsigned src_lane, int line) {
     Launch* l = active();
     Fiber* me = l->current;
+    std::vector<Fiber>& fibers = me->blk->fibers;
     const unsigned lane = me->tid % 32, warp0 = me->tid - lane;
     char buf[200];
     if (!(mask >> lane & 1u)) {
@@ -208,12 +309,12 @@ inline unsigned shfl(unsigned mask, unsigned value, unsigned src_lane, int line)
     bool all = true;
     for (unsigned k = 0; k < 32; ++k) {
         if (!(mask >> k & 1u)) continue;
-        if (warp0 + k >= l->fibers.size()) {
+        if (warp0 + k >= fibers.size()) {
             snprintf(buf, sizeof buf, "__shfl_xor_sync at line %d: mask 0x%08x names lane %u, past the block's threads",
                      line, mask, k);
             fail(buf);
         }
-        const Fiber& f = l->fibers[warp0 + k];
+        const Fiber& f = fibers[warp0 + k];
         if (f.state == DONE) {
             snprintf(buf, sizeof buf, "__shfl_xor_sync at line %d: mask 0x%08x names lane %u, which has exited", line,
                      mask, k);
@@ -230,8 +331,8 @@ inline unsigned shfl(unsigned mask, unsigned value, unsigned src_lane, int line)
     if (all) {
         for (unsigned k = 0; k < 32; ++k) {
             if (!(mask >> k & 1u)) continue;
-            Fiber& f = l->fibers[warp0 + k];
-            f.shfl_result = l->fibers[warp0 + f.shfl_src].shfl_value;
+            Fiber& f = fibers[warp0 + k];
+            f.shfl_result = fibers[warp0 + f.shfl_src].shfl_value;
             f.state = RUNNABLE;
         }
     } else {
@@ -249,61 +350,287 @@ inline const char* state_name(State s) {
     }
 }
 
-// Run one block to the end. Returns false (with l->error) when it failed.
-inline bool run_block(Launch* l, bool reverse) {
+// A counted loop's condition: a thread entering it, or going round again after its step.
+inline bool loop_test(const char* file, int line, bool c) {
+    Launch* l = active();
+    Fiber* f = l->current;
+    if (c) {
+        LoopStat& st = loop_stat(l, file, line);
+        if (f->stepped == line) ++st.again;
+        else ++st.entered;
+    }
+    f->stepped = 0;
+    return c;
+}
+
+inline int loop_step(int line) {
+    active()->current->stepped = line;
+    return 0;
+}
+
+// ------------------------------------------------------------------ the race detector
+
+// Offset of a code address in the library that holds it (addr2line turns it into a source line).
+EMU_PLAIN inline unsigned code_offset(uintptr_t pc) {
+    Dl_info info;
+    if (!dladdr((void*)pc, &info)) return 0;
+    return (unsigned)(pc - (uintptr_t)info.dli_fbase - 1);
+}
+
+EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
+    if (a - emu_lo >= emu_span) return nullptr;
+    Buffer* b = l->bufs;
+    for (size_t i = 0, n = l->nbufs; i < n; ++i)
+        if (a >= b[i].lo && a < b[i].hi) return &b[i];
+    return nullptr;
+}
+
+[[noreturn]] inline void race(Launch* l, const Buffer& b, uintptr_t a, const char* first, int other, uintptr_t opc,
+                              const char* second, uintptr_t pc) {
+    char buf[400];
+    snprintf(buf, sizeof buf,
+             "race between CTAs in kernel %s: byte %lu of parameter %d, %s by block %d {pc:%x} and %s by block %u "
+             "{pc:%x} with no atomic",
+             l->kernel, (unsigned long)(a - b.lo), b.param, first, other, code_offset(opc), second,
+             l->current->blk->idx.x, code_offset(pc));
+    fail(buf);
+}
+
+// Record an access of n bytes at a by the running CTA; a conflict with another CTA of this
+// launch (at least one side a write, not both atomic) stops the launch.
+EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
+    Launch* l = active();
+    if (!l || !l->current || (l->in_atomic && !atomic)) return;
+    Buffer* b = buffer_of(l, a);
+    if (!b) return;
+    if (!b->shadow) b->shadow = new Shadow[b->hi - b->lo];
+    const int me = (int)l->current->blk->idx.x;
+    const uintptr_t pc = (uintptr_t)ret;
+    const size_t end = n < b->hi - a ? n : b->hi - a;
+    Shadow* sh = b->shadow + (a - b->lo);
+    for (size_t i = 0; i < end; ++i) {
+        Shadow& s = sh[i];
+        if (s.w >= 0 && s.w != me && !(atomic && s.watomic))
+            race(l, *b, a + i, "written", s.w, s.wpc, write ? "written" : "read", pc);
+        if (write) {
+            if (s.r1 >= 0 && s.r1 != me && !(atomic && s.r1atomic))
+                race(l, *b, a + i, "read", s.r1, s.r1pc, "written", pc);
+            if (s.r2 >= 0 && s.r2 != me && !(atomic && s.r2atomic))
+                race(l, *b, a + i, "read", s.r2, s.r2pc, "written", pc);
+            s.w = me, s.wpc = pc, s.watomic = atomic;
+        } else if (s.r1 < 0 || s.r1 == me) {
+            s.r1 = me, s.r1pc = pc, s.r1atomic = atomic;
+        } else if (s.r2 < 0 || s.r2 == me) {
+            s.r2 = me, s.r2pc = pc, s.r2atomic = atomic;
+        }
+    }
+}
+
+// A global-memory access: maybe let another CTA run first (the seeded interleaving).
+EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
+    Launch* l = active();
+    if (!l || !l->current || l->in_atomic) return;
+    const uintptr_t a = (uintptr_t)p;
+    if (!buffer_of(l, a)) return;
+    if (l->switch_mask != ~0u && (next_random(l) & l->switch_mask) == 0) {
+        emu_in_hook = false;
+        l->want_switch = true;
+        yield();
+        emu_in_hook = true;
+    }
+    access(a, n, write, false, ret);
+}
+
+EMU_PLAIN inline void hook(void* p, size_t n, bool write, void* ret) {
+    if (emu_in_hook || (uintptr_t)p - emu_lo >= emu_span) return;
+    emu_in_hook = true;
+    global_access(p, n, write, ret);
+    emu_in_hook = false;
+}
+
+// An atomic read-modify-write of n bytes: a switch point; returns with the guard on, so the
+// plain loads and stores that implement it are not counted again.
+EMU_PLAIN inline void atomic_begin(void* p, size_t n) {
+    void* ret = __builtin_return_address(0);
+    emu_in_hook = true;
+    struct Leave {
+        ~Leave() { emu_in_hook = false; }
+    } leave;
+    Launch* l = active();
+    if (!l || !l->current) return;
+    if (next_random(l) & 1) {
+        emu_in_hook = false;
+        l->want_switch = true;
+        yield();
+        emu_in_hook = true;
+    }
+    access((uintptr_t)p, n, true, true, ret);
+    l->in_atomic = true;
+}
+
+inline void atomic_end() {
+    if (active()) active()->in_atomic = false;
+}
+
+// ------------------------------------------------------------------ running a grid
+
+// Save the shared memory of the CTA in the static arrays and bring in b's.
+inline void switch_shared(Launch* l, Block* b) {
+    if (l->in_shared == b) return;
+    const std::vector<Region>& regions = shared_regions();
+    if (Block* old = l->in_shared) {
+        old->shared.resize(regions.size());
+        for (size_t i = 0; i < regions.size(); ++i)
+            old->shared[i].assign((unsigned char*)regions[i].p, (unsigned char*)regions[i].p + regions[i].n);
+    }
+    for (size_t i = 0; i < regions.size(); ++i) {
+        if (i < b->shared.size() && b->shared[i].size() == regions[i].n)
+            memcpy(regions[i].p, b->shared[i].data(), regions[i].n);
+        else
+            memset(regions[i].p, shared_poison(), regions[i].n);
+    }
+    l->in_shared = b;
+}
+
+inline Block* admit(Launch* l, unsigned idx, unsigned slot, char* st) {
+    Block* b = new Block;
+    b->idx.x = idx;
+    b->slot = slot;
     const unsigned n = l->block.x;
-    char* st = stacks(n);
+    b->fibers.assign(n, Fiber{});
+    for (unsigned t = 0; t < n; ++t) {
+        Fiber& f = b->fibers[t];
+        f.tid = t;
+        f.blk = b;
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = st + ((size_t)slot * n + t) * STACK;
+        f.ctx.uc_stack.ss_size = STACK;
+        f.ctx.uc_link = &l->scheduler;
+        makecontext(&f.ctx, fiber_main, 0);
+    }
+    return b;
+}
+
+inline std::string deadlock(Launch* l, Block* b) {
+    std::string msg = "deadlock: no thread can run;";
+    unsigned shown = 0;
+    for (const Fiber& f : b->fibers) {
+        if (f.state == DONE || shown++ >= 6) continue;
+        msg += " thread " + std::to_string(f.tid) + " " + state_name(f.state) +
+               (f.state == AT_SHFL ? " (line " + std::to_string(f.shfl_line) + ")" : "") + ";";
+    }
+    return msg + " (kernel " + l->kernel + ", block " + std::to_string(b->idx.x) + ")";
+}
+
+// Run the grid with up to `window` CTAs resident at once; the next thread to run is a seeded
+// choice among the resident CTAs (round robin inside a CTA). Returns false with l->error.
+inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
+    const unsigned n = l->block.x, grid = l->grid.x;
+    window = std::max(1u, std::min(window, grid));
+    char* st = stacks((size_t)window * n);
     if (!st) {
         l->failed = true;
         l->error = "cannot map fiber stacks";
         return false;
     }
-    l->fibers.assign(n, Fiber{});
-    l->at_barrier = 0;
-    for (unsigned t = 0; t < n; ++t) {
-        Fiber& f = l->fibers[t];
-        f.tid = t;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = st + (size_t)t * STACK;
-        f.ctx.uc_stack.ss_size = STACK;
-        f.ctx.uc_link = &l->scheduler;
-        makecontext(&f.ctx, fiber_main, 0);
-    }
-    for (;;) {
-        bool ran = false, done = true;
-        for (unsigned i = 0; i < n; ++i) {
-            Fiber& f = l->fibers[reverse ? n - 1 - i : i];
-            if (f.state != DONE) done = false;
-            if (f.state != RUNNABLE) continue;
-            ran = true;
-            l->current = &f;
-            swapcontext(&l->scheduler, &f.ctx);
-            l->current = nullptr;
-            if (l->failed) return false;
+    std::vector<unsigned> free_slots;
+    for (unsigned s = window; s-- > 0;) free_slots.push_back(s);
+    unsigned next = 0;
+    auto admit_more = [&]() {
+        while (next < grid && !free_slots.empty()) {
+            const unsigned slot = free_slots.back();
+            free_slots.pop_back();
+            l->resident.push_back(admit(l, reverse_blocks ? grid - 1 - next : next, slot, st));
+            ++next;
         }
-        if (done) return true;
-        if (!ran) {
-            std::string msg = "deadlock: no thread can run;";
-            unsigned shown = 0;
-            for (const Fiber& f : l->fibers) {
-                if (f.state == DONE || shown++ >= 6) continue;
-                msg += " thread " + std::to_string(f.tid) + " " + state_name(f.state) +
-                       (f.state == AT_SHFL ? " (line " + std::to_string(f.shfl_line) + ")" : "") + ";";
+    };
+    auto retire = [&](size_t i) {
+        Block* b = l->resident[i];
+        if (l->in_shared == b) l->in_shared = nullptr;
+        free_slots.push_back(b->slot);
+        l->resident.erase(l->resident.begin() + (long)i);
+        delete b;
+    };
+    admit_more();
+    bool ok = true;
+    size_t i = 0;  // the running CTA: it runs until a switch point, its end or a deadlock
+    bool pick = true;
+    while (!l->resident.empty()) {
+        if (pick) i = l->resident.size() == 1 ? 0 : (size_t)(next_random(l) % l->resident.size());
+        pick = false;
+        Block* b = l->resident[i];
+        Fiber* f = nullptr;
+        bool done = true;
+        for (unsigned k = 0; k < n; ++k) {
+            const unsigned j = (b->cursor + k) % n;
+            Fiber& g = b->fibers[l->reverse ? n - 1 - j : j];
+            if (g.state != DONE) done = false;
+            if (g.state == RUNNABLE) {
+                f = &g;
+                b->cursor = j + 1;
+                break;
             }
-            l->failed = true;
-            l->error = msg + " (kernel " + l->kernel + ", block " + std::to_string(l->block_idx.x) + ")";
-            return false;
         }
+        if (!f) {
+            if (!done) {
+                l->failed = true;
+                l->error = deadlock(l, b);
+                ok = false;
+                break;
+            }
+            retire(i);
+            admit_more();
+            pick = true;
+            continue;
+        }
+        switch_shared(l, b);
+        l->current = f;
+        l->want_switch = false;
+        swapcontext(&l->scheduler, &f->ctx);
+        l->current = nullptr;
+        if (l->failed) {
+            ok = false;
+            break;
+        }
+        pick = l->want_switch;
     }
+    while (!l->resident.empty()) retire(l->resident.size() - 1);
+    return ok;
 }
 
 }  // namespace emu
 
+// ------------------------------------------------------------------ memory hooks
+//
+// The kernels are compiled with -fsanitize=thread but linked without its runtime: every load and
+// store calls these, and only those into a launch's global buffers count.
+
+extern "C" {
+void __tsan_init() {}
+#define EMU_TSAN_HOOK(N)                                                                                         \
+    EMU_PLAIN void __tsan_read##N(void* p) { emu::hook(p, N, false, __builtin_return_address(0)); }              \
+    EMU_PLAIN void __tsan_write##N(void* p) { emu::hook(p, N, true, __builtin_return_address(0)); }              \
+    EMU_PLAIN void __tsan_unaligned_read##N(void* p) { emu::hook(p, N, false, __builtin_return_address(0)); }    \
+    EMU_PLAIN void __tsan_unaligned_write##N(void* p) { emu::hook(p, N, true, __builtin_return_address(0)); }    \
+    EMU_PLAIN void __tsan_volatile_read##N(void* p) { emu::hook(p, N, false, __builtin_return_address(0)); }     \
+    EMU_PLAIN void __tsan_volatile_write##N(void* p) { emu::hook(p, N, true, __builtin_return_address(0)); }
+EMU_TSAN_HOOK(1)
+EMU_TSAN_HOOK(2)
+EMU_TSAN_HOOK(4)
+EMU_TSAN_HOOK(8)
+EMU_TSAN_HOOK(16)
+EMU_PLAIN void __tsan_read_range(void* p, unsigned long n) { emu::hook(p, n, false, __builtin_return_address(0)); }
+EMU_PLAIN void __tsan_write_range(void* p, unsigned long n) { emu::hook(p, n, true, __builtin_return_address(0)); }
+void __tsan_func_entry(void*) {}
+void __tsan_func_exit() {}
+void __tsan_vptr_update(void*, void*) {}
+void __tsan_vptr_read(void*) {}
+}
 
 // ------------------------------------------------------------------ built-ins
 
 #define threadIdx (dim3{emu::active()->current->tid, 0, 0})
-#define blockIdx (emu::active()->block_idx)
+#define blockIdx (emu::active()->current->blk->idx)
 #define blockDim (emu::active()->block)
 #define gridDim (emu::active()->grid)
 #define __syncthreads() emu::syncthreads(__LINE__)
@@ -333,9 +660,33 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T min(T a, T b) { return b < a ? b : a; }
 template <class T> inline T max(T a, T b) { return a < b ? b : a; }
-inline unsigned atomicMax(unsigned* p, unsigned v) {  // one OS thread: no other access in between
+// Atomics: one indivisible step (one OS thread runs every fiber); before it another CTA may run.
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+    emu::atomic_begin(p, sizeof *p);
     const unsigned old = *p;
     if (v > old) *p = v;
+    emu::atomic_end();
+    return old;
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+    emu::atomic_begin(p, sizeof *p);
+    const unsigned old = *p;
+    *p = old + v;
+    emu::atomic_end();
+    return old;
+}
+inline int atomicExch(int* p, int v) {
+    emu::atomic_begin(p, sizeof *p);
+    const int old = *p;
+    *p = v;
+    emu::atomic_end();
+    return old;
+}
+inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned v) {
+    emu::atomic_begin(p, sizeof *p);
+    const unsigned old = *p;
+    if (old == compare) *p = v;
+    emu::atomic_end();
     return old;
 }
 
@@ -461,27 +812,63 @@ long emu_shared_bytes() {  // registered so far
     return n;
 }
 
-// Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks in
-// reverse order. Returns 0, or -1 with the message in err.
-int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, unsigned char poison, char* err,
-                      int errlen) {
+// Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks admitted
+// in reverse order. Up to `window` CTAs are resident at once; `seed` drives which resident CTA
+// runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
+// never). buffers: nbuf (start, end, parameter) triples of the global buffers, for the race
+// detector. Returns 0, or -1 with the message in err.
+int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, unsigned char poison,
+               unsigned long long seed, unsigned window, unsigned switch_mask, const unsigned long long* buffers,
+               int nbuf, char* err, int errlen) {
     emu::Launch l;
     l.kernel = emu::kernels()[k].name;
     l.grid.x = grid;
     l.block.x = block;
     l.body = emu::kernels()[k].call;
     l.args = args;
+    l.reverse = flags & 1;
+    l.rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    l.switch_mask = switch_mask;
+    for (int i = 0; i < nbuf; ++i) {
+        emu::Buffer b;
+        b.lo = buffers[3 * i];
+        b.hi = buffers[3 * i + 1];
+        b.param = (int)buffers[3 * i + 2];
+        l.buffers.push_back(std::move(b));
+    }
+    l.bufs = l.buffers.data();
+    l.nbufs = l.buffers.size();
+    uintptr_t lo = ~(uintptr_t)0, hi = 0;
+    for (const emu::Buffer& b : l.buffers) lo = std::min(lo, b.lo), hi = std::max(hi, b.hi);
+    emu_lo = lo, emu_span = hi > lo ? hi - lo : 0;
     emu::active() = &l;
     emu::shared_poison() = poison;
-    bool ok = true;
-    for (unsigned i = 0; i < grid && ok; ++i) {
-        l.block_idx.x = flags & 2 ? grid - 1 - i : i;
-        for (const emu::Region& r : emu::shared_regions()) memset(r.p, poison, r.n);
-        ok = emu::run_block(&l, flags & 1);
-    }
+    emu_in_hook = false;
+    const bool ok = emu::run_grid(&l, window, flags & 2);
+    emu_in_hook = false;  // a race report leaves its hook for good
+    emu::keep_loops(&l);
+    emu_lo = emu_span = 0;
     emu::active() = nullptr;
     if (ok) return 0;
     snprintf(err, errlen, "%s", l.error.c_str());
     return -1;
+}
+
+// Counted loops since the last call: writes up to cap (line, entered, again) triples and their
+// file names (joined by '\n' into files), clears the counts; returns how many.
+int emu_loops_take(long* out, int cap, char* files, int files_len) {
+    int i = 0;
+    std::string names;
+    for (auto& [key, st] : emu::loops()) {
+        if (i >= cap) break;
+        out[3 * i] = key.second;
+        out[3 * i + 1] = st.entered;
+        out[3 * i + 2] = st.again;
+        names += std::string(key.first) + "\n";
+        ++i;
+    }
+    emu::loops().clear();
+    snprintf(files, files_len, "%s", names.c_str());
+    return i;
 }
 }

@@ -1,9 +1,10 @@
 """Run kernels/*.cu unchanged on a CPU emulation of CUDA (test tooling; not part of the package).
 
 `build(name)` compiles kernels/<name>.cu as C++17 with g++ against `cuda_emu.h` (fibers for CUDA
-threads, real barriers and warp shuffles, poisoned shared memory, software PTX conversions,
-IEEE binary32 without contraction or flush-to-zero, -fsanitize=alignment), caching the library
-by a hash of everything that goes into it. `Launcher` has the call shape of
+threads, CTAs that overlap in a seeded interleaving, a race detector between CTAs, real barriers,
+warp shuffles and atomics, poisoned shared memory, software PTX conversions, IEEE binary32
+without contraction or flush-to-zero, -fsanitize=alignment, counted grid-stride and block loops),
+caching the library by a hash of everything that goes into it. `Launcher` has the call shape of
 `lab.backend.launch_kernel`: the project's real launchers drive it on CPU tensors, with CuPy's
 RawKernel argument rules (a Python int travels as int64, a numpy scalar as its own size, a
 tensor as a pointer, None as a null pointer; each size is checked against the kernel's
@@ -31,9 +32,12 @@ from lab import backend
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
 KERNEL_DIR = HERE.parent.parent / "kernels"
-FLAGS = ("-std=c++17", "-O1", "-g0", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
-         "-fno-strict-aliasing", "-fsanitize=alignment",
-         "-fno-sanitize-recover=alignment", "-Wno-attributes")
+# -fsanitize=thread only instruments: every load and store calls the header's __tsan_* hooks (the
+# race detector and the switch points), and the library is linked without TSan's runtime.
+FLAGS = ("-std=c++17", "-O1", "-g1", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
+         "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fsanitize=alignment", "-fsanitize=thread",
+         "--param=tsan-instrument-func-entry-exit=0", "-fno-sanitize-recover=alignment", "-Wno-attributes")
+LINK = ("-shared",)
 REDZONE = 4096  # bytes of poison before and after every buffer
 REDZONE_BYTE = 0xA5
 SHARED_POISON = 0xFF  # NaN as float, 0xffffffff as u32: a shared read before its write shows
@@ -44,6 +48,8 @@ _ASM = re.compile(r'asm(?:\s+volatile)?\s*\(\s*"(cvt(?:\.\w+)+)\s+%0,\s*%1;"\s*:
 
 
 _SHARED = re.compile(r"__shared__\s+(\w+)\s+(\w+)\s*\[([^\]]+)\]\s*;")
+# The step of a grid-stride or block loop: it advances by a team, a CTA or a grid.
+_STRIDE = re.compile(r"\+=.*\b(t\.count|t\.size|blockDim|gridDim|step)\b")
 
 
 class EmuError(RuntimeError):
@@ -63,11 +69,42 @@ def preprocess(source: str) -> str:
 
     out = _ASM.sub(sub, source)
     out = _SHARED.sub(r"EMU_SHARED(\1, \2, \3);", out)
+    out = count_loops(out)
     left = re.findall(r"\basm\s*\(.*|__shared__.*", out)
     if left:
         raise EmuError(f"inline asm or shared memory the emulator does not map: {left[0][:80]}")
     assert out.count("\n") == source.count("\n")
     return out
+
+
+def _for_header(text: str, open_paren: int) -> int:
+    """Index of the parenthesis closing the one at open_paren."""
+    depth = 0
+    for i in range(open_paren, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    raise EmuError(f"unbalanced parentheses after: {text[open_paren:open_paren + 60]!r}")
+
+
+def count_loops(source: str) -> str:
+    """Wrap every grid-stride and block loop (`for (init; cond; i += <team, CTA or grid>)`) so the
+    emulator counts, per kernel and line, the threads that entered it and those that went round
+    again (`emu::loop_test`); line numbers are kept."""
+    out, last = [], 0
+    for m in re.finditer(r"\bfor\s*\(", source):
+        if m.start() < last:
+            continue
+        close = _for_header(source, m.end() - 1)
+        parts = source[m.end():close].split(";")
+        if len(parts) != 3 or not _STRIDE.search(parts[2]):
+            continue
+        init, cond, step = parts
+        out += [source[last:m.end()], f"{init}; emu::loop_test(__FILE__, __LINE__, ({cond.strip()})); "
+                f"(void)emu::loop_step(__LINE__), {step.strip()})"]
+        last = close + 1
+    out.append(source[last:])
+    return "".join(out)
 
 
 def _cache_dir() -> Path:
@@ -101,7 +138,8 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
     path = KERNEL_DIR / f"{name}.cu"
     text = backend.kernel_source(name) if source is None else source  # the shared header expanded
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([text, HEADER.read_text(), " ".join(FLAGS), version, name]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([text, HEADER.read_text(), Path(__file__).read_text(), " ".join(FLAGS + LINK),
+                                     version, name]).encode()).hexdigest()
     lib = _cache_dir() / f"{label or name}-{key[:20]}.so"
     if lib.exists():
         return lib
@@ -118,7 +156,10 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
                         f"std::vector<emu::Kernel>& emu::kernels() {{\n"
                         f"  static std::vector<emu::Kernel> k = {{\n    {table}}};\n  return k;\n}}\n")
         out = tmp / lib.name
-        run = subprocess.run([cxx, *FLAGS, "-o", str(out), str(main)], capture_output=True, text=True)
+        obj = tmp / f"{name}.o"
+        run = subprocess.run([cxx, *FLAGS, "-c", "-o", str(obj), str(main)], capture_output=True, text=True)
+        if run.returncode == 0:
+            run = subprocess.run([cxx, *LINK, "-o", str(out), str(obj), "-ldl"], capture_output=True, text=True)
         if run.returncode:
             raise EmuError(f"g++ could not build {path.name} for the emulator:\n{run.stderr[-6000:]}")
         os.replace(out, lib)  # atomic: a concurrent build never sees half a library
@@ -137,12 +178,15 @@ class Module:
     """A compiled kernels/<name>.cu: its kernels and their parameter lists."""
 
     def __init__(self, lib: Path) -> None:
+        self.path = lib
         self.lib = ctypes.CDLL(str(lib))
         L = self.lib
         L.emu_kernel_name.restype = ctypes.c_char_p
         L.emu_shared_bytes.restype = ctypes.c_long
         L.emu_launch.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
-                                 ctypes.c_int, ctypes.c_ubyte, ctypes.c_char_p, ctypes.c_int]
+                                 ctypes.c_int, ctypes.c_ubyte, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_uint,
+                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        L.emu_loops_take.argtypes = [ctypes.POINTER(ctypes.c_long), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self.kernels: dict[str, Kernel] = {}
         for k in range(L.emu_kernel_count()):
             n = L.emu_kernel_params(k)
@@ -150,9 +194,37 @@ class Module:
                 L.emu_kernel_name(k).decode(), k, [L.emu_kernel_param_size(k, j) for j in range(n)],
                 [bool(L.emu_kernel_param_is_ptr(k, j)) for j in range(n)])
 
+    def take_loops(self) -> dict[tuple[str, str, int], tuple[int, int]]:
+        """Counted loops since the last call: (kernel, file, line) -> (threads that entered, that went round again)."""
+        cap = 4096
+        out = (ctypes.c_long * (3 * cap))()
+        files = ctypes.create_string_buffer(1 << 20)
+        k = self.lib.emu_loops_take(out, cap, files, len(files))
+        names = files.value.decode().split("\n")
+        got = {}
+        for i in range(k):
+            kernel, file = names[i].split("@", 1)
+            got[(kernel, Path(file).name, int(out[3 * i]))] = (int(out[3 * i + 1]), int(out[3 * i + 2]))
+        return got
+
+    def source_line(self, offset: int) -> str:
+        """file:line of a code offset in the library (addr2line), or the offset."""
+        run = subprocess.run(["addr2line", "-e", str(self.path), hex(offset)], capture_output=True, text=True)
+        where = run.stdout.strip()
+        if run.returncode or not where or where.startswith("??"):
+            return f"code offset {offset:#x}"
+        file, _, line = where.partition(":")
+        return f"{Path(file).name}:{line.split()[0]}"
+
+    def explain(self, message: str) -> str:
+        """An emulator message with its {pc:...} code offsets turned into source lines."""
+        return re.sub(r"\{pc:([0-9a-f]+)\}", lambda m: f"at {self.source_line(int(m.group(1), 16))}", message)
+
 
 _MODULES: dict[tuple[str, str | None], Module] = {}
 LAUNCHED: set[str] = set()  # kernels of the unchanged sources launched in this process
+# Counted loops of the unchanged sources over this process: (kernel, file, line) -> [entered, again].
+LOOPS: dict[tuple[str, str, int], list[int]] = {}
 
 
 def module(name: str, source: str | None = None, *, label: str | None = None) -> Module:
@@ -161,6 +233,50 @@ def module(name: str, source: str | None = None, *, label: str | None = None) ->
     if key not in _MODULES:
         _MODULES[key] = Module(build(name, source, label=label))
     return _MODULES[key]
+
+
+TEST_MAX_GRID = 3  # the emulated suite's cap on every launch plan's grid
+TEST_MAX_CTA = 64  # and on the CTA of a team that is a whole CTA: a 4096-value block takes two passes
+
+# Counted loops that go round once by construction, by their source text (and the kernels they
+# apply to): the tails after the whole groups of a block (fewer than a group of elements, a team
+# at least a group wide), the fills of shared tables whose size is the CTA's (256 entries, or 260
+# with 4 padding), and the per-tensor decode's pass over its chunk (the plan makes the chunk
+# exactly one pass of the CTA: lab/codecs/cuda.py _plan).
+SINGLE_PASS_LOOPS = {
+    (r"= rest \+ t\.lane; i < len;", r""): "the tail after the whole groups: fewer elements than the team",
+    (r"= ngroups \* G \+ t\.lane; i < len;", r""): "the tail after the whole groups: fewer elements than the team",
+    (r"int i = threadIdx\.x; i < (256|NBPAD); i \+= blockDim\.x", r""): "a shared table as large as the CTA",
+    (r"g0 \+= DECODE_ITEMS \* t\.size", r"^decode_scale_"): "the per-tensor chunk is one pass of the CTA",
+}
+
+
+def single_pass(kernel: str, file: str, line: int) -> bool:
+    """The counted loop of `kernel` at kernels/<file>:line is one of SINGLE_PASS_LOOPS."""
+    text = (KERNEL_DIR / file).read_text().splitlines()[line - 1]
+    return any(re.search(p, text) and re.search(k, kernel) for p, k in SINGLE_PASS_LOOPS)
+
+
+def cap_grids(monkeypatch, cap: int = TEST_MAX_GRID, cta: int = TEST_MAX_CTA) -> None:
+    """Cap the launch plans' grids, and whole-CTA teams at `cta` threads (test only), so the
+    emulated tests' grid-stride and block loops go round more than once at the sizes they use."""
+    from lab.codecs import cuda, cuda_block, cuda_hop
+
+    for mod, name in ((cuda, "MAX_GRID"), (cuda_hop, "MAX_GRID"), (cuda_hop, "REDUCE_GRID"), (cuda_block, "MAX_GRID")):
+        monkeypatch.setattr(mod, name, min(cap, getattr(mod, name)))
+    monkeypatch.setattr(cuda, "MAX_CTA", min(cta, cuda.MAX_CTA))
+
+
+def loops_once(before: dict[tuple[str, str, int], list[int]] | None = None) -> list[str]:
+    """Counted loops entered since `before` (a copy of LOOPS) that never went round twice and are
+    not SINGLE_PASS_LOOPS, as 'kernel file:line'."""
+    before = before or {}
+    out = []
+    for key, (entered, again) in sorted(LOOPS.items()):
+        e0, a0 = before.get(key, (0, 0))
+        if entered > e0 and again == a0 and not single_pass(*key):
+            out.append(f"{key[0]} {key[1]}:{key[2]}")
+    return out
 
 
 # ------------------------------------------------------------------ arguments (CuPy's rules)
@@ -218,9 +334,16 @@ class _Guarded:
 @dataclass
 class Launcher:
     """`lab.backend.launch_kernel` on the emulator. flags: 1 = threads of a block in reverse
-    order, 2 = blocks in reverse order. `sources` replaces a module's text (mutation tests)."""
+    order, 2 = blocks in reverse order. Up to `window` CTAs run at once; `seed` fixes the
+    interleaving (which resident CTA runs next; a global access switches CTA with probability
+    1/switch_every, an atomic with 1/2). `sources` replaces a module's text (mutation tests).
+    `launches` lists every launch (module, kernel, grid, threads)."""
 
     flags: int = 0
+    expect_launches: bool = True
+    seed: int = 0
+    window: int = 4
+    switch_every: int = 32
     sources: dict[str, str] = field(default_factory=dict)
     launches: list[tuple[str, str, int, int]] = field(default_factory=list)
 
@@ -237,6 +360,7 @@ class Launcher:
             raise EmuError(f"{kernel}: launch of grid {grid!r} x {threads!r} threads; allowed: grid >= 1, "
                            "1..1024 threads")
         guarded: dict[int, _Guarded] = {}
+        params: dict[int, int] = {}
         holders, names = [], []
         for j, (a, size, is_ptr) in enumerate(zip(args, k.sizes, k.is_ptr)):
             if isinstance(a, torch.Tensor) or a is None:
@@ -251,6 +375,7 @@ class Launcher:
                     if s.data_ptr() not in guarded:
                         guarded[s.data_ptr()] = _Guarded(s, s.data_ptr(), s.nbytes())
                         names.append((s.data_ptr(), f"parameter {j} of {kernel}"))
+                        params[s.data_ptr()] = j
                     value = guarded[s.data_ptr()].address(a.data_ptr())
                 raw = np.uint64(value).tobytes()
             else:
@@ -263,12 +388,26 @@ class Launcher:
             holders.append(ctypes.create_string_buffer(raw, len(raw)))
         argv = (ctypes.c_void_p * len(holders))(*[ctypes.cast(h, ctypes.c_void_p) for h in holders])
         err = ctypes.create_string_buffer(1024)
-        rc = mod.lib.emu_launch(k.index, grid, threads, argv, self.flags, SHARED_POISON, err, len(err))
+        spans = []
+        for base, g in guarded.items():
+            lo = g.address(base)
+            spans += [lo, lo + g.nbytes, params[base]]
+        table = (ctypes.c_ulonglong * max(1, len(spans)))(*spans)
+        if self.switch_every < 1 or self.switch_every & (self.switch_every - 1):
+            raise ValueError(f"switch_every={self.switch_every!r}; allowed: a power of two (1 << 32: never)")
+        mask = min(self.switch_every - 1, 0xFFFFFFFF)
+        rc = mod.lib.emu_launch(k.index, grid, threads, argv, self.flags, SHARED_POISON, self.seed, self.window,
+                                mask, table, len(spans) // 3, err, len(err))
         self.launches.append((module_name, kernel, grid, threads))
+        loops = mod.take_loops()
         if src is None:
             LAUNCHED.add(kernel)
+            for key, (entered, again) in loops.items():
+                tally = LOOPS.setdefault(key, [0, 0])
+                tally[0] += entered
+                tally[1] += again
         what = dict(names)
         for base, g in guarded.items():
             g.check_and_copy_back(f"the buffer of {what[base]}")
         if rc:
-            raise EmuError(err.value.decode())
+            raise EmuError(mod.explain(err.value.decode()))
