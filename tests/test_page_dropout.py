@@ -56,9 +56,17 @@ def test_default_training_run_learns_and_the_patterns_are_faster():
     # the committed ratios), not here on a shared machine
     assert len(conventional) == 1 and len(patterns) == 2 and (runs.epoch_s > 0).all()
     assert patterns.speedup.tolist() == pytest.approx((float(conventional.epoch_s.iloc[0]) / patterns.epoch_s).tolist())
-    take = _takeaway(at)
-    assert ("as fast as conventional dropout — faster" in take and "1/(1−p)² = 11.1x" in take) or \
-        "other work on this machine slowed" in take  # a disturbed timing is named, not shown as a result
+    # the takeaway says what this run's numbers say, whichever way the timing fell on a shared machine
+    take, best = _takeaway(at), patterns.sort_values("speedup").iloc[-1]
+    assert {"speedup_lo", "speedup_hi"} <= set(runs.columns)  # the spread the takeaway judges noise by
+    if best.speedup_lo <= 1 <= best.speedup_hi:
+        assert "is within noise" in take and "no speedup either way" in take
+    elif best.speedup > 1.3 * 11.1:
+        assert "other work on this machine slowed" in take  # a disturbed timing is named, not shown as a result
+    else:
+        verdict = "faster" if best.speedup > 1.05 else "no faster" if best.speedup > 0.95 else "slower"
+        assert f"as fast as conventional dropout — {verdict}" in take
+        assert verdict != "faster" or "1/(1−p)² = 11.1x" in take
     callout = _callout(at)  # Table I's 1024x1024 column beside ours
     assert "RDP (row) 98.01 % at 1.45x" in callout and "TDP (tile) 98.15 % at 1.41x" in callout
 
