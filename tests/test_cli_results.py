@@ -134,7 +134,8 @@ def test_out_files_follow_the_umask(tmp_path):
     (["pays", "--codecs", "nope"], "; or none"),
     (["bench", "codecs", "--device", "gpu0"], "allowed: cpu, cuda"),
     (["train", "--hidden", "nan"], "--hidden"),
-    (["bench", "compressed", "--values", "0"], "at least 1 value"),
+    (["bench", "compressed", "--values", "0"], "allowed: 1 to 2G values"),
+    (["bench", "compressed", "--values", "4G"], "allowed: 1 to 2G values"),
     (["trace", "-P", "9"], "allowed: an integer from 2 to 8"),
 ])
 def test_reported_bad_inputs_are_one_line(args, says, no_run):
