@@ -11,26 +11,12 @@ from typer.testing import CliRunner
 
 import lab
 from lab.cli import app
+from test_cli_sweep import Reached, cut_at_run, paths  # noqa: F401  (fixtures, used by their names)
 
 runner = CliRunner()
 PACKAGE_RESULTS = Path(lab.__file__).resolve().parents[1] / "bench" / "results"
 BENCH_AUGMENT = ["bench", "augment", "--batch", "1", "--image-size", "40", "--crop", "32", "--repeats", "1",
                  "--device", "cpu"]
-
-
-class Reached(BaseException):
-    """The command got past its checks to the start of its run."""
-
-
-@pytest.fixture
-def no_run(monkeypatch):
-    """Any command that gets as far as starting its run raises Reached."""
-    import lab.cli.base as base
-
-    def reached(*a, **k):
-        raise Reached()
-
-    monkeypatch.setattr(base, "Session", reached)
 
 
 def one_error_line(r, says: str) -> None:
@@ -75,7 +61,7 @@ def test_results_dir_and_partial_files_follow_the_cwd(tmp_path, monkeypatch):
     assert bench_out(None, True, "codecs-cpu") is None
 
 
-def test_an_unwritable_results_folder_fails_before_the_run(tmp_path, monkeypatch, no_run):
+def test_an_unwritable_results_folder_fails_before_the_run(tmp_path, monkeypatch, cut_at_run):
     monkeypatch.setenv("PARALAB_RESULTS", "/sys/paralab-results")
     one_error_line(runner.invoke(app, BENCH_AUGMENT), "PARALAB_RESULTS")
     monkeypatch.setenv("PARALAB_RESULTS", str(tmp_path))
@@ -89,23 +75,12 @@ def test_an_unwritable_results_folder_fails_before_the_run(tmp_path, monkeypatch
 # -- item 7: --out checked first, files follow the umask, the reported inputs
 
 @pytest.mark.parametrize("where", ["/sys/r.json", "/proc/r.json", "{file}/r.json", "{dir}", "{ro}/r.json"])
-def test_out_that_cannot_be_written_fails_before_the_run(where, tmp_path, monkeypatch, no_run):
-    f = tmp_path / "a-file"
-    f.write_text("x")
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    real = os.open
-
-    def read_only_mount(path, flags, *a, **k):  # as root, permission bits do not stop a write; EROFS does
-        if str(path).startswith(str(ro)) and flags & os.O_CREAT:
-            raise OSError(30, "Read-only file system", str(path))
-        return real(path, flags, *a, **k)
-
-    monkeypatch.setattr(os, "open", read_only_mount)
-    out = where.format(file=f, dir=tmp_path, ro=ro)
-    r = runner.invoke(app, ["errors", "--samples", "100", "--out", out])
+def test_out_that_cannot_be_written_fails_before_the_run(where, paths, cut_at_run):
+    for k, v in paths.items():  # {ro}: a folder on which creating a file fails with EROFS
+        where = where.replace(k, v)
+    r = runner.invoke(app, ["errors", "--samples", "100", "--out", where])
     one_error_line(r, "--out")
-    assert not (ro / "r.json").exists()
+    assert not Path(paths["{ro}"], "r.json").exists()
 
 
 def test_out_files_follow_the_umask(tmp_path):
@@ -134,10 +109,11 @@ def test_out_files_follow_the_umask(tmp_path):
     (["pays", "--codecs", "nope"], "; or none"),
     (["bench", "codecs", "--device", "gpu0"], "allowed: cpu, cuda"),
     (["train", "--hidden", "nan"], "--hidden"),
-    (["bench", "compressed", "--values", "0"], "at least 1 value"),
+    (["bench", "compressed", "--values", "0"], "allowed: 1 to 2G values"),
+    (["bench", "compressed", "--values", "4G"], "allowed: 1 to 2G values"),
     (["trace", "-P", "9"], "allowed: an integer from 2 to 8"),
 ])
-def test_reported_bad_inputs_are_one_line(args, says, no_run):
+def test_reported_bad_inputs_are_one_line(args, says, cut_at_run):
     r = runner.invoke(app, args)
     one_error_line(r, says)
     assert "; or none; or none" not in r.output and "or none; or none" not in r.output

@@ -262,8 +262,8 @@ def bench_compressed(
         n = parse_size(values)
     except ValueError as e:
         fail(str(e))
-    if n < 1:
-        fail(f"--values {values!r}; allowed: at least 1 value (K/M suffixes)")
+    if not 1 <= n <= 1 << 31:
+        fail(f"--values {values!r}; allowed: 1 to 2G values (K/M/G suffixes)")
     check_results_dir(out, as_json)
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     if intra_codec is not None and "," in intra_codec:
