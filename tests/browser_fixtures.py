@@ -1,6 +1,8 @@
 """What the real-browser tests share (Playwright + Debian's Chromium): the skip when Chromium is absent, and one
 Streamlit server and one browser per test module. Import the fixtures into a module:
-`from browser_fixtures import browser, needs_chromium, server`."""
+`from browser_fixtures import browser, needs_chromium, server`; `shot` saves a screenshot."""
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -28,3 +30,13 @@ def browser():
     pytest.importorskip("playwright.sync_api")
     with launch() as b:
         yield b
+
+
+def shot(page, tmp_path: Path, name: str) -> None:
+    """A full-page screenshot into the test's tmp_path (and $PARALAB_SCREENSHOTS when set)."""
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    extra = os.environ.get("PARALAB_SCREENSHOTS")
+    if extra:
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(extra) / path.name)

@@ -3,8 +3,6 @@ Playwright on Debian's Chromium. Every page renders without an exception box and
 one control changes a number; screenshots go to the test's temporary directory (and to
 $PARALAB_SCREENSHOTS when set). Skipped when /usr/bin/chromium is absent (CI installs it)."""
 import contextlib
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import serve, settle  # noqa: E402  (the browser benchmark's own helpers)
-from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -29,15 +27,6 @@ _serve = serve
 
 def _settle(page, timeout: float = 120_000) -> None:
     settle(page, timeout)
-
-
-def _shot(page, tmp_path: Path, name: str) -> None:
-    path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    extra = os.environ.get("PARALAB_SCREENSHOTS")
-    if extra:
-        Path(extra).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(extra) / path.name)
 
 
 def test_every_page_in_a_browser(server, browser, tmp_path):

@@ -2,8 +2,6 @@
 tests/test_browser.py): Step through's Play drives the page's one Step slider and metrics; screenshots
 of the changed pages at 1400 and 800 px go to $PARALAB_SCREENSHOTS when set. Skipped without
 /usr/bin/chromium."""
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -12,18 +10,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import settle  # noqa: E402
-from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
 
 pytestmark = needs_chromium
-
-
-def _shot(page, tmp_path: Path, name: str) -> None:
-    path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    extra = os.environ.get("PARALAB_SCREENSHOTS")
-    if extra:
-        Path(extra).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(extra) / path.name)
 
 
 def _metric(page, label: str) -> str:
