@@ -5,10 +5,12 @@ One array type, `torch.Tensor`; CuPy is only the launcher for `kernels/*.cu`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
 import re
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,14 +144,38 @@ def kernel_source(name: str) -> str:
     return "".join(out)
 
 
+# IEEE float32 as the CPU reference computes it: subnormals kept (not flushed), no a*b+c contracted
+# into one rounding, correctly rounded division and square root. The kernels are bit-exact against
+# the CPU path only under these; the emulator (g++, x86-64 SSE) behaves this way too.
+NVRTC_OPTIONS = ("--std=c++17", "--ftz=false", "--fmad=false", "--prec-div=true", "--prec-sqrt=true")
+
+
 @functools.cache
-def load_kernels(name: str, options: tuple[str, ...] = ("--std=c++17",)) -> Any:
-    """Compile `kernels/<name>.cu` with NVRTC through `cupy.RawModule`, cached per process."""
+def load_kernels(name: str, options: tuple[str, ...] = NVRTC_OPTIONS) -> Any:
+    """Compile `kernels/<name>.cu` with NVRTC (NVRTC_OPTIONS) and load it through CuPy, cached per process.
+
+    Not `cupy.RawModule(code=...)`: CuPy appends `-ftz=true` to every program it compiles, NVRTC
+    honours the last occurrence, and flushed subnormals break the codecs' small scales (an E8M0
+    scale of 2^-127, absmax below 2^-126). CuPy's `compile_using_nvrtc` passes the options as given.
+    """
     if not cupy_available():
         raise RuntimeError("CUDA kernels need CuPy and a GPU; install paralab[cuda12] or paralab[cuda13]")
     import cupy
+    from cupy.cuda import compiler
 
-    return cupy.RawModule(code=kernel_source(name), options=options)
+    compiled = compiler.compile_using_nvrtc(kernel_source(name), options, filename=f"{name}.cu")
+    image = compiled[0] if isinstance(compiled, tuple) else compiled  # (image, name map) in CuPy >= 13
+    if isinstance(image, str):
+        image = image.encode()
+    kind = "cubin" if image[:4] == b"\x7fELF" else "ptx"
+    folder = Path(tempfile.gettempdir()) / f"paralab-kernels-{os.getuid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-{hashlib.sha256(image).hexdigest()[:20]}.{kind}"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(image)
+        tmp.replace(path)
+    return cupy.RawModule(path=str(path))
 
 
 # Where kernels/*.cu run: "cuda". The tests' CUDA emulator (tests/cuda_emu) sets "cpu" and swaps
@@ -201,11 +227,25 @@ def cupy_view(t: torch.Tensor) -> Any:
     return cupy.from_dlpack(t)
 
 
+class _StreamHandle:
+    """A raw CUDA stream handle in the CUDA stream protocol (`__cuda_stream__` -> (version, handle))."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
 def launch_stream() -> Any:
-    """The CuPy stream matching torch's current CUDA stream."""
+    """The CuPy stream matching torch's current CUDA stream (`Stream.from_external` from CuPy 14,
+    where `ExternalStream` is deprecated)."""
     import cupy
 
-    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    handle = torch.cuda.current_stream().cuda_stream
+    if hasattr(cupy.cuda.Stream, "from_external"):
+        return cupy.cuda.Stream.from_external(_StreamHandle(handle))
+    return cupy.cuda.ExternalStream(handle)
 
 
 def compile_enabled() -> bool:

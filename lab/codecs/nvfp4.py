@@ -213,7 +213,8 @@ def block_scale(bamax: torch.Tensor, tscale: torch.Tensor, up: bool = False) -> 
 def tensor_scale(amax: torch.Tensor) -> torch.Tensor:
     """NVFP4's fp32 tensor scale of a 1-element absmax: amax / (448 · 6), at least 2^-120 for a
     nonzero tensor (so (1/s) / block scale stays finite), 0 for an all-zero one."""
-    s = amax / (E4M3_MAX * E2M1.max_normal)
+    # A tensor divisor: torch on CUDA computes `t / python_float` as t * (1 / float), one ulp off.
+    s = amax / amax.new_tensor(E4M3_MAX * E2M1.max_normal)
     return torch.where(amax > 0, s.clamp(min=MIN_TENSOR_SCALE), s)
 
 
