@@ -165,11 +165,11 @@ def all_gather(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "
 
 
 def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "ring", *,
-                   one_shot: bool = False, name: str = "reduce_scatter") -> Traffic:
+                   one_shot: bool = False, name: str = "reduce_scatter", raw: CodecCost = BF16) -> Traffic:
     """Reduce-scatter of n gradient values per rank, leaving each rank the sum of its n/P. one_shot:
     ZeRO++'s qgZ (hierarchical all-to-all: encode once, all-to-all inside the node, sum in fp32, encode the
     node's sums once, all-to-all across nodes, sum); else a ring (the codec re-encoded at every hop) or the
-    hierarchical form (bf16 inside the node, the codec across)."""
+    hierarchical form (`raw`, bf16 by default, inside the node; the codec across)."""
     N, g, P = c.nodes, c.gpus_per_node, c.P
     if n == 0 or P == 1:
         return Traffic(name, "-", codec.name)
@@ -196,10 +196,10 @@ def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str
         t = cl.ring_reduce_scatter(P, n, c.ring_link, codec)
         w = _piece(codec, n / P)
         return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w)
-    a = cl.ring_reduce_scatter(g, n, c.intra, BF16)
+    a = cl.ring_reduce_scatter(g, n, c.intra, raw)
     b = cl.ring_reduce_scatter(N, n / g, c.inter_per_gpu, codec)
     return Traffic(name, "inside the node, then across", codec.name, a[0] + b[0], a[1] + b[1], a[2] + b[2],
-                   g * (N - 1) * _piece(codec, n / P), g * (g - 1) * _piece(BF16, n / g))
+                   g * (N - 1) * _piece(codec, n / P), g * (g - 1) * _piece(raw, n / g))
 
 
 def carries_weights(codec: CodecCost | object) -> bool:
@@ -218,19 +218,21 @@ def carries_weights(codec: CodecCost | object) -> bool:
 
 
 def layer_traffic(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "ring",
-                  zero_pp: Sequence[str] = (), *, weights: CodecCost | None = None) -> dict[str, Traffic]:
+                  zero_pp: Sequence[str] = (), *, weights: CodecCost | None = None,
+                  raw: CodecCost = BF16) -> dict[str, Traffic]:
     """The three collectives of one FSDP unit of n parameters: {forward_all_gather, backward_all_gather,
     reduce_scatter}. codec: on the gradients (qgZ one-shot, else per ring hop), and on the weights when
     qwZ is on and it can carry weights (`carries_weights`); weights: a separate weight codec (the paper's
-    INT8 beside INT4 gradients), used when qwZ is on."""
+    INT8 beside INT4 gradients), used when qwZ is on; raw: the uncompressed format (bf16; the planner's fp32)."""
     zp = parse_zero_pp(zero_pp)
-    w = BF16
+    w = raw
     if "qwz" in zp:
-        w = weights if weights is not None else (codec if carries_weights(codec) else BF16)
+        w = weights if weights is not None else (codec if carries_weights(codec) else raw)
     return {"forward_all_gather": all_gather(c, n, w, algorithm, name="forward_all_gather"),
             "backward_all_gather": all_gather(c, n, w, algorithm, inside_node="hpz" in zp,
                                               name="backward_all_gather"),
-            "reduce_scatter": reduce_scatter(c, n, codec, algorithm, one_shot="qgz" in zp, name="reduce_scatter")}
+            "reduce_scatter": reduce_scatter(c, n, codec, algorithm, one_shot="qgz" in zp, name="reduce_scatter",
+                                             raw=raw)}
 
 
 def fsdp_step(fwd: Sequence[float], bwd: Sequence[float], ag_f: Sequence[float], ag_b: Sequence[float],
@@ -295,7 +297,7 @@ class FsdpStep:
 
 def price_step(params: Sequence[float], fwd: Sequence[float], bwd: Sequence[float], c: Cluster,
                codec: CodecCost = BF16, algorithm: str = "ring", zero_pp: Sequence[str] = (), overlap: bool = False,
-               *, weights: CodecCost | None = None) -> FsdpStep:
+               *, weights: CodecCost | None = None, raw: CodecCost = BF16) -> FsdpStep:
     """One FSDP step of units with `params` parameters each and forward/backward compute seconds, on `c`."""
     check_fsdp_cluster(c)
     check_fsdp_algorithm(algorithm)
@@ -304,7 +306,7 @@ def price_step(params: Sequence[float], fwd: Sequence[float], bwd: Sequence[floa
     per = []
     for n in params:
         if n not in memo:
-            memo[n] = layer_traffic(c, n, codec, algorithm, zp, weights=weights)
+            memo[n] = layer_traffic(c, n, codec, algorithm, zp, weights=weights, raw=raw)
         per.append(memo[n])
     totals = {k: Traffic(k, per[0][k].where if per else "-", per[0][k].codec if per else codec.name)
               for k in COLLECTIVES}
@@ -374,7 +376,76 @@ def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> 
                      f"GPT-style decoder: {n_layer} blocks, d={d}, {total / 1e9:.2f} B parameters")
 
 
-__all__ = ["STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
+def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None, batch_per_gpu: int | None = None,
+              global_batch: int | None = None, algorithm: str = "ring", codec=None, overlap: bool = False,
+              micro_batches: int | None = None, zero_pp=()) -> "StepPlan":
+    """The planner's strategy 'fsdp' (`lab.plan.strategies.plan_step`): one ZeRO-3 / FSDP step of `spec` on P
+    GPUs (of `cluster`, whole nodes, or P GPUs on one `link`). The planner's uncompressed values are fp32
+    (`cluster_codec`); codec: one codec name for every layer (the gradients; the weights too with qwZ).
+    algorithm: hierarchical on a cluster when asked, else every all-gather / reduce-scatter is a ring.
+    Memory: 12 bytes per owned parameter (n/P), the gathered layer's fp32 weights, activations, hpZ's copy."""
+    from .links import resolve_link
+    from .strategies import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, _check_batches,
+                             cluster_codec, sub_cluster)
+    from .wire import wire_codec
+
+    zp = parse_zero_pp(zero_pp)
+    if micro_batches is not None:
+        raise ValueError("micro_batches is for strategy='pipeline'")
+    if codec is not None and not isinstance(codec, str):
+        raise ValueError(f"strategy fsdp takes one codec name for every layer (or none), got {codec!r}")
+    if not isinstance(overlap, bool):
+        raise ValueError(f"overlap must be True or False, got {overlap!r}")
+    b, B = _check_batches(batch_per_gpu, global_batch)
+    if P < 2:
+        raise Infeasible("fsdp shards the model over the GPUs: P must be >= 2")
+    if cluster is not None:
+        c = sub_cluster(cluster, P)
+        where = c.name
+    else:
+        lk = resolve_link(link)
+        flat = replace(lk, name=f"{lk.name} (one link)")
+        c = Cluster(1, P, flat, flat)
+        where = lk.name
+    wc = wire_codec(codec)
+    if wc.phased:
+        raise ValueError(f"codec {codec!r} runs its own allreduces; FSDP reduce-scatters shards: pick another codec")
+    cc = cluster_codec(wc, dev)
+    a = "hierarchical" if (algorithm == "hierarchical" and cluster is not None) else "ring"
+    total = float(P * b) if b is not None else float(B)
+    if total < P:
+        raise Infeasible(f"a global batch of {total:g} gives some of the {P} GPUs no sample; need >= {P}")
+    per_gpu = total / P
+    F = dev.flops_per_s
+    params = [float(lay.params) for lay in spec.layers]
+    fwd = [lay.flops * per_gpu / F for lay in spec.layers]
+    bwd = [2 * f for f in fwd]
+    raw = cl.FP32  # the planner's uncompressed weights and gradients are fp32, as its data parallelism's
+    st = price_step(params, fwd, bwd, c, cc, a, zp, overlap, raw=raw)
+    rows, memo = [], {}
+    for lay, n, f in zip(spec.layers, params, fwd):
+        if n not in memo:
+            memo[n] = layer_traffic(c, n, cc, a, zp, raw=raw)
+        t = memo[n]
+        rows.append({"layer": lay.name, "kind": lay.kind, "role": "fsdp", "params": lay.params, "samples": per_gpu,
+                     "compute_ms": 3e3 * f, "comm_ms": 1e3 * sum(x.seconds for x in t.values()),
+                     "sends": "weights x2 + gradients" if n else "-", "codec": f"{st.weights_codec} / {cc.name}",
+                     # what one GPU sends, on average: a node's bytes (both levels) over its GPUs
+                     "wire_MB": sum(x.cross_node_bytes + x.intra_node_bytes for x in t.values()) / c.gpus_per_node
+                     / 1e6 if n else 0.0})
+    n_all = sum(params)
+    mem = (n_all / P * BYTES_PER_PARAM + 2 * max(params) * 4.0 + per_gpu * sum(lay.outputs for lay in spec.layers)
+           * BYTES_PER_ACTIVATION + (hpz_extra_GB(n_all, c) * 1e9 if "hpz" in zp else 0.0))
+    compute = 3.0 * sum(fwd)
+    comm = st.total.seconds
+    exposed = max(0.0, st.seconds - compute)
+    label = f"{a} all-gather / reduce-scatter" + (f", ZeRO++ {zero_pp_label(zp)}" if zp else "")
+    return StepPlan(spec.name, "fsdp", P, total, per_gpu, dev.name, where, label, overlap, compute, comm, exposed,
+                    0.0, st.seconds, total / st.seconds, mem / 1e9, mem / 1e9 <= dev.memory_GB, None,
+                    pd.DataFrame(rows))
+
+
+__all__ = ["plan_fsdp", "STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
            "PAPER_INT4", "check_strategy", "parse_zero_pp", "zero_pp_label", "check_fsdp_cluster", "Traffic",
            "all_gather", "reduce_scatter", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep", "price_step",
            "hpz_extra_GB", "owned_GB", "volume_table", "transformer"]
