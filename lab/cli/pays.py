@@ -10,7 +10,8 @@ from .base import app, console, emit, fail, json_option, out_option, print_frame
 
 
 @app.command()
-def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small"),
+def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small; with "
+                                                     "--strategy fsdp also a GPT of N billion parameters: gpt-7b"),
          cluster: str = typer.Option("8x8", help="NODESxGPUS, e.g. 8x8: 8 nodes of 8 GPUs"),
          gpu: str = typer.Option("h100", help="GPU preset: gtx_titan | k40m | v100 | a100 | h100 (compute, memory "
                                               "bandwidth for the codec roofline)"),
@@ -36,6 +37,9 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
                                                                        "qwz (codec on the weights' all-gather), qgz "
                                                                        "(one-shot all-to-all gradients), hpz (backward "
                                                                        "all-gather inside the node), or none"),
+         weights_codec: Optional[str] = typer.Option(None, "--weights-codec", help="with --strategy fsdp and qwz: "
+                                                     "one codec for the weights on every row (ZeRO++: int8 weights "
+                                                     "beside 4-bit gradients); default: each row's codec"),
          all_rows: bool = typer.Option(False, "--all", help="also print every codec × algorithm row"),
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Per codec: step-time speedup against bf16 (its best algorithm: flat ring, hierarchical, ZeRO++'s
@@ -49,10 +53,11 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
     fsdp = strategy == "fsdp"
     if fsdp:
         config["zero_pp"] = zero_pp
+        config["weights_codec"] = weights_codec
     try:
         res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics,
                                    batch_per_gpu=batch, overlap=overlap, codecs=codecs, converge_task=task,
-                                   strategy=strategy, zero_pp=zero_pp)
+                                   strategy=strategy, zero_pp=zero_pp, weights_codec=weights_codec)
     except USER_ERRORS as e:
         fail(str(e))
         return

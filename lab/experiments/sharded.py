@@ -9,7 +9,7 @@ import pandas as pd
 from lab.comm import cluster as _cluster
 from lab.plan import sharded as _sh
 from lab.plan.devices import get_device
-from lab.plan.layers import ModelSpec, get_model
+from lab.plan.layers import ModelSpec
 
 PAR_STRATEGIES = _sh.STRATEGIES
 ZERO_PP_SWITCHES = _sh.ZERO_PP
@@ -39,7 +39,7 @@ def fsdp_model(billions: float, seq_len: int = 2048) -> ModelSpec:
 def _spec(model) -> ModelSpec:
     if isinstance(model, (int, float)) and not isinstance(model, bool):
         return fsdp_model(float(model))
-    return get_model(model.replace("-", "_") if isinstance(model, str) else model)
+    return _sh.sized_model(model)
 
 
 def fsdp_traffic(model: str | float | ModelSpec = 7.0, nodes: int = 8, gpus_per_node: int = 8, *,

@@ -39,6 +39,7 @@ backward prefetch) and reduce-scatters each unit's gradient after its backward.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
@@ -356,6 +357,19 @@ def volume_table(c: Cluster | str = "48x8", n_values: float = 1e9, *, weights: C
     return pd.DataFrame(rows)
 
 
+_SIZED = re.compile(r"\s*gpt[_-]?(\d+(?:\.\d+)?)b\s*\Z", re.I)
+
+
+def sized_model(name):
+    """A model by name: 'gpt-7b' / 'gpt_175b' (`transformer` of that many billion parameters), else a preset
+    of `lab.plan.layers` (or a ModelSpec as is)."""
+    from .layers import get_model
+    m = _SIZED.match(name) if isinstance(name, str) else None
+    if m:
+        return transformer(float(m.group(1)))
+    return get_model(name.replace("-", "_") if isinstance(name, str) else name)
+
+
 def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> "ModelSpec":
     """A GPT-style decoder of about `billions` × 1e9 parameters (GPT-3's shape rule: width d = 128 × layers,
     12·d² weights per block, Brown et al. 2020 Table 2.1), d rounded to a multiple of 128; one FSDP unit
@@ -448,4 +462,4 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
 __all__ = ["plan_fsdp", "STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
            "PAPER_INT4", "check_strategy", "parse_zero_pp", "zero_pp_label", "check_fsdp_cluster", "Traffic",
            "all_gather", "reduce_scatter", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep", "price_step",
-           "hpz_extra_GB", "owned_GB", "volume_table", "transformer"]
+           "hpz_extra_GB", "owned_GB", "volume_table", "transformer", "sized_model"]

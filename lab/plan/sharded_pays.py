@@ -43,8 +43,9 @@ def _cost(name: str, dev, bench_file) -> CodecCost:
     return got
 
 
-def _steps(s: _p.Setting, cc: CodecCost, a: str, zp: tuple[str, ...], c: Cluster | None = None) -> sh.FsdpStep:
-    return sh.price_step(s.params, s.fwd, s.bwd, c or s.cluster, cc, a, zp, s.overlap)
+def _steps(s: _p.Setting, cc: CodecCost, a: str, zp: tuple[str, ...], c: Cluster | None = None,
+           weights: CodecCost | None = None) -> sh.FsdpStep:
+    return sh.price_step(s.params, s.fwd, s.bwd, c or s.cluster, cc, a, zp, s.overlap, weights=weights)
 
 
 def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8", *, gpu: str = "h100",
@@ -53,11 +54,13 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
               sh.ZERO_PP_ALL, algorithms: Sequence[str] | None = None,
               bandwidths: Sequence[float] = _p.DEFAULT_BANDWIDTHS, bench_dir: Path | str | None = None,
               progress: _p.Progress | None = None, converge_task: str | None = None,
-              results: Sequence[Path | str] | None = None) -> _p.PaysResult:
+              results: Sequence[Path | str] | None = None, weights_codec: str | None = None) -> _p.PaysResult:
     """`lab.plan.pays.pays` for ZeRO-3 / FSDP with ZeRO++ switches `zero_pp` ('qwz,qgz,hpz', any subset,
     'none'): rows per codec × algorithm (ring, hierarchical), summary per codec, sweep over NIC bandwidth,
-    the lesson inside one node / here / on 10 Gb/s Ethernet (see the module docstring)."""
-    spec = _p._model(model)
+    the lesson inside one node / here / on 10 Gb/s Ethernet (see the module docstring). model: a preset or
+    'gpt-7b' style (`lab.plan.sharded.sized_model`). weights_codec: one codec for the weights (qwZ) on every
+    row (ZeRO++: INT8 weights beside INT4 gradients); None: each row's codec where it can carry weights."""
+    spec = sh.sized_model(model)
     dev = get_device(gpu)
     c = sh.check_fsdp_cluster(cl.make_cluster(cluster, intra, inter, nics_per_node))
     zp = sh.parse_zero_pp(zero_pp)
@@ -85,9 +88,19 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
     s = _p.Setting(spec, c, dev, batch_per_gpu, overlap)
     base_pen = pen.get(_p.BASELINE)
     qwz = "qwz" in zp
+    wcc = None
+    if weights_codec is not None:
+        if not qwz:
+            raise ValueError(f"weights codec {weights_codec!r}: weights travel encoded only with qwz in the ZeRO++ "
+                             "switches (e.g. --zero-pp qwz,qgz,hpz)")
+        wcc = BF16 if weights_codec in (_p.BASELINE, "none") else _cost(weights_codec, dev, bench_file)
+        if not sh.carries_weights(wcc):
+            raise ValueError(f"codec {weights_codec!r} cannot carry weights on the all-gather (it only sums or "
+                             "sparsifies gradients); weights codecs allowed: "
+                             + ", ".join(n for n in fsdp_candidates() if sh.carries_weights(_cost(n, dev, None))))
 
     def accuracy_of(cc: CodecCost) -> dict:
-        if qwz and sh.carries_weights(cc):
+        if qwz and (sh.carries_weights(cc) if wcc is None else not wcc.raw):
             return {"steps_penalty": math.nan, "steps_penalty_ci_low": math.nan, "steps_penalty_ci_high": math.nan,
                     "accuracy": acc.NOT_MEASURED, "penalty_source": None}
         return _p._accuracy(pen, cc.name, base_pen)
@@ -108,12 +121,13 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
         zpc = base_zp if is_base else zp
         per_alg = {}
         for a in algos:
-            st = _steps(s, cc, a, zpc)
+            wt = None if is_base else wcc
+            st = _steps(s, cc, a, zpc, weights=wt)
             t = st.seconds
-            grid = np.array([_steps(s, cc, a, zpc, cb).seconds for cb in clusters])
+            grid = np.array([_steps(s, cc, a, zpc, cb, wt).seconds for cb in clusters])
             per_alg[a] = (t, grid, st)
             tot = st.total
-            w = cc if (qwz and sh.carries_weights(cc)) else BF16
+            w = wt if wt is not None else cc if (qwz and sh.carries_weights(cc)) else BF16
             row = {"strategy": "fsdp", "zero_pp": sh.zero_pp_label(zpc), "codec": cc.name, "algorithm": a,
                    "mode": "one-shot" if ("qgz" in zpc and not is_base) else cc.mode,
                    "weights_codec": st.weights_codec, "grads_codec": cc.name,
@@ -154,7 +168,8 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
             progress((k + 1) / (len(costs) + 1), cc.name)
     summary_df = pd.DataFrame(summary)
     rels = {n: a["steps_penalty"] for n, a in accs.items()}
-    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, zp, summary_df, best_base, base_step, rels)
+    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, zp, summary_df, best_base, base_step, rels,
+                     wcc)
     lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()),
                   strategy="fsdp", zero_pp=sh.zero_pp_label(zp), zero3_step_ms=1e3 * zero3)
@@ -176,13 +191,14 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
 
 
 def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[str, ...],
-            rels: dict[str, float]) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
+            rels: dict[str, float], wcc: CodecCost | None = None
+            ) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
     """(paying, sunk) as `lab.plan.pays._paying`, for FSDP steps."""
     base_zp = tuple(x for x in zp if x == "hpz")
     base = min(_steps(s, BF16, a, base_zp).seconds for a in algos)
     out, sunk = [], []
     for cc in costs:
-        per_step = base / min(_steps(s, cc, a, zp).seconds for a in algos)
+        per_step = base / min(_steps(s, cc, a, zp, weights=wcc).seconds for a in algos)
         rel = rels.get(cc.name, math.nan)
         x = per_step if math.isnan(rel) else _p._tta(per_step, rel)
         if x > 1 + _p.PAYS_MARGIN:
@@ -194,11 +210,11 @@ def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[s
 
 def _lesson(spec, c: Cluster, dev, batch: int, overlap: bool, costs: list[CodecCost], algos: list[str],
             zp: tuple[str, ...], summary: pd.DataFrame, best_base: str, base_step: float,
-            rels: dict[str, float]) -> dict:
+            rels: dict[str, float], wcc: CodecCost | None = None) -> dict:
     """The keys of `lab.plan.pays`'s lesson (so `lesson_sentence` reads it), for FSDP: inside one node (of at
     least 2 GPUs), here, and on 10 Gb/s Ethernet."""
     def at(cc: Cluster):
-        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, rels)
+        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, rels, wcc)
 
     g = max(2, c.gpus_per_node)
     inside, sunk_inside = at(Cluster(1, g, c.intra, c.inter, c.nics_per_node))
