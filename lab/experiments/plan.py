@@ -79,8 +79,10 @@ def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "da
 def planner_advice(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
                    link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
                    algorithm: str = "ring", candidates: Sequence[str] | str | None = None,
-                   converge_task: str | None = None, results: Sequence[str] | None = None) -> pd.DataFrame:
-    """Fastest codec per layer at this P and link, with each candidate's time and the saving. candidates:
+                   converge_task: str | None = None, results: Sequence[str] | None = None,
+                   zero_pp=()) -> pd.DataFrame:
+    """Fastest codec per layer at this P and link, with each candidate's time and the saving (data, model and
+    hybrid parallelism; zero_pp, fsdp's switches, is accepted with the planner's other settings and unused). candidates:
     codec names or specs, or None / "all": every registered codec that compresses, read now (a plugin
     registered later is a candidate too). A codec whose measured steps penalty says it never reaches
     the target (`lab.plan.accuracy`: converge_task None = the task closest to the model) is never
