@@ -128,6 +128,10 @@ def test_cli_pays_and_plan_fsdp_json(tmp_path):
                             "mxfp4_e2m1", "--json", "--out", str(out)])
     assert r.exit_code == 0, r.output
     d = json.loads(out.read_text())
+    import jsonschema
+    from pathlib import Path
+    schemas = Path(__file__).resolve().parents[1] / "docs" / "schemas"
+    jsonschema.validate(d, json.loads((schemas / "pays.schema.json").read_text()))
     assert d["config"]["strategy"] == "fsdp" and d["config"]["zero_pp"] == "qgz"
     row = {x["codec"]: x for x in d["rows"]}["mxfp4_e2m1"]
     assert row["zero_pp"] == "qgz" and row["weights_codec"] == "bf16"
@@ -137,6 +141,7 @@ def test_cli_pays_and_plan_fsdp_json(tmp_path):
                             "--cluster", "2x8", "--zero-pp", "hpz", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
+    jsonschema.validate(d, json.loads((schemas / "plan.schema.json").read_text()))
     assert d["config"]["zero_pp"] == "hpz"
     assert {x["strategy"] for x in d["rows"]} == {"data", "fsdp"}
 
