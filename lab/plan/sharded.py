@@ -399,7 +399,7 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
     algorithm: hierarchical on a cluster when asked, else every all-gather / reduce-scatter is a ring.
     Memory: 12 bytes per owned parameter (n/P), the gathered layer's fp32 weights, activations, hpZ's copy."""
     from .links import resolve_link
-    from .strategies import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, _check_batches,
+    from .strategies import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, check_batches,
                              cluster_codec, sub_cluster)
     from .wire import wire_codec
 
@@ -410,7 +410,7 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
         raise ValueError(f"strategy fsdp takes one codec name for every layer (or none), got {codec!r}")
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")
-    b, B = _check_batches(batch_per_gpu, global_batch)
+    b, B = check_batches(batch_per_gpu, global_batch)
     if P < 2:
         raise Infeasible("fsdp shards the model over the GPUs: P must be >= 2")
     if cluster is not None:

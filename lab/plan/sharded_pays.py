@@ -103,7 +103,7 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
         if qwz and (sh.carries_weights(cc) if wcc is None else not wcc.raw):
             return {"steps_penalty": math.nan, "steps_penalty_ci_low": math.nan, "steps_penalty_ci_high": math.nan,
                     "accuracy": acc.NOT_MEASURED, "penalty_source": None}
-        return _p._accuracy(pen, cc.name, base_pen)
+        return _p.accuracy_fields(pen, cc.name, base_pen)
 
     accs = {cc.name: accuracy_of(cc) for cc in costs}
     base_zp = tuple(x for x in zp if x == "hpz")
@@ -140,14 +140,14 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
                    "owned_GB": sh.owned_GB(n_params, c),
                    "hpz_extra_GB": sh.hpz_extra_GB(n_params, c, w) if "hpz" in zpc else 0.0,
                    "break_even_GBps": math.nan if is_base else
-                   _p._crossing(bw, grid - base_grid / (1 + _p.PAYS_MARGIN)),
+                   _p.crossing(bw, grid - base_grid / (1 + _p.PAYS_MARGIN)),
                    "codec_time": cc.source or "none (bf16 baseline)"}
             row["pays_below"] = "baseline" if is_base else _p.pays_below(row["break_even_GBps"])
-            row.update(_p._tta_fields(accs.get(cc.name), base_step / t, bw, grid, base_grid))
+            row.update(_p.tta_fields(accs.get(cc.name), base_step / t, bw, grid, base_grid))
             rows.append(row)
             rel = 1.0 if is_base else accs[cc.name]["steps_penalty"]
             sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
-                       "speedup_vs_bf16": float(bg / g), "time_to_accuracy_speedup": _p._tta(float(bg / g), rel)}
+                       "speedup_vs_bf16": float(bg / g), "time_to_accuracy_speedup": _p.tta(float(bg / g), rel)}
                       for b, g, bg in zip(bw, grid, base_grid)]
         best = min(per_alg, key=lambda a: per_alg[a][0])
         t, _, st = per_alg[best]
@@ -156,10 +156,10 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
                 "weights_codec": st.weights_codec, "grads_codec": cc.name, "bits_per_value": 8.0 * cc.bytes_per_value,
                 "step_ms": 1e3 * t, "speedup_vs_bf16": base_step / t, "speedup_vs_zero3": zero3 / t,
                 "pays": bool(t < base_step / (1 + _p.PAYS_MARGIN)), **st.fields(),
-                "break_even_GBps": math.nan if is_base else _p._crossing(bw, env - base_grid / (1 + _p.PAYS_MARGIN)),
+                "break_even_GBps": math.nan if is_base else _p.crossing(bw, env - base_grid / (1 + _p.PAYS_MARGIN)),
                 "codec_time": cc.source or "none (bf16 baseline)"}
         srow["pays_below"] = "baseline" if is_base else _p.pays_below(srow["break_even_GBps"])
-        srow.update(_p._tta_fields(accs.get(cc.name), base_step / t, bw, env, base_grid))
+        srow.update(_p.tta_fields(accs.get(cc.name), base_step / t, bw, env, base_grid))
         srow["pays_per_step"] = srow["pays"]
         if not is_base and accs[cc.name]["accuracy"] != acc.NOT_MEASURED:
             srow["pays"] = bool(srow["time_to_accuracy_speedup"] > 1 + _p.PAYS_MARGIN)
@@ -200,7 +200,7 @@ def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[s
     for cc in costs:
         per_step = base / min(_steps(s, cc, a, zp, weights=wcc).seconds for a in algos)
         rel = rels.get(cc.name, math.nan)
-        x = per_step if math.isnan(rel) else _p._tta(per_step, rel)
+        x = per_step if math.isnan(rel) else _p.tta(per_step, rel)
         if x > 1 + _p.PAYS_MARGIN:
             out.append((cc.name, x, not math.isnan(rel)))
         elif per_step > 1 + _p.PAYS_MARGIN:

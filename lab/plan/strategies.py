@@ -128,6 +128,11 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
+def check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
+    """(batch_per_gpu, global_batch) checked: one of them (default 128 per GPU), each an int >= 1."""
+    return _check_batches(batch_per_gpu, global_batch)
+
+
 def _check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
     if batch_per_gpu is not None and global_batch is not None:
         raise ValueError("give batch_per_gpu or global_batch, not both")
