@@ -150,6 +150,64 @@ def pays_accuracy() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- docs/sharded.md
+
+SHARDED_CLUSTER = ["--cluster", "48x8", "--gpu", "a100", "--intra", "nvlink3", "--inter", "eth100g"]
+SHARDED_COLLECTIVES = ("forward_all_gather", "backward_all_gather", "reduce_scatter")
+
+
+def sharded_volume() -> str:
+    """ZeRO++ §3's cross-node volume per step with the lab's model: plain bf16 ZeRO-3 (`--zero-pp none`, its
+    bf16 row) against ZeRO++ (qwZ with int8 weights, qgZ with mxfp4_e2m1 gradients, hpZ), per collective, in
+    units of what one node must receive of the model, M·(N−1)/N (the bf16 forward all-gather's bytes)."""
+    z3 = _row(paralab("pays", "--strategy", "fsdp", "--zero-pp", "none", "--model", "gpt-18b", "--codecs", "int8",
+                      *SHARDED_CLUSTER), "bf16")
+    zpp = _row(paralab("pays", "--strategy", "fsdp", "--zero-pp", "qwz,qgz,hpz", "--model", "gpt-18b", "--codecs",
+                       "mxfp4_e2m1", "--weights-codec", "int8", *SHARDED_CLUSTER), "mxfp4_e2m1")
+    unit = z3["forward_all_gather_cross_node_MB"]
+    paper = {"forward_all_gather": ("1", "0.5"), "backward_all_gather": ("1", "0"),
+             "reduce_scatter": ("1", "0.25"), "total": ("3", "0.75")}
+    lines = ["| collective | ZeRO-3, bf16 (lab) | ZeRO++ (lab: int8 weights, mxfp4_e2m1 gradients) | paper ZeRO-3 | "
+             "paper ZeRO++ | ZeRO++ runs it |", "|---|---|---|---|---|---|"]
+    for k in (*SHARDED_COLLECTIVES, "total"):
+        a = z3["cross_node_MB"] if k == "total" else z3[f"{k}_cross_node_MB"]
+        b = zpp["cross_node_MB"] if k == "total" else zpp[f"{k}_cross_node_MB"]
+        where = "" if k == "total" else zpp[f"{k}_where"]
+        lines.append(f"| {k.replace('_all_gather', ' all-gather').replace('_', '-')} | {a / unit:.3f} M | {b / unit:.3f} M | {paper[k][0]} M | "
+                     f"{paper[k][1]} M | {where} |")
+    return "\n".join(lines) + "\n"
+
+
+SHARDED_NETWORKS = [("10 GbE", "eth10g"), ("25 GbE", "eth25g"), ("100 GbE", "eth100g"), ("NDR400 InfiniBand", "ib_ndr")]
+
+
+def sharded_throughput() -> str:
+    """ZeRO++ against ZeRO-3 per step for an 18B GPT on 48x8 A100s (384 GPUs, ZeRO++'s largest scale), one
+    2048-token sequence per GPU, over four networks, without and with overlap (prefetch): the speedup against
+    plain bf16 ZeRO-3 and against bf16 FSDP with hpZ (what compression alone adds), and the cross-node GB per
+    node per step."""
+    lines = ["| network between nodes | ZeRO++ vs ZeRO-3, no overlap | of which compression | ZeRO++ vs ZeRO-3, "
+             "overlap | ZeRO-3 step (no overlap / overlap) | cross-node per node per step (ZeRO-3 → ZeRO++) |",
+             "|---|---|---|---|---|---|"]
+    for label, inter in SHARDED_NETWORKS:
+        args = ["pays", "--strategy", "fsdp", "--model", "gpt-18b", "--batch", "1", "--cluster", "48x8", "--gpu",
+                "a100", "--intra", "nvlink3", "--inter", inter, "--codecs", "mxfp4_e2m1", "--weights-codec", "int8"]
+        out, ov = paralab(*args), paralab(*args, "--overlap")
+        r, o = _row(out, "mxfp4_e2m1"), _row(ov, "mxfp4_e2m1")
+        lines.append(f"| {label} | {_x(r['speedup_vs_zero3'])} | {_x(r['speedup_vs_bf16'])} | "
+                     f"{_x(o['speedup_vs_zero3'])} | {out['lesson']['zero3_step_ms'] / 1e3:.2f} s / "
+                     f"{ov['lesson']['zero3_step_ms'] / 1e3:.2f} s | {_zero3_cross(out) / 1e3:.1f} GB → "
+                     f"{r['cross_node_MB'] / 1e3:.1f} GB |")
+    return "\n".join(lines) + "\n"
+
+
+def _zero3_cross(out: dict) -> float:
+    """Plain ZeRO-3's cross-node MB: the bf16 row's, with the backward all-gather's that hpZ kept inside (it
+    equals the forward one's)."""
+    b = _row(out, "bf16")
+    return b["cross_node_MB"] + b["forward_all_gather_cross_node_MB"] - b["backward_all_gather_cross_node_MB"]
+
+
 # -- docs/deep_image.md
 
 def deep_image_counts() -> str:
@@ -176,6 +234,8 @@ TABLES: dict[str, Table] = {
     "pays_papers": Table("pays.md", pays_papers),
     "pays_accuracy": Table("pays.md", pays_accuracy),
     "deep_image_counts": Table("deep_image.md", deep_image_counts),
+    "sharded_volume": Table("sharded.md", sharded_volume),
+    "sharded_throughput": Table("sharded.md", sharded_throughput),
 }
 
 

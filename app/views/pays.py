@@ -6,7 +6,7 @@ import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MODELS, PAPER_PAYS,
+from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MODELS, PAPER_PAYS, ZERO_PP_SWITCHES,
                              does_compression_pay, nvls_table, pays_takeaway)
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
@@ -48,6 +48,27 @@ HEADERS = {
     "pays_below_tta": ("Pays below in time to accuracy (NIC)", "the break-even in words"),
     "pays_below": ("Pays below (NIC)", "the NIC bandwidth below which this codec pays"),
 }
+# FSDP / ZeRO++ (issue 31): the training strategy and the columns its rows add
+STRATEGY_LABELS = {"DDP (allreduce the gradients)": "ddp", "FSDP / ZeRO-3 (shard the model)": "fsdp"}
+FSDP_COLLECTIVE_LABELS = {"forward_all_gather": "Forward all-gather", "backward_all_gather": "Backward all-gather",
+                          "reduce_scatter": "Reduce-scatter"}
+HEADERS.update({
+    "strategy": ("Strategy", "ddp: allreduce the gradients; fsdp: ZeRO-3 / FSDP, weights all-gathered twice, "
+                             "gradients reduce-scattered"),
+    "zero_pp": ("ZeRO++", "the switches on: qwz (codec on the weights), qgz (one-shot all-to-all gradients), hpz "
+                          "(backward all-gather inside the node)"),
+    "weights_codec": ("Weights codec", "what the weights travel as on the all-gathers (bf16 without qwz)"),
+    "grads_codec": ("Gradients codec", "what the gradients travel as on the reduce-scatter"),
+    "speedup_vs_zero3": ("Speedup vs ZeRO-3 (x)", "plain bf16 ZeRO-3 (no ZeRO++ switch) / this step"),
+    "intra_node_MB": ("Inside a node (MB)", "bytes a node's GPUs send each other per step"),
+    "owned_GB": ("Model state per GPU (GB)", "16 bytes per owned parameter (mixed-precision Adam)"),
+    "hpz_extra_GB": ("hpZ copy per GPU (GB)", "the secondary weight partition hpZ keeps inside the node"),
+    **{f"{k}_{m}": (f"{v} {w}", t) for k, v in FSDP_COLLECTIVE_LABELS.items()
+       for m, w, t in (("cross_node_MB", "across nodes (MB)", "bytes leaving one node per step"),
+                       ("intra_node_MB", "inside a node (MB)", "bytes a node's GPUs send each other per step"),
+                       ("ms", "(ms)", "seconds of this collective per step, over all layers"),
+                       ("where", "runs", "which GPUs take part"))},
+})
 LONG_TEXT = ["codec_time", "penalty_source"]  # said once in the captions (codec time, the penalties' file)
 TTA_FIRST = ["codec", "time_to_accuracy_speedup", "steps_penalty", "steps_penalty_ci_low", "steps_penalty_ci_high",
              "accuracy", "pays", "speedup_vs_bf16", "pays_per_step", "pays_below_tta"]
@@ -91,6 +112,51 @@ def _predict(comp, lesson: dict, inter: str) -> None:
                reveal, key="guess")
 
 
+def _fsdp_settings() -> tuple[str, str]:
+    """The training strategy (DDP or FSDP) and, for FSDP, ZeRO++'s switches: ('ddp' | 'fsdp', 'qwz,qgz,hpz')."""
+    f1, f2 = st.columns([2, 3])
+    label = ui.radio("Training", list(STRATEGY_LABELS), "strategy", next(iter(STRATEGY_LABELS)), where=f1,
+                     help="DDP allreduces the gradients; FSDP / ZeRO-3 keeps 1/P of the model per "
+                                           "GPU, all-gathers the weights before forward and backward and "
+                                           "reduce-scatters the gradients (docs/sharded.md)")
+    strategy = STRATEGY_LABELS[label]
+    if strategy != "fsdp":
+        return strategy, "none"
+    on = ui.multiselect("ZeRO++ switches", list(ZERO_PP_SWITCHES), "zero_pp", list(ZERO_PP_SWITCHES), where=f2,
+                        help="qwz: the codec on the weights' all-gathers; qgz: gradients through a one-shot "
+                             "all-to-all; hpz: a weight copy inside each node so the backward all-gather stays "
+                             "there. The bf16 baseline keeps hpz as chosen.")
+    return strategy, ",".join(on) or "none"
+
+
+def _fsdp_tab(res, shown: list) -> None:
+    """FSDP's bytes per collective per step for one codec's best row, beside bf16's."""
+    summary = res.summary.set_index("codec")
+    codecs = ["bf16", *[c for c in shown if c in summary.index and c != "bf16"]]
+    pick = ui.select("Codec", codecs, "fsdp_codec", codecs[1] if len(codecs) > 1 else "bf16",
+                     help="its fastest algorithm's row; bf16 is the baseline")
+    row = summary.loc[pick].to_dict()
+    frame = plots.fsdp_row_frame(row)
+    ui.figure(plots.fsdp_bytes_figure(frame, f"{pick}, ZeRO++ {row['zero_pp']}: bytes per collective per step"),
+              frame, "fsdp_bytes")
+    base = summary.loc["bf16"]
+    st.markdown(f"Across each node boundary per step: **{row['cross_node_MB']:.4g} MB** with {pick} against "
+                f"{base['cross_node_MB']:.4g} MB for bf16 ({row['zero_pp']}); the step is "
+                f"{row['speedup_vs_zero3']:.2f}x plain ZeRO-3's and {row['speedup_vs_bf16']:.2f}x bf16 FSDP's.")
+
+
+def _fsdp_volume(res) -> str:
+    """The paper callout's volume sentence for FSDP rows: cross-node MB of the best compressed codec vs bf16."""
+    s = res.summary.set_index("codec")
+    comp = s.drop(index="bf16")
+    if not len(comp) or s.loc["bf16", "cross_node_MB"] <= 0:
+        return "pick a cluster of more than one node to compare the cross-node volume"
+    c = comp["cross_node_MB"].idxmin()
+    return (f"here {c} with ZeRO++ {s.loc[c, 'zero_pp']} sends {s.loc['bf16', 'cross_node_MB'] / s.loc[c, 'cross_node_MB']:.2f}x "
+            f"fewer bytes across nodes per step than bf16 FSDP ({s.loc['bf16', 'zero_pp']}); docs/sharded.md "
+            "reproduces the 3M → 0.75M table")
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("Does compression pay?")
@@ -126,8 +192,11 @@ def render() -> None:
         nics = ui.number("NICs per node", "nics", 0, where=m3, min_value=0, max_value=72, step=1,
                          help="0: one per GPU (DGX H100: 8x NDR400); fewer NICs share the node's network")
 
+    strategy, zero_pp = _fsdp_settings()
     params = dict(model=model, cluster=f"{int(nodes)}x{int(gpus)}", gpu=gpu, intra=intra, inter=inter,
                   nics_per_node=int(nics) or None, batch_per_gpu=int(batch), overlap=bool(overlap))
+    if strategy == "fsdp":
+        params.update(strategy="fsdp", zero_pp=zero_pp)
     with ui.guard():
         res = ui.cached_run("pays", params, lambda: does_compression_pay(**params))
     summary = res.summary
@@ -178,7 +247,11 @@ def render() -> None:
     st.caption(f"Codec time: {res.codec_time}. {res.accuracy[0].upper()}{res.accuracy[1:]}. "
                + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
 
-    t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
+    t1, t2, t3, *t4 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's",
+                               *(["What FSDP sends"] if strategy == "fsdp" else [])])
+    if t4:
+        with t4[0]:
+            _fsdp_tab(res, shown)
     with t1:
         per_codec = summary.drop(columns=["break_even_GBps"])
         if tta:
@@ -210,6 +283,8 @@ def render() -> None:
     vol = (f"our alltoall_quantized with mxfp4_e2m1 (4.25 bits with its scales) sends {ratio:.2f}x fewer bytes "
            "across nodes than the bf16 hierarchical allreduce" if ratio
            else "pick a cluster of more than one node to compare the cross-node volume")
+    if strategy == "fsdp":
+        vol = _fsdp_volume(res)
     ui.paper_callout(
         f"ZeRO++'s qgZ sends INT4 instead of FP16 gradients: {PAPER_PAYS['zeropp_volume_reduction']:g}x less volume "
         f"(ZeRO-3's cross-node {PAPER_PAYS['zeropp_cross_node_before_M']:g}M → "

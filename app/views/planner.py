@@ -13,6 +13,7 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, STRATEGI
                              crossover, custom_device, custom_link, deep_image_figure2, link_presets, paper_checks,
                              planner_advice, planner_breakdown, planner_sweep)
 from lab.experiments.plan import cluster_algorithms, planner_cluster
+from lab.experiments import ZERO_PP_SWITCHES
 from lab.plots.plan import plan_comm_figure
 
 GPUS = ["1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64", "96", "128", "256", "512", "1024"]
@@ -113,7 +114,7 @@ def render() -> None:
     strategies = ui.multiselect("Strategies", list(STRATEGIES), "strategies", ["data", "hybrid"], where=d2,
                                 help="data: every GPU a replica, gradients allreduced; model: every layer split; "
                                      "hybrid: convolutions data-, dense layers model-parallel (Krizhevsky); "
-                                     "pipeline: GPipe stages")
+                                     "pipeline: GPipe stages; fsdp: ZeRO-3 / FSDP, each GPU holds 1/P of every layer")
     gpus = ui.multiselect("GPU counts P", GPUS, "gpus", ["1", "2", "4", "8", "16", "32", "64"], where=d3,
                           help="the GPU counts to predict, 1–1024" + ("; on a cluster, P up to one node's GPUs or "
                                                                       "whole nodes" if two_level else ""))
@@ -138,6 +139,7 @@ def render() -> None:
                                help="compresses the gradients' allreduce (its measured wire size); none = fp32")
         act_codec = ui.select("Activation codec", codec_choices(), "act_codec", "none", where=e3,
                               help="for model-parallel and pipeline activations: 8- or 16-bit codecs only")
+        zero_pp = _zero_pp(strategies, e3)
         overlap = ui.checkbox("Overlap (lazy update)", "overlap", False, where=e4,
                               help="Deep Image's lazy update: a layer's allreduce runs during the rest of the "
                                    "backward pass")
@@ -161,6 +163,8 @@ def render() -> None:
         kw = dict(device=custom_device(tflops) if device == "custom" else device, algorithm=algorithm,
                   batch_per_gpu=int(batch) if batch_mode == "per GPU" else None,
                   global_batch=int(batch) if batch_mode == "global" else None)
+        if zero_pp:
+            kw["zero_pp"] = zero_pp
         if two_level:
             kw.update(cluster=f"{int(nodes)}x{int(gpn)}", intra=intra, inter=inter,
                       nics_per_node=None if nics == NICS[0] else int(nics))
@@ -184,6 +188,17 @@ def render() -> None:
                   "(compute at 40 % of the GPU's peak, the links' latency and bandwidth), not measurements.")
     st.subheader("The papers' numbers beside the model's")
     ui.shown(lambda: _papers(bool(overlap)))
+
+
+def _zero_pp(strategies, where) -> str:
+    """ZeRO++'s switches for the fsdp strategy ('qwz,hpz'; '' when fsdp is not chosen or none is on)."""
+    if "fsdp" not in strategies:
+        return ""
+    on = ui.multiselect("ZeRO++ (fsdp)", list(ZERO_PP_SWITCHES), "zero_pp", [], where=where,
+                        help="fsdp all-gathers the weights before forward and backward and reduce-scatters the "
+                             "gradients; qwz: the gradient codec on the weights too; qgz: gradients through a "
+                             "one-shot all-to-all; hpz: the backward all-gather inside the node (docs/sharded.md)")
+    return ",".join(on)
 
 
 def _two_level(net, Ps, codecs, overlap, kw) -> tuple[pd.DataFrame, str, str] | None:
@@ -352,7 +367,7 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
             st.info("Codec advice times each codec on one link: choose Machine = one link (or see the "
                     "'Does compression pay?' page for codecs on a cluster).")
             return
-        if strategy == "pipeline":
+        if strategy in ("pipeline", "fsdp"):
             st.info("Codec advice covers data, model and hybrid parallelism.")
             return
         adv = planner_advice(net, P, strategy=strategy, **kw)

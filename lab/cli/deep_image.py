@@ -17,7 +17,12 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
          link: str = typer.Option("pcie3", help="link preset (pcie3, nvlink4, ib_fdr, eth10g, ...; dettmers2016: "
                                                 "7 GiB/s and 0.5 ms per message, as Dettmers 2016 computes) or a "
                                                 "bench/results/collectives-*.json with a fitted link"),
-         strategy: str = typer.Option("data", help="data | model | hybrid | pipeline, or several comma-separated"),
+         strategy: str = typer.Option("data", help="data | model | hybrid | pipeline | fsdp, or several "
+                                                   "comma-separated (fsdp: ZeRO-3 / FSDP, see --zero-pp)"),
+         zero_pp: str = typer.Option("none", "--zero-pp", help="with --strategy fsdp: ZeRO++ switches, any of qwz "
+                                                               "(codec on the weights' all-gather), qgz (one-shot "
+                                                               "all-to-all gradients), hpz (backward all-gather "
+                                                               "inside the node), comma-separated, or none"),
          device: str = typer.Option("v100", help="gtx_titan | dettmers2016 | k40m | v100 | a100 | h100. "
                                                  "dettmers2016 is Dettmers' assumed 100 ms AlexNet pass of 128 "
                                                  "images (5.56 TFLOP/s achieved, above any 2013 card's peak); "
@@ -51,7 +56,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
     from lab.experiments.plan import (advice_time_to_accuracy, planner_advice, planner_breakdown, planner_cluster,
                                       planner_sweep)
-    from lab.experiments import get_model, resolve_link
+    from lab.experiments import get_model, parse_zero_pp, resolve_link
 
     Ps = numbers(gpus, "--gpus", int)
     strategies = [s.strip() for s in strategy.split(",") if s.strip()]
@@ -67,16 +72,25 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
         two = planner_cluster(cluster, intra, inter, nics)
         if two is not None:
             kw["cluster"] = two
+        zp = parse_zero_pp(zero_pp)
+        if zp and "fsdp" not in strategies:
+            fail(f"--zero-pp {zero_pp} is for --strategy fsdp (ZeRO++); strategies given: {', '.join(strategies)}")
+            return
         df = planner_sweep(spec, Ps, strategies=strategies, link=lk, codec=codec, activation_codec=activation_codec,
-                           overlap=overlap, micro_batches=micro_batches, **kw)
+                           overlap=overlap, micro_batches=micro_batches, zero_pp=zp, **kw)
+        fs = df[df["strategy"] == "fsdp"]
+        if len(fs) and not fs["feasible"].any():
+            fail(f"--strategy fsdp: {fs['note'].iloc[0]} (--gpus {gpus})")
+            return
         ok = df[df["feasible"]]
         top = {s: int(ok[ok["strategy"] == s]["P"].max()) for s in strategies if (ok["strategy"] == s).any()}
         lay = [(s, top[s], planner_breakdown(spec, top[s], strategy=s, link=lk, codec=codec,
                                              activation_codec=activation_codec, overlap=overlap,
-                                             micro_batches=micro_batches if s == "pipeline" else None, **kw))
+                                             micro_batches=micro_batches if s == "pipeline" else None,
+                                             zero_pp=zp if s == "fsdp" else (), **kw))
                for s in top] if layers else []
         adv = [(s, top[s], planner_advice(spec, top[s], strategy=s, link=lk, **kw)) for s in top
-               if s != "pipeline"] if advice else []
+               if s not in ("pipeline", "fsdp")] if advice else []
         tta = (top.get("data") or max(top.values())) if advice and top else None
         tta = (tta, advice_time_to_accuracy(spec, tta, link=lk, **kw)) if tta else None
     except ValueError as e:
@@ -85,6 +99,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     config = {"model": model, "gpus": Ps, "link": link, "strategy": strategies, "device": device, "batch": batch,
               "global_batch": global_batch, "algorithm": algorithm, "codec": codec,
               "activation_codec": activation_codec, "overlap": overlap, "micro_batches": micro_batches}
+    if "fsdp" in strategies:
+        config["zero_pp"] = zero_pp
     if two is not None:
         config.update(cluster=cluster, intra=intra, inter=inter, nics_per_node=nics)
     where = two.name if two is not None else f"{lk.name} ({lk.bandwidth_Bps / 1e9:g} GB/s)"

@@ -10,7 +10,8 @@ from .base import app, console, emit, fail, json_option, out_option, print_frame
 
 
 @app.command()
-def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small"),
+def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small; with "
+                                                     "--strategy fsdp also a GPT of N billion parameters: gpt-7b"),
          cluster: str = typer.Option("8x8", help="NODESxGPUS, e.g. 8x8: 8 nodes of 8 GPUs"),
          gpu: str = typer.Option("h100", help="GPU preset: gtx_titan | k40m | v100 | a100 | h100 (compute, memory "
                                               "bandwidth for the codec roofline)"),
@@ -29,6 +30,16 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
          task: Optional[str] = typer.Option(None, "--task", help="the paralab converge task whose measured steps "
                                                                  "penalties apply: mlp | cnn | gpt (default: the one "
                                                                  "closest to --model)"),
+         strategy: str = typer.Option("ddp", "--strategy", help="ddp (allreduce the gradients) | fsdp (ZeRO-3 / "
+                                                                "FSDP: weights all-gathered twice, gradients "
+                                                                "reduce-scattered, against the best bf16 FSDP step)"),
+         zero_pp: str = typer.Option("qwz,qgz,hpz", "--zero-pp", help="with --strategy fsdp: ZeRO++ switches, any of "
+                                                                       "qwz (codec on the weights' all-gather), qgz "
+                                                                       "(one-shot all-to-all gradients), hpz (backward "
+                                                                       "all-gather inside the node), or none"),
+         weights_codec: Optional[str] = typer.Option(None, "--weights-codec", help="with --strategy fsdp and qwz: "
+                                                     "one codec for the weights on every row (ZeRO++: int8 weights "
+                                                     "beside 4-bit gradients); default: each row's codec"),
          all_rows: bool = typer.Option(False, "--all", help="also print every codec × algorithm row"),
          as_json: bool = json_option(), out: Optional[Path] = out_option()) -> None:
     """Per codec: step-time speedup against bf16 (its best algorithm: flat ring, hierarchical, ZeRO++'s
@@ -38,10 +49,15 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
 
     codecs = [c.strip() for c in codec.split(",") if c.strip()] if codec else None
     config = {"model": model, "cluster": cluster, "gpu": gpu, "intra": intra, "inter": inter, "nics_per_node": nics,
-              "batch": batch, "overlap": overlap, "codecs": codecs, "task": task}
+              "batch": batch, "overlap": overlap, "codecs": codecs, "task": task, "strategy": strategy}
+    fsdp = strategy == "fsdp"
+    if fsdp:
+        config["zero_pp"] = zero_pp
+        config["weights_codec"] = weights_codec
     try:
         res = does_compression_pay(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics,
-                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs, converge_task=task)
+                                   batch_per_gpu=batch, overlap=overlap, codecs=codecs, converge_task=task,
+                                   strategy=strategy, zero_pp=zero_pp, weights_codec=weights_codec)
     except USER_ERRORS as e:
         fail(str(e))
         return
@@ -55,9 +71,13 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
     shown = res.summary[cols].copy()
     shown["steps_penalty"] = [_penalty(r) for r in res.summary.to_dict(orient="records")]
     shown["time_to_accuracy_speedup"] = [_tta(r) for r in res.summary.to_dict(orient="records")]
+    if fsdp:
+        shown.insert(2, "weights_codec", res.summary["weights_codec"])
+        shown["cross_node_MB"] = res.summary["cross_node_MB"]
+    how = f"FSDP, ZeRO++ {res.lesson.get('zero_pp')}" if fsdp else "DDP"
     print_frame(shown.rename(columns={"speedup_vs_bf16": "per_step_speedup", "time_to_accuracy_speedup":
                                       "time_to_accuracy_speedup"}),
-                f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} across), overlap "
+                f"Does compression pay? {model} on {cluster} {gpu} ({intra} inside, {inter} across), {how}, overlap "
                 f"{'on' if overlap else 'off'}: speedup vs the best bf16 run, per step and in time to accuracy")
     console.print(res.accuracy, highlight=False, soft_wrap=True)
     if all_rows:

@@ -16,6 +16,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
     pays         does compression pay on a two-level cluster against bf16 (issue 19)
+    sharded      what FSDP / ZeRO++ sends per step, and ZeRO++'s 3M -> 0.75M volume (issue 31)
     converge     time to accuracy: steps to fp32's target per codec spec, penalty with CIs (issue 32)
 """
 from __future__ import annotations
@@ -65,6 +66,8 @@ _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec T
      "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
      "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "
      "MAX_DISTORTION_DEGREE")
+_add("sharded", "PAR_STRATEGIES ZERO_PP_SWITCHES ZERO_PP_DEFAULT FSDP_ALGORITHMS FSDP_COLLECTIVES PAPER_ZEROPP_VOLUME "
+     "fsdp_codecs parse_zero_pp fsdp_model fsdp_traffic fsdp_takeaway zeropp_volume")
 _add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 _add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
      "Penalty load_penalties result_name expand_specs CONVERGE_TASKS CONVERGE_MODES")

@@ -37,16 +37,18 @@ def planner_sweep(model: str = "alexnet", gpus: Sequence[int] = DEFAULT_GPUS, *,
                   codec=None, activation_codec: str | None = None, overlap: bool = False,
                   micro_batches: int | None = None, progress: Progress | None = None,
                   cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
-                  nics_per_node: int | None = None) -> pd.DataFrame:
+                  nics_per_node: int | None = None, zero_pp=()) -> pd.DataFrame:
     """Predicted step breakdown (ms), images/s, speedup and efficiency per strategy and P; with `cluster`
     ('8x8', intra and inter link presets) on a two-level machine instead of `link`, where `algorithm` may
-    also be hierarchical, alltoall_quantized or in_network (`lab.comm.cluster`)."""
+    also be hierarchical, alltoall_quantized or in_network (`lab.comm.cluster`). Strategy 'fsdp': ZeRO-3 /
+    FSDP with ZeRO++ switches `zero_pp` ('qwz,qgz,hpz', any subset; `lab.plan.sharded`)."""
     if global_batch is not None:
         batch_per_gpu = None
     return plan_sweep(model, list(gpus), strategies=list(strategies), device=device, link=link,
                       batch_per_gpu=batch_per_gpu, global_batch=global_batch, algorithm=algorithm, codec=codec,
                       activation_codec=activation_codec, overlap=overlap, micro_batches=micro_batches,
-                      progress=progress, cluster=planner_cluster(cluster, intra, inter, nics_per_node))
+                      progress=progress, cluster=planner_cluster(cluster, intra, inter, nics_per_node),
+                      zero_pp=zero_pp)
 
 
 @dataclass
@@ -63,22 +65,24 @@ def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "da
                       algorithm: str = "ring", codec=None, activation_codec: str | None = None,
                       overlap: bool = False, micro_batches: int | None = None,
                       cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
-                      nics_per_node: int | None = None) -> Breakdown:
-    """Per-layer compute and communication of one predicted step (`cluster`: as `planner_sweep`)."""
+                      nics_per_node: int | None = None, zero_pp=()) -> Breakdown:
+    """Per-layer compute and communication of one predicted step (`cluster`, `zero_pp`: as `planner_sweep`)."""
     if global_batch is not None:
         batch_per_gpu = None
     sp = plan_step(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
                    global_batch=global_batch, algorithm=algorithm, codec=codec, activation_codec=activation_codec,
                    overlap=overlap, micro_batches=micro_batches,
-                   cluster=planner_cluster(cluster, intra, inter, nics_per_node))
+                   cluster=planner_cluster(cluster, intra, inter, nics_per_node), zero_pp=zero_pp)
     return Breakdown(pd.DataFrame([sp.summary()]), sp.layers, get_model(model).describe())
 
 
 def planner_advice(model: str = "alexnet", P: int = 8, *, strategy: str = "data", device: str = "v100",
                    link="pcie3", batch_per_gpu: int | None = 128, global_batch: int | None = None,
                    algorithm: str = "ring", candidates: Sequence[str] | str | None = None,
-                   converge_task: str | None = None, results: Sequence[str] | None = None) -> pd.DataFrame:
-    """Fastest codec per layer at this P and link, with each candidate's time and the saving. candidates:
+                   converge_task: str | None = None, results: Sequence[str] | None = None,
+                   zero_pp=()) -> pd.DataFrame:
+    """Fastest codec per layer at this P and link, with each candidate's time and the saving (data, model and
+    hybrid parallelism; zero_pp, fsdp's switches, is accepted with the planner's other settings and unused). candidates:
     codec names or specs, or None / "all": every registered codec that compresses, read now (a plugin
     registered later is a candidate too). A codec whose measured steps penalty says it never reaches
     the target (`lab.plan.accuracy`: converge_task None = the task closest to the model) is never

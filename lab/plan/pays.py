@@ -565,7 +565,13 @@ def lesson_sentence(lesson: dict) -> str:
             + src)
 
 
-__all__ = ["BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
+# public names of the pieces `lab.plan.sharded_pays` prices FSDP rows with (the same verdict rules as DDP's)
+crossing = _crossing
+accuracy_fields = _accuracy
+tta = _tta
+tta_fields = _tta_fields
+
+__all__ = ["crossing", "accuracy_fields", "tta", "tta_fields", "BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
            "PhasedCost", "FP32",
            "ddp_step", "pays_below",
            "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]

@@ -13,6 +13,10 @@ parallelism"; Wu et al. 2015 §3.1-3.2):
 - hybrid (Krizhevsky 2014's "one weird trick", Deep Image's model-data parallelism §3.2):
   the "fc" layers model-parallel over all P GPUs on the whole mini-batch, every other layer
   data-parallel.
+- fsdp (ZeRO-3 / PyTorch FSDP2, with ZeRO++'s qwZ / qgZ / hpZ switches `zero_pp`): every GPU holds 1/P of
+  each layer and b samples; per layer its weights are all-gathered before the forward and the backward
+  pass and its gradient reduce-scattered (`lab.plan.sharded`, ring costs; the codec on the gradients, and
+  on the weights with qwZ). Without a cluster the P GPUs share one `link`.
 - pipeline (GPipe-style): the layers cut into P contiguous stages of near-equal training FLOPs;
   the mini-batch split into M micro-batches; step = (M + P − 1) × the slowest stage's time per
   micro-batch (its compute plus sending its boundary activation forward and the delta back).
@@ -61,7 +65,7 @@ from .wire import (WireCodec, allgather_seconds, allreduce_seconds, phased_value
                    reduce_scatter_seconds, transfer_seconds, wire_bytes, wire_codec)
 from lab.backend import Progress
 
-STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline")
+STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline", "fsdp")
 
 
 def cluster_algorithms() -> tuple[str, ...]:
@@ -122,6 +126,11 @@ def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     return strategy
+
+
+def check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
+    """(batch_per_gpu, global_batch) checked: one of them (default 128 per GPU), each an int >= 1."""
+    return _check_batches(batch_per_gpu, global_batch)
 
 
 def _check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
@@ -277,17 +286,27 @@ def _stages(train_flops: list[float], S: int) -> list[int]:
 def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", link: str | Link = "pcie3",
               strategy: str = "data", batch_per_gpu: int | None = None, global_batch: int | None = None,
               algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
-              micro_batches: int | None = None, cluster: cl.Cluster | None = None) -> StepPlan:
+              micro_batches: int | None = None, cluster: cl.Cluster | None = None,
+              zero_pp=()) -> StepPlan:
     """Predicted time of one training step of `model` on P GPUs (see the module docstring).
 
     codec: for gradient allreduces, None / a codec name / {layer name: codec, 'default': codec};
     activation_codec: for model-parallel and pipeline activations (no sign/sparse codecs). Pipeline
     stages only send activations point to point: codec, algorithm and overlap do not apply to it.
-    cluster: a two-level `lab.comm.cluster.Cluster` instead of `link` (see the module docstring)."""
+    cluster: a two-level `lab.comm.cluster.Cluster` instead of `link` (see the module docstring).
+    zero_pp: ZeRO++ switches for strategy 'fsdp' ('qwz,qgz,hpz', any subset; `lab.plan.sharded`)."""
     spec = get_model(model)
     P = check_P(P)
     dev = get_device(device)
     check_strategy(strategy)
+    if strategy == "fsdp":
+        from .sharded import plan_fsdp
+        return plan_fsdp(spec, P, dev, link=link, cluster=cluster, batch_per_gpu=batch_per_gpu,
+                         global_batch=global_batch, algorithm=algorithm, codec=codec, overlap=overlap,
+                         micro_batches=micro_batches, zero_pp=zero_pp)
+    from .sharded import parse_zero_pp
+    if parse_zero_pp(zero_pp):
+        raise ValueError(f"zero_pp {zero_pp!r} is for strategy 'fsdp' (ZeRO++), not {strategy!r}")
     if cluster is not None and not isinstance(cluster, cl.Cluster):
         raise ValueError(f"cluster must be a lab.comm.cluster.Cluster (make_cluster('8x8', 'nvlink4', 'ib_ndr')), "
                          f"got {cluster!r}")
@@ -415,7 +434,7 @@ def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: st
                link: str | Link = "pcie3", batch_per_gpu: int | None = None, global_batch: int | None = None,
                algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
                micro_batches: int | None = None, progress: Progress | None = None,
-               cluster: cl.Cluster | None = None) -> pd.DataFrame:
+               cluster: cl.Cluster | None = None, zero_pp=()) -> pd.DataFrame:
     """plan_step for every strategy and P in `gpus`: step breakdown (ms), images/s, speedup against
     one GPU and scaling efficiency (speedup / P). Infeasible points are rows with feasible=False."""
     gpus = [check_P(P) for P in gpus]
@@ -429,7 +448,8 @@ def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: st
     for s in strategies:
         for P in gpus:
             try:
-                sp = plan_step(model, P, strategy=s, micro_batches=micro_batches if s == "pipeline" else None, **kw)
+                sp = plan_step(model, P, strategy=s, micro_batches=micro_batches if s == "pipeline" else None,
+                               zero_pp=zero_pp if s == "fsdp" else (), **kw)
             except Infeasible as e:
                 rows.append({"strategy": s, "P": P, "feasible": False, "note": str(e)})
             else:
