@@ -56,6 +56,7 @@ class FSDPSettings:
     hpz: int | None = None
     custom: bool = True
     baselines: bool = True
+    ranks_per_node: int | None = None
 
     def check(self, procs: int) -> None:
         """ValueError naming the first bad setting and what is allowed."""
@@ -69,6 +70,13 @@ class FSDPSettings:
             if isinstance(self.hpz, bool) or not isinstance(self.hpz, int) or self.hpz not in ok:
                 raise ValueError(f"--hpz {self.hpz!r}: ranks per node must divide --procs {procs} and leave "
                                  f"two nodes or more; allowed: {', '.join(map(str, ok)) or 'none for this many processes'}")
+        rpn = self.ranks_per_node
+        if rpn is not None and (isinstance(rpn, bool) or not isinstance(rpn, int) or rpn < 1 or procs % rpn):
+            raise ValueError(f"--ranks-per-node {rpn!r} must divide --procs {procs}; allowed: "
+                             + ", ".join(str(d) for d in range(1, procs + 1) if procs % d == 0))
+        if rpn is not None and self.hpz is not None and rpn != self.hpz:
+            raise ValueError(f"--hpz {self.hpz} keeps a weight shard per node of --ranks-per-node {rpn}: give one "
+                             "number, or the same")
         if not self.custom and (self.weights_codec not in NO_CODEC or self.grads_codec not in NO_CODEC):
             raise ValueError("custom=False is FSDP2's own collectives: it takes no codec")
 
@@ -136,7 +144,7 @@ def _train_one(comm: Comm, c: TrainConfig, settings: FSDPSettings, variant: str,
     model = build_model(c.model, ds.features, ds.classes, ds.image_shape, hidden=c.hidden, dropout=c.dropout,
                         activation=c.activation).to(device)
     n_values = sum(p.numel() for p in model.parameters())
-    counter = WireCounter()
+    counter = WireCounter(ranks_per_node=settings.ranks_per_node or settings.hpz or 1)
     shard_model(model, settings, counter, device)
     opt = make_optimizer(c.optimizer, model.parameters(), c.lr, c.momentum)
     torch.manual_seed(c.seed + 1 + rank)  # dropout masks differ across ranks, as in DDP
@@ -199,7 +207,7 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
     runs: list[tuple[str, Any]] = [(s.label(), s)]
     if s.baselines:
         if s.compressed or s.hpz:
-            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False)))
+            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz)))
         runs.append(("DDP fp32", None))
     out = []
     for i, (variant, rs) in enumerate(runs):
@@ -253,14 +261,15 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
         totals: dict[str, dict[str, int]] = {}
         for ranks in results:
             for name, d in ranks[k]["collectives"].items():
-                t = totals.setdefault(name, {"sent": 0, "raw": 0, "calls": 0})
+                t = totals.setdefault(name, {"sent": 0, "raw": 0, "cross": 0, "calls": 0})
                 for f in t:
-                    t[f] += d[f]
+                    t[f] += d.get(f, 0)
         for name, t in totals.items():
             bt = None
             if base is not None and name in COLLECTIVES:
                 bt = sum(r[first.index(base)]["collectives"].get(name, {}).get("sent", 0) for r in results)
             coll.append(dict(variant=run["variant"], collective=name, bytes_per_step=t["sent"] / steps,
+                             cross_node_per_step=t["cross"] / steps if run["groups"] else float("nan"),
                              uncompressed_per_step=t["raw"] / steps, calls_per_step=t["calls"] / P / steps,
                              ratio=t["sent"] / t["raw"] if t["raw"] else float("nan"),
                              fp32_fsdp_per_step=bt / max(base["steps"], 1) if bt is not None else float("nan")))
@@ -268,8 +277,9 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
             for g in ranks[k]["groups"]:
                 groups.append(dict(variant=run["variant"], rank=r, **g))
         sent = sum(t["sent"] for t in totals.values())
+        cross = sum(t["cross"] for n, t in totals.items() if n in COLLECTIVES)
         runs.append(dict(variant=run["variant"], steps=run["steps"], step_s=max(r[k]["step_s"] for r in results),
-                         bytes_per_step=sent / steps,
+                         bytes_per_step=sent / steps, cross_node_per_step=cross / steps if run["groups"] else float("nan"),
                          final_train_loss=float(rows.train_loss.iloc[-1]), final_test_loss=float(rows.test_loss.iloc[-1]),
                          final_test_error=float(rows.test_error.iloc[-1]),
                          best_test_error=float(rows.test_error.min()), parameters=run["parameters"]))
@@ -279,11 +289,16 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                    weights_codec=settings.weights_codec, grads_codec=settings.grads_codec, hpz=settings.hpz,
                    final_test_error=main["final_test_error"], best_test_error=main["best_test_error"],
                    final_train_loss=main["final_train_loss"], final_test_loss=main["final_test_loss"],
-                   bytes_per_step=main["bytes_per_step"], steps=main["steps"], step_s=main["step_s"],
+                   bytes=int(round(main["bytes_per_step"] * main["steps"])),
+                   bytes_per_step=main["bytes_per_step"], cross_node_per_step=main["cross_node_per_step"],
+                   ranks_per_node=settings.ranks_per_node or settings.hpz or 1,
+                   steps=main["steps"], step_s=main["step_s"],
                    parameters=main["parameters"])
     if base is not None:
         b = next(r for r in runs if r["variant"] == "FSDP2 fp32")
-        summary.update(fp32_bytes_per_step=b["bytes_per_step"],
+        summary.update(fp32_bytes_per_step=b["bytes_per_step"], fp32_cross_node_per_step=b["cross_node_per_step"],
+                       cross_node_ratio=(main["cross_node_per_step"] / b["cross_node_per_step"]
+                                         if b["cross_node_per_step"] else float("nan")),
                        bytes_ratio=main["bytes_per_step"] / b["bytes_per_step"] if b["bytes_per_step"] else float("nan"),
                        speedup=b["step_s"] / main["step_s"] if main["step_s"] else float("nan"),
                        train_loss_ratio=main["final_train_loss"] / b["final_train_loss"],

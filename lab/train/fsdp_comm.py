@@ -82,37 +82,47 @@ def group_ranks(group: dist.ProcessGroup) -> tuple[int, ...]:
 @dataclass
 class WireCounter:
     """Bytes this rank passed to process groups, per (op, phase, group ranks): `sent` what went
-    for other ranks, `raw` what the uncompressed collective would have passed; `calls` how many."""
+    for other ranks, `raw` what the uncompressed collective would have passed, `cross` the part of
+    `sent` for ranks on other nodes (ranks_per_node contiguous ranks a node); `calls` how many."""
 
     phase: str = "forward"
+    ranks_per_node: int = 1
     sent: dict = field(default_factory=lambda: defaultdict(int))
     raw: dict = field(default_factory=lambda: defaultdict(int))
+    cross: dict = field(default_factory=lambda: defaultdict(int))
     calls: dict = field(default_factory=lambda: defaultdict(int))
 
     def add(self, op: str, group: dist.ProcessGroup, sent: int, raw: int) -> None:
-        key = (op, self.phase, group_ranks(group))
+        """One call's bytes: `sent` for the group's other ranks, in equal parts (all-gather rows,
+        all-to-all slots); the part for ranks of other nodes (rank // ranks_per_node) is `cross`."""
+        ranks = group_ranks(group)
+        key = (op, self.phase, ranks)
+        me = dist.get_rank() // self.ranks_per_node
+        away = sum(1 for r in ranks if r // self.ranks_per_node != me)
         self.sent[key] += int(sent)
         self.raw[key] += int(raw)
+        self.cross[key] += int(sent) * away // max(len(ranks) - 1, 1)
         self.calls[key] += 1
 
     def totals(self, phases: Sequence[str] = ("forward", "backward")) -> dict[str, dict[str, int]]:
-        """{collective: {"sent": bytes, "raw": bytes, "calls": n}} over `phases`, collectives named
+        """{collective: {"sent", "raw", "cross" (bytes), "calls": n}} over `phases`, collectives named
         all_gather_forward, all_gather_backward, reduce_scatter."""
         out: dict[str, dict[str, int]] = {}
         for (op, phase, _), b in self.sent.items():
             if phase not in phases:
                 continue
             name = f"all_gather_{phase}" if op == "all_gather" else op
-            d = out.setdefault(name, {"sent": 0, "raw": 0, "calls": 0})
+            d = out.setdefault(name, {"sent": 0, "raw": 0, "cross": 0, "calls": 0})
             d["sent"] += b
             d["raw"] += self.raw[(op, phase, _)]
+            d["cross"] += self.cross[(op, phase, _)]
             d["calls"] += self.calls[(op, phase, _)]
         return out
 
     def by_group(self) -> list[dict]:
         """One row per (op, phase, group): the group's ranks, calls and bytes."""
         return [dict(op=op, phase=phase, ranks=list(ranks), calls=self.calls[(op, phase, ranks)],
-                     sent=b, raw=self.raw[(op, phase, ranks)])
+                     sent=b, raw=self.raw[(op, phase, ranks)], cross_node=self.cross[(op, phase, ranks)])
                 for (op, phase, ranks), b in sorted(self.sent.items())]
 
 
