@@ -188,7 +188,7 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
               baselines=config["baselines"], backend=config["backend"], timeout=timeout)
     config["torchrun"] = in_torchrun()
     if in_torchrun():
-        res = fsdp_training(cfg, procs, **kw)
+        res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)
         if res is None:
             return
     else:

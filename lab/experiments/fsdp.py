@@ -46,7 +46,7 @@ def fsdp_training(cfg: TrainConfig, procs: int, *, weights_codec: str | None = N
                   progress: Progress | None = None, on_point: RowSink | None = None) -> FSDPResult | None:
     """FSDP2 on `procs` local processes (or torchrun's ranks when started by torchrun: then None on every
     rank but 0) with the codecs on its collectives; baselines: fp32 FSDP2 and DDP in the same processes.
-    ranks_per_node: contiguous ranks a node (default hpz, else 1; torchrun: its local world size), for the
+    ranks_per_node: contiguous ranks a node (default hpz, else 1, or under torchrun its local world size), for the
     cross-node byte counts and, with link_rate, the shaped link's layout (nodes talk over it, ranks of a
     node over their namespace's loopback)."""
     from lab.comm.dist import TorchComm, in_torchrun
@@ -58,7 +58,8 @@ def fsdp_training(cfg: TrainConfig, procs: int, *, weights_codec: str | None = N
         comm = TorchComm.from_env(backend, timeout)
         settings = fsdp_settings(weights_codec=weights_codec, grads_codec=grads_codec, hpz=hpz, baselines=baselines,
                                  procs=comm.size,
-                                 ranks_per_node=ranks_per_node or int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+                                 ranks_per_node=ranks_per_node or (None if hpz else
+                                                                   int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         cfg.check()
         every = comm.allgather_object(fsdp_rank(comm, asdict(cfg), asdict(settings)))
         return assemble(cfg, settings, every, backend) if comm.rank == 0 else None
