@@ -11,6 +11,7 @@ from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
 from lab.plots.units import seconds_label, si_bytes_label
+from views import _fsdp_training as fsdp_view
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -153,9 +154,12 @@ def render() -> None:
     b2.button("Preset: consistency", on_click=preset_consistency, width="stretch",
               help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
 
-    experiment = ui.radio("Compare", ["codecs", "consistency models"], "experiment", "codecs",
+    experiment = ui.radio("Compare", ["codecs", "consistency models", fsdp_view.MODE], "experiment", "codecs",
                           help="codecs: one run per codec on the wire; consistency models: one run per way of "
-                               "keeping the workers' parameters in step")
+                               "keeping the workers' parameters in step; sharded: real FSDP2 processes with "
+                               "codecs on its all-gather and reduce-scatter, beside fp32 FSDP2 and DDP")
+    if experiment == fsdp_view.MODE:
+        return fsdp_view.render()
     c1 = st.container()
     c2, c3, c4 = st.columns(3)
     with ui.more_settings():

@@ -1,4 +1,4 @@
-"""`paralab train`: simulated and DDP training with codecs on the wire, and the §3.4 reproduction."""
+"""`paralab train`: simulated, DDP and FSDP2 training with codecs on the wire, and the §3.4 reproduction."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +19,8 @@ D = TrainConfig()  # the defaults, declared once (the consistency settings in la
 @runs_under_torchrun("train")
 def train(
     mode: str = typer.Option("sim", help="sim: K virtual workers in this process; ddp: real processes, "
-                                         "PyTorch DDP with the codec as its communication hook"),
+                                         "PyTorch DDP with the codec as its communication hook; fsdp: real "
+                                         "processes, PyTorch FSDP2 with codecs on its all-gather and reduce-scatter"),
     reproduce: Optional[str] = typer.Option(None, help="Dettmers 2016 §3.4: mnist-dp or mnist-mp "
                                                        "(every type, --seeds seeds, CIs, ANOVA)"),
     seeds: int = typer.Option(3, min=1, max=1000, help="seeds for --reproduce"),
@@ -58,7 +59,20 @@ def train(
     link: str = typer.Option("eth10g", help="link preset for the modelled clock: pcie3, nvlink4, ib_hdr, "
                                             "eth1g, eth10g, ..."),
     compute_ms: Optional[float] = typer.Option(None, min=0.0, max=1e7, help="modelled compute per worker step (default: measured)"),
-    backend_name: str = typer.Option("gloo", "--backend", help="ddp: gloo | nccl"),
+    weights_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the weights' all-gather (qwZ), e.g. "
+                                                           "mxfp8_e4m3 (none = fp32)"),
+    grads_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the gradients' reduce-scatter (qgZ, "
+                                                         "one-shot all-to-all), e.g. dynamic_tree, ef:topk"),
+    hpz: Optional[int] = typer.Option(None, min=1, max=1024, help="fsdp: ZeRO++ hpZ, ranks per node: a secondary weight "
+                                                                  "shard per node, the backward all-gather stays inside it"),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="fsdp: also train fp32 FSDP2 and DDP "
+                                                                            "on the same data and seeds"),
+    link_rate: Optional[str] = typer.Option(None, "--link-rate", help="fsdp: nodes talk over a shaped link of "
+                                                                      "this rate, e.g. 1gbit (root)"),
+    ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", min=1, max=1024,
+                                                 help="fsdp: ranks per node (default --hpz or 1): the "
+                                                      "shaped link's layout and the cross-node byte counts"),
+    backend_name: str = typer.Option("gloo", "--backend", help="ddp, fsdp: gloo | nccl"),
     timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
     out: Optional[Path] = out_option(),
@@ -68,7 +82,8 @@ def train(
     consistency models) or real DDP processes; --reproduce runs Dettmers 2016 §3.4.
 
     Runs under torchrun too with --mode ddp (one process per rank; rank 0 prints and writes the result):
-    `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`."""
+    `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`; --mode fsdp likewise
+    (`--weights-codec mxfp8_e4m3 --grads-codec dynamic_tree [--hpz 2]`)."""
     from dataclasses import asdict
 
     from lab.experiments import in_torchrun
@@ -77,7 +92,7 @@ def train(
     dataset = dataset or ("auto" if rep else "digits")
     workers = workers or (1 if rep else 4)
     epochs = epochs or (3.0 if rep else 1.0)
-    if mode == "ddp":
+    if mode in ("ddp", "fsdp"):
         if in_torchrun():  # torchrun decides the world, not --procs
             import os
 
@@ -87,17 +102,31 @@ def train(
     try:
         cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,
                           model=model, hidden=widths, dropout=rates, activation=activation, parallel=parallel,
-                          workers=procs if mode == "ddp" else workers, codec=codec, algorithm=algorithm,
+                          workers=procs if mode in ("ddp", "fsdp") else workers, codec=codec, algorithm=algorithm,
                           scheme=scheme, error_feedback=error_feedback, consistency=consistency,
                           staleness=staleness, delay_s=delay_ms / 1e3, straggler=straggler, alpha=alpha, beta=beta,
                           period=period, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
                           evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms else None,
                           seed=seed)
-        if mode not in ("sim", "ddp"):
-            raise ValueError(f"--mode {mode!r}; allowed: sim, ddp")
+        if mode not in ("sim", "ddp", "fsdp"):
+            raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
         if reproduce is not None:
             if mode != "sim":
-                raise ValueError("--reproduce runs the simulated workers; drop --mode ddp")
+                raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
+        fsdp_only = {"--weights-codec": weights_codec, "--grads-codec": grads_codec, "--hpz": hpz,
+                     "--link-rate": link_rate, "--ranks-per-node": ranks_per_node}
+        if mode != "fsdp" and any(v is not None for v in fsdp_only.values()):
+            raise ValueError(f"{', '.join(k for k, v in fsdp_only.items() if v is not None)}: --mode fsdp's "
+                             f"option(s); add --mode fsdp")
+        if mode == "fsdp":
+            if codec is not None or error_feedback:
+                raise ValueError("--mode fsdp takes --weights-codec and --grads-codec (ef:CODEC for error feedback), "
+                                 "not --codec / --error-feedback")
+            config = {"mode": mode, **asdict(cfg), "procs": procs, "backend": backend_name,
+                      "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
+                      "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+            return _train_fsdp(cfg, procs, config, timeout, out, as_json)
+        if reproduce is not None:
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
         config = {"mode": mode, **asdict(cfg)}
         if mode == "ddp":
@@ -149,6 +178,44 @@ def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict,
         s.what, s.shape = "curve points", lambda pts: {"summary": _partial_ddp_summary(cfg, pts), "curve": pts}
         return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress,
                             on_point=lambda r: s.add([r], f"evaluation at epoch {r['epoch']:.2f}"))
+
+
+def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Path], as_json: bool) -> None:
+    """--mode fsdp: FSDP2 with the codecs beside fp32 FSDP2 and DDP; rank 0 prints and writes."""
+    from lab.experiments import fsdp_training, in_torchrun
+
+    kw = dict(weights_codec=config["weights_codec"], grads_codec=config["grads_codec"], hpz=config["hpz"],
+              baselines=config["baselines"], backend=config["backend"], timeout=timeout)
+    config["torchrun"] = in_torchrun()
+    if in_torchrun():
+        res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)
+        if res is None:
+            return
+    else:
+        with session("train", config, out, as_json) as s:
+            s.what, s.shape = "curve points", lambda pts: {"summary": _partial_fsdp_summary(pts), "curve": pts}
+            res = fsdp_training(cfg, procs, link_rate=config["link_rate"], ranks_per_node=config["ranks_per_node"],
+                                progress=s.progress, on_point=lambda r: s.add([r], f"{r['variant']}: evaluation at "
+                                                                                  f"epoch {r['epoch']:.2f}"), **kw)
+    payload = result("train", config, summary=res.summary, curve=res.curve, runs=res.runs,
+                     collectives=res.collectives, groups=res.groups)
+    if emit(payload, out, as_json):
+        return
+    print_frame(res.runs, f"FSDP2 on {res.summary['procs']} processes, {cfg.dataset}: every run, same data and seeds")
+    print_frame(res.collectives, "bytes per step per collective, sent by all ranks (counted on the wire)")
+    s = res.summary
+    if "bytes_ratio" in s:
+        console.print(f"{s['label']} against FSDP2 fp32: {s['bytes_ratio']:.3f}x the bytes, {s['speedup']:.2f}x the "
+                      f"speed per step, test loss {s['test_loss_ratio']:.4f}x after {s['steps']} steps",
+                      highlight=False)
+
+
+def _partial_fsdp_summary(points: list[dict]) -> dict:
+    """A stopped FSDP run's summary: rank 0's curves so far (final = the last evaluation)."""
+    last = points[-1]
+    return {"label": last.get("variant"), "mode": "fsdp", "final_test_error": last["test_error"],
+            "best_test_error": min(p["test_error"] for p in points), "bytes": last["bytes"],
+            "steps": last["step"], "parameters": None}
 
 
 def _partial_ddp_summary(cfg, points: list[dict]) -> dict:

@@ -13,6 +13,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
                  allreduce, codec speed
     errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
+    fsdp         FSDP2 with codecs on its all-gather / reduce-scatter beside fp32 FSDP2 and DDP (issue 31)
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
     pays         does compression pay on a two-level cluster against bf16 (issue 19)
@@ -55,6 +56,7 @@ _add("training", "TrainConfig TrainResult train training_curves codec_curves con
      "reproduction_summary "
      "ddp_training reproduction")
 _add("training", "dataset_info")
+_add("fsdp", "fsdp_training fsdp_settings fsdp_run_codecs FSDP_RUN_COLLECTIVES")
 _add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
      "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
 _add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "

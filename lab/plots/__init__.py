@@ -6,6 +6,7 @@ redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
 from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
+from .fsdp import fsdp_run_bytes_figure
 from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
                           error_at_scale_figure)
 from .dropout import (DROPOUT_LABELS, dropout_mask_figure, drop_frequency_figure, search_trace_figure,
@@ -27,4 +28,4 @@ __all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks
            'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
            'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
            'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'fsdp_bytes_figure', 'fsdp_row_frame', 'step_through_figure',
-           'step_through_frames', 'step_traffic_figure', 'refresh']
+           'step_through_frames', 'step_traffic_figure', 'refresh', 'fsdp_run_bytes_figure']

@@ -1,0 +1,26 @@
+"""Rank functions for test_fsdp.py: module level, so that rank processes can import them."""
+from __future__ import annotations
+
+from lab.train.fsdp import FSDPSettings, _train_one
+from lab.train.run import TrainConfig
+
+TINY = dict(train_limit=256, hidden=(32,), dropout=(0.1, 0.1), batch=32, evals_per_epoch=1, lr=0.01)
+
+
+def _one(comm, settings: FSDPSettings, epochs: float, name: str) -> dict:
+    return _train_one(comm, TrainConfig(**TINY, epochs=epochs), settings, name, None, None, (0.0, 1.0))
+
+
+def two_rank_cases(comm) -> dict:
+    """Plain FSDP2, FSDP2 through the codec hooks without a codec, and 8-bit weights + gradients
+    (error feedback on the gradients), on the same data and seeds."""
+    return dict(plain=_one(comm, FSDPSettings(custom=False, baselines=False), 0.5, "plain"),
+                hooked=_one(comm, FSDPSettings(baselines=False), 0.5, "hooked"),
+                codec=_one(comm, FSDPSettings(weights_codec="mxfp8_e4m3", grads_codec="ef:dynamic_tree",
+                                              baselines=False), 1.0, "codec"))
+
+
+def hpz_case(comm) -> dict:
+    """2x2 ranks, hpZ over nodes of 2, 8-bit weights and gradients, two steps."""
+    return _one(comm, FSDPSettings(weights_codec="mxfp8_e4m3", grads_codec="dynamic_tree", hpz=2, baselines=False),
+                0.25, "hpz")
