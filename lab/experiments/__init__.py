@@ -49,7 +49,7 @@ _add("step_through", "StepThrough step_through step_algorithms step_codecs traff
      "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES")
 _add("trace", "TraceTables trace_tables trace_takeaway TRACE_SIZE")
 _add("timesplit", "TimeSplit time_split split_table split_takeaway timeline_table trace_summary RANGE_KINDS "
-     "LIVE_CODECS LIVE_VALUES")
+     "LIVE_CODECS LIVE_VALUES load_time_split", TIME_SPLIT_RESULT="COMMITTED")
 _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
      "collective_rows transfer_rows "
      "transfer_benchmark compressed_benchmark codec_bench_sizes codec_benchmark")

@@ -64,7 +64,7 @@ def split_table(rows: pd.DataFrame | Sequence[dict]) -> pd.DataFrame:
         keys = {k: r[k] for k in ("algorithm", "codec", "P", "n_values", "nbytes") if k in r}
         keys["row_seconds"] = r.get("seconds")
         for s in split:
-            d = {**keys, **{k: v for k, v in s.items() if k != "label"}}
+            d = {**keys, **s}
             d["split_sum_s"] = sum(s[k] for k in SPLIT_FIELDS)
             d["of_call"] = d["split_sum_s"] / s["seconds"] if s["seconds"] else None
             for k in SPLIT_FIELDS:
@@ -154,12 +154,43 @@ def time_split(values: int = LIVE_VALUES, codecs: Sequence[str] = LIVE_CODECS, *
     rows = compressed_benchmark(values, algorithm, list(codecs), procs=procs, link_rate=link_rate,
                                 target_s=target_s, progress=progress, compare=[], trace=d)
     split = split_table(rows)
-    timeline = timeline_table(d)
-    label_of = {f"allreduce {r['algorithm']} {r['codec']}": r["codec"] for r in rows.to_dict(orient="records")}
-    timeline.insert(1, "codec", timeline["label"].map(label_of))
+    timeline = with_codecs(timeline_table(d), split)
     config = {"values": values, "codecs": list(codecs), "procs": procs, "algorithm": algorithm,
               "link_rate": link_rate}
     return TimeSplit(rows.drop(columns=["split"], errors="ignore"), split, timeline, d, split_takeaway(split), config)
+
+
+#: the committed measurement the Collectives page shows before a live run (`paralab bench compressed --trace`)
+COMMITTED = Path(__file__).resolve().parents[2] / "bench" / "results" / "compressed-cpu-P2-shaped-1gbit-trace.json"
+
+
+def with_codecs(timeline: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
+    """`timeline` with a codec column: each piece's call label mapped to the codec of the split row."""
+    label_of = dict(zip(split["label"], split["codec"])) if len(split) else {}
+    out = timeline.copy()
+    out.insert(1, "codec", out["label"].map(label_of))
+    return out
+
+
+def load_time_split(path: str | Path = COMMITTED) -> TimeSplit:
+    """A `bench compressed --trace` result file (rows with `split`, and `timeline`) as a TimeSplit. Raises
+    ValueError naming the file when it is missing or carries no split."""
+    import json
+
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{p}: cannot read a result file ({e}); write one with paralab bench compressed --trace DIR "
+                         "--out FILE")
+    rows = pd.DataFrame(data.get("rows") or [])
+    split = split_table(rows)
+    if not len(split) or not data.get("timeline"):
+        raise ValueError(f"{p}: no per-rank split in it; it was run without --trace")
+    timeline = with_codecs(pd.DataFrame(data["timeline"]), split)
+    config = dict(data.get("config", {}), device=data.get("device"), link_rate=data.get("link_rate"))
+    return TimeSplit(rows.drop(columns=["split"], errors="ignore"), split, timeline,
+                     str(data["config"].get("trace", "")), split_takeaway(split), config)
 
 
 def trace_summary(directory: str | Path) -> pd.DataFrame:
@@ -174,5 +205,5 @@ def trace_summary(directory: str | Path) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-__all__ = ["LIVE_CODECS", "LIVE_VALUES", "RANGE_KINDS", "TimeSplit", "split_table", "split_takeaway",
+__all__ = ["COMMITTED", "load_time_split", "with_codecs", "LIVE_CODECS", "LIVE_VALUES", "RANGE_KINDS", "TimeSplit", "split_table", "split_takeaway",
            "time_split", "timeline_table", "trace_summary"]

@@ -1,6 +1,6 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through;
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through, timesplit (where the time went);
 units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
@@ -16,6 +16,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .pays import pays_sweep_figure, pays_bars_figure
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
+from .timesplit import time_split_figure, split_bars_figure
 from .widgets import refresh
 
 __all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks', 'value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
@@ -26,4 +27,4 @@ __all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks
            'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
            'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
            'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'step_through_figure',
-           'step_through_frames', 'step_traffic_figure', 'refresh']
+           'step_through_frames', 'step_traffic_figure', 'time_split_figure', 'split_bars_figure', 'refresh']
