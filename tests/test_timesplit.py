@@ -52,6 +52,12 @@ def _chrome_events(path: Path) -> list[dict]:
     return events
 
 
+def _valid(data: dict, schema: str) -> None:
+    import jsonschema
+
+    jsonschema.validate(data, json.loads((REPO / "docs" / "schemas" / f"{schema}.schema.json").read_text()))
+
+
 def _check_split(rows: list[dict], P: int) -> None:
     for r in rows:
         assert len(r["split"]) == P, r
@@ -77,6 +83,7 @@ def test_bench_compressed_trace_writes_chrome_traces_and_a_split_that_adds_up(tm
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
     assert data["config"]["trace"] == str(tdir)
+    _valid(data, "bench-compressed")
     _check_split(data["rows"], 2)
     for rank in (0, 1):
         events = _chrome_events(tdir / f"rank{rank}.trace.json")
@@ -99,7 +106,9 @@ def test_bench_collectives_trace_splits_every_algorithm_and_size(tmp_path):
     r = CliRunner().invoke(app, ["bench", "collectives", "-p", "2", "-b", "4K", "-e", "16K", "-f", "4",
                                  "--algorithms", "ring,native", "-n", "2", "--trace", str(tdir), "--out", str(out)])
     assert r.exit_code == 0, r.output
-    rows = json.loads(out.read_text())["rows"]
+    data = json.loads(out.read_text())
+    _valid(data, "bench-collectives")
+    rows = data["rows"]
     assert {(x["algorithm"], x["nbytes"]) for x in rows} == {(a, b) for a in ("ring", "native") for b in (4096, 16384)}
     _check_split(rows, 2)
     names = {e["name"] for e in _chrome_events(tdir / "rank1.trace.json") if e["ph"] == "X"}
