@@ -115,6 +115,30 @@ def test_bench_collectives_trace_splits_every_algorithm_and_size(tmp_path):
     assert {"allreduce native fp32 4096 B", "recv-wait", "send", "add", "python"} <= names
 
 
+def test_train_ddp_trace_splits_a_step_into_compute_codec_comm_and_python(tmp_path):
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    out, tdir = tmp_path / "t.json", tmp_path / "t"
+    r = CliRunner().invoke(app, ["train", "--mode", "ddp", "-p", "2", "--hidden", "16", "--dropout", "0,0",
+                                 "--epochs", "2", "--batch", "64", "--train-limit", "256", "--evals", "1",
+                                 "--codec", "dynamic_tree", "--trace", str(tdir), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    _valid(data, "train")
+    split = data["summary"]["split"]
+    assert [s["rank"] for s in split] == [0, 1]
+    for s in split:
+        total = s["compute_s"] + s["codec_s"] + s["comm_s"] + s["python_s"]
+        assert math.isclose(total, s["seconds"], rel_tol=0.10), s
+        assert s["encode_s"] > 0 and s["backward_s"] > 0 and s["forward_s"] > 0, s  # the hook encodes in backward
+    names = {e["name"] for e in _chrome_events(tdir / "rank0.trace.json") if e["ph"] == "X"}
+    assert {"forward", "backward", "optimizer", "encode", "python", "train step 3"} <= names
+    r = CliRunner().invoke(app, ["train", "--trace", str(tdir)])
+    assert r.exit_code != 0 and "--mode ddp" in r.output
+
+
 def test_bad_trace_directory_is_one_line(tmp_path):
     from typer.testing import CliRunner
 

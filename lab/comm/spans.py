@@ -18,6 +18,9 @@ from typing import Any
 
 #: the ranges the comm code marks (module docstring); "python" is derived, not marked
 KINDS = ("encode", "decode", "hop", "add", "send", "recv-wait")
+#: the ranges a training step marks around its compute (`Tracer.step`): DDP's wait for its bucket
+#: allreduces happens inside backward (its reducer's), so it counts there
+STEP_KINDS = ("forward", "backward", "optimizer")
 #: prefix of the range around one measured call (`Tracer.call`)
 OUTER = "allreduce"
 #: the derived range: a measured call's time outside every marked range
@@ -61,4 +64,4 @@ def enabled() -> bool:
     return _on
 
 
-__all__ = ["KINDS", "OUTER", "PYTHON", "enabled", "set_enabled", "span"]
+__all__ = ["KINDS", "STEP_KINDS", "OUTER", "PYTHON", "enabled", "set_enabled", "span"]

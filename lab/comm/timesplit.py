@@ -14,7 +14,9 @@ The split of a call (seconds, summing to the call's traced time):
   wait_s    the rest of the blocked time: waiting for a peer that was still busy (its codec work or
             Python on the critical path), or for a link shared with other ranks
   python_s  the call's time outside every range
-Usable by any multi-process measurement: `Tracer.measure(label, op)` (collective: every rank calls it).
+Usable by any multi-process measurement: `Tracer.measure(label, op)` (collective: every rank calls it); a
+training loop records steps with `Tracer.step(label)` and `span("forward" | "backward" | "optimizer")` inside,
+and `Tracer.step_split()` splits them into compute, codec, comm and Python (lab/train/ddp.py does).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .base import Comm
-from .spans import KINDS, PYTHON, set_enabled
+from .spans import KINDS, PYTHON, STEP_KINDS, set_enabled
 
 #: the codec's work among the ranges
 CODEC_KINDS = ("encode", "decode", "hop", "add")
@@ -37,6 +39,8 @@ CODEC_KINDS = ("encode", "decode", "hop", "add")
 BLOCKED_KINDS = ("send", "recv-wait")
 #: the fields of a split that add up to the traced time
 SPLIT_FIELDS = ("wire_s", "wait_s", "codec_s", "python_s")
+#: the same for a training step (`Tracer.step_split`)
+STEP_SPLIT_FIELDS = ("compute_s", "codec_s", "comm_s", "python_s")
 
 
 def trace_path(directory: str | Path, rank: int) -> Path:
@@ -68,7 +72,7 @@ def flatten(start: float, end: float, children: list[dict], outside: str = PYTHO
 
 def split_of(pieces: list[tuple[str, float, float]], seconds_per_unit: float = 1e-6) -> dict[str, float]:
     """Seconds per kind (encode_s, decode_s, hop_s, add_s, send_s, recv_wait_s, python_s) of flattened pieces."""
-    out = {f"{k.replace('-', '_')}_s": 0.0 for k in (*KINDS, PYTHON)}
+    out = {f"{k.replace('-', '_')}_s": 0.0 for k in (*KINDS, PYTHON)}  # (a step's ranges added when present)
     for kind, a, b in pieces:
         key = f"{kind.replace('-', '_')}_s"
         out[key] = out.get(key, 0.0) + (b - a) * seconds_per_unit
@@ -165,7 +169,7 @@ class Tracer:
             used.add(outer)
             o = events[outer]
             start, end = o["ts"], o["ts"] + o["dur"]
-            kids = [e for e in events if e.get("name") in KINDS and e.get("tid") == o.get("tid")
+            kids = [e for e in events if e.get("name") in (*KINDS, *STEP_KINDS) and e.get("tid") == o.get("tid")
                     and e["ts"] >= start - 1e-3 and e["ts"] + e["dur"] <= end + 1e-3]
             pieces = flatten(start, end, kids)
             self.events += [{"name": PYTHON, "cat": "paralab", "ph": "X", "ts": a, "dur": b - a, "pid": o.get("pid"),
@@ -209,6 +213,31 @@ class Tracer:
                 "wire_need_s": need, "bytes_sent": c["bytes_sent"], "messages_sent": c["messages_sent"],
                 "link_latency_s": L, "link_Bps": B if B != float("inf") else None}
 
+    @contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        """One training step recorded on its own (profiler started and stopped around it, outside its
+        time); mark its forward, backward and optimizer with `span` inside. Split it with `step_split`."""
+        with self.recording(), self.call(label):
+            yield
+
+    def step_split(self) -> dict | None:
+        """This rank's split of its median recorded step (None before any): rank, label, seconds, traced_s,
+        compute_s (forward + backward + optimizer, outside the ranges nested in them; DDP's wait for its
+        bucket allreduces is inside backward), codec_s, comm_s (send + recv-wait seen from Python),
+        python_s: the four add up to traced_s; each range's seconds too."""
+        steps = [c for c in self.calls if any(f"{k}_s" in c["parts"] for k in STEP_KINDS)] or self.calls
+        if not steps:
+            return None
+        for c in steps:
+            c.pop("median", None)
+        c = sorted(steps, key=lambda k: k["seconds"])[len(steps) // 2]
+        c["median"] = True
+        p = c["parts"]
+        return {"rank": self.comm.rank, "label": c["label"], "seconds": c["seconds"], "traced_s": c["traced_s"],
+                "compute_s": sum(p.get(f"{k}_s", 0.0) for k in STEP_KINDS),
+                "codec_s": sum(p[f"{k}_s"] for k in CODEC_KINDS), "comm_s": p["send_s"] + p["recv_wait_s"],
+                "python_s": p[f"{PYTHON}_s"], **{k: v for k, v in p.items() if k != f"{PYTHON}_s"}}
+
     def save(self) -> Path | None:
         """Write DIR/rank<r>.trace.json: the Chrome trace (every recording's events, the derived python
         ranges) plus a "paralab" block with each call's split and pieces. None without a directory."""
@@ -238,5 +267,5 @@ def load_traces(directory: str | Path) -> dict[int, dict]:
     return out
 
 
-__all__ = ["BLOCKED_KINDS", "CODEC_KINDS", "SPLIT_FIELDS", "Tracer", "flatten", "load_traces", "split_of",
+__all__ = ["BLOCKED_KINDS", "CODEC_KINDS", "SPLIT_FIELDS", "STEP_SPLIT_FIELDS", "Tracer", "flatten", "load_traces", "split_of",
            "trace_path", "wire_cost"]

@@ -88,7 +88,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
         from .catalog import check_codec_spec
         check_codec_spec(codec)
     args = (sizes, algorithms, codec)
-    kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check, trace=_trace_dir(trace))
+    kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check, trace=trace_dir(trace))
     shared = link_rate is None and not in_torchrun()
     if in_torchrun():
         comm = TorchComm.from_env(backend_name, timeout)
@@ -107,7 +107,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
     return CollectivesBenchmark(df, bench.ratios(df), fit, P, dev, sizes, res["ranks"], res["pingpong"], head)
 
 
-def _trace_dir(trace: Any) -> str | None:
+def trace_dir(trace: Any) -> str | None:
     """The --trace directory as the ranks get it (absolute: a rank may start elsewhere), made here so a
     directory that cannot be written fails before any rank starts."""
     if trace is None:
@@ -212,7 +212,7 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
                    on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
-                   compare=compare, trace=_trace_dir(trace))[0]
+                   compare=compare, trace=trace_dir(trace))[0]
         df = pd.DataFrame(rows)
         if ranks_per_node is not None and procs // ranks_per_node > 1:
             if progress:
