@@ -183,3 +183,7 @@ def test_collectives_page_shows_where_the_time_went():
     text = " ".join(str(e.value) for e in at.success)
     assert "codec work" in text and "fp16" in text
     assert any("Where did the time go?" in str(e.value) for e in at.subheader)
+    # predict first: the reveal names the faster of fp16 and the 8-bit codec from the committed rows
+    at.radio(key="w_split_guess").set_value("fp16").run()
+    shown = " ".join(str(e.value) for e in [*at.markdown, *at.success, *at.error, *at.info, *at.warning])
+    assert "x faster" in shown or "within noise" in shown

@@ -43,9 +43,30 @@ def _split_table(split: pd.DataFrame) -> None:
     ui.table(shown, "time_split", help={v[0]: v[1] for v in SPLIT_COLUMNS.values() if v[1]})
 
 
+def _faster(rows: pd.DataFrame, eight: str) -> tuple[str, str] | None:
+    """The prediction's answer from the untraced rows: which of fp16 and `eight` was faster (10 %: noise)."""
+    t = dict(zip(rows["codec"], rows["seconds"]))
+    if "fp16" not in t or eight not in t:
+        return None
+    a, b = t["fp16"], t[eight]
+    if abs(a - b) < 0.1 * max(a, b):
+        return SAME, f"fp16 took {a * 1e3:.3g} ms and {eight} {b * 1e3:.3g} ms: within noise (10 %)."
+    win = "fp16" if a < b else EIGHT
+    return win, (f"fp16 took {a * 1e3:.3g} ms, {eight} {b * 1e3:.3g} ms per allreduce (untraced medians): "
+                 f"{'fp16' if a < b else eight} is {max(a, b) / min(a, b):.2g}x faster. The split below says why.")
+
+
+EIGHT, SAME = "the 8-bit dynamic tree (half of fp16's bytes)", "the same, within noise"
+
+
 def _show(res, where: str) -> None:
-    """The timeline of one call (codec chosen), the split of every call, the takeaway."""
+    """The prediction, the timeline of one call (codec chosen), the split of every call, the takeaway."""
     split, timeline = res.split, res.timeline
+    eight = next((c for c in split["codec"] if c.startswith("dynamic_tree")), None)
+    if eight is not None and "fp16" in set(split["codec"]):
+        ui.predict("Which allreduce finishes first on this CPU: fp16, or the 8-bit dynamic tree, which puts half "
+                   "of fp16's bytes on the wire?", ["fp16", EIGHT, SAME], lambda: _faster(res.rows, eight),
+                   key="split_guess")
     codecs = list(dict.fromkeys(split["codec"]))
     default = next((c for c in codecs if c.startswith("dynamic_tree")), codecs[-1])
     codec = ui.radio("Call on the timeline", codecs, "split_codec", default if default in codecs else codecs[0],
