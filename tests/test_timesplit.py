@@ -187,3 +187,24 @@ def test_collectives_page_shows_where_the_time_went():
     at.radio(key="w_split_guess").set_value("fp16").run()
     shown = " ".join(str(e.value) for e in [*at.markdown, *at.success, *at.error, *at.info, *at.warning])
     assert "x faster" in shown or "within noise" in shown
+
+
+def test_collectives_page_measures_the_split_live():
+    import time
+
+    from test_app import page
+
+    from chart import figures
+
+    def title(a) -> str:
+        return " ".join(str(f["layout"].get("title", "")) for f in figures(a))
+
+    at = page("collectives", split_values=str(1 << 14), split_codecs="fp16")
+    at.button(key="run_split_run").click().run()
+    end = time.time() + 300
+    while "measured here" not in title(at) and not at.error and time.time() < end:
+        time.sleep(1.0)
+        at.run()
+    assert not at.error and not at.exception, ([e.value for e in at.error], at.exception)
+    assert "measured here on 2 processes" in title(at)
+    assert "fp16" in " ".join(str(e.value) for e in at.success)

@@ -69,6 +69,11 @@ def _show(res, where: str) -> None:
                    key="split_guess")
     codecs = list(dict.fromkeys(split["codec"]))
     default = next((c for c in codecs if c.startswith("dynamic_tree")), codecs[-1])
+    wk = ui.widget_key("split_codec")
+    if st.session_state.get(wk) not in (None, *codecs) or st.query_params.get("split_codec") not in (None, *codecs):
+        # a call of the result shown before (the committed one, an earlier run): this result's default instead
+        st.session_state.pop(wk, None)
+        st.query_params.pop("split_codec", None)
     codec = ui.radio("Call on the timeline", codecs, "split_codec", default if default in codecs else codecs[0],
                      help="which measured allreduce the timeline draws (one row per rank)")
     one = timeline[timeline["codec"] == codec]
