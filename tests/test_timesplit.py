@@ -78,7 +78,7 @@ def test_bench_compressed_trace_writes_chrome_traces_and_a_split_that_adds_up(tm
     from lab.experiments import split_table, timeline_table
 
     out, tdir = tmp_path / "r.json", tmp_path / "traces"
-    r = CliRunner().invoke(app, ["bench", "compressed", "-p", "2", "--values", "4096", "--codecs", "fp16,dynamic_tree",
+    r = CliRunner().invoke(app, ["bench", "compressed", "-p", "2", "--values", "16384", "--codecs", "fp16,dynamic_tree",
                                  "--target-s", "0.01", "--trace", str(tdir), "--out", str(out)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
@@ -103,16 +103,16 @@ def test_bench_collectives_trace_splits_every_algorithm_and_size(tmp_path):
     from lab.cli import app
 
     out, tdir = tmp_path / "c.json", tmp_path / "t"
-    r = CliRunner().invoke(app, ["bench", "collectives", "-p", "2", "-b", "4K", "-e", "16K", "-f", "4",
+    r = CliRunner().invoke(app, ["bench", "collectives", "-p", "2", "-b", "64K", "-e", "256K", "-f", "4",
                                  "--algorithms", "ring,native", "-n", "2", "--trace", str(tdir), "--out", str(out)])
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
     _valid(data, "bench-collectives")
     rows = data["rows"]
-    assert {(x["algorithm"], x["nbytes"]) for x in rows} == {(a, b) for a in ("ring", "native") for b in (4096, 16384)}
+    assert {(x["algorithm"], x["nbytes"]) for x in rows} == {(a, b) for a in ("ring", "native") for b in (1 << 16, 1 << 18)}
     _check_split(rows, 2)
     names = {e["name"] for e in _chrome_events(tdir / "rank1.trace.json") if e["ph"] == "X"}
-    assert {"allreduce native fp32 4096 B", "recv-wait", "send", "add", "python"} <= names
+    assert {"allreduce native fp32 65536 B", "recv-wait", "send", "add", "python"} <= names
 
 
 def test_train_ddp_trace_splits_a_step_into_compute_codec_comm_and_python(tmp_path):
