@@ -13,6 +13,7 @@ from lab.experiments import (LINKS, algorithm_catalog, codec_catalog, collective
                              error_at_scale)
 from lab.plots.collectives import measured_fit_figure
 from lab.plots.units import bytes_label
+from views._time_split import render as render_time_split
 
 SIZES = [1 << k for k in range(3, 31)]  # 8 B .. 1 GB per rank
 SCALE_PS = [8, 16, 32, 64, 128, 256]
@@ -200,6 +201,7 @@ def render() -> None:
     if P > 1:
         st.fragment(_released(_measured_section, "meas_run"))(algorithm, P, size, link)
     st.fragment(_released(_scale_section, "err_run"))(algorithm, CODECS)
+    st.fragment(_released(render_time_split, "split_run"))()  # "Where did the time go?" (views/_time_split.py)
 
 
 def _released(section, key: str):

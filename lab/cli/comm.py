@@ -78,6 +78,25 @@ def _stepfactor(default: int) -> typer.models.OptionInfo:
     return typer.Option(default, "-f", "--stepfactor", min=2, max=1 << 20, help="size step factor, nccl-tests' -f")
 
 
+def _trace_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--trace", help="write one Chrome/Perfetto trace per rank to this directory "
+                        "(DIR/rank<r>.trace.json: encode, decode, hop, add, send, recv-wait, python ranges; open in "
+                        "ui.perfetto.dev) and add each rank's split (wire, waiting, codec, Python) to the rows "
+                        "(docs/trace.md)")
+
+
+def _print_split(rows, title: str) -> None:
+    """The rows' per-rank split (--trace) as a table, when they carry one."""
+    from lab.experiments import split_table
+
+    split = split_table(rows)
+    if not len(split):
+        return
+    keys = [k for k in ("algorithm", "codec", "nbytes") if k in split]
+    cols = keys + ["rank", "seconds", "wire_s", "wait_s", "codec_s", "python_s", "of_call"]
+    print_frame(split[cols], title)
+
+
 OLD_MIN = typer.Option(None, "--min", hidden=True, help="deprecated: -b/--minbytes")
 OLD_MAX = typer.Option(None, "--max", hidden=True, help="deprecated: -e/--maxbytes")
 OLD_FACTOR = typer.Option(None, "--factor", hidden=True, min=2, max=1 << 20, help="deprecated: -f/--stepfactor")
@@ -107,6 +126,7 @@ def bench_collectives(
     delay_ms: float = typer.Option(0.0, "--link-delay-ms", min=0.0, max=100_000.0, help="one-way delay of the shaped link"),
     target_s: float = typer.Option(0.2, "--target-s", min=0.001, max=3600.0, help="time budget per point when -n is not given"),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, max=604_800.0, help="seconds a rank may wait on a peer"),
+    trace: Optional[Path] = _trace_option(),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/collectives-<device>-P<P>.json)"),
     old_min: Optional[str] = OLD_MIN, old_max: Optional[str] = OLD_MAX, old_factor: Optional[int] = OLD_FACTOR,
@@ -130,6 +150,8 @@ def bench_collectives(
     config = {"procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
               "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
               "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
+    if trace is not None:
+        config["trace"] = str(trace)
     timing = "median seconds per call after a barrier, mean over ranks; busbw = algbw * 2(P-1)/P"
     tag = f"-shaped-{rate}" if rate else ""
     ctx = (nullcontext(None) if in_torchrun() else
@@ -148,7 +170,8 @@ def bench_collectives(
             res = collectives_benchmark(lo, hi, factor, algs, procs=procs, backend_name=backend_name, codec=codec,
                                         iters=iters, warmup=warmup_iters, check=bool(check), target_s=target_s,
                                         link_rate=rate, link_delay_ms=delay_ms, timeout=timeout,
-                                        progress=None if s is None else s.progress, on_row=on_row)
+                                        progress=None if s is None else s.progress, on_row=on_row,
+                                        trace=None if trace is None else str(trace))
     except ValueError as e:
         fail(str(e))
     if res is None:  # torchrun rank > 0: rank 0 prints and writes
@@ -164,6 +187,7 @@ def bench_collectives(
         return
     console.print(res.header, highlight=False, soft_wrap=True, markup=False)
     console.print(format_collectives(res.rows), highlight=False, soft_wrap=True, markup=False)
+    _print_split(res.rows, f"where the time went per rank (one traced call each; traces in {trace})")
     fit = res.fit
     if fit is not None:
         model = "shared medium (all ranks on one host)" if fit.link.shared else "per-rank links"
@@ -251,6 +275,7 @@ def bench_compressed(
     compare: Optional[str] = typer.Option(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
         "(default: ring when --algorithm is not ring; 'none' for none)"),
+    trace: Optional[Path] = _trace_option(),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
@@ -272,7 +297,7 @@ def bench_compressed(
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
     for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("pipeline", pipeline),
-                 ("compare", others)):
+                 ("compare", others), ("trace", None if trace is None else str(trace))):
         if v is not None:
             config[k] = v
     import os
@@ -293,14 +318,20 @@ def bench_compressed(
                                       timeout=timeout, progress=s.progress,
                                       on_row=lambda r: s.add([r], f"codec {r['codec']}"),
                                       ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others,
-                                      pipeline=pipeline)
+                                      pipeline=pipeline, trace=None if trace is None else str(trace))
     except ValueError as e:
         fail(str(e))
     info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
                                "cores": os.cpu_count()}
     if "calibration" in df.attrs:
         info["calibration"] = df.attrs["calibration"]
+    if trace is not None:  # each rank's median traced call, piece by piece: the page's timeline
+        from lab.experiments import timeline_table
+
+        info["timeline"] = timeline_table(trace)
     if emit(result("bench compressed", config, device=backend.device_name("cpu"), rows=df, **info),
             bench_out(out, as_json, f"compressed-cpu-P{procs}{tag}"), as_json):
         return
-    print_frame(df, f"{algorithm} allreduce of {n} values on {procs} ranks" + (f" over {rate} links" if rate else ""))
+    print_frame(df.drop(columns=["split"], errors="ignore"),
+                f"{algorithm} allreduce of {n} values on {procs} ranks" + (f" over {rate} links" if rate else ""))
+    _print_split(df, f"where the time went per rank (one traced call each; traces in {trace})")

@@ -75,6 +75,10 @@ def train(
     backend_name: str = typer.Option("gloo", "--backend", help="ddp, fsdp: gloo | nccl"),
     timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp: record steps 3..5 under torch.profiler and write "
+                                         "one Chrome/Perfetto trace per rank to this directory (forward, backward, "
+                                         "optimizer, encode, add ranges); the summary gains each rank's split "
+                                         "(docs/trace.md)"),
     out: Optional[Path] = out_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -110,6 +114,8 @@ def train(
                           seed=seed)
         if mode not in ("sim", "ddp", "fsdp"):
             raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
+        if trace is not None and mode != "ddp":
+            raise ValueError("--trace records real processes: use it with --mode ddp")
         if reproduce is not None:
             if mode != "sim":
                 raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
@@ -131,7 +137,10 @@ def train(
         config = {"mode": mode, **asdict(cfg)}
         if mode == "ddp":
             config.update(procs=procs, backend=backend_name)
-            res = _train_ddp(cfg, procs, backend_name, timeout, config, out, as_json)
+            if trace is not None:
+                config["trace"] = str(trace)
+            res = _train_ddp(cfg, procs, backend_name, timeout, config, out, as_json,
+                             None if trace is None else str(trace))
             if res is None:
                 return
         else:
@@ -147,7 +156,13 @@ def train(
     if emit(result("train", config, summary=res.summary, curve=res.curve), out, as_json):
         return
     print_frame(res.curve, f"{res.summary['label']} — {mode}, {cfg.workers} workers, {cfg.dataset}")
-    print_frame(pd.DataFrame({"": list(res.summary), "value": list(res.summary.values())}), "summary")
+    shown = {k: v for k, v in res.summary.items() if k != "split"}
+    print_frame(pd.DataFrame({"": list(shown), "value": list(shown.values())}), "summary")
+    if res.summary.get("split"):
+        cols = ["rank", "seconds", "compute_s", "codec_s", "comm_s", "python_s", "forward_s", "backward_s",
+                "optimizer_s"]
+        print_frame(pd.DataFrame([s for s in res.summary["split"] if s])[cols],
+                    f"where a training step's time went per rank (median of steps 3..5, traced; traces in {trace})")
 
 
 def _partial_summary(cfg, points: list[dict]) -> dict:
@@ -165,7 +180,7 @@ def _partial_reproduction(runs: list[dict]) -> dict:
 
 
 def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict, out: Optional[Path],
-               as_json: bool):
+               as_json: bool, trace: Optional[str] = None):
     from lab.experiments import ddp_training, in_torchrun
 
     config["torchrun"] = in_torchrun()
@@ -173,10 +188,10 @@ def _train_ddp(cfg, procs: int, backend_name: str, timeout: float, config: dict,
         import os
 
         config["procs"] = int(os.environ["WORLD_SIZE"])
-        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout)
+        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, trace=trace)
     with session("train", config, out, as_json) as s:
         s.what, s.shape = "curve points", lambda pts: {"summary": _partial_ddp_summary(cfg, pts), "curve": pts}
-        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress,
+        return ddp_training(cfg, procs, backend=backend_name, timeout=timeout, progress=s.progress, trace=trace,
                             on_point=lambda r: s.add([r], f"evaluation at epoch {r['epoch']:.2f}"))
 
 

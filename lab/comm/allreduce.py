@@ -29,6 +29,7 @@ from .algorithms import algorithm_infos, get_algorithm
 from .algorithms import algorithm_names as _registered
 from .base import Comm, CommError
 from .channel import Channel
+from .spans import span
 
 NATIVE = "native"
 MODES = ("auto", "requantize", "gather")
@@ -192,10 +193,12 @@ def _fp32_sum(comm: Comm, algorithm: str):
 def _gather_sum(comm: Comm, buf: torch.Tensor, codec: Codec, gather, own: str, key: str) -> torch.Tensor:
     fmt = WireFormat.of(codec, buf.numel(), torch.float32)
     rows = torch.empty((comm.size, fmt.nbytes), dtype=torch.uint8, device=comm.device)
-    rows[comm.rank] = fmt.pack(codec.encode_as(buf, key))
+    with span("encode"):
+        rows[comm.rank] = fmt.pack(codec.encode_as(buf, key))
     gather(comm, rows)
     ranks = [p for p in range(comm.size) if own == "compressed" or p != comm.rank]
-    total = decode_sum(codec, [fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
+    with span("add"):
+        total = decode_sum(codec, [fmt.unpack(rows[p]) for p in ranks]).reshape(-1).float()
     return total.add_(buf) if own == "exact" else total
 
 

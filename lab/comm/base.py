@@ -27,6 +27,8 @@ from typing import Any, Sequence
 
 import torch
 
+from .spans import span
+
 
 class CommError(RuntimeError):
     """A collective failed: a peer died or hung, ranks disagree, or bad input."""
@@ -123,7 +125,8 @@ class Comm(ABC):
             t = sends[i][0]
             self.bytes_sent += t.numel() * t.element_size()
         self.messages_sent += len(live_s)
-        ws, wr = self._exchange([sends[i] for i in live_s], [recvs[i] for i in live_r])
+        with span("send"):  # posting the batch (the waits are marked by the Works)
+            ws, wr = self._exchange([sends[i] for i in live_s], [recvs[i] for i in live_r])
         out_s: list[Work] = [DONE] * len(sends)
         out_r: list[Work] = [DONE] * len(recvs)
         for i, w in zip(live_s, ws):

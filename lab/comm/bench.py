@@ -24,6 +24,8 @@ from .base import Comm
 from lab.codecs.wire import WireFormat
 from lab.backend import Progress, RowSink
 
+from .timesplit import Tracer
+
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 2**30, "GB": 2**30}
 
 
@@ -101,14 +103,22 @@ def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: in
     return sum(every) / len(every)
 
 
+def _split(tracer: Tracer | None, comm: Comm, label: str, op: Callable[[], Any]) -> list[dict] | None:
+    """Every rank's split of one traced call of `op` (lab.comm.timesplit), in rank order; None untraced."""
+    return None if tracer is None else comm.allgather_object(tracer.measure(label, op))
+
+
 def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec: str | None = None,
                      codec_options: dict | None = None, target_s: float = 0.2, max_iters: int = 50,
                      pingpong: bool = True, progress: Progress | None = None, iters: int | None = None,
-                     warmup: int = 1, check: bool = True, on_row: RowSink | None = None) -> dict | None:
+                     warmup: int = 1, check: bool = True, on_row: RowSink | None = None,
+                     trace: str | None = None) -> dict | None:
     """Time every algorithm at every size (bytes of fp32 input); rank 0 returns
     {'rows': [...], 'pingpong': [...], 'ranks': [...]} and the others None. iters / warmup / check
     are nccl-tests' -n / -w / -c (iters None: as many calls as fit target_s; check False: no
-    comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes."""
+    comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes.
+    trace: a directory: each row gains `split` (every rank's wire/wait/codec/python seconds of a traced
+    call, lab.comm.timesplit) and each rank writes its Chrome trace there."""
     if iters is not None and iters < 1:
         raise ValueError(f"iters={iters}; allowed: >= 1")
     if warmup < 0:
@@ -118,6 +128,7 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
         check_algorithm(a)
     c = get_codec(codec, **(codec_options or {})) if codec else None
     P, dev = comm.size, comm.device
+    tracer = Tracer(comm, trace) if trace else None
     rows, pp = [], []
     steps = len(algorithms) * len(sizes) + (len(sizes) if pingpong and P > 1 else 0)
     done = 0
@@ -134,11 +145,13 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
                 want = expected(P, n, dev)
                 wrong = int((y != want).sum())
                 rel = float((y - want).norm() / want.norm()) if n and float(want.norm()) else 0.0
-            t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False), target_s, max_iters,
-                           iters, warmup)
+            op = lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False)  # noqa: E731
+            t = _time_loop(comm, op, target_s, max_iters, iters, warmup)
             rows.append({"algorithm": a, "codec": cc.describe() if cc else "fp32", "P": P, "nbytes": nbytes,
                          "count": n, "type": "float", "redop": "sum", "seconds": t,
                          "wire_bytes_rank0": sent if a != NATIVE else None, "wrong": wrong, "rel_error": rel})
+            if tracer:
+                rows[-1]["split"] = _split(tracer, comm, f"allreduce {a} {rows[-1]['codec']} {nbytes} B", op)
             if on_row:
                 on_row(rows[-1])
             done += 1
@@ -151,6 +164,8 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
             done += 1
             if progress:
                 progress(done / steps, f"ping-pong {nbytes} B")
+    if tracer:
+        tracer.save()
     return {"rows": rows, "pingpong": pp, "ranks": ranks} if comm.rank == 0 else None
 
 
@@ -410,7 +425,7 @@ def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
                        max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
                        on_row: RowSink | None = None, options: dict | None = None,
-                       compare: list[str] | tuple = ()) -> list[dict] | None:
+                       compare: list[str] | tuple = (), trace: str | None = None) -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
     mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form).
@@ -418,8 +433,11 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     row and the reference sum leave intra_codec out: fp32 on every level; a list of intra codecs runs
     every codec with each).
     compare: more algorithms run the same way (fp32 and each codec, no options) in the same run;
-    every row's speedup_vs_fp32 is against `algorithm`'s fp32 row."""
+    every row's speedup_vs_fp32 is against `algorithm`'s fp32 row.
+    trace: a directory: each row gains `split` (every rank's wire/wait/codec/python seconds of a traced
+    call, lab.comm.timesplit) and each rank writes its Chrome trace there."""
     check_algorithm(algorithm)
+    tracer = Tracer(comm, trace) if trace else None
     x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
     options = options or {}
     fp32 = {k: v for k, v in options.items() if k != "intra_codec"}  # the baseline is fp32 on every level
@@ -435,8 +453,8 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
         comm.reset_counters()
         y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
         sent = comm.bytes_sent
-        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts),
-                       target_s, max_iters)
+        op = lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts)  # noqa: E731
+        t = _time_loop(comm, op, target_s, max_iters)
         row = {"algorithm": a, "codec": codec.describe() if codec else "fp32",
                "mode": resolve_mode(codec, mode, a), "P": comm.size,
                "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
@@ -445,11 +463,15 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
             row[k] = v if isinstance(v, (int, str, type(None))) else str(v)
         if a == algorithm and "intra_codec" in options and "intra_codec" not in opts:
             row["intra_codec"] = "none"
+        if tracer:
+            row["split"] = _split(tracer, comm, f"allreduce {a} {row['codec']}", op)
         rows.append(row)
         if on_row:
             on_row(rows[-1])
         if progress:
             progress((i + 1) / len(runs), f"{a} {rows[-1]['codec']}")
+    if tracer:
+        tracer.save()
     if comm.rank != 0:
         return None
     base = next((r["seconds"] for r in rows if r["algorithm"] == algorithm and r["codec"] == "fp32"), None)

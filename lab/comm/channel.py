@@ -23,6 +23,7 @@ from lab.codecs.wire import WireFormat
 
 from .base import Batch, Comm
 from .pieces import pieces
+from .spans import span
 
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
 #: overlaps the next chunk's transfer while per-message overhead (~0.1-1 ms here) stays small
@@ -63,48 +64,54 @@ class Channel:
         """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes)."""
         if self.codec is None or seg.numel() == 0:
             return seg
-        return self._fmt(seg.numel()).encode(seg)
+        with span("encode"):
+            return self._fmt(seg.numel()).encode(seg)
 
     def decoded(self, payload: torch.Tensor, n: int) -> torch.Tensor:
         if self.codec is None or n == 0:
             return payload
-        return self._fmt(n).decode(payload).float()
+        with span("decode"):
+            return self._fmt(n).decode(payload).float()
 
     def decode_into(self, payload: torch.Tensor, seg: torch.Tensor) -> None:
         """seg = decode(payload), written in place (no temporary for codecs with a fused path)."""
         if payload is seg or not seg.numel():
             return
-        if self.codec is None:
-            seg.copy_(payload)
-        else:
-            fmt = self._fmt(seg.numel())
-            self.codec.decode_into(fmt.unpack(payload), seg)
+        with span("decode"):
+            if self.codec is None:
+                seg.copy_(payload)
+            else:
+                self.codec.decode_into(self._fmt(seg.numel()).unpack(payload), seg)
 
     def add_into(self, payload: torch.Tensor, acc: torch.Tensor) -> None:
         """acc += decode(payload)."""
         if acc.numel():
-            acc.add_(self.decoded(payload, acc.numel()))
+            with span("add"):
+                acc.add_(self.decoded(payload, acc.numel()))
 
     def decode_sum(self, payloads: Sequence[torch.Tensor], seg: torch.Tensor) -> None:
         """seg = the fp32 sum of the decoded payloads, in list order (an owner's reduction; the
         codec's fused `decode_sum` where it has one). Raw: the payloads are fp32 segments."""
         if not seg.numel():
             return
-        if self.codec is None:
-            seg.copy_(payloads[0])
-            for p in payloads[1:]:
-                seg.add_(p)
-            return
-        fmt = self._fmt(seg.numel())
-        seg.copy_(decode_sum(self.codec, [fmt.unpack(p) for p in payloads]).reshape(-1))
+        with span("add"):
+            if self.codec is None:
+                seg.copy_(payloads[0])
+                for p in payloads[1:]:
+                    seg.add_(p)
+                return
+            fmt = self._fmt(seg.numel())
+            seg.copy_(decode_sum(self.codec, [fmt.unpack(p) for p in payloads]).reshape(-1))
 
     def reduce(self, payload: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
         """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`."""
         if self.codec is None or local.numel() == 0:
-            local.add_(payload)
+            with span("add"):
+                local.add_(payload)
             return local
-        fmt = self._fmt(local.numel())
-        return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
+        with span("hop"):
+            fmt = self._fmt(local.numel())
+            return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
 
     def finalize(self, acc: torch.Tensor) -> torch.Tensor:
         """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers."""

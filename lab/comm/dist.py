@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from .base import Comm, CommError, Done, Work, split_by_lengths
+from .spans import span
 
 BACKENDS = ("gloo", "nccl")
 
@@ -32,12 +33,14 @@ class _Work(Work):
 
     def __init__(self, work: Any, comm: "TorchComm", what: str, peer: int | str) -> None:
         self.work, self.comm, self.what, self.peer, self.done = work, comm, what, peer, False
+        self.kind = "send" if what.startswith("send") else "recv-wait"  # its range in a trace (spans.py)
 
     def wait(self) -> None:
         if self.done:
             return
         try:
-            self.work.wait()
+            with span(self.kind):
+                self.work.wait()
             self.done = True
         except Exception as e:  # Gloo raises RuntimeError / DistBackendError on a dead or silent peer
             raise CommError(f"rank {self.comm.rank}: {self.what} rank {self.peer} failed; rank {self.peer} "
@@ -138,7 +141,8 @@ class TorchComm(Comm):
     def native_allreduce(self, buf: torch.Tensor) -> None:
         if buf.numel():  # Gloo rejects zero-element collectives
             try:
-                dist.all_reduce(buf)
+                with span("recv-wait"):  # the backend's whole allreduce: wire, waits and its adds
+                    dist.all_reduce(buf)
             except Exception as e:
                 raise CommError(f"rank {self.rank}: all_reduce failed; a rank died or hung ({e})") from e
 

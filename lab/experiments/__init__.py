@@ -9,6 +9,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     collectives  transfer and allreduce sweeps (model and measured), the step trace, error at scale
     step_through one allreduce on 2..8 ranks, message by message: buffers, bytes per link, codec error, busbw
     trace        the step-through as tables (`paralab trace`): messages, bytes per link and rank, algbw/busbw
+    timesplit    where the time went: per-rank split (wire, waiting, codec, Python) and timeline from --trace
     benchmarks   `paralab bench ...`: the nccl-tests-style allreduce sweep, Figure 2 transfer, compressed
                  allreduce, codec speed
     errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
@@ -49,6 +50,8 @@ _add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_
 _add("step_through", "StepThrough step_through step_algorithms step_codecs traffic_summary step_time busbw_table "
      "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES")
 _add("trace", "TraceTables trace_tables trace_takeaway TRACE_SIZE")
+_add("timesplit", "TimeSplit time_split split_table split_takeaway timeline_table trace_summary RANGE_KINDS "
+     "LIVE_CODECS LIVE_VALUES load_time_split", TIME_SPLIT_RESULT="COMMITTED")
 _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
      "collective_rows transfer_rows "
      "transfer_benchmark compressed_benchmark codec_bench_sizes codec_benchmark")

@@ -65,11 +65,13 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
                           backend_name: str = "gloo", codec: str | None = None, iters: int | None = None,
                           warmup: int = 1, check: bool = True, target_s: float = 0.2, link_rate: str | None = None,
                           link_delay_ms: float = 0.0, timeout: float = 300.0,
-                          progress: Progress | None = None, on_row: RowSink | None = None) -> CollectivesBenchmark | None:
+                          progress: Progress | None = None, on_row: RowSink | None = None,
+                          trace: str | None = None) -> CollectivesBenchmark | None:
     """Allreduce of minbytes..maxbytes (x stepfactor) with each algorithm ('native' = the backend's
     all_reduce) on `procs` local ranks, on a shaped link, or on torchrun's ranks (then None on every
     rank but 0). Times are medians per call after a barrier; busbw = algbw * 2(P-1)/P. on_row: each
-    finished (algorithm, size) row as rank 0 finishes it (local ranks only)."""
+    finished (algorithm, size) row as rank 0 finishes it (local ranks only). trace: a directory for one
+    Chrome trace per rank; each row then gains `split`, every rank's wire/wait/codec/python seconds."""
     from lab.comm.allreduce import check_algorithm
     from lab.comm.dist import TorchComm, check_backend
     from lab.comm.launch import run
@@ -86,7 +88,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
         from .catalog import check_codec_spec
         check_codec_spec(codec)
     args = (sizes, algorithms, codec)
-    kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check)
+    kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check, trace=trace_dir(trace))
     shared = link_rate is None and not in_torchrun()
     if in_torchrun():
         comm = TorchComm.from_env(backend_name, timeout)
@@ -103,6 +105,23 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
     df, fit = bench.table(res, shared=shared)
     head = bench.header(res["ranks"], minbytes, maxbytes, stepfactor, warmup, iters, check, target_s, backend_name)
     return CollectivesBenchmark(df, bench.ratios(df), fit, P, dev, sizes, res["ranks"], res["pingpong"], head)
+
+
+def trace_dir(trace: Any) -> str | None:
+    """The --trace directory as the ranks get it (absolute: a rank may start elsewhere), made here so a
+    directory that cannot be written fails before any rank starts."""
+    if trace is None:
+        return None
+    from pathlib import Path
+
+    d = Path(trace).expanduser().resolve()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"--trace {trace}: cannot make that directory ({e.strerror}); allowed: a writable directory")
+    if not d.is_dir():
+        raise ValueError(f"--trace {trace}: not a directory; allowed: a writable directory")
+    return str(d)
 
 
 def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: list[str], *,
@@ -138,7 +157,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
                          progress: Progress | None = None, on_row: RowSink | None = None,
                          ranks_per_node: int | None = None, intra_codec: str | list[str] | None = None,
-                         compare: list[str] | None = None, pipeline: int | None = None) -> pd.DataFrame:
+                         compare: list[str] | None = None, pipeline: int | None = None,
+                         trace: str | None = None) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
 
@@ -149,7 +169,9 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     every codec runs with each.
     compare: more algorithms timed in the same run, fp32 and every codec (default: the flat ring
     when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time.
-    pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too)."""
+    pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too).
+    trace: a directory for one Chrome trace per rank; each row then gains `split`, every rank's
+    wire/wait/codec/python seconds of a traced call (lab.comm.timesplit)."""
     from lab.comm.algorithms import get_algorithm
     from lab.comm.allreduce import check_algorithm, configure, resolve_codec, resolve_mode
     from lab.comm.launch import run
@@ -190,7 +212,7 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
                    on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
-                   compare=compare)[0]
+                   compare=compare, trace=trace_dir(trace))[0]
         df = pd.DataFrame(rows)
         if ranks_per_node is not None and procs // ranks_per_node > 1:
             if progress:

@@ -200,10 +200,14 @@ def ddp_comparison(codec: str, procs: int = 2, *, error_feedback: bool = False, 
 
 def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout: float = 600.0,
                  progress: Progress | None = None,
-                 on_point: RowSink | None = None) -> TrainResult | None:
+                 on_point: RowSink | None = None, trace: str | None = None) -> TrainResult | None:
     """PyTorch DDP with `cfg.codec` as the communication hook on `procs` local processes, or on
     torchrun's ranks when started by torchrun (then None on every rank but 0). on_point: each
-    evaluation of rank 0's curve as it is made (local processes only)."""
+    evaluation of rank 0's curve as it is made (local processes only). trace: a directory for one
+    Chrome trace per rank (steps 3..5); the summary's `split` holds each rank's step split."""
+    from .benchmarks import trace_dir
+
+    trace = trace_dir(trace)
     from dataclasses import asdict
 
     from lab.comm.dist import TorchComm, in_torchrun
@@ -211,9 +215,9 @@ def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout
 
     if in_torchrun():
         comm = TorchComm.from_env(backend, timeout)
-        every = comm.allgather_object(ddp_rank(comm, asdict(cfg)))
+        every = comm.allgather_object(ddp_rank(comm, asdict(cfg), trace=trace))
         return assemble(cfg, every, backend) if comm.rank == 0 else None
-    return train_ddp(cfg, procs, backend=backend, timeout=timeout, progress=progress, on_point=on_point)
+    return train_ddp(cfg, procs, backend=backend, timeout=timeout, progress=progress, on_point=on_point, trace=trace)
 
 
 def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False,

@@ -1,8 +1,9 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through;
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through, timesplit (where the time went);
 units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
+from types import ModuleType as _ModuleType
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
 from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
@@ -18,14 +19,7 @@ from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure
 from .pays import pays_sweep_figure, pays_bars_figure
 from .sharded import fsdp_bytes_figure, fsdp_row_frame
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
+from .timesplit import time_split_figure, split_bars_figure
 from .widgets import refresh
 
-__all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks', 'value_table_figure', 'error_bar_figure', 'error_histogram_figure', 'codec_speed_figure', 'TRAIN_AXES',
-           'training_curve_figure', 'reproduction_figure', 'transfer_figure', 'collective_time_figure', 'busbw_figure',
-           'allreduce_trace_figure', 'error_at_scale_figure', 'DROPOUT_LABELS', 'dropout_mask_figure',
-           'drop_frequency_figure', 'search_trace_figure', 'search_distribution_figure', 'layer_speedup_figure',
-           'dropout_table_figure', 'dropout_curve_figure', 'dropout_pattern_figure', 'AUGMENT_LABELS',
-           'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
-           'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
-           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'fsdp_bytes_figure', 'fsdp_row_frame', 'step_through_figure',
-           'step_through_frames', 'step_traffic_figure', 'refresh', 'fsdp_run_bytes_figure']
+__all__ = sorted(n for n, v in globals().items() if not n.startswith('_') and not isinstance(v, _ModuleType))

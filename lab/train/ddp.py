@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any
 
@@ -18,6 +19,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from lab.comm.base import Comm
+from lab.comm.spans import span
+from lab.comm.timesplit import Tracer
 
 from .data_parallel import IDENTITY
 from .ddp_hook import CodecHookState, codec_hook
@@ -27,10 +30,16 @@ from .stream import ShardStream
 from lab.backend import Progress, RowSink
 
 
+#: the steps a traced run records (0-based, after two warm-up steps); left out of step_s
+TRACED_STEPS = range(2, 5)
+
+
 def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
-             on_row: RowSink | None = None) -> dict:
+             on_row: RowSink | None = None, trace: str | None = None) -> dict:
     """Train on this rank; rank 0 returns the curve (and hands each evaluation to on_row as it is
-    made), every rank its bytes and step times."""
+    made), every rank its bytes and step times. trace: a directory: steps 3..5 are recorded under
+    torch.profiler (lab.comm.timesplit; forward, backward, optimizer and the hook's codec ranges), the
+    rank's Chrome trace written there, and `split` holds its median traced step's split."""
     c = TrainConfig(**cfg)
     P, rank = comm.size, comm.rank
     device = comm.device
@@ -56,19 +65,26 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
     step = 0
     fp32_step = 2 * (P - 1) * 4 * n_values // P if P > 1 else 0
     sent = 0
+    tracer = Tracer(comm, trace) if trace else None
     t0 = time.perf_counter()
     next_eval = every
     while stream.samples < total:
         x, y = stream.batch()
         xs, ys = x.tensor_split(P)[rank], y.tensor_split(P)[rank]
+        traced = tracer is not None and step in TRACED_STEPS
         t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(ddp(xs), ys)
-        loss.backward()
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t)
+        with tracer.step(f"train step {step + 1}") if traced else nullcontext():
+            opt.zero_grad(set_to_none=True)
+            with span("forward"):
+                loss = F.cross_entropy(ddp(xs), ys)
+            with span("backward"):
+                loss.backward()
+            with span("optimizer"):
+                opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        if not traced:  # a traced step runs under the profiler
+            times.append(time.perf_counter() - t)
         losses.append(float(loss.detach()))
         step += 1
         sent = state.bytes_sent if state is not None else fp32_step * step
@@ -86,7 +102,11 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
             while next_eval <= stream.samples:
                 next_eval += every
     warm = times[min(len(times) - 1, 2):]
-    return dict(rows=rows, bytes_sent=sent, fp32_bytes=fp32_step * step, steps=step,
+    split = None
+    if tracer is not None:
+        split = tracer.step_split()
+        tracer.save()
+    return dict(rows=rows, split=split, bytes_sent=sent, fp32_bytes=fp32_step * step, steps=step,
                 step_s=statistics.median(warm), parameters=n_values,
                 compressed_buckets=state.compressed_buckets if state else 0,
                 compressed_bytes=state.compressed_bytes if state else 0,
@@ -94,13 +114,16 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
 
 
 def train_ddp(cfg: TrainConfig, procs: int = 2, *, backend: str = "gloo", timeout: float = 300.0,
-              progress: Progress | None = None, on_point: RowSink | None = None) -> TrainResult:
+              progress: Progress | None = None, on_point: RowSink | None = None,
+              trace: str | None = None) -> TrainResult:
     """`cfg` trained by `procs` real processes under DDP; rank 0's curve, every rank's bytes.
-    on_point: each evaluation of rank 0's curve as it is made (a stopped run keeps them)."""
+    on_point: each evaluation of rank 0's curve as it is made (a stopped run keeps them).
+    trace: a directory for one Chrome trace per rank; the summary's `split` holds each rank's step split."""
     from lab.comm.launch import run
 
     cfg.check()
-    results = run(ddp_rank, procs, asdict(cfg), backend=backend, timeout=timeout, progress=progress, on_row=on_point)
+    results = run(ddp_rank, procs, asdict(cfg), backend=backend, timeout=timeout, progress=progress, on_row=on_point,
+                  trace=trace)
     return assemble(cfg, results, backend)
 
 
@@ -117,6 +140,8 @@ def assemble(cfg: TrainConfig, results: list[dict], backend: str) -> TrainResult
     c_fp32 = sum(r.get("compressed_fp32_bytes", 0) for r in results)
     # the codec's own ratio, without the hook's fp32 warm-up steps (PowerSGD: 0.0055 where the run's is 0.043)
     summary["bytes_ratio_compressed"] = c_sent / c_fp32 if c_fp32 else float("nan")
+    if any(r.get("split") for r in results):  # --trace: each rank's median traced step (lab.comm.timesplit)
+        summary["split"] = [r.get("split") for r in results]
     return TrainResult(cfg, curve, summary)
 
 

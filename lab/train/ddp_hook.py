@@ -39,6 +39,7 @@ import torch.distributed as dist
 from lab.codecs import Codec, ErrorFeedback, parse_spec
 from lab.codecs.hop import decode_sum
 from lab.codecs.wire import WireFormat
+from lab.comm.spans import span
 
 Future = torch.futures.Future
 
@@ -192,7 +193,8 @@ def _split(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _encode(state: CodecHookState, x: torch.Tensor, key: str):
-    return state.codec.encode_as(x, key)
+    with span("encode"):
+        return state.codec.encode_as(x, key)
 
 
 def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor]) -> Future:
@@ -212,6 +214,10 @@ def _compressed(state: CodecHookState, keys: list[str], grads: list[torch.Tensor
     state.bytes_sent += (P - 1) * row.numel()
 
     def decode(_: Future) -> list[torch.Tensor]:
+        with span("add"):  # decode and add the P rows (on the thread that completes the gather)
+            return _decode_rows()
+
+    def _decode_rows() -> list[torch.Tensor]:
         out, off = [], 0
         for fmt in fmts:
             out.append(decode_sum(codec, [fmt.unpack(r[off:off + fmt.nbytes]) for r in rows]).reshape(-1).div_(P))
