@@ -3,6 +3,8 @@ codecs on the wire, accumulation dtypes, bad input."""
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,3 +269,30 @@ def _gloo_body(comm):
     x = __import__("torch").arange(6.0) * (comm.rank + 1) / 7
     return _every_op(comm), {a: C.all_gather(comm, x, algorithm=a, codec="mxfp8_e4m3").numpy()
                              for a in C.collective_names("all_gather")}
+
+
+def test_cli_bench_collectives_op(tmp_path):
+    """`bench collectives --op reduce_scatter`: nccl-tests' columns with redop, native first and every
+    algorithm after it, #wrong 0, busbw = algbw·(P-1)/P, a result that matches the command's schema;
+    an unknown op is one line naming the allowed ones."""
+    import jsonschema
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    out = tmp_path / "rs.json"
+    res = CliRunner().invoke(app, ["bench", "collectives", "--op", "reduce_scatter", "-p", "2", "-b", "64", "-e", "64",
+                                   "-n", "1", "-w", "0", "--timeout", "120", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "# op: reduce_scatter   algorithm: native" in res.output and "redop" in res.output
+    data = json.loads(out.read_text())
+    schema = json.loads((Path(__file__).parent.parent / "docs/schemas/bench-collectives.schema.json").read_text())
+    jsonschema.validate(data, schema)
+    algos = list(dict.fromkeys(r["algorithm"] for r in data["rows"]))
+    assert algos == ["native", "ring", "recursive_halving", "pat", "direct"]
+    for r in data["rows"]:
+        assert r["wrong"] == 0 and r["op"] == "reduce_scatter" and r["redop"] == "sum"
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] / 2)
+    bad = CliRunner().invoke(app, ["bench", "collectives", "--op", "gather"])
+    assert bad.exit_code != 0 and "allowed: all_reduce, all_gather" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
