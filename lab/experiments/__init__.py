@@ -45,7 +45,7 @@ _add("catalog", "check_codec_spec codec_catalog codec_spec")
 _add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
      "PAPER_CODEC_NS op_catalog op_names op_model OpBenchmark op_benchmark format_op_table op_rows")
 _add("step_through", "StepThrough step_through step_algorithms step_codecs traffic_summary step_time busbw_table "
-     "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES")
+     "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES op_step_through op_busbw_text OP_BUSBW_WHY")
 _add("trace", "TraceTables trace_tables trace_takeaway TRACE_SIZE")
 _add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
      "collective_rows transfer_rows "

@@ -16,8 +16,10 @@ from lab.plots.units import si_bytes_label
 
 #: message kinds (`StepThrough.messages.kind`) and their colours, in legend order
 KIND_COLORS = {"own data": "#7f7f7f", "partial sum": "#1f77b4", "full sum": "#2ca02c", "mixed": "#d62728",
-               "unknown": "#d62728"}
-_KINDS = ["own data", "partial sum", "full sum", "mixed"]
+               "unknown": "#d62728", "data": "#9467bd"}
+_KINDS = ["own data", "partial sum", "full sum", "mixed", "data"]
+#: ops whose buffers hold one rank's data per value (no sums): the grid says whose
+_GATHER_OPS = ("all_gather", "alltoall", "broadcast", "sendrecv")
 _NODE_R = 0.17      # node radius in circle coordinates (arrows stop short of it)
 _OFFSET = 0.05      # arrows a→b and b→a run side by side
 _PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
@@ -180,12 +182,25 @@ def _buffer_trace(tr, frame: int) -> dict:
     else:
         who = tr.masks[frame]
         custom = [[[r, _ranks(who[r, i])] for i in range(tr.n)] for r in range(tr.P)]
-    text = [[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c] if tr.n <= 24 else None
-    return _grid(c, text, custom, f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
-                 f"(%{{marker.color}} of {tr.P})<extra></extra>" if width == 1
-                 else f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
-                      "ranks summed<extra></extra>", ("x2", "y2"), tr.P, _BLUES,
-                 {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
+    gather = getattr(tr, "op", "all_reduce") in _GATHER_OPS
+    if gather and width == 1:  # one rank's data per value: say whose
+        who = tr.masks[frame]
+        c = np.where(who >= 0, np.log2(np.maximum(who, 1)), np.nan)
+    # numbers in the cells only while they stay legible (at P = 8 a 24-wide grid is hover-only)
+    text = ([[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c]
+            if tr.n <= 24 and tr.P * tr.n <= 144 else None)
+    if gather and width == 1:
+        hover, title, cmax = "rank %{customdata[0]}, value %{x}: rank %{customdata[1]}'s data<extra></extra>", "from<br>rank", tr.P - 1
+    elif width == 1:
+        hover = (f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
+                 f"(%{{marker.color}} of {tr.P})<extra></extra>")
+        title, cmax = "ranks<br>summed", tr.P
+    else:
+        hover = (f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
+                 "ranks summed<extra></extra>")
+        title, cmax = "ranks<br>summed", tr.P
+    return _grid(c, text, custom, hover, ("x2", "y2"), cmax, _BLUES,
+                 {"title": {"text": title, "side": "top"}, "tickvals": list(range(cmax + 1)),
                   "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 0.92, "xanchor": "left", "thickness": 12})
 
 
@@ -335,7 +350,8 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
                    "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
     }
     titles = [(_X[1], _Y[1][1], "Messages in this step"),
-              (_X[2], _Y[2][1] + 0.035, "Buffers: ranks summed into each value"),
+              (_X[2], _Y[2][1] + 0.035, "Buffers: whose data each value holds" if getattr(tr, "op", "all_reduce")
+               in _GATHER_OPS else "Buffers: ranks summed into each value"),
               (_X[3], _Y[3][1] + 0.05, "Bytes sent per link so far"),
               (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
     annotations = [{"text": f"<b>{t}</b>", "x": x[0], "y": y, "xref": "paper", "yref": "paper",
