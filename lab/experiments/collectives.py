@@ -373,18 +373,26 @@ def op_names() -> list[str]:
 def op_model(op: str, algorithms: list[str], P: int, sizes: list[int],
              link: str | cost.Link = "ib_fdr") -> pd.DataFrame:
     """Modelled time of `op` per algorithm and size (nccl-tests' size of the op, bytes) on P ranks over
-    `link`, with algbw and busbw (the op's factor) and each algorithm's bytes sent per rank."""
+    `link`, with algbw and busbw (the op's factor), each algorithm's bytes sent per rank, and a lower
+    bound: ceil(log2 P) latency rounds (sendrecv: one) plus the op's factor × size over the link
+    (allreduce: `cost.lower_bound`)."""
     from lab.comm import collectives as C
 
     lk = cost.get_link(link)
     P = cost.check_P(P)
+    C.check_op(op)
+    F = cost.op_busbw_factor(op, P)
+    rounds = 0 if P == 1 else 1 if op == "sendrecv" else (P - 1).bit_length()
     rows = []
     for a in algorithms:
         per_rank = (cost.total_bytes(a, P, 1.0) / P if op == "all_reduce"
                     else C.get_collective(op, a).total_bytes(P, 1.0) / P) if P > 1 else 0.0
         for b in sizes:
             t = cost.collective_time(op, a, P, b, lk)
-            rows.append({"op": op, "algorithm": a, "P": P, "nbytes": b, "model_s": t,
+            bound = 0.0 if P == 1 else (cost.lower_bound(P, b, lk) if op == "all_reduce"
+                                        else rounds * lk.L + F * b * lk.G)
+            rows.append({"op": op, "algorithm": a, "P": P, "nbytes": b, "model_s": t, "lower_bound_s": bound,
+                         "bound_busbw_GBps": b / bound * F / 1e9 if bound > 0 else float("nan"),
                          "bytes_per_rank": per_rank * b,
                          "algbw_GBps": b / t / 1e9 if t > 0 else float("nan"),
                          "busbw_GBps": b / t * cost.op_busbw_factor(op, P) / 1e9 if t > 0 else float("nan"),
