@@ -296,3 +296,19 @@ def test_cli_bench_collectives_op(tmp_path):
     bad = CliRunner().invoke(app, ["bench", "collectives", "--op", "gather"])
     assert bad.exit_code != 0 and "allowed: all_reduce, all_gather" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_pat_reduce_scatter_at_1024_simulated_ranks():
+    """SimComm's whole range: PAT's 10 aggregated steps on 1024 ranks leave rank r the sum of block r."""
+    import torch
+
+    from lab.comm import collectives as C
+    from lab.comm.sim import simulate
+
+    def body(comm):
+        x = torch.arange(comm.size, dtype=torch.float32) + comm.rank  # block j of rank r: j + r
+        return C.reduce_scatter(comm, x, algorithm="pat", check=False).item()
+
+    P = 1024
+    got = simulate(body, P)
+    assert got == [P * r + P * (P - 1) / 2 for r in range(P)]

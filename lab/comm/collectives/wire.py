@@ -55,8 +55,10 @@ class Wire:
         """blocks[idx[i]] += row i of the payload's values (rows of blocks.shape[1])."""
         k = blocks.shape[1]
         vals = self.values(payload, k * len(idx)).reshape(len(idx), k)
-        for i, s in enumerate(idx):
-            blocks[s].add_(vals[i])
+        if len(idx) == 1:
+            blocks[idx[0]].add_(vals[0])
+        else:  # distinct rows: one addition per value, as a loop would do it
+            blocks.index_add_(0, torch.tensor(idx, device=blocks.device), vals.to(blocks.dtype))
 
     def add(self, payload: torch.Tensor, acc: torch.Tensor) -> None:
         """acc += the payload's values (acc flat or any shape of as many values)."""
