@@ -81,3 +81,24 @@ def test_page_runs_every_op_and_explains_its_factor():
         assert at.get("success") and f"{op} by" in at.get("success")[0].value
     at = page()  # the allreduce lesson stays the default
     assert not at.exception and "Step through an allreduce" in at.title[0].value
+
+
+def test_stacked_layout_for_800_px_and_no_crowding_at_p8():
+    """The figure stacks its panels one per row (taller, the circle across the width) when asked; at P = 8
+    the arrows' byte labels and the buffer grid's numbers go to hover instead of covering the ranks."""
+    from lab import plots
+    from lab.experiments import op_step_through, step_through
+
+    tr = step_through("ring", 8, 24, codec=None)
+    side = plots.step_through_frames(tr)["layout"]
+    stacked = plots.step_through_frames(tr, stacked=True)["layout"]
+    assert stacked["height"] > side["height"]
+    assert stacked["xaxis"]["domain"][1] - stacked["xaxis"]["domain"][0] > 2 * (side["xaxis"]["domain"][1] - side["xaxis"]["domain"][0])
+    assert stacked["yaxis2"]["domain"][1] < stacked["yaxis"]["domain"][0]  # buffers below the circle
+    fig = plots.step_through_figure(tr, 1, animate=False)
+    assert not any(t.text for t in fig.data[:3] if t.mode == "text")  # no byte labels at P = 8
+    assert fig.data[5].text is None  # buffer numbers on hover only
+    small = plots.step_through_figure(op_step_through("all_gather", "ring", 4, 8), 1, animate=False)
+    assert any(t.text for t in small.data[:3] if t.mode == "text")
+    at = page(op="all_gather", P="8", layout="stacked")
+    assert not at.exception and at.query_params["layout"] == "stacked"

@@ -30,16 +30,28 @@ def _get(algorithm: str, P: int, n: int, codec: str, seed: int, op: str = "all_r
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _frames(algorithm: str, P: int, n: int, codec: str, seed: int, op: str = "all_reduce", root: int = 0):
+def _frames(algorithm: str, P: int, n: int, codec: str, seed: int, op: str = "all_reduce", root: int = 0,
+            stacked: bool = False):
     """The animation's frames, built once per run and shared read-only by the figure of every step."""
-    return plots.step_through_frames(_get(algorithm, P, n, codec, seed, op, root))
+    return plots.step_through_frames(_get(algorithm, P, n, codec, seed, op, root), stacked=stacked)
 
 
-def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int, op: str = "all_reduce", root: int = 0):
+def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int, op: str = "all_reduce", root: int = 0,
+            stacked: bool = False):
     """The figure at `step` (cheap: the frames are shared). No animation of its own: the page's Step is
     the one step state, and Play advances it."""
     return plots.step_through_figure(_get(algorithm, P, n, codec, seed, op, root), step,
-                                     frames=_frames(algorithm, P, n, codec, seed, op, root), animate=False)
+                                     frames=_frames(algorithm, P, n, codec, seed, op, root, stacked), animate=False)
+
+
+LAYOUTS = ["side by side", "stacked"]
+
+
+def _stacked() -> bool:
+    """The figure's layout: panels side by side (wide windows) or stacked one per row (about 800 px)."""
+    return ui.radio("Figure", LAYOUTS, "layout", LAYOUTS[0],
+                    help="side by side: ranks and buffers in one row; stacked: one panel per row, larger, for a "
+                         "window about 800 px wide or P = 8") == "stacked"
 
 
 def _predict(tr, algorithm: str, P: int) -> None:
@@ -146,21 +158,23 @@ OP_LESSON = {
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     ops = op_names()
+    head = st.container()  # the title and lesson above the choice of op they depend on
     o1, o2 = st.columns(2)
     op = ui.select("Collective", ops, "op", "all_reduce", where=o1,
                    help="nccl-tests' seven collectives; each has its own algorithms and its own busbw factor")
     if op != "all_reduce":
-        _render_op(op, o2)
+        _render_op(op, o2, head)
         return
     catalog = algorithm_catalog()  # read per run: an algorithm registered later shows too
     algorithms = catalog.name.tolist()
-    st.title("Step through an allreduce")
-    ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
-              "Press **▶ Play** above the figure, or move **Step**: both move the one step the whole page shows. Arrows are the messages of that step with "
-              "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
-              "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
-              "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
-              "against the 2(P−1)/P·n that busbw assumes.")
+    head.title("Step through an allreduce")
+    with head:
+        ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
+                  "Press **▶ Play** above the figure, or move **Step**: both move the one step the whole page shows. Arrows are the messages of that step with "
+                  "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
+                  "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
+                  "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
+                  "against the 2(P−1)/P·n that busbw assumes.")
     c2, c3 = st.columns(2)
     algorithm = ui.select("Algorithm", algorithms, "algorithm", "ring" if "ring" in algorithms else algorithms[0],
                           where=o2, help="Every registered allreduce algorithm (plugins too): "
@@ -197,7 +211,8 @@ def render() -> None:
     _predict(tr, algorithm, int(P))
     step = _step_controls(S)
 
-    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step), tr.messages, "step_through")
+    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step, stacked=_stacked()), tr.messages,
+              "step_through")
     shown = tr.messages[tr.messages.step < step]
     now = tr.messages[tr.messages.step == step - 1]
     k1, k2 = st.columns(2)
@@ -313,15 +328,24 @@ def render() -> None:
                                "step_through_buffers.csv", "text/csv", key="csv_step_buffers", on_click="ignore")
 
 
-def _render_op(op: str, where) -> None:
+def _render_op(op: str, where, head) -> None:
     """The step-through of any other collective (fp32): buffers filling, its busbw factor from its own messages."""
     catalog = op_catalog(op)
     algorithms = catalog.name.tolist()
-    st.title(f"Step through {op}")
+    head.title(f"Step through {op}")
+    with head:
+        _op_lesson(op, catalog)
+    _render_op_body(op, where, catalog, algorithms)
+
+
+def _op_lesson(op: str, catalog) -> None:
     ui.lesson(f"What does {op} send, step by step, and why does nccl-tests count its busbw the way it does?",
               f"Press **▶ Play** or move **Step**. Arrows are the messages of that step with their bytes; "
               f"{OP_LESSON[op]}; the link grid counts bytes per link. Below the figure: this run's busiest "
               f"rank against the bytes nccl-tests' factor {catalog.busbw.iloc[0]} assumes.")
+
+
+def _render_op_body(op: str, where, catalog, algorithms: list) -> None:
     algorithm = ui.select("Algorithm", algorithms, "op_algorithm", algorithms[0], where=where,
                           help="Every registered algorithm of this op (plugins too): "
                                + "; ".join(f"{r.name}: {r.summary}" for r in catalog.itertuples()))
@@ -350,7 +374,7 @@ def _render_op(op: str, where) -> None:
     st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
     S = tr.steps
     step = _step_controls(S)
-    ui.figure(_figure(algorithm, int(P), n, "none", 0, step, op, int(root)), tr.messages, "step_through")
+    ui.figure(_figure(algorithm, int(P), n, "none", 0, step, op, int(root), _stacked()), tr.messages, "step_through")
     shown = tr.messages[tr.messages.step < step]
     k1, k2 = st.columns(2)
     k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "
@@ -362,14 +386,14 @@ def _render_op(op: str, where) -> None:
     size = 1 << 28
     with ui.guard():
         traffic = _traffic(int(P), n, link, size, op)
-    view = traffic[["algorithm", "steps", "messages", "busiest_rank_x_n", "nccl_share_x_n", "busbw_of_link"]].rename(
-        columns={"algorithm": "Algorithm", "steps": "Steps", "messages": "Messages",
-                 "busiest_rank_x_n": "Busiest rank (× S)", "nccl_share_x_n": "nccl-tests factor",
-                 "busbw_of_link": "busbw / link"})
-    st.markdown(f"**Every {op} algorithm at P = {P}** (fp32, traced the same way; S = nccl-tests' size)")
+    view = traffic[["algorithm", "steps", "messages", "busiest_rank_x_n", "busbw_of_link"]].rename(
+        columns={"algorithm": "Algorithm", "steps": "Steps", "messages": "Msgs",
+                 "busiest_rank_x_n": "Busiest rank (× S)", "busbw_of_link": "busbw / link"})
+    st.markdown(f"**Every {op} algorithm at P = {P}** (fp32, traced the same way; S = nccl-tests' size; its "
+                f"factor: {traffic.nccl_share_x_n.iloc[0]:.3g})")
     ui.table(view, "step_through_op_algorithms",
-             help={"busbw / link": f"modelled busbw on {link} at {bytes_label(size)}"},
-             formats={"busbw / link": "percent", "Busiest rank (× S)": "%.3g", "nccl-tests factor": "%.3g"})
+             help={"busbw / link": f"modelled busbw on {link} at {bytes_label(size)}", "Msgs": "messages"},
+             formats={"busbw / link": "percent", "Busiest rank (× S)": "%.3g"})
     s = tr.summary
     best = traffic.loc[traffic.busbw_of_link.idxmax()] if traffic.busbw_of_link.notna().any() else None
     ui.takeaway(f"{op} by {algorithm} at P = {P}: the busiest rank moves {s['busiest_rank_x_n']:.3g}·S against the "
