@@ -312,3 +312,39 @@ def test_pat_reduce_scatter_at_1024_simulated_ranks():
     P = 1024
     got = simulate(body, P)
     assert got == [P * r + P * (P - 1) / 2 for r in range(P)]
+
+
+def test_a_plugin_collective_is_found_by_every_list():
+    """A Collective registered at run time (here a linear all-gather through rank 0) joins the op's
+    algorithm list, the front door, the cost model and the step-through; built-ins cannot be removed."""
+    import torch
+
+    from lab.comm import collectives as C
+    from lab.comm import cost
+    from lab.comm.sim import simulate
+    from lab.experiments import op_catalog, op_step_through
+
+    def run(comm, rows):
+        P, r = comm.size, comm.rank
+        if r == 0:
+            comm.exchange(recvs=[(rows[p], p) for p in range(1, P)]).wait()
+            comm.exchange([(rows, p) for p in range(1, P)]).wait()
+        else:
+            comm.exchange([(rows[r], 0)]).wait()
+            comm.exchange(recvs=[(rows, 0)]).wait()
+
+    c = C.Collective(op="all_gather", name="star_gather", summary="through rank 0", citation="test",
+                     run=run, coefficients=lambda P, m: (2.0, (P - 1) * m / P + (P - 1) * m),
+                     total_bytes=lambda P, m: (P - 1) * m / P + (P - 1) * m)
+    C.register(c)
+    try:
+        assert "star_gather" in C.collective_names("all_gather") and "star_gather" in set(op_catalog("all_gather").name)
+        out = simulate(lambda comm: C.all_gather(comm, torch.tensor([float(comm.rank)]), algorithm="star_gather"), 5)
+        assert all(torch.equal(o, torch.arange(5.0)) for o in out)
+        assert cost.collective_time("all_gather", "star_gather", 4, 400, cost.custom_link(1.0, 1.0)) > 0
+        assert op_step_through("all_gather", "star_gather", 4, 4).final.exact_provenance.all()
+        with pytest.raises(ValueError, match="built in"):
+            C.unregister("all_gather", "ring")
+    finally:
+        C.unregister("all_gather", "star_gather")
+    assert "star_gather" not in C.collective_names("all_gather")
