@@ -10,7 +10,7 @@ import _common as ui
 import _runs as jobs
 from lab import plots
 from lab.experiments import (LINKS, algorithm_catalog, codec_catalog, collective_model, collective_sweep,
-                             error_at_scale)
+                             error_at_scale, op_catalog, op_model, op_names)
 from lab.plots.collectives import measured_fit_figure
 from lab.plots.units import bytes_label
 from views._time_split import render as render_time_split
@@ -199,6 +199,7 @@ def render() -> None:
                 "[Step through an allreduce](./step_through).")
 
     if P > 1:
+        _ops_section(P, size, link)
         st.fragment(_released(_measured_section, "meas_run"))(algorithm, P, size, link)
     st.fragment(_released(_scale_section, "err_run"))(algorithm, CODECS)
     st.fragment(_released(render_time_split, "split_run"))()  # "Where did the time go?" (views/_time_split.py)
@@ -354,3 +355,43 @@ def _scale_section(algorithm: str, CODECS: list) -> None:
             pdf = prev.result.assign(codec=prev.result["spec"]) if "spec" in prev.result else prev.result
             st.markdown(_scale_takeaway(pdf))
             ui.figure(plots.error_at_scale_figure(pdf), pdf, "error_at_scale_last", key="scale_last")
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _op_model(op: str, algorithms: tuple, P: int, link: str):
+    return op_model(op, list(algorithms), P, SIZES, link)
+
+
+def _ops_section(P: int, size: int, link: str) -> None:
+    """Every nccl-tests collective (issue 31): pick an op, see its algorithms' modelled busbw and time
+    against the op's lower bound, on the page's P, size and link."""
+    st.subheader("Every collective: all-gather, reduce-scatter, all-to-all, broadcast, reduce, sendrecv")
+    ops = [o for o in op_names() if o != "all_reduce"]
+    o1, o2 = st.columns([1, 2])
+    op = ui.select("Collective", ops, "op", "all_gather", where=o1,
+                   help="nccl-tests' collectives besides allreduce (sharded training all-gathers weights and "
+                        "reduce-scatters gradients; expert parallelism moves tokens with all-to-all)")
+    catalog = op_catalog(op)
+    algs = catalog.name.tolist()
+    chart = ui.radio("Chart", ["bus bandwidth", "time"], "op_view", "bus bandwidth", where=o2,
+                     help="busbw = algbw × the op's nccl-tests factor; time = the α-β model of each algorithm")
+    factor, what = catalog.busbw.iloc[0], catalog["size"].iloc[0]
+    st.caption(f"**{op}**: size = {what}; busbw = algbw × {factor} (nccl-tests doc/PERFORMANCE.md). "
+               + "; ".join(f"{r.name}: {r.summary}" for r in catalog.itertuples()))
+    with ui.guard():
+        mdf = _op_model(op, tuple(algs), P, link)
+    at = mdf[mdf.nbytes == size]
+    best = at.loc[at.model_s.idxmin()]
+    small, big = mdf[mdf.nbytes == mdf.nbytes.min()], mdf[mdf.nbytes == mdf.nbytes.max()]
+    win_small, win_big = small.loc[small.model_s.idxmin()].algorithm, big.loc[big.model_s.idxmin()].algorithm
+    cols = st.columns(min(len(at), 4))
+    for i, r in enumerate(at.itertuples()):
+        cols[i % len(cols)].metric(f"{r.algorithm}", _fmt_us(r.model_s * 1e6),
+                                   help=f"modelled {op} of {bytes_label(size)} on {P} ranks over {link}: "
+                                        f"{r.busbw_GBps:.3g} GB/s busbw, {r.bytes_per_rank:,.0f} B sent per rank")
+    ui.takeaway(f"{op} of {bytes_label(size)} on {P} ranks over {link}: {best.algorithm} is fastest "
+                f"({_fmt_us(best.model_s * 1e6)}, {best.lower_bound_s / best.model_s:.0%} of the lower bound's "
+                f"speed); at {bytes_label(int(mdf.nbytes.min()))} {win_small} wins, at "
+                f"{bytes_label(int(mdf.nbytes.max()))} {win_big}.", key="takeaway-ops")
+    ui.figure(plots.op_model_figure(mdf, "busbw" if chart == "bus bandwidth" else "time"), mdf, "collective_op_model")
+    st.markdown(f"Each message of {op}, step by step: [Step through](./step_through?op={op}).")

@@ -8,7 +8,7 @@ import _common as ui
 import chart
 from lab import plots
 from lab.experiments import (LINKS, STEP_P, STEP_VALUES, algorithm_catalog, algorithm_traffic, busbw_table,
-                             step_codecs, step_through)
+                             op_busbw_text, op_catalog, op_names, op_step_through, step_codecs, step_through)
 from lab.plots.units import bytes_label
 
 SIZES = [1 << k for k in range(10, 31, 2)]  # 1 kB .. 1 GB per rank, for the timing
@@ -19,17 +19,39 @@ def _trace(algorithm: str, P: int, n: int, codec: str, seed: int):
     return step_through(algorithm, P, n, codec=None if codec == "none" else codec, seed=seed)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _op_trace(op: str, algorithm: str, P: int, n: int, root: int):
+    return op_step_through(op, algorithm, P, n, root=root)
+
+
+def _get(algorithm: str, P: int, n: int, codec: str, seed: int, op: str = "all_reduce", root: int = 0):
+    """The traced run: an allreduce (with its codec) or another op (fp32)."""
+    return _trace(algorithm, P, n, codec, seed) if op == "all_reduce" else _op_trace(op, algorithm, P, n, root)
+
+
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _frames(algorithm: str, P: int, n: int, codec: str, seed: int):
+def _frames(algorithm: str, P: int, n: int, codec: str, seed: int, op: str = "all_reduce", root: int = 0,
+            stacked: bool = False):
     """The animation's frames, built once per run and shared read-only by the figure of every step."""
-    return plots.step_through_frames(_trace(algorithm, P, n, codec, seed))
+    return plots.step_through_frames(_get(algorithm, P, n, codec, seed, op, root), stacked=stacked)
 
 
-def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int):
+def _figure(algorithm: str, P: int, n: int, codec: str, seed: int, step: int, op: str = "all_reduce", root: int = 0,
+            stacked: bool = False):
     """The figure at `step` (cheap: the frames are shared). No animation of its own: the page's Step is
     the one step state, and Play advances it."""
-    return plots.step_through_figure(_trace(algorithm, P, n, codec, seed), step,
-                                     frames=_frames(algorithm, P, n, codec, seed), animate=False)
+    return plots.step_through_figure(_get(algorithm, P, n, codec, seed, op, root), step,
+                                     frames=_frames(algorithm, P, n, codec, seed, op, root, stacked), animate=False)
+
+
+LAYOUTS = ["side by side", "stacked"]
+
+
+def _stacked() -> bool:
+    """The figure's layout: panels side by side (wide windows) or stacked one per row (about 800 px)."""
+    return ui.radio("Figure", LAYOUTS, "layout", LAYOUTS[0],
+                    help="side by side: ranks and buffers in one row; stacked: one panel per row, larger, for a "
+                         "window about 800 px wide or P = 8") == "stacked"
 
 
 def _predict(tr, algorithm: str, P: int) -> None:
@@ -118,24 +140,44 @@ def _step_controls(S: int) -> int:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _traffic(P: int, n: int, link: str, size: int):
-    return algorithm_traffic(P, n, link, size)
+def _traffic(P: int, n: int, link: str, size: int, op: str = "all_reduce"):
+    return algorithm_traffic(P, n, link, size, op=op)
+
+
+#: what each op leaves in the buffers, for the lesson line
+OP_LESSON = {
+    "all_gather": "every rank's buffer fills with the other ranks' shards, row by row (the number is whose data it is)",
+    "reduce_scatter": "every rank ends with one shard of the sum: its own row of the grid reaches P ranks summed",
+    "alltoall": "block j of rank i lands as block i of rank j: the grid is a transposition filling in",
+    "broadcast": "the root's buffer spreads along a tree; the other ranks fill when it reaches them",
+    "reduce": "partial sums flow up a tree to the root, whose buffer alone ends as the full sum",
+    "sendrecv": "every rank sends its buffer to the next rank and receives the previous one's",
+}
 
 
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
+    ops = op_names()
+    head = st.container()  # the title and lesson above the choice of op they depend on
+    o1, o2 = st.columns(2)
+    op = ui.select("Collective", ops, "op", "all_reduce", where=o1,
+                   help="nccl-tests' seven collectives; each has its own algorithms and its own busbw factor")
+    if op != "all_reduce":
+        _render_op(op, o2, head)
+        return
     catalog = algorithm_catalog()  # read per run: an algorithm registered later shows too
     algorithms = catalog.name.tolist()
-    st.title("Step through an allreduce")
-    ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
-              "Press **▶ Play** above the figure, or move **Step**: both move the one step the whole page shows. Arrows are the messages of that step with "
-              "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
-              "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
-              "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
-              "against the 2(P−1)/P·n that busbw assumes.")
-    c1, c2, c3 = st.columns(3)
+    head.title("Step through an allreduce")
+    with head:
+        ui.lesson("What does an allreduce send, step by step, and why does nccl-tests report busbw = algbw · 2(P−1)/P?",
+                  "Press **▶ Play** above the figure, or move **Step**: both move the one step the whole page shows. Arrows are the messages of that step with "
+                  "their bytes; the buffer grid darkens as partial sums arrive (the number is how many ranks are "
+                  "summed into that value); the link grid counts bytes per link; the error plot shows what the codec "
+                  "loses at each hop where a partial sum is re-encoded. Below the figure: the busiest rank's bytes "
+                  "against the 2(P−1)/P·n that busbw assumes.")
+    c2, c3 = st.columns(2)
     algorithm = ui.select("Algorithm", algorithms, "algorithm", "ring" if "ring" in algorithms else algorithms[0],
-                          where=c1, help="Every registered allreduce algorithm (plugins too): "
+                          where=o2, help="Every registered allreduce algorithm (plugins too): "
                           + "; ".join(f"{r.name}: {r.summary}" for r in catalog.itertuples()))
     P = ui.number("Ranks P", "P", 4, where=c2, min_value=STEP_P[0], max_value=STEP_P[1], step=1,
                   help=f"Simulated ranks (GPUs), {STEP_P[0]} to {STEP_P[1]}: small enough to see every message.")
@@ -144,7 +186,8 @@ def render() -> None:
                            help="What each message is encoded with. 'none' sends fp32. A codec is decoded, added "
                                 "and re-encoded at every hop (requantize mode), so its error grows with the hops.")
     with ui.more_settings():
-        m1, m2, m3, m4 = st.columns(4)
+        m1, m2 = st.columns(2)
+        m3, m4 = st.columns(2)
         n = ui.select("Values per rank", list(STEP_VALUES), "n", 24, where=m1,
                       help="Length of each rank's vector (n = 4 × this many bytes in fp32). 840 splits evenly "
                            "for every P from 2 to 8.")
@@ -168,10 +211,12 @@ def render() -> None:
     _predict(tr, algorithm, int(P))
     step = _step_controls(S)
 
-    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step), tr.messages, "step_through")
+    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step, stacked=_stacked()), tr.messages,
+              "step_through")
     shown = tr.messages[tr.messages.step < step]
     now = tr.messages[tr.messages.step == step - 1]
-    k1, k2, k3, k4 = st.columns(4)
+    k1, k2 = st.columns(2)
+    k3, k4 = st.columns(2)
     k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "
               "in step k + 1 or later")
     k2.metric("Messages now", f"{len(now)}", help=f"Messages of this step; {len(tr.messages)} in the whole allreduce")
@@ -281,3 +326,77 @@ def render() -> None:
                      "step_through_final")
             st.download_button("⬇ buffers per step (CSV)", lambda: tr.buffers.to_csv(index=False),
                                "step_through_buffers.csv", "text/csv", key="csv_step_buffers", on_click="ignore")
+
+
+def _render_op(op: str, where, head) -> None:
+    """The step-through of any other collective (fp32): buffers filling, its busbw factor from its own messages."""
+    catalog = op_catalog(op)
+    algorithms = catalog.name.tolist()
+    head.title(f"Step through {op}")
+    with head:
+        _op_lesson(op, catalog)
+    _render_op_body(op, where, catalog, algorithms)
+
+
+def _op_lesson(op: str, catalog) -> None:
+    ui.lesson(f"What does {op} send, step by step, and why does nccl-tests count its busbw the way it does?",
+              f"Press **▶ Play** or move **Step**. Arrows are the messages of that step with their bytes; "
+              f"{OP_LESSON[op]}; the link grid counts bytes per link. Below the figure: this run's busiest "
+              f"rank against the bytes nccl-tests' factor {catalog.busbw.iloc[0]} assumes.")
+
+
+def _render_op_body(op: str, where, catalog, algorithms: list) -> None:
+    algorithm = ui.select("Algorithm", algorithms, "op_algorithm", algorithms[0], where=where,
+                          help="Every registered algorithm of this op (plugins too): "
+                               + "; ".join(f"{r.name}: {r.summary}" for r in catalog.itertuples()))
+    c1, c2 = st.columns(2)
+    P = ui.number("Ranks P", "P", 4, where=c1, min_value=STEP_P[0], max_value=STEP_P[1], step=1,
+                  help=f"Simulated ranks (GPUs), {STEP_P[0]} to {STEP_P[1]}: small enough to see every message.")
+    slotted = op in ("all_gather", "reduce_scatter", "alltoall")
+    root = 0
+    if op in ("broadcast", "reduce"):
+        root = ui.number("Root", "root", 0, where=c2, min_value=0, max_value=int(P) - 1, step=1,
+                         help="The rank that sends (broadcast) or receives the sum (reduce)")
+    else:
+        c2.caption("fp32 on the wire here: codecs ride these ops in `lab.comm.collectives` (each source encodes "
+                   "once; reduce-scatter requantizes per hop or once, as qgZ) and on the Collectives page.")
+    with ui.more_settings():
+        m1, m2 = st.columns(2)
+        per = ui.select("Values per slot" if slotted else "Values per rank", [1, 2, 3, 6], "op_k", 3, where=m1,
+                        help="Values in each of the P slots of a rank's buffer (all-gather's rows, reduce-scatter's "
+                             "shards, all-to-all's blocks)" if slotted else "Length of each rank's buffer")
+        link = ui.select("Link for the timing", list(LINKS), "link", "nvlink4", where=m2,
+                         help="Latency and bandwidth used to time this run's steps")
+    n = int(per) * (int(P) if slotted else 1)
+    with ui.guard():
+        tr = _op_trace(op, algorithm, int(P), n, int(root))
+    info = catalog.set_index("name").loc[algorithm]
+    st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
+    S = tr.steps
+    step = _step_controls(S)
+    ui.figure(_figure(algorithm, int(P), n, "none", 0, step, op, int(root), _stacked()), tr.messages, "step_through")
+    shown = tr.messages[tr.messages.step < step]
+    k1, k2 = st.columns(2)
+    k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "
+              "in step k + 1 or later")
+    k2.metric("Bytes sent so far", f"{int(shown.bytes.sum()):,} B",
+              help=f"all ranks together; {int(tr.messages.bytes.sum()):,} B in the whole {op}")
+    st.subheader(f"busbw of {op}")
+    st.markdown(op_busbw_text(tr))
+    size = 1 << 28
+    with ui.guard():
+        traffic = _traffic(int(P), n, link, size, op)
+    view = traffic[["algorithm", "steps", "messages", "busiest_rank_x_n", "busbw_of_link"]].rename(
+        columns={"algorithm": "Algorithm", "steps": "Steps", "messages": "Msgs",
+                 "busiest_rank_x_n": "Busiest rank (× S)", "busbw_of_link": "busbw / link"})
+    st.markdown(f"**Every {op} algorithm at P = {P}** (fp32, traced the same way; S = nccl-tests' size; its "
+                f"factor: {traffic.nccl_share_x_n.iloc[0]:.3g})")
+    ui.table(view, "step_through_op_algorithms",
+             help={"busbw / link": f"modelled busbw on {link} at {bytes_label(size)}", "Msgs": "messages"},
+             formats={"busbw / link": "percent", "Busiest rank (× S)": "%.3g"})
+    s = tr.summary
+    best = traffic.loc[traffic.busbw_of_link.idxmax()] if traffic.busbw_of_link.notna().any() else None
+    ui.takeaway(f"{op} by {algorithm} at P = {P}: the busiest rank moves {s['busiest_rank_x_n']:.3g}·S against the "
+                f"{s['nccl_share']:.3g}·S nccl-tests' factor assumes, in {S} steps of {len(tr.messages)} messages"
+                + (f"; of its algorithms, {best.algorithm} gets closest to the link ({best.busbw_of_link:.0%} of "
+                   f"{link} at {bytes_label(size)})." if best is not None else "."))

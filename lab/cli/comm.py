@@ -128,8 +128,10 @@ def bench_collectives(
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, max=604_800.0, help="seconds a rank may wait on a peer"),
     trace: Optional[Path] = _trace_option(),
     as_json: bool = json_option(),
-    out: Optional[Path] = out_option(" (default bench/results/collectives-<device>-P<P>.json)"),
+    out: Optional[Path] = out_option(" (default bench/results/collectives-[<op>-]<device>-P<P>.json)"),
     old_min: Optional[str] = OLD_MIN, old_max: Optional[str] = OLD_MAX, old_factor: Optional[int] = OLD_FACTOR,
+    op: str = typer.Option("all_reduce", "--op", help="the collective, as nccl-tests' binaries: all_reduce, "
+                           "all_gather, reduce_scatter, alltoall, broadcast, reduce, sendrecv"),
 ) -> None:
     """Allreduce sweep in nccl-tests' form (its flags, header and table: one block per algorithm, native
     all_reduce included) with the calibrated cost model's time.
@@ -138,8 +140,18 @@ def bench_collectives(
     `torchrun --nproc-per-node 2 -m lab bench collectives -b 1M -e 4M`."""
     from lab import backend
     from lab.experiments import (algorithm_catalog, collective_rows, collectives_benchmark, format_collectives,
-                                 in_torchrun, size_sweep)
+                                 in_torchrun, op_names, size_sweep)
 
+    if op not in op_names():
+        fail(f"--op {op!r}; allowed: {', '.join(op_names())}")
+    if op != "all_reduce":
+        try:
+            lo, hi, factor = _size_range(minbytes, maxbytes, old_min, old_max, old_factor, stepfactor)
+        except ValueError as e:
+            fail(str(e))
+        _bench_op(op, procs, backend_name, lo, hi, factor, iters, warmup_iters, check, algorithms, codec, rate,
+                  delay_ms, target_s, timeout, as_json, out)
+        return
     try:
         algs = ([a.strip() for a in algorithms.split(",") if a.strip()] if algorithms is not None
                 else algorithm_catalog(native=True).name.tolist())
@@ -198,6 +210,56 @@ def bench_collectives(
                       highlight=False)
     if len(res.ratios):
         print_frame(res.ratios, "busbw relative to native all_reduce (sizes >= 16 MB)")
+
+
+def _bench_op(op: str, procs: int, backend_name: str, lo: int, hi: int, factor: int, iters: Optional[int],
+              warmup_iters: int, check: int, algorithms: Optional[str], codec: Optional[str], rate: Optional[str],
+              delay_ms: float, target_s: float, timeout: float, as_json: bool, out: Optional[Path]) -> None:
+    """`bench collectives --op OP` for every op but all_reduce: each algorithm beside the native op."""
+    from lab import backend
+    from lab.experiments import format_op_table, in_torchrun, op_benchmark, op_rows, size_sweep
+
+    algs = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
+    check_results_dir(out, as_json)
+    config = {"op": op, "procs": procs, "backend": backend_name, "minbytes": lo, "maxbytes": hi, "stepfactor": factor,
+              "iters": iters, "warmup_iters": warmup_iters, "check": check, "algorithms": algs, "codec": codec,
+              "link_rate": rate, "link_delay_ms": delay_ms, "target_s": target_s, "torchrun": in_torchrun()}
+    timing = "median seconds per call after a barrier, mean over ranks; busbw = algbw * the op's nccl-tests factor"
+    tag = f"-shaped-{rate}" if rate else ""
+    dev0 = "gpu" if backend_name == "nccl" else "cpu"
+    ctx = (nullcontext(None) if in_torchrun() else
+           session("bench collectives", config, out or partial_out(as_json, f"collectives-{op}-{dev0}-P{procs}{tag}"),
+                   as_json))
+    try:
+        with ctx as s:
+            on_row = None
+            if s is not None:
+                s.shape = lambda rows: {"rows": op_rows(rows)}
+                s.extra = {"op": op, "backend": backend_name, "procs": procs, "versions": backend.versions(),
+                           "sizes": size_sweep(lo, hi, factor), "ranks": [], "pingpong": [], "ratios_vs_native": [],
+                           "fit": None, "codec": codec, "link_rate": rate, "link_delay_ms": delay_ms, "timing": timing}
+                on_row = lambda r: s.add([r], f"{r['algorithm']} {r['nbytes']} B")  # noqa: E731
+            res = op_benchmark(op, lo, hi, factor, algs, procs=procs, backend_name=backend_name, codec=codec,
+                               iters=iters, warmup=warmup_iters, check=bool(check), target_s=target_s,
+                               link_rate=rate, link_delay_ms=delay_ms, timeout=timeout,
+                               progress=None if s is None else s.progress, on_row=on_row)
+    except ValueError as e:
+        fail(str(e))
+    if res is None:
+        return
+    config["procs"] = res.procs
+    path = bench_out(out, as_json, f"collectives-{op}-{backend.device_slug(res.device)}-P{res.procs}{tag}")
+    extra = {"op": op, "backend": backend_name, "procs": res.procs, "versions": backend.versions(), "sizes": res.sizes,
+             "ranks": res.ranks, "pingpong": [], "ratios_vs_native": res.ratios, "fit": None, "codec": codec,
+             "link_rate": rate,
+             "link_delay_ms": delay_ms, "timing": timing}
+    if emit(result("bench collectives", config, device=backend.device_name(res.device), rows=res.rows, **extra),
+            path, as_json):
+        return
+    console.print(res.header, highlight=False, soft_wrap=True, markup=False)
+    console.print(format_op_table(res.rows), highlight=False, soft_wrap=True, markup=False)
+    if len(res.ratios):
+        print_frame(res.ratios, f"busbw relative to the native {op} (sizes >= 16 MB)")
 
 
 @bench_app.command("transfer")

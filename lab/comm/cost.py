@@ -28,7 +28,7 @@ __all__ = [
     "ALGORITHMS", "MODES", "Link", "LINKS", "get_link", "custom_link",
     "Algorithm", "coefficients", "shared_coefficients", "total_bytes", "allreduce_time", "lower_bound", "busbw_factor", "predict",
     "transfer_time", "compressed_transfer_time", "codec_counts", "compressed_time",
-    "Fit", "fit_link",
+    "Fit", "fit_link", "collective_coefficients", "collective_time", "op_busbw_factor",
 ]
 
 
@@ -205,6 +205,42 @@ def busbw_factor(P: int, algorithm: str | None = None) -> float:
     if algorithm is None:
         return 1.0 if P == 1 else 2.0 * (P - 1) / P
     return get_algorithm(algorithm).busbw_factor(P)
+
+
+# -- the other collectives (lab.comm.collectives: one plugin per op x algorithm)
+
+def collective_coefficients(op: str, algorithm: str, P: int, nbytes: float) -> tuple[float, float]:
+    """(a, b) with time = a·L + b·G for `op` by `algorithm` on P ranks, nbytes = nccl-tests' size of
+    the op (`lab.comm.collectives.OPS`); op 'all_reduce' is `coefficients`. (0, 0) for P = 1."""
+    from .collectives import get_collective
+
+    P = check_P(P)
+    m = _check_nonneg("nbytes", nbytes)
+    if op == "all_reduce":
+        return coefficients(algorithm, P, m)
+    c = get_collective(op, algorithm)
+    return (0.0, 0.0) if P == 1 else tuple(float(v) for v in c.coefficients(P, m))  # type: ignore[return-value]
+
+
+def collective_time(op: str, algorithm: str, P: int, nbytes: float, link: Link | str) -> float:
+    """Seconds for one `op` of nccl-tests size nbytes by `algorithm` on P ranks with per-rank links;
+    a shared medium (`Link.shared`) counts every rank's bytes (`Collective.total_bytes`)."""
+    from .collectives import get_collective
+
+    lk = get_link(link)
+    a, b = collective_coefficients(op, algorithm, P, nbytes)
+    if lk.shared and P > 1:
+        b = (total_bytes(algorithm, P, nbytes) if op == "all_reduce"
+             else get_collective(op, algorithm).total_bytes(P, float(nbytes)))
+    return a * lk.L + b * lk.G
+
+
+def op_busbw_factor(op: str, P: int) -> float:
+    """nccl-tests' bus-bandwidth factor of `op` (doc/PERFORMANCE.md): allreduce 2(P-1)/P, all-gather,
+    reduce-scatter and all-to-all (P-1)/P, broadcast, reduce and sendrecv 1; 1.0 for P = 1."""
+    from .collectives import check_op
+
+    return check_op(op).busbw_factor(check_P(P))
 
 
 # -- point to point and compression

@@ -46,9 +46,9 @@ _add("errors", "error_metrics error_table error_histogram codec_speed capture_te
 _add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE", TABLE1_TYPES="TYPES", BLOCK_SCALED_TYPES="EXTENDED_TYPES")
 _add("catalog", "check_codec_spec codec_catalog codec_spec")
 _add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
-     "PAPER_CODEC_NS")
+     "PAPER_CODEC_NS op_catalog op_names op_model OpBenchmark op_benchmark format_op_table op_rows")
 _add("step_through", "StepThrough step_through step_algorithms step_codecs traffic_summary step_time busbw_table "
-     "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES")
+     "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES op_step_through op_busbw_text OP_BUSBW_WHY")
 _add("trace", "TraceTables trace_tables trace_takeaway TRACE_SIZE")
 _add("timesplit", "TimeSplit time_split split_table split_takeaway timeline_table trace_summary RANGE_KINDS "
      "LIVE_CODECS LIVE_VALUES load_time_split", TIME_SPLIT_RESULT="COMMITTED")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 import time
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -336,3 +337,139 @@ def allreduce_trace(algorithm: str = "ring", P: int = 4, n: int = 16, *, codec: 
     df.attrs["rel_error"] = float((out[0].double() - exact).norm() / exact.norm())
     df.attrs["steps"] = int(df.step.max()) + 1 if len(df) else 0
     return df
+
+
+# -- every nccl-tests collective (lab.comm.collectives), issue 31
+
+def op_catalog(op: str | None = None) -> pd.DataFrame:
+    """The collectives a UI offers: one row per (op, algorithm) of `lab.comm.collectives` (plugins
+    included), op 'all_reduce' from `lab.comm.algorithms`: op, name, summary, citation, busbw factor text."""
+    from lab.comm import collectives as C
+
+    rows = []
+    for o, info in C.OPS.items():
+        if op is not None and o != op:
+            continue
+        if o == "all_reduce":
+            for _, a in algorithm_catalog().iterrows():
+                rows.append({"op": o, "name": a["name"], "summary": a["summary"], "citation": a["citation"],
+                             "busbw": info.busbw_text, "size": info.size})
+            continue
+        for c in C.collective_infos(o):
+            rows.append({"op": o, "name": c.name, "summary": c.summary, "citation": c.citation,
+                         "busbw": info.busbw_text, "size": info.size})
+    if op is not None and not rows:
+        C.check_op(op)
+    return pd.DataFrame(rows, columns=["op", "name", "summary", "citation", "busbw", "size"])
+
+
+def op_names() -> list[str]:
+    """nccl-tests' collectives, in its order."""
+    from lab.comm.collectives import OPS
+
+    return list(OPS)
+
+
+def op_model(op: str, algorithms: list[str], P: int, sizes: list[int],
+             link: str | cost.Link = "ib_fdr") -> pd.DataFrame:
+    """Modelled time of `op` per algorithm and size (nccl-tests' size of the op, bytes) on P ranks over
+    `link`, with algbw and busbw (the op's factor), each algorithm's bytes sent per rank, and a lower
+    bound: ceil(log2 P) latency rounds (sendrecv: one) plus the op's factor × size over the link
+    (allreduce: `cost.lower_bound`)."""
+    from lab.comm import collectives as C
+
+    lk = cost.get_link(link)
+    P = cost.check_P(P)
+    C.check_op(op)
+    F = cost.op_busbw_factor(op, P)
+    rounds = 0 if P == 1 else 1 if op == "sendrecv" else (P - 1).bit_length()
+    rows = []
+    for a in algorithms:
+        per_rank = (cost.total_bytes(a, P, 1.0) / P if op == "all_reduce"
+                    else C.get_collective(op, a).total_bytes(P, 1.0) / P) if P > 1 else 0.0
+        for b in sizes:
+            t = cost.collective_time(op, a, P, b, lk)
+            bound = 0.0 if P == 1 else (cost.lower_bound(P, b, lk) if op == "all_reduce"
+                                        else rounds * lk.L + F * b * lk.G)
+            rows.append({"op": op, "algorithm": a, "P": P, "nbytes": b, "model_s": t, "lower_bound_s": bound,
+                         "bound_busbw_GBps": b / bound * F / 1e9 if bound > 0 else float("nan"),
+                         "bytes_per_rank": per_rank * b,
+                         "algbw_GBps": b / t / 1e9 if t > 0 else float("nan"),
+                         "busbw_GBps": b / t * cost.op_busbw_factor(op, P) / 1e9 if t > 0 else float("nan"),
+                         "link": lk.name})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class OpBenchmark:
+    """`bench collectives --op OP`: nccl-tests' rows (a block per algorithm, native first), busbw
+    ratios against the native op at sizes >= 16 MB, and nccl-tests' header."""
+
+    op: str
+    rows: pd.DataFrame
+    ratios: pd.DataFrame
+    procs: int
+    device: torch.device
+    sizes: list[int]
+    ranks: list[dict]
+    header: str
+
+
+def op_benchmark(op: str, minbytes: int, maxbytes: int, stepfactor: int, algorithms: list[str] | None = None, *,
+                 procs: int = 4, backend_name: str = "gloo", codec: str | None = None, iters: int | None = None,
+                 warmup: int = 1, check: bool = True, target_s: float = 0.2, link_rate: str | None = None,
+                 link_delay_ms: float = 0.0, timeout: float = 300.0, progress: Progress | None = None,
+                 on_row: RowSink | None = None) -> OpBenchmark | None:
+    """`op` (not all_reduce: that is `collectives_benchmark`) at minbytes..maxbytes (x stepfactor) by
+    each algorithm (default: 'native', the backend's own op, then every registered one) on `procs`
+    local ranks, a shaped link, or torchrun's ranks (then None on every rank but 0)."""
+    from lab.comm import collectives as C
+    from lab.comm import op_bench
+    from lab.comm.dist import TorchComm, check_backend, in_torchrun
+
+    from .benchmarks import _shaped
+
+    C.check_op(op)
+    if op == "all_reduce":
+        raise ValueError("op all_reduce is collectives_benchmark's (bench collectives without --op)")
+    check_backend(backend_name)
+    algs = list(algorithms) if algorithms else [op_bench.NATIVE, *C.collective_names(op)]
+    op_bench.check_algorithms(op, algs)
+    sizes = bench.size_sweep(minbytes, maxbytes, stepfactor)
+    if iters is not None and iters < 1:
+        raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
+    if warmup < 0:
+        raise ValueError(f"-w/--warmup_iters {warmup}; allowed: >= 0")
+    if codec:
+        from .catalog import check_codec_spec
+        check_codec_spec(codec)
+    kw = dict(codec=codec, target_s=target_s, iters=iters, warmup=warmup, check=check)
+    if in_torchrun():
+        comm = TorchComm.from_env(backend_name, timeout)
+        res = op_bench.op_rank(comm, op, sizes, algs, **kw)
+        if comm.rank != 0:
+            return None
+        P, dev = comm.size, comm.device
+    else:
+        with _shaped(procs, link_rate, link_delay_ms, check=True) as net:
+            res = run(op_bench.op_rank, procs, op, sizes, algs, backend=backend_name, timeout=timeout, net=net,
+                      progress=progress, on_row=on_row, **kw)[0]
+        P = procs
+        dev = torch.device("cuda") if backend_name == "nccl" else torch.device("cpu")
+    df = op_bench.op_table(res["rows"])
+    head = bench.header(res["ranks"], minbytes, maxbytes, stepfactor, warmup, iters, check, target_s, backend_name)
+    return OpBenchmark(op, df, op_bench.op_ratios(df), P, dev, sizes, res["ranks"], head)
+
+
+def format_op_table(df: pd.DataFrame) -> str:
+    """nccl-tests' text table of an `op_benchmark` (a block per algorithm)."""
+    from lab.comm.op_bench import format_op_table as fmt
+
+    return fmt(df)
+
+
+def op_rows(rows: list[dict]) -> pd.DataFrame:
+    """Finished rows of an op sweep with nccl-tests' derived columns: what a stopped run keeps."""
+    from lab.comm.op_bench import op_table
+
+    return op_table(rows)

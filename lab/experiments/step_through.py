@@ -70,6 +70,9 @@ class StepThrough:
     #: ranks per node of a two-level algorithm (hierarchical: node j holds ranks jk..jk+k−1); 0 when the
     #: algorithm sees one flat network
     ranks_per_node: int = 0
+    #: the collective (`lab.comm.collectives.OPS`); other ops than all_reduce lay each rank's buffer out as
+    #: P slots of `n // P` values (all_gather, reduce_scatter, alltoall) or one of n (broadcast, reduce, sendrecv)
+    op: str = "all_reduce"
 
     def node(self, rank: int) -> int | None:
         """The node of `rank` on a two-level machine (None on a flat one)."""
@@ -86,8 +89,14 @@ class StepThrough:
 
     @property
     def nbytes(self) -> int:
-        """The message size n of nccl-tests: bytes of one rank's fp32 vector."""
+        """nccl-tests' size of the op in bytes: one rank's fp32 vector (all_reduce, broadcast, reduce,
+        sendrecv), the whole P-slot buffer (all_gather, reduce_scatter), one rank's send buffer (alltoall)."""
         return 4 * self.n
+
+    @property
+    def busbw_factor(self) -> float:
+        """nccl-tests' factor of this run's op (an allreduce plugin may declare its own)."""
+        return cost.busbw_factor(self.P, self.algorithm) if self.op == "all_reduce" else cost.op_busbw_factor(self.op, self.P)
 
     def contributions(self, frame: int) -> np.ndarray:
         """P × n array: ranks summed into each value of each rank's buffer at `frame` (−1 unknown)."""
@@ -110,9 +119,13 @@ class StepThrough:
         return out
 
 
-def step_algorithms() -> list[str]:
-    """Every registered allreduce algorithm, in display order (plugins included): what the step-through offers."""
-    return [a.name for a in algorithm_infos()]
+def step_algorithms(op: str = "all_reduce") -> list[str]:
+    """Every registered algorithm of `op`, in display order (plugins included): what the step-through offers."""
+    if op == "all_reduce":
+        return [a.name for a in algorithm_infos()]
+    from lab.comm.collectives import collective_names
+
+    return collective_names(op)
 
 
 def _check(algorithm: str, P: int, n: int, codec, seed: int):
@@ -349,8 +362,9 @@ def traffic_summary(tr: StepThrough) -> dict:
     sent, recv = fp.sum(1), fp.sum(0)
     s, d = np.unravel_index(int(np.argmax(fp)), fp.shape)
     rank = int(np.argmax(np.maximum(sent, recv)))
-    f = cost.busbw_factor(P, tr.algorithm)
-    return {"n_bytes": nb, "busbw_factor": f, "nccl_share": 2 * (P - 1) / P,
+    f = tr.busbw_factor
+    share = 2 * (P - 1) / P if tr.op == "all_reduce" else cost.op_busbw_factor(tr.op, P)
+    return {"n_bytes": nb, "busbw_factor": f, "nccl_share": share,
             "busiest_link": (int(s), int(d)), "busiest_link_bytes": float(fp.max()),
             "busiest_link_x_n": float(fp.max()) / nb,
             "busiest_rank": rank, "busiest_rank_bytes": float(max(sent[rank], recv[rank])),
@@ -384,7 +398,7 @@ def busbw_table(tr: StepThrough, link: str | cost.Link = "nvlink4", size_bytes: 
     lk = cost.get_link(link)
     if not isinstance(size_bytes, (int, float)) or not size_bytes > 0:
         raise ValueError(f"size_bytes={size_bytes!r}; allowed: a number of bytes > 0")
-    f = cost.busbw_factor(tr.P, tr.algorithm)
+    f = tr.busbw_factor
     rows = []
     for what, wire in (("fp32", False), (tr.codec, True)) if tr.codec != "fp32" else (("fp32", False),):
         t = step_time(tr, lk, size_bytes, wire=wire)
@@ -396,15 +410,15 @@ def busbw_table(tr: StepThrough, link: str | cost.Link = "nvlink4", size_bytes: 
 
 
 def algorithm_traffic(P: int = 4, n: int = 24, link: str | cost.Link = "nvlink4",
-                      size_bytes: float = 1 << 28) -> pd.DataFrame:
-    """Every registered algorithm traced at P ranks (fp32): steps, messages, bytes through the
-    busiest link and the busiest rank as multiples of n, nccl-tests' 2(P−1)/P, and the busbw the
-    step model gives on `link` as a fraction of its bandwidth. An algorithm that cannot run at this
-    P is a row whose `note` says why."""
+                      size_bytes: float = 1 << 28, op: str = "all_reduce") -> pd.DataFrame:
+    """Every registered algorithm of `op` traced at P ranks (fp32): steps, messages, bytes through the
+    busiest link and the busiest rank as multiples of n (nccl-tests' size), the op's busbw factor, and
+    the busbw the step model gives on `link` as a fraction of its bandwidth. An algorithm that cannot
+    run at this P is a row whose `note` says why."""
     rows = []
-    for name in step_algorithms():
+    for name in step_algorithms(op):
         try:
-            tr = step_through(name, P, n)
+            tr = step_through(name, P, n) if op == "all_reduce" else op_step_through(op, name, P, n)
         except ValueError as e:
             rows.append({"algorithm": name, "note": str(e)})
             continue
@@ -432,5 +446,210 @@ def step_codecs() -> list[str]:
             and (not c.gather_only or (two and c.two_stage))]
 
 
+# -- every other collective (issue 31): all-gather filling buffers, reduce-scatter leaving shards, ...
+
+#: why nccl-tests' factor is what it is, per op: the bytes each rank must move at least, as a share of the size S
+OP_BUSBW_WHY = {
+    "all_reduce": "each rank must send out the (P−1)/P of its vector that others reduce and receive the (P−1)/P "
+                  "of the result it did not compute: 2(P−1)/P·S",
+    "all_gather": "each rank must receive the P−1 shards it does not hold, (P−1)/P of the gathered S",
+    "reduce_scatter": "each rank must send the P−1 shards other ranks own (summed or not), (P−1)/P of its S",
+    "alltoall": "each rank keeps one of its P blocks and must send the other P−1 away: (P−1)/P of its S",
+    "broadcast": "every rank but the root must receive the whole buffer once: 1·S",
+    "reduce": "every rank's whole buffer must reach the root, summed on the way: 1·S through the root's link",
+    "sendrecv": "each rank sends its buffer once and receives one: 1·S",
+}
+
+#: the op's slot layout: P slots (shards, blocks, gathered rows) or one buffer
+_SLOTTED = ("all_gather", "reduce_scatter", "alltoall")
+
+
+def _slots(op: str, P: int) -> int:
+    return P if op in _SLOTTED else 1
+
+
+def _op_provenance(op: str, P: int, r: int, k: int, root: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input, buffer to watch) of rank r in the provenance run: value g of a slot holds 2^src + 256·g,
+    so a sum over ranks S is mask(S) + 256·|S|·g; -1 marks a slot nothing has arrived in."""
+    g = torch.arange(_slots(op, P) * k, dtype=torch.float32) * _BASE
+    mine = g + float(1 << r)
+    empty = torch.full_like(g, -1.0)
+    if op == "all_gather":
+        out = empty.view(P, k).clone()
+        out[r] = mine.view(P, k)[r]
+        return out, out
+    if op == "reduce_scatter":
+        blocks = mine.view(P, k).clone()
+        return blocks, blocks
+    if op == "alltoall":
+        inp = mine.view(P, k)[r].repeat(P, 1)  # every block carries the slot index it lands in at its destination
+        out = empty.view(P, k).clone()
+        out[r] = inp[r]
+        return inp, out
+    if op == "broadcast":
+        buf = mine.clone() if r == root else empty.clone()
+        return buf, buf
+    if op == "reduce":
+        buf = mine.clone()
+        return buf, buf
+    recv = empty.clone()  # sendrecv
+    return mine.clone(), recv
+
+
+def _op_call(op: str, coll, comm, inp: torch.Tensor, watched: torch.Tensor, root: int) -> None:
+    from lab.comm.collectives.wire import Wire
+
+    if op == "all_gather":
+        coll.run(comm, watched)
+    elif op == "reduce_scatter":
+        coll.run(comm, watched, Wire(comm, None))
+    elif op == "alltoall":
+        coll.run(comm, inp, watched)
+    elif op == "broadcast":
+        coll.run(comm, watched, root)
+    elif op == "reduce":
+        coll.run(comm, watched, Wire(comm, None), root)
+    else:
+        coll.run(comm, inp, watched)
+
+
+def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4, n: int = 24, *,
+                    root: int = 0) -> StepThrough:
+    """Trace one `op` (any nccl-tests collective but all_reduce, which is `step_through`) by `algorithm` on
+    P = 2..8 SimComm ranks, fp32, message by message: n values per rank's buffer, laid out as P slots
+    of n // P values for all_gather (the gathered rows), reduce_scatter (the shards, rank r's ending
+    as the sum) and alltoall (the blocks received), one buffer for broadcast, reduce and sendrecv.
+    Buffers and messages say which ranks' data each value holds (the provenance encoding of
+    `step_through`)."""
+    from lab.comm.collectives import OPS, get_collective
+
+    if op == "all_reduce" or op not in OPS:
+        raise ValueError(f"op {op!r}; allowed here: {', '.join(o for o in OPS if o != 'all_reduce')} "
+                         "(all_reduce: step_through)")
+    coll = get_collective(op, algorithm)
+    if isinstance(P, bool) or not isinstance(P, int) or not STEP_P[0] <= P <= STEP_P[1]:
+        raise ValueError(f"P={P!r}: the step-through shows {STEP_P[0]}..{STEP_P[1]} ranks; allowed: an integer "
+                         f"from {STEP_P[0]} to {STEP_P[1]}")
+    slots = _slots(op, P)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_VALUES or n % slots:
+        raise ValueError(f"n={n!r} values per rank; allowed for {op} on {P} ranks: a multiple of {slots} from "
+                         f"{slots} to {MAX_VALUES}")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < P:
+        raise ValueError(f"root={root!r}; allowed: a rank 0..{P - 1}")
+    k = n // slots
+    log: list[dict] = []
+    clocks = [0] * P
+    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
+    seqs: dict[tuple[int, int], int] = defaultdict(int)
+    snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
+
+    def rank_fn(comm):
+        r = comm.rank
+        inp, watched = _op_provenance(op, P, r, k, root)
+
+        def snap() -> None:
+            snaps[r].append((clocks[r], watched.reshape(-1).clone()))
+
+        send0, recv0 = comm.isend_unchecked, comm.irecv_unchecked
+
+        def isend(t, dst):
+            snap()
+            stamps[(r, dst)].append(clocks[r])
+            log.append({"step": clocks[r], "src": r, "dst": dst, "seq": seqs[(r, dst)],
+                        "bytes": t.numel() * t.element_size(), "payload": t.detach().reshape(-1).clone()})
+            seqs[(r, dst)] += 1
+            return send0(t, dst)
+
+        def irecv(t, src):
+            work = recv0(t, src)
+            wait0 = work.wait
+
+            def wait():
+                done = getattr(work, "done", False)
+                if not done:
+                    snap()
+                wait0()
+                if not done:
+                    clocks[r] = max(clocks[r], stamps[(src, r)].popleft() + 1)
+            work.wait = wait
+            return work
+
+        comm.isend_unchecked, comm.irecv_unchecked = isend, irecv
+        snap()
+        _op_call(op, coll, comm, inp, watched, root)
+        snap()
+        return watched.reshape(-1).clone()
+
+    out = simulate(rank_fn, P)
+    steps = max((m["step"] for m in log), default=-1) + 1
+    gather = not OPS[op].reduces
+    rows = []
+    for m in log:
+        mask, _ = _decode_masks(m["payload"])
+        cnt = _popcount(mask)
+        row = {"step": m["step"], "src": m["src"], "dst": m["dst"], "values": m["payload"].numel(),
+               "bytes": m["bytes"], "fp32_bytes": m["bytes"], "seq": m["seq"], "contributions_min": -1,
+               "contributions_max": -1, "kind": "unknown", "ranks": "?", "max_abs_error": np.nan,
+               "max_abs_value": np.nan}
+        if len(cnt) and (cnt >= 0).all():
+            lo, hi = int(cnt.min()), int(cnt.max())
+            row.update(contributions_min=lo, contributions_max=hi, ranks=_ranks_text(int(np.bitwise_or.reduce(mask))))
+            row["kind"] = ("data" if gather else "own data" if hi == 1 else "full sum" if lo == P else
+                           "partial sum" if lo > 1 or hi < P else "mixed")
+        rows.append(row)
+    messages = pd.DataFrame(rows, columns=["step", "src", "dst", "values", "bytes", "fp32_bytes", "seq",
+                                           "contributions_min", "contributions_max", "kind", "ranks",
+                                           "max_abs_error", "max_abs_value"])
+    idx = np.arange(n)
+    masks = np.full((steps + 1, P, n), -1, dtype=np.int64)
+    for f in range(steps + 1):
+        for r in range(P):
+            cands = [t for clk, t in snaps[r] if clk <= f] or [snaps[r][0][1]]
+            masks[f, r] = _decode_masks(cands[-1], idx)[0]
+    counts = _popcount(masks)
+    final = pd.DataFrame([{"rank": r, "max_abs_error": 0.0, "rel_error": 0.0,
+                           "exact_provenance": bool(_op_done(op, P, r, k, root, out[r]))} for r in range(P)])
+    tr = StepThrough(algorithm, P, n, "fp32", 0, steps, messages, masks, counts, final, op=op)
+    tr.summary = traffic_summary(tr)
+    return tr
+
+
+def _op_done(op: str, P: int, r: int, k: int, root: int, got: torch.Tensor) -> bool:
+    """Whether rank r's watched buffer ends as the op promises (provenance values)."""
+    g = torch.arange(_slots(op, P) * k, dtype=torch.float32) * _BASE
+    full = float((1 << P) - 1)
+    if op in ("all_gather", "alltoall"):
+        want = g + torch.tensor([float(1 << j) for j in range(P)]).repeat_interleave(k)
+        return bool(torch.equal(got, want))
+    if op == "reduce_scatter":
+        return bool(torch.equal(got.view(P, k)[r], (g * P + full).view(P, k)[r]))
+    if op == "broadcast":
+        return bool(torch.equal(got, g + float(1 << root)))
+    if op == "reduce":
+        return r != root or bool(torch.equal(got, g * P + full))
+    return bool(torch.equal(got, g + float(1 << ((r - 1) % P))))
+
+
+def op_busbw_text(tr: StepThrough) -> str:
+    """nccl-tests' factor of the run's op explained from this run's own message counts."""
+    s = tr.summary
+    P, S, x = tr.P, tr.nbytes, s["busiest_rank_x_n"]
+    share = s["nccl_share"]
+    sent, recv = tr.link_bytes(wire=False).sum(1), tr.link_bytes(wire=False).sum(0)
+    msgs = tr.messages.groupby("src").size().reindex(range(P), fill_value=0)
+    eq = abs(x - share) < 1e-9
+    return (f"**Why {share:.3g}.** For {tr.op} {OP_BUSBW_WHY[tr.op]}; at P = {P} that is {share:.3g}·S, with "
+            f"S = {S} B here. **This run:** {len(tr.messages)} messages in {tr.steps} steps; rank "
+            f"{s['busiest_rank']} is the busiest, sending {sent[s['busiest_rank']]:,.0f} B in "
+            f"{int(msgs[s['busiest_rank']])} messages and receiving {recv[s['busiest_rank']]:,.0f} B: "
+            f"{x:.3g}·S. "
+            + (f"That is exactly the {share:.3g}·S busbw = algbw × {share:.3g} assumes, so busbw can reach the "
+               "link's bandwidth." if eq else
+               f"That is {x / share:.2g}× the {share:.3g}·S busbw assumes, so its busbw reaches at most "
+               f"{min(share / x, 1):.0%} of the link's bandwidth." if x > share else
+               f"That is less than the {share:.3g}·S nccl-tests assumes."))
+
+
 __all__ = ["StepThrough", "step_through", "lamport_trace", "step_algorithms", "step_codecs", "traffic_summary", "step_time",
-           "busbw_table", "algorithm_traffic", "STEP_P", "STEP_VALUES", "MAX_VALUES"]
+           "busbw_table", "algorithm_traffic", "STEP_P", "STEP_VALUES", "MAX_VALUES", "op_step_through", "op_busbw_text",
+           "OP_BUSBW_WHY"]

@@ -10,6 +10,7 @@ from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
 from .fsdp import fsdp_run_bytes_figure
 from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
                           error_at_scale_figure)
+from .ops import op_model_figure
 from .dropout import (DROPOUT_LABELS, dropout_mask_figure, drop_frequency_figure, search_trace_figure,
                       search_distribution_figure, layer_speedup_figure, dropout_table_figure, dropout_curve_figure,
                       dropout_pattern_figure)

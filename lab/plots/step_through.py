@@ -16,8 +16,10 @@ from lab.plots.units import si_bytes_label
 
 #: message kinds (`StepThrough.messages.kind`) and their colours, in legend order
 KIND_COLORS = {"own data": "#7f7f7f", "partial sum": "#1f77b4", "full sum": "#2ca02c", "mixed": "#d62728",
-               "unknown": "#d62728"}
-_KINDS = ["own data", "partial sum", "full sum", "mixed"]
+               "unknown": "#d62728", "data": "#9467bd"}
+_KINDS = ["own data", "partial sum", "full sum", "mixed", "data"]
+#: ops whose buffers hold one rank's data per value (no sums): the grid says whose
+_GATHER_OPS = ("all_gather", "alltoall", "broadcast", "sendrecv")
 _NODE_R = 0.17      # node radius in circle coordinates (arrows stop short of it)
 _OFFSET = 0.05      # arrows a→b and b→a run side by side
 _PACKET_AT = (0.5,)  # in-between frames: where the packet is along its arrow
@@ -102,7 +104,7 @@ def _circle_traces(tr, arrows: list[dict], frame: int, packet: float | None) -> 
         xs, ys = (ix, iy) if a.get("inter") else (lx, ly)
         xs += [a["x0"], a["x1"], None]
         ys += [a["y0"], a["y1"], None]
-    labels = len(arrows) <= 16
+    labels = len(arrows) <= 16 and tr.P <= 6  # at P = 7, 8 the labels would cover the ranks: hover only
     mid = [(_r((a["x0"] + a["x1"]) / 2 + (a["y1"] - a["y0"]) * 0.2), _r((a["y0"] + a["y1"]) / 2 - (a["x1"] - a["x0"]) * 0.2))
            for a in arrows] if labels else []
     t = [] if packet is None else [(_r(a["x0"] + (a["x1"] - a["x0"]) * packet), _r(a["y0"] + (a["y1"] - a["y0"]) * packet))
@@ -164,7 +166,7 @@ def _grid(z: np.ndarray, text: list | None, custom: list, hovertemplate: str, ax
     return out
 
 
-def _buffer_trace(tr, frame: int) -> dict:
+def _buffer_trace(tr, frame: int, stacked: bool = False) -> dict:
     """Trace 5: ranks × values, how many ranks' contributions each value holds (bins of consecutive
     values, their fewest, when n > 48)."""
     c = tr.counts[frame].astype(float)
@@ -180,13 +182,27 @@ def _buffer_trace(tr, frame: int) -> dict:
     else:
         who = tr.masks[frame]
         custom = [[[r, _ranks(who[r, i])] for i in range(tr.n)] for r in range(tr.P)]
-    text = [[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c] if tr.n <= 24 else None
-    return _grid(c, text, custom, f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
-                 f"(%{{marker.color}} of {tr.P})<extra></extra>" if width == 1
-                 else f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
-                      "ranks summed<extra></extra>", ("x2", "y2"), tr.P, _BLUES,
-                 {"title": {"text": "ranks<br>summed", "side": "top"}, "tickvals": list(range(tr.P + 1)),
-                  "len": 0.44, "y": 0.75, "yanchor": "middle", "x": 0.92, "xanchor": "left", "thickness": 12})
+    gather = getattr(tr, "op", "all_reduce") in _GATHER_OPS
+    if gather and width == 1:  # one rank's data per value: say whose
+        who = tr.masks[frame]
+        c = np.where(who >= 0, np.log2(np.maximum(who, 1)), np.nan)
+    # numbers in the cells only while they stay legible (at P = 8 a 24-wide grid is hover-only)
+    text = ([[str(int(v)) if not np.isnan(v) else "" for v in row] for row in c]
+            if tr.n <= 24 and tr.P * tr.n <= 144 else None)
+    if gather and width == 1:
+        hover, title, cmax = "rank %{customdata[0]}, value %{x}: rank %{customdata[1]}'s data<extra></extra>", "from<br>rank", tr.P - 1
+    elif width == 1:
+        hover = (f"rank %{{customdata[0]}}, value %{{x}}: sum of ranks %{{customdata[1]}} "
+                 f"(%{{marker.color}} of {tr.P})<extra></extra>")
+        title, cmax = "ranks<br>summed", tr.P
+    else:
+        hover = (f"rank %{{customdata}}, bin %{{x}} ({width} values): at least %{{marker.color}} of {tr.P} "
+                 "ranks summed<extra></extra>")
+        title, cmax = "ranks<br>summed", tr.P
+    return _grid(c, text, custom, hover, ("x2", "y2"), cmax, _BLUES,
+                 {"title": {"text": title, "side": "top"}, "tickvals": list(range(cmax + 1)),
+                  "len": 0.2 if stacked else 0.44, "y": sum(_SY[2]) / 2 if stacked else 0.75, "yanchor": "middle",
+                  "x": 0.92, "xanchor": "left", "thickness": 12})
 
 
 def _ranks(mask: int) -> str:
@@ -240,6 +256,10 @@ def _error_traces(tr, step: int | None) -> list[dict]:
 # subplot domains (paper coordinates): circle | buffers on top, link bytes | error below
 _X = {1: [0.0, 0.36], 2: [0.47, 0.9], 3: [0.04, 0.34], 4: [0.5, 1.0]}
 _Y = {1: [0.52, 1.0], 2: [0.56, 0.96], 3: [0.04, 0.36], 4: [0.04, 0.36]}
+# stacked (for a window about 800 px wide): the ranks' circle, then the buffers, each across the width,
+# then bytes per link beside the error
+_SX = {1: [0.1, 0.9], 2: [0.06, 0.9], 3: [0.06, 0.44], 4: [0.58, 1.0]}
+_SY = {1: [0.64, 1.0], 2: [0.37, 0.58], 3: [0.03, 0.2], 4: [0.03, 0.2]}
 
 
 class AnimatedFigure(go.Figure):
@@ -265,11 +285,13 @@ class AnimatedFigure(go.Figure):
         return d
 
 
-def step_through_frames(tr, *, height: int = 780) -> dict:
+def step_through_frames(tr, *, height: int | None = None, stacked: bool = False) -> dict:
     """The animation of `tr` (a `StepThrough`), built once: {"frames": the plotly frames (one per step,
     named "0".."S", and an in-between frame "k.0" per step with the packets halfway), "layout"}.
     `step_through_figure` opens it at any step without rebuilding it."""
     S = tr.steps
+    X, Y = (_SX, _SY) if stacked else (_X, _Y)
+    height = height or (1150 if stacked else 780)
     total = tr.link_bytes()
     zmax = float(total.max()) if total.size else 1.0
     err = tr.messages.max_abs_error
@@ -285,7 +307,7 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
             c = _circle_traces(tr, a, f - 1, packet)
             return [*c[:4], c[5]]
         c = _circle_traces(tr, a, f, None)
-        return [*c[:5], _buffer_trace(tr, f), _link_trace(tr, s, zmax), *_error_traces(tr, s), c[5]]
+        return [*c[:5], _buffer_trace(tr, f, stacked), _link_trace(tr, s, zmax), *_error_traces(tr, s), c[5]]
 
     frames = []
     for f in range(S + 1):
@@ -316,28 +338,29 @@ def step_through_frames(tr, *, height: int = 780) -> dict:
     ncols = -(-tr.n // bin_width)
     ticks = list(range(0, ncols, max(1, ncols // 6)))
     axes = {
-        "xaxis": {"domain": _X[1], "range": [-lim, lim], "visible": False, "anchor": "y"},
-        "yaxis": {"domain": _Y[1], "range": [-lim, lim], "visible": False, "anchor": "x", "scaleanchor": "x",
+        "xaxis": {"domain": X[1], "range": [-lim, lim], "visible": False, "anchor": "y"},
+        "yaxis": {"domain": Y[1], "range": [-lim, lim], "visible": False, "anchor": "x", "scaleanchor": "x",
                   "scaleratio": 1},
-        "xaxis2": {"domain": _X[2], "anchor": "y2", "range": [-0.5, ncols - 0.5], "zeroline": False,
+        "xaxis2": {"domain": X[2], "anchor": "y2", "range": [-0.5, ncols - 0.5], "zeroline": False,
                    "title": {"text": "value index in the vector" if bin_width == 1 else
                              f"values, in bins of {bin_width}", "standoff": 4},
                    **({} if bin_width == 1 else {"tickvals": ticks, "ticktext": [str(t * bin_width) for t in ticks]})},
-        "yaxis2": {"domain": _Y[2], "anchor": "x2", "range": [tr.P - 0.5, -0.5], "tickvals": list(range(tr.P)),
+        "yaxis2": {"domain": Y[2], "anchor": "x2", "range": [tr.P - 0.5, -0.5], "tickvals": list(range(tr.P)),
                    "ticktext": [f"rank {r}" for r in range(tr.P)], "zeroline": False, "showgrid": False},
-        "xaxis3": {"domain": _X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "range": [-0.5, tr.P - 0.5],
+        "xaxis3": {"domain": X[3], "anchor": "y3", "title": {"text": "to rank", "standoff": 4}, "range": [-0.5, tr.P - 0.5],
                    "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
-        "yaxis3": {"domain": _Y[3], "anchor": "x3", "title": {"text": "from rank"}, "range": [tr.P - 0.5, -0.5],
+        "yaxis3": {"domain": Y[3], "anchor": "x3", "title": {"text": "from rank"}, "range": [tr.P - 0.5, -0.5],
                    "tickvals": list(range(tr.P)), "zeroline": False, "showgrid": False},
-        "xaxis4": {"domain": _X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
+        "xaxis4": {"domain": X[4], "anchor": "y4", "title": {"text": "step", "standoff": 4}, "range": [0.5, S + 0.5],
                    "dtick": 1 if S <= 16 else 2},
-        "yaxis4": {"domain": _Y[4], "anchor": "x4", "title": {"text": "largest |error|, inputs N(0,1)"},
+        "yaxis4": {"domain": Y[4], "anchor": "x4", "title": {"text": "largest |error|, inputs N(0,1)"},
                    "range": [0, errmax * 1.15 if errmax > 0 else 1], "exponentformat": "e" if errmax < 1e-3 else "none"},
     }
-    titles = [(_X[1], _Y[1][1], "Messages in this step"),
-              (_X[2], _Y[2][1] + 0.035, "Buffers: ranks summed into each value"),
-              (_X[3], _Y[3][1] + 0.05, "Bytes sent per link so far"),
-              (_X[4], _Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
+    titles = [(X[1], Y[1][1], "Messages in this step"),
+              (X[2], Y[2][1] + 0.035, "Buffers: whose data each value holds" if getattr(tr, "op", "all_reduce")
+               in _GATHER_OPS else "Buffers: ranks summed into each value"),
+              (X[3], Y[3][1] + 0.05, "Bytes sent per link so far"),
+              (X[4], Y[4][1] + 0.05, f"Error vs exact partial sums ({what})")]
     annotations = [{"text": f"<b>{t}</b>", "x": x[0], "y": y, "xref": "paper", "yref": "paper",
                     "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
                    for x, y, t in titles] + node_notes

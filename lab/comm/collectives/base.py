@@ -1,0 +1,218 @@
+"""`Collective`: one algorithm of one nccl-tests collective as a plugin, and the registry of them.
+
+The allreduce algorithms are plugins of `lab.comm.algorithms`; every other collective a training job
+uses (all-gather, reduce-scatter, all-to-all, broadcast, reduce, sendrecv) is one module per
+(op, algorithm) in this package, defining `COLLECTIVE = Collective(...)`. They are found as the
+allreduce algorithms and the codecs are (`lab.plugins`, kind ``collectives``): the modules of this
+package, entry points of group `paralab.collectives`, modules named in $PARALAB_COLLECTIVES, and
+`register(c)` at run time. Nothing lists them.
+
+Sizes follow nccl-tests (its doc/PERFORMANCE.md): m is the op's "size" in bytes, the whole
+gathered / scattered buffer for all_gather and reduce_scatter (P shards), one rank's send buffer
+for alltoall, the buffer for broadcast, reduce and sendrecv. busbw = algbw · factor(P).
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Optional
+
+from ... import plugins
+
+ENV = "PARALAB_COLLECTIVES"
+
+Coefficients = Callable[[int, float], "tuple[float, float]"]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One nccl-tests collective: its name, whether it sums, its bus-bandwidth factor and what m is."""
+
+    name: str
+    summary: str
+    reduces: bool
+    busbw: Callable[[int], float]
+    busbw_text: str
+    size: str
+
+    def busbw_factor(self, P: int) -> float:
+        """busbw = algbw · this (nccl-tests doc/PERFORMANCE.md); 1.0 for P = 1."""
+        return 1.0 if P == 1 else float(self.busbw(P))
+
+
+#: nccl-tests' seven collectives, in its order (all_reduce's algorithms are `lab.comm.algorithms`)
+OPS: dict[str, Op] = {o.name: o for o in (
+    Op("all_reduce", "every rank gets the sum of every rank's vector", True, lambda P: 2 * (P - 1) / P,
+       "2(P-1)/P", "the vector"),
+    Op("all_gather", "every rank gets every rank's shard, in rank order", False, lambda P: (P - 1) / P,
+       "(P-1)/P", "the gathered buffer (P shards)"),
+    Op("reduce_scatter", "rank r gets shard r of the sum", True, lambda P: (P - 1) / P,
+       "(P-1)/P", "the input buffer (P shards)"),
+    Op("alltoall", "block j of rank i lands as block i of rank j (a transposition)", False,
+       lambda P: (P - 1) / P, "(P-1)/P", "one rank's send buffer (P blocks)"),
+    Op("broadcast", "every rank gets the root's buffer", False, lambda P: 1.0, "1", "the buffer"),
+    Op("reduce", "the root gets the sum of every rank's buffer", True, lambda P: 1.0, "1", "the buffer"),
+    Op("sendrecv", "rank r sends to r+1 and receives from r-1", False, lambda P: 1.0, "1", "the buffer"),
+)}
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, eq=False)
+class Collective:
+    """One algorithm of one op, written once against `Comm` (runs on SimComm and on real ranks).
+
+    run: the algorithm; its signature is the op's (`lab.comm.collectives.api` calls it):
+        all_gather(comm, rows)               rows (P, k), row r filled; every row filled in place
+        reduce_scatter(comm, blocks, wire)   blocks (P, k) of the accumulation dtype; blocks[r] = the sum
+        alltoall(comm, inp, out)             (P, k) each; out[i] = rank i's inp[r] (out[r] filled already)
+        broadcast(comm, buf, root)           buf = root's buf on every rank
+        reduce(comm, buf, wire, root)        buf at the root = the sum
+        sendrecv(comm, send, recv)           recv = rank r-1's send
+      Gather-type ops (all_gather, alltoall, broadcast, sendrecv) move rows of any dtype, so a codec's
+      payload bytes travel unchanged; reductions go through a `Wire` (raw, or decode-add-encode per hop).
+    coefficients(P, m) -> (a, b): time a·L + b·G for m bytes (module docstring) on per-rank links.
+    total_bytes(P, m): bytes all ranks send together.
+    options: keyword options `run` takes (PAT's buffer_bytes), with their defaults.
+    """
+
+    op: str
+    name: str
+    summary: str
+    citation: str
+    run: Callable[..., None]
+    coefficients: Coefficients
+    total_bytes: Callable[[int, float], float]
+    options: dict = field(default_factory=dict)
+    order: int = 100
+    module: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS or self.op == "all_reduce":
+            raise ValueError(f"collective {self.name!r}: op {self.op!r}; allowed: "
+                             f"{', '.join(o for o in OPS if o != 'all_reduce')} (all_reduce's algorithms are "
+                             "lab.comm.algorithms plugins)")
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(f"collective name {self.name!r}: allowed are lower-case identifiers ([a-z][a-z0-9_]*)")
+        for what in ("run", "coefficients", "total_bytes"):
+            if not callable(getattr(self, what)):
+                raise ValueError(f"collective {self.op}/{self.name}: {what} must be callable")
+        if not self.module:
+            object.__setattr__(self, "module", getattr(self.run, "__module__", "") or "")
+
+    def bytes_per_rank(self, P: int, nbytes: float) -> float:
+        """Bytes one rank sends in one call of size `nbytes`, averaged over the ranks."""
+        return 0.0 if P == 1 else self.total_bytes(P, nbytes) / P
+
+    def busbw_factor(self, P: int) -> float:
+        """The op's nccl-tests factor (the algorithm does not change it)."""
+        return OPS[self.op].busbw_factor(P)
+
+    def time(self, P: int, nbytes: float, L: float, G: float) -> float:
+        """a·L + b·G seconds; 0 for P = 1."""
+        if P == 1:
+            return 0.0
+        a, b = self.coefficients(P, nbytes)
+        return a * L + b * G
+
+
+_lock = threading.RLock()
+_registry: dict[tuple[str, str], Collective] = {}
+_PACKAGE = __name__.rsplit(".", 1)[0]
+
+
+def _add(c: Collective, replace: bool = False) -> None:
+    old = _registry.get((c.op, c.name))
+    if old is not None and old is not c and not replace:
+        raise ValueError(f"{c.op} algorithm {c.name!r} is already registered (from {old.module}); pass replace=True")
+    _registry[(c.op, c.name)] = c
+
+
+def _accept(obj: object, origin: str) -> None:
+    with _lock:
+        if isinstance(obj, ModuleType):
+            c = getattr(obj, "COLLECTIVE", None)
+            if c is None:
+                return
+            if not isinstance(c, Collective):
+                raise ValueError(f"{obj.__name__}.COLLECTIVE is a {type(c).__name__}; it must be a Collective")
+            _add(c)
+        elif isinstance(obj, Collective):
+            _add(obj)
+        else:
+            raise ValueError(f"{origin} gives a {type(obj).__name__}; allowed: a module that defines COLLECTIVE, "
+                             "or a Collective")
+
+
+KIND = plugins.declare(plugins.Kind("collectives", _PACKAGE, "paralab.collectives", ENV, _accept))
+
+
+def _load() -> None:
+    plugins.discover(KIND.name)
+
+
+def register(c: Collective, *, replace: bool = False) -> Collective:
+    """Add a collective algorithm (carried to rank processes like the allreduce plugins)."""
+    if not isinstance(c, Collective):
+        raise ValueError(f"register takes a Collective, got {type(c).__name__}")
+    _load()
+    with _lock:
+        _add(c, replace)
+    plugins.remember(KIND.name, c.module)
+    return c
+
+
+def register_module(module: str) -> list[Collective]:
+    """Import `module` (which defines COLLECTIVE) and register it."""
+    _load()
+    mod = importlib.import_module(module)
+    _accept(mod, module)
+    plugins.remember(KIND.name, module)
+    return [c for c in _registry.values() if c.module == module]
+
+
+def unregister(op: str, name: str) -> None:
+    """Remove a plugin (tests); built-ins stay."""
+    c = get_collective(op, name)
+    if c.module.startswith(_PACKAGE + "."):
+        raise ValueError(f"{op}/{name} is built in and cannot be removed")
+    with _lock:
+        del _registry[(op, name)]
+    if not any(x.module == c.module for x in _registry.values()):
+        plugins.forget(KIND.name, c.module)
+
+
+def check_op(op: str) -> Op:
+    """The Op called `op`; ValueError naming the allowed ones."""
+    o = OPS.get(op) if isinstance(op, str) else None
+    if o is None:
+        raise ValueError(f"unknown op {op!r}; allowed: {', '.join(OPS)}")
+    return o
+
+
+def collective_infos(op: Optional[str] = None) -> list[Collective]:
+    """Every registered collective algorithm (of `op`), in display order."""
+    _load()
+    if op is not None:
+        check_op(op)
+    names = list(OPS)
+    return sorted((c for c in _registry.values() if op is None or c.op == op),
+                  key=lambda c: (names.index(c.op), c.order, c.name))
+
+
+def collective_names(op: str) -> list[str]:
+    """The algorithms registered for `op`, in display order."""
+    return [c.name for c in collective_infos(op)]
+
+
+def get_collective(op: str, name: str) -> Collective:
+    """The algorithm `name` of `op`; ValueError naming the ones `op` has."""
+    check_op(op)
+    _load()
+    c = _registry.get((op, name)) if isinstance(name, str) else None
+    if c is None:
+        raise ValueError(f"{op} has no algorithm {name!r}; allowed: {', '.join(collective_names(op))}")
+    return c
