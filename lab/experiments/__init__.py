@@ -67,7 +67,7 @@ _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec T
      "MAX_DISTORTION_DEGREE")
 _add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 _add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
-     "Penalty load_penalties result_name expand_specs CONVERGE_TASKS CONVERGE_MODES")
+     "Penalty load_penalties result_name expand_specs codec_coverage CONVERGE_TASKS CONVERGE_MODES")
 
 __all__ = sorted(_EXPORTS)
 
