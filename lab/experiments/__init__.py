@@ -17,6 +17,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
     pays         does compression pay on a two-level cluster against bf16 (issue 19)
     converge     time to accuracy: steps to fp32's target per codec spec, penalty with CIs (issue 32)
+    race         the race to the target: converge curves against steps and modelled time, lessons
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ _add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec T
 _add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 _add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
      "Penalty load_penalties result_name expand_specs codec_coverage CONVERGE_TASKS CONVERGE_MODES")
+_add("race", "race race_lessons step_times modelled_seconds committed_race_data RaceResult")
 
 __all__ = sorted(_EXPORTS)
 

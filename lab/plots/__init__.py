@@ -1,6 +1,6 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through;
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, race, step_through;
 units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
@@ -15,6 +15,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
                          fusion_figure, fusion_curve_figure)
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .pays import pays_sweep_figure, pays_bars_figure
+from .race import RACE_AXES, race_figure
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
 from .widgets import refresh
 
@@ -25,5 +26,5 @@ __all__ = ['table1_figure', 'block_figure', 'block_lesson_figure', 'decade_ticks
            'dropout_table_figure', 'dropout_curve_figure', 'dropout_pattern_figure', 'AUGMENT_LABELS',
            'augment_preview_figure', 'augment_counts_figure', 'augment_throughput_figure', 'fusion_figure',
            'fusion_curve_figure', 'plan_breakdown_figure', 'plan_speedup_figure', 'plan_layers_figure',
-           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'step_through_figure',
+           'codec_advice_figure', 'pays_sweep_figure', 'pays_bars_figure', 'RACE_AXES', 'race_figure', 'step_through_figure',
            'step_through_frames', 'step_traffic_figure', 'refresh']
