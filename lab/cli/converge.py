@@ -98,8 +98,10 @@ def converge(
                 return {"rows": rows, "runs": runs, "codecs": codec_coverage(rows)}
 
             s.shape = shape
+            points: list[dict] = []
+            s.extra["curves"] = points  # a stopped run keeps its curves (--resume reuses a finished run with them)
             res = run(progress=s.progress, on_run=lambda r: s.add([r], f"{r['spec']} seed {r['seed']}"),
-                      resume=earlier, **{k: v for k, v in asdict(cfg).items()})
+                      on_eval=points.append, resume=earlier, **{k: v for k, v in asdict(cfg).items()})
     except USER_ERRORS as e:
         fail(str(e))
         return

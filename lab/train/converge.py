@@ -305,7 +305,7 @@ def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
         else:
             from .ddp_hook import CodecHookState
 
-            CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup)
+            CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup, algorithm=cfg.algorithm)
     except ValueError as e:
         where = f"simulated workers ({cfg.algorithm})" if cfg.mode == "sim" else "the DDP hook"
         raise ValueError(f"codec spec {spec.text!r} cannot train with {where}: {e}") from None
@@ -338,7 +338,8 @@ class TaskData:
                            dropout=tuple(c.dropout), workers=c.workers, optimizer=c.optimizer, lr=c.lr,
                            momentum=c.momentum, batch=c.batch, seed=self.seed,
                            codec=spec.codec if spec else None, error_feedback=bool(spec and spec.error_feedback),
-                           hook_start=spec.warmup if spec else 0, epochs=steps * c.batch / n,
+                           hook_start=spec.warmup if spec else 0, hook_min_numel=0, hook_algorithm=c.algorithm,
+                           epochs=steps * c.batch / n,
                            evals_per_epoch=max(1, round(n / (c.eval_every * c.batch))), compute_s=1.0)
 
     def build(self) -> nn.Module:
@@ -641,9 +642,10 @@ RESUME_FREE = ("specs", "seeds", "smoke")  # settings a resumed study may change
 
 
 def resumable(cfg: ConvergeConfig, doc: dict) -> dict[tuple[str, int], tuple[dict, list[dict]]]:
-    """{(spec, seed): (run row, its curve points)} of a earlier `paralab converge` result `doc` that
+    """{(spec, seed): (run row, its curve points)} of an earlier `paralab converge` result `doc` that
     `cfg` can reuse: every setting but the specs and seeds must be equal (ValueError naming the first
-    that differs); its rows' targets and fp32 steps are reused with them."""
+    that differs); its rows' targets and fp32 steps are reused with them; a run whose curve the
+    result lacks is not reused."""
     if not isinstance(doc, dict) or doc.get("command") != "converge" or not isinstance(doc.get("runs"), list):
         raise ValueError("the result to resume is not a `paralab converge` result (no command 'converge' with runs)")
     mine = json.loads(json.dumps(asdict(cfg.resolved())))
@@ -658,6 +660,8 @@ def resumable(cfg: ConvergeConfig, doc: dict) -> dict[tuple[str, int], tuple[dic
     out = {}
     for r in doc["runs"]:
         key = (r["spec"], int(r["seed"]))
+        if key not in curves:
+            continue  # a run without its curve (an older stopped result) trains again
         row = {k: (math.inf if v is None and k in ("steps_to_target", "time_to_target_s", "penalty",
                                                     "time_penalty") else v) for k, v in r.items()}
         out[key] = (row, [{**c, "val_loss": math.nan if c["val_loss"] is None else c["val_loss"],
