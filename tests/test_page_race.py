@@ -20,7 +20,7 @@ def texts(at, kind: str) -> str:
 def test_committed_race_shows_both_views_and_lessons_from_its_numbers():
     from lab.experiments import committed_race_data, race
 
-    at = page(race_seed="1", race_nodes="2", race_inter="eth100g")
+    at = page(race_seed="1", race_cluster="2x8", race_inter="eth100g")
     assert not at.exception and not at.error, at.error
     md = texts(at, "markdown")
     assert "**Against steps** (seed 1;" in md and "2 nodes x 8 H100" in md and "eth100g between nodes" in md
@@ -30,9 +30,13 @@ def test_committed_race_shows_both_views_and_lessons_from_its_numbers():
     specs = ["fp32", *[s for s in COMMITTED_DEFAULT if s in shown]]
     res = race(d["runs"][d["runs"].spec.isin(specs)], d["curves"], task="mlp", seed=1, optimizer="sgd",
                seeds_asked=d["config"]["seeds"], specs=specs, cluster="2x8", inter="eth100g")
+    shown_text = md + " " + " ".join(str(e.value) for e in at.success)
     for text in res.lessons["steps"] + res.lessons["time"]:
-        assert text in md  # each lesson on the page is the one computed from the shown numbers
+        assert text in shown_text  # each lesson on the page is the one computed from the shown numbers
+    assert "reaches the target first" in " ".join(str(e.value) for e in at.success)  # the takeaway
     assert any("error feedback" in t for t in res.lessons["steps"])
+    from test_page_planner import MAX_IN_VIEW, top_level_inputs
+    assert len(top_level_inputs(at)) <= MAX_IN_VIEW, top_level_inputs(at)
     assert any("8-bit" in t for t in res.lessons["steps"])
     # the target line is seed 1's: fp32's loss at its last step x (1 + tolerance)
     fp32 = d["runs"][(d["runs"].spec == "fp32") & (d["runs"].seed == 1)].iloc[0]

@@ -20,6 +20,7 @@ LIVE_DEFAULT = ["dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
 COMMITTED_DEFAULT = ["dynamic_tree", "fp8_e4m3", "bf16", "onebit", "ef:onebit", "topk:ratio=0.01", "ef:topk:ratio=0.01",
                      "randomk:ratio=0.01", "ef:randomk:ratio=0.01", "powersgd", "powersgd:rank=2", "powersgd:rank=4"]
 KEY = "race_run"
+CLUSTERS = ["1x8", "2x8", "4x8", "8x8", "16x8", "32x8", "64x8", "128x8", "256x8"]
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
@@ -56,14 +57,12 @@ def render() -> None:
               "its last step, plus the tolerance); a star marks where a codec first reaches it. Left: against "
               "training steps (what compression costs in accuracy). Right: against time on the cluster you pick "
               "(steps x the modelled step time of 'Does compression pay?'): what it is worth.")
-    c1, c2, c3, c4, c5 = st.columns([2, 1, 1, 2, 2])
+    c1, c2, c4 = st.columns([2, 1, 2])
     source = ui.radio("Curves from", SOURCES, "race_source", SOURCES[0], where=c1,
                       help="committed result: a full `paralab converge` run in bench/results (3 seeds); live race: "
                            "the --smoke preset trained here now (seconds to minutes)")
-    nodes = ui.number("Nodes", "race_nodes", 8, where=c2, min_value=1, max_value=4096, step=1,
-                      help="machines of the modelled cluster, each with the GPUs to the right")
-    gpus = ui.number("GPUs per node", "race_gpus", 8, where=c3, min_value=1, max_value=72, step=1,
-                     help="GPUs per machine, joined by the link inside a node")
+    cluster = ui.select("Cluster (nodes x GPUs)", CLUSTERS, "race_cluster", "8x8", where=c2,
+                        help="the modelled cluster: nodes x GPUs per node, one NIC per GPU")
     inter = ui.select("Between nodes (one NIC)", list(INTER_LINKS), "race_inter", "eth10g", where=c4,
                       help="the network the modelled time assumes (eth10g: 1.25 GB/s; ib_ndr: 50 GB/s)")
     with ui.more_settings(key="race_more"):
@@ -74,12 +73,12 @@ def render() -> None:
                                  help="whose step time prices the curves (the task's: the model `pays` matches to "
                                       "the task: mlp -> alexnet, cnn -> resnet50, gpt -> gpt2-small)")
         log_y = ui.checkbox("Log loss axis", "race_log", True, where=m3, help="validation loss on a log scale")
-    cluster = f"{int(nodes)}x{int(gpus)}"
     price = dict(cluster=cluster, inter=inter, intra=intra, log_y=bool(log_y),
                  model=None if model_choice == "the task's" else model_choice)
 
     if source == SOURCES[0]:
-        task = ui.select("Task", list(CONVERGE_TASKS), "race_task", "mlp", where=c5,
+        d1, d2, d3 = st.columns([1, 4, 1])
+        task = ui.select("Task", list(CONVERGE_TASKS), "race_task", "mlp", where=d1,
                          help="mlp: the paper's MLP on digits; cnn: a small CNN; gpt: a 2-layer transformer on "
                               "Python's documentation (AdamW)")
         data = _committed(task)
@@ -88,11 +87,11 @@ def render() -> None:
             return
         specs_all = [s for s in dict.fromkeys(data["runs"]["spec"]) if s != "fp32"]
         default = [s for s in COMMITTED_DEFAULT if s in specs_all] or specs_all[:8]
-        shown = ui.multiselect("Codecs in the race (fp32 always)", specs_all, "race_specs", default,
+        shown = ui.multiselect("Codecs in the race (fp32 always)", specs_all, "race_specs", default, where=d2,
                                help="every spec the result measured; error feedback pairs and PowerSGD's ranks "
                                     "carry the lessons")
         seeds = sorted(int(s) for s in data["runs"]["seed"].unique())
-        seed = ui.select("Seed shown", seeds, "race_seed", seeds[0],
+        seed = ui.select("Seed shown", seeds, "race_seed", seeds[0], where=d3,
                          help="the curves are one seed's (its own target); penalties and CIs are over all seeds")
         cfg = data["config"]
         st.caption(f"{data['path']}: {data['task'].get('description', task)} on {data['data']}; {cfg['seeds']} "
@@ -158,6 +157,9 @@ def _show(runs: pd.DataFrame, curves: pd.DataFrame, *, partial: bool, log_y: boo
     """The two views (steps, modelled time), each with its lessons, and the arrivals table."""
     with ui.guard():
         res = _race(runs, curves, **kw)
+    head = next((t for t in res.lessons["time"] if "reaches the target first" in t), None)
+    if head:
+        ui.takeaway(head, key="race_takeaway")
     v1, v2 = st.columns(2)
     with v1:
         st.markdown(f"**Against steps** (seed {res.seed}; target {res.target:.4g})")
@@ -170,7 +172,8 @@ def _show(runs: pd.DataFrame, curves: pd.DataFrame, *, partial: bool, log_y: boo
         st.markdown(f"**Against modelled time** ({res.cluster})")
         ui.figure(plots.race_figure(res.curves, res.arrivals, res.target, "modelled_s", log_y), res.curves,
                   "race_time", key="race_time")
-        for text in res.lessons["time"] or ["No codec with a modelled step time reached the target."]:
+        for text in [t for t in res.lessons["time"] if t != head] or (
+                [] if head else ["No codec with a modelled step time reached the target."]):
             st.markdown(f"- {text}")
     arr = res.arrivals.copy()
     arr["penalty"] = [("never" if r.never_reached else (f"{r.penalty:.2f}" if pd.notna(r.penalty) else "not measured"))

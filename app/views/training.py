@@ -135,9 +135,10 @@ def render() -> None:
     CODECS = ["32-bit", *(c.name for c in catalog if not c.work.raw),
               *(codec_spec(c.name, error_feedback=True) for c in catalog if c.gather_only and c.gradient_only)]
     st.title("Training")
-    if ui.radio("View", VIEWS, "view", VIEWS[0], help="train and compare: simulated training runs side by side; race "
-                "to the target: every codec's steps and modelled time to fp32's quality (paralab converge)") != VIEWS[0]:
-        return race_view.render()
+    tabs, view = ui.tabs(VIEWS, "view")  # the race: every codec's steps and modelled time to fp32's quality
+    if view != VIEWS[0]:
+        with tabs[1]:
+            return race_view.render()
     ui.lesson("Does sending gradients (or activations) in 8 bits — or 1 bit — change how well a network learns?",
               "First, what one real step of each run puts on the wire (what a codec saves). Then press Train and "
               "look at the test-error curves: runs that lie on top of each other lost nothing to their codec; "
