@@ -122,6 +122,8 @@ def test_resume_reuses_finished_runs_and_refuses_other_settings(tmp_path):
     assert db["codecs"]["measured"] == ["bf16", "int8"]
     r = runner.invoke(app, [*base, "--lr", "0.05", "--codecs", "int8", "--resume", str(a), "--json"])
     assert r.exit_code == 2 and "cannot resume: the result has lr=" in " ".join(r.output.split())
+    r = runner.invoke(app, [*base, "--resume", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "cannot read it as JSON" in " ".join(r.output.split()) and "Traceback" not in r.output
 
 
 @pytest.mark.parametrize("task", ["mlp", "cnn", "gpt"])
