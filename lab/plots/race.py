@@ -39,9 +39,11 @@ def race_figure(curves: pd.DataFrame, arrivals: pd.DataFrame, target: float, x: 
         fig.add_trace(go.Scatter(x=xs, y=hits["arrival_val_loss"], mode="markers", name="reaches the target",
                                  marker={"symbol": "star", "size": 12, "color": "black"}, text=text,
                                  hovertemplate="%{text}<extra></extra>"))
-    if math.isfinite(target):
-        fig.add_hline(y=target, line={"dash": "dash", "color": "red"},
-                      annotation_text=f"target {target:.4g}", annotation_position="top right")
+    if math.isfinite(target) and target > 0:
+        fig.add_hline(y=target, line={"dash": "dash", "color": "red"})
+        # on a log axis a shape takes the value, an annotation its log10
+        fig.add_annotation(x=1, xref="paper", y=math.log10(target) if log_y else target, yref="y",
+                           text=f"target {target:.4g}", showarrow=False, xanchor="right", yanchor="bottom")
     fig.update_xaxes(title_text=RACE_AXES[x], exponentformat="none")
     fig.update_yaxes(title_text="validation loss (cross-entropy" + (", log scale)" if log_y else ")"),
                      type="log" if log_y else "linear")
