@@ -137,3 +137,19 @@ def test_committed_results_cover_every_registered_codec_or_list_it_as_not_measur
     assert sorted(cov["measured"] + cov["not_measured"]) == sorted(n for n in codec_names() if n != "fp32")
     if task in ("mlp", "cnn"):
         assert cov["not_measured"] == [], f"{task}: every registered codec is measured"
+
+
+def test_race_figure_marks_the_target_and_each_arrival():
+    from lab.experiments import race
+    from lab.plots import race_figure
+
+    res = race(*_study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3), task="mlp")
+    fig = race_figure(res.curves, res.arrivals, res.target, "modelled_s")
+    names = [t.name for t in fig.data]
+    assert "topk:ratio=0.01 (never reaches it)" in names and "ef:topk:ratio=0.01" in names
+    stars = next(t for t in fig.data if t.name == "reaches the target")
+    a = res.arrivals.set_index("spec")
+    assert sorted(stars.x) == sorted(a.loc[s, "arrival_modelled_s"] for s in a.index if math.isfinite(a.loc[s, "arrival_step"]))
+    assert fig.layout.shapes[0].y0 == res.target and fig.layout.annotations[0].y == pytest.approx(math.log10(res.target))
+    with pytest.raises(ValueError, match="allowed: step, modelled_s"):
+        race_figure(res.curves, res.arrivals, res.target, "epoch")
