@@ -53,8 +53,7 @@ def test_modelled_time_is_steps_times_the_pays_step_with_fp32_warm_up():
 def test_lessons_follow_the_numbers():
     from lab.experiments import race
 
-    rescued, _ = _study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0, 100.0, 100.0]), None
-    res = race(*rescued, task="mlp")
+    res = race(*_study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0, 100.0, 100.0]), task="mlp")
     text = " ".join(res.lessons["steps"])
     assert "topk:ratio=0.01 never reached the target in 3 of 3 seeds" in text
     assert "with error feedback it needs 1.20x" in text and "every coordinate's update arrives" in text
