@@ -7,6 +7,7 @@ import streamlit as st
 
 import _common as ui
 import _runs as jobs
+from views import race as race_view
 from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
@@ -15,6 +16,7 @@ from views import _fsdp_training as fsdp_view
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
+VIEWS = ["Train and compare", "Race to the target"]
 PAPER_TYPES = ["32-bit", *TABLE1_TYPES]  # Dettmers 2016 §3.4: 32-bit and the paper's four 8-bit types
 PAPER = dict(experiment="codecs", parallel="data", workers=4, codecs=PAPER_TYPES, hidden=1024, epochs=1.0,
              lr=0.003, batch=128, dataset="auto")
@@ -134,6 +136,10 @@ def render() -> None:
     CODECS = ["32-bit", *(c.name for c in catalog if not c.work.raw),
               *(codec_spec(c.name, error_feedback=True) for c in catalog if c.gather_only and c.gradient_only)]
     st.title("Training")
+    tabs, view = ui.tabs(VIEWS, "view")  # the race: every codec's steps and modelled time to fp32's quality
+    if view != VIEWS[0]:
+        with tabs[1]:
+            return race_view.render()
     ui.lesson("Does sending gradients (or activations) in 8 bits — or 1 bit — change how well a network learns?",
               "First, what one real step of each run puts on the wire (what a codec saves). Then press Train and "
               "look at the test-error curves: runs that lie on top of each other lost nothing to their codec; "

@@ -40,14 +40,16 @@ def converge(
     hidden: Optional[str] = typer.Option(None, help="mlp: hidden layer widths, e.g. 256,256"),
     smoke: bool = typer.Option(False, help="a preset in under 2 minutes on 2 CPU cores: the MLP on digits, "
                                            "fp32, dynamic_tree, random-k 1% with and without error feedback"),
+    resume: Optional[Path] = typer.Option(None, help="an earlier result of the same settings (any specs and seeds): its "
+                                                     "finished runs are reused, only the missing ones train"),
     out: Optional[Path] = out_option(" (default: bench/results/converge-<task>-<device>.json, none with --smoke)"),
     as_json: bool = json_option(),
 ) -> None:
     """Time to accuracy: per codec spec, the steps (and seconds here) to reach the validation loss fp32
     reaches at its last step, the penalty = steps / fp32's steps (inf when the budget ends first) with
     a t-based 95% CI over seeds, and the quality at fp32's last step. Ctrl-C keeps the finished runs."""
-    from lab.experiments import USER_ERRORS, converge as run, converge_config, converge_takeaway, \
-        convergence_summary, expand_specs, result_name, results_dir
+    from lab.experiments import USER_ERRORS, codec_coverage, converge as run, converge_config, converge_takeaway, \
+        convergence_summary, result_name, results_dir
 
     if not smoke:
         check_results_dir(out, as_json)
@@ -69,12 +71,21 @@ def converge(
         return
     from dataclasses import asdict
 
+    earlier = None
+    if resume is not None:
+        import json
+
+        try:
+            earlier = json.loads(resume.read_text())
+        except (OSError, ValueError) as e:
+            fail(f"--resume {resume}: cannot read it as JSON ({e})")
+            return
+
     config = {**asdict(cfg), "smoke": smoke}
     name = result_name(cfg.task, "cpu", cfg.mode, cfg.workers)
     default = None if (as_json or smoke) else results_dir() / f"{name}.json"
     dest = out or default
-    spec_order = list(dict.fromkeys(["fp32"] + [s for s in expand_specs(cfg.specs)
-                                                if s.strip().lower() not in ("fp32", "none", "32-bit")]))
+    spec_order = [s.text for s in cfg.parsed_specs()]
     import time
 
     t0 = time.perf_counter()
@@ -82,14 +93,21 @@ def converge(
         with session("converge", config, out or (default.with_suffix(".partial.json") if default else None),
                      as_json) as s:
             s.what = "runs"
-            s.shape = lambda runs: {"rows": convergence_summary(runs, spec_order, cfg.seeds), "runs": runs}
+            def shape(runs: list[dict]) -> dict:
+                rows = convergence_summary(runs, spec_order, cfg.seeds)
+                return {"rows": rows, "runs": runs, "codecs": codec_coverage(rows)}
+
+            s.shape = shape
+            points: list[dict] = []
+            s.extra["curves"] = points  # a stopped run keeps its curves (--resume reuses a finished run with them)
             res = run(progress=s.progress, on_run=lambda r: s.add([r], f"{r['spec']} seed {r['seed']}"),
-                      **{k: v for k, v in asdict(cfg).items()})
+                      on_eval=points.append, resume=earlier, **{k: v for k, v in asdict(cfg).items()})
     except USER_ERRORS as e:
         fail(str(e))
         return
     payload = result("converge", config, rows=res.summary, runs=res.runs, curves=res.curves, target=res.target,
                      task=res.task, data=res.source, takeaway=converge_takeaway(res),
+                     codecs=codec_coverage(res.summary),
                      ci="two-sided Student-t 95% interval of the mean over seeds",
                      wall_s=round(time.perf_counter() - t0, 1))
     if emit(payload, dest, as_json):

@@ -20,6 +20,7 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     pays         does compression pay on a two-level cluster against bf16 (issue 19)
     sharded      what FSDP / ZeRO++ sends per step, and ZeRO++'s 3M -> 0.75M volume (issue 31)
     converge     time to accuracy: steps to fp32's target per codec spec, penalty with CIs (issue 32)
+    race         the race to the target: converge curves against steps and modelled time, lessons
 """
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ _add("sharded", "PAR_STRATEGIES ZERO_PP_SWITCHES ZERO_PP_DEFAULT FSDP_ALGORITHMS
      "fsdp_codecs parse_zero_pp fsdp_model fsdp_traffic fsdp_takeaway zeropp_volume")
 _add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 _add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
-     "Penalty load_penalties result_name expand_specs CONVERGE_TASKS CONVERGE_MODES")
+     "Penalty load_penalties result_name expand_specs codec_coverage CONVERGE_TASKS CONVERGE_MODES")
+_add("race", "race race_lessons step_times modelled_seconds committed_race_data RaceResult")
 
 __all__ = sorted(_EXPORTS)
 

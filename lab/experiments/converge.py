@@ -10,7 +10,7 @@ import pandas as pd
 
 from lab.backend import Progress, RowSink
 from lab.train.converge import (MODES, SMOKE, TASKS, ConvergeConfig, ConvergeError, Penalty, config_dict,
-                                converge as run_study, expand_specs, load_penalties, result_name,
+                                converge as run_study, coverage, expand_specs, load_penalties, result_name,
                                 summarize)
 
 CONVERGE_FIELDS = tuple(f.name for f in fields(ConvergeConfig))
@@ -50,12 +50,13 @@ def converge_config(*, smoke: bool = False, **kw: Any) -> ConvergeConfig:
 
 def converge(task: str = "mlp", specs: list[str] | tuple[str, ...] = ("fp32", "dynamic_tree"), *, smoke: bool = False,
              progress: Progress | None = None, on_run: RowSink | None = None, on_eval: RowSink | None = None,
-             **settings: Any) -> ConvergeResult:
+             resume: dict | None = None, **settings: Any) -> ConvergeResult:
     """Steps (and wall-clock seconds here) to fp32's target for every spec on `task` (mlp | cnn |
-    gpt), with >= 1 seeds (3 by default) and t-based 95 % CIs. Bad settings raise ValueError with a
-    one-line message; fp32 diverging or learning nothing raises ConvergeError (a ValueError)."""
+    gpt), with >= 1 seeds (3 by default) and t-based 95 % CIs. `resume`: an earlier result (its JSON
+    as a dict) of the same settings whose finished runs are reused. Bad settings raise ValueError
+    with a one-line message; fp32 diverging or learning nothing raises ConvergeError (a ValueError)."""
     cfg = converge_config(smoke=smoke, **{"task": task, "specs": specs, **settings})
-    res = run_study(cfg, progress=progress, on_run=on_run, on_eval=on_eval)
+    res = run_study(cfg, progress=progress, on_run=on_run, on_eval=on_eval, resume=resume)
     t = TASKS[cfg.task]
     return ConvergeResult(pd.DataFrame(res.rows), pd.DataFrame(res.runs), pd.DataFrame(res.curves), res.target,
                           config_dict(cfg), res.source,
@@ -65,6 +66,12 @@ def converge(task: str = "mlp", specs: list[str] | tuple[str, ...] = ("fp32", "d
 def convergence_summary(runs: list[dict], specs: list[str] | None = None, seeds: int | None = None) -> pd.DataFrame:
     """The per-spec table of finished per-seed rows (what a stopped study keeps)."""
     return pd.DataFrame(summarize(runs, specs, seeds))
+
+
+def codec_coverage(summary: pd.DataFrame | list[dict]) -> dict[str, list[str]]:
+    """{'measured': registered codecs with a finished run in `summary`, 'not_measured': the others}."""
+    rows = summary.to_dict(orient="records") if isinstance(summary, pd.DataFrame) else list(summary)
+    return coverage(rows)
 
 
 def converge_takeaway(res: ConvergeResult) -> str:
@@ -83,6 +90,6 @@ def converge_takeaway(res: ConvergeResult) -> str:
     return "; ".join(parts) + "." if parts else "only fp32 was run."
 
 
-__all__ = ["converge", "converge_config", "expand_specs", "convergence_summary", "converge_takeaway", "ConvergeResult",
+__all__ = ["converge", "converge_config", "codec_coverage", "expand_specs", "convergence_summary", "converge_takeaway", "ConvergeResult",
            "ConvergeError", "Penalty", "load_penalties", "result_name", "CONVERGE_TASKS", "CONVERGE_MODES",
            "SUMMARY_COLUMNS"]

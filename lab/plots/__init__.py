@@ -1,6 +1,7 @@
 """Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
 
-codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, step_through, timesplit (where the time went);
+codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, race, step_through,
+timesplit (where the time went);
 units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
 from types import ModuleType as _ModuleType
@@ -19,6 +20,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .pays import pays_sweep_figure, pays_bars_figure
 from .sharded import fsdp_bytes_figure, fsdp_row_frame
+from .race import RACE_AXES, race_figure
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
 from .timesplit import time_split_figure, split_bars_figure
 from .widgets import refresh

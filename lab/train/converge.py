@@ -215,12 +215,16 @@ class ConvergeConfig:
 
     def parsed_specs(self) -> list[Spec]:
         """fp32 first (the reference), then each distinct spec in the order given ('all': every
-        registered codec that compresses, with its default options)."""
+        registered codec that compresses, with its default options, unless a spec given by name
+        builds the same codec: 'all,topk:ratio=0.01' runs top-k once)."""
         out = [Spec.parse(FP32)]
+        keys = {spec_key(FP32)}
         for text in expand_specs(self.specs):
             s = Spec.parse(text)
-            if s.text not in [o.text for o in out]:
+            k = spec_key(s.text)
+            if k not in keys:
                 out.append(s)
+                keys.add(k)
         return out
 
     @property
@@ -229,13 +233,65 @@ class ConvergeConfig:
 
 
 def expand_specs(specs: tuple[str, ...] | list[str]) -> list[str]:
-    """The specs with 'all' replaced by every registered codec except fp32 (default options)."""
+    """The specs with 'all' replaced by every registered codec except fp32 (default options), read
+    from the registry now (a plugin registered later is included); a registered name is left out
+    of 'all' when a spec given by name builds the same codec (spec_key)."""
     from lab.codecs import codec_names
 
+    named = set()
+    for s in specs:
+        if str(s).strip() != "all":
+            try:
+                named.add(spec_key(str(s)))
+            except ValueError:
+                pass  # Spec.parse reports it
     out: list[str] = []
     for s in specs:
-        out += [n for n in codec_names() if n != FP32] if str(s).strip() == "all" else [s]
+        if str(s).strip() == "all":
+            out += [n for n in codec_names() if n != FP32 and spec_key(n) not in named]
+        else:
+            out.append(s)
     return out
+
+
+def spec_key(text: str) -> str:
+    """What a spec builds: codec name with every option at the value the built codec holds ('topk'
+    and 'topk:ratio=0.01' share a key), error feedback and warm-up included; 'fp32' for fp32."""
+    from lab.codecs.registry import codec_info, split_spec
+
+    raw = str(text).strip()
+    body, at, warm = raw.rpartition("@") if "@" in raw else (raw, "", "")
+    if body.strip().lower() in FP32_ALIASES:
+        return FP32
+    ef, name, opts = split_spec(body)
+    info = codec_info(name)
+    try:
+        built = info.build(**opts)
+    except TypeError as e:
+        raise ValueError(f"bad options for codec {name!r}: {e}") from None
+    vals = {o.name: getattr(built, o.name, opts.get(o.name, o.default)) for o in info.options}
+    return ("ef:" if ef else "") + name + ":" + ",".join(f"{k}={vals[k]!r}" for k in sorted(vals)) \
+        + (f"@{warm.strip()}" if at else "")
+
+
+def coverage(rows: list[dict]) -> dict[str, list[str]]:
+    """Which registered codecs a study's per-spec rows measured: {'measured': codec names with at
+    least one finished run (any options, with or without error feedback), 'not_measured': the
+    other registered codecs (fp32 excluded: it is the reference)}."""
+    from lab.codecs import codec_names
+    from lab.codecs.registry import split_spec
+
+    seen = set()
+    for r in rows:
+        spec = str(r.get("spec", ""))
+        if not r.get("measured") or spec == FP32:
+            continue
+        try:
+            seen.add(split_spec(spec.rpartition("@")[0] if "@" in spec else spec)[1])
+        except ValueError:
+            continue
+    names = [n for n in codec_names() if n != FP32]
+    return dict(measured=[n for n in names if n in seen], not_measured=[n for n in names if n not in seen])
 
 
 def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
@@ -249,7 +305,7 @@ def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
         else:
             from .ddp_hook import CodecHookState
 
-            CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup)
+            CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup, algorithm=cfg.algorithm)
     except ValueError as e:
         where = f"simulated workers ({cfg.algorithm})" if cfg.mode == "sim" else "the DDP hook"
         raise ValueError(f"codec spec {spec.text!r} cannot train with {where}: {e}") from None
@@ -282,7 +338,8 @@ class TaskData:
                            dropout=tuple(c.dropout), workers=c.workers, optimizer=c.optimizer, lr=c.lr,
                            momentum=c.momentum, batch=c.batch, seed=self.seed,
                            codec=spec.codec if spec else None, error_feedback=bool(spec and spec.error_feedback),
-                           hook_start=spec.warmup if spec else 0, epochs=steps * c.batch / n,
+                           hook_start=spec.warmup if spec else 0, hook_min_numel=0, hook_algorithm=c.algorithm,
+                           epochs=steps * c.batch / n,
                            evals_per_epoch=max(1, round(n / (c.eval_every * c.batch))), compute_s=1.0)
 
     def build(self) -> nn.Module:
@@ -581,13 +638,48 @@ def target_definition(cfg: ConvergeConfig) -> str:
             f"a codec run stops when it reaches it or after {cfg.max_steps} steps (budget {cfg.budget:g} x)")
 
 
+RESUME_FREE = ("specs", "seeds", "smoke")  # settings a resumed study may change
+
+
+def resumable(cfg: ConvergeConfig, doc: dict) -> dict[tuple[str, int], tuple[dict, list[dict]]]:
+    """{(spec, seed): (run row, its curve points)} of an earlier `paralab converge` result `doc` that
+    `cfg` can reuse: every setting but the specs and seeds must be equal (ValueError naming the first
+    that differs); its rows' targets and fp32 steps are reused with them; a run whose curve the
+    result lacks is not reused."""
+    if not isinstance(doc, dict) or doc.get("command") != "converge" or not isinstance(doc.get("runs"), list):
+        raise ValueError("the result to resume is not a `paralab converge` result (no command 'converge' with runs)")
+    mine = json.loads(json.dumps(asdict(cfg.resolved())))
+    theirs = doc.get("config") or {}
+    for k, v in mine.items():
+        if k not in RESUME_FREE and theirs.get(k) != v:
+            raise ValueError(f"cannot resume: the result has {k}={theirs.get(k)!r}, this study {k}={v!r} "
+                             f"(only {', '.join(RESUME_FREE[:2])} may differ)")
+    curves: dict[tuple[str, int], list[dict]] = {}
+    for c in doc.get("curves") or []:
+        curves.setdefault((c["spec"], int(c["seed"])), []).append(c)
+    out = {}
+    for r in doc["runs"]:
+        key = (r["spec"], int(r["seed"]))
+        if key not in curves:
+            continue  # a run without its curve (an older stopped result) trains again
+        row = {k: (math.inf if v is None and k in ("steps_to_target", "time_to_target_s", "penalty",
+                                                    "time_penalty") else v) for k, v in r.items()}
+        out[key] = (row, [{**c, "val_loss": math.nan if c["val_loss"] is None else c["val_loss"],
+                           "quality": math.nan if c["quality"] is None else c["quality"]}
+                          for c in curves.get(key, [])])
+    return out
+
+
 def converge(cfg: ConvergeConfig, *, progress: Progress | None = None, on_run: RowSink | None = None,
-             on_eval: RowSink | None = None) -> Convergence:
+             on_eval: RowSink | None = None, resume: dict | None = None) -> Convergence:
     """Run the study `cfg` describes: per seed, fp32 for cfg.steps steps (it defines the target), then
     every spec until it reaches the target or its budget ends. Each finished (spec, seed) row goes
-    to on_run at once (a stopped study keeps them); every evaluation to on_eval."""
+    to on_run at once (a stopped study keeps them); every evaluation to on_eval. `resume`: an
+    earlier result of the same settings (resumable): its finished (spec, seed) runs are reused, not
+    trained again (a stopped study goes on; new specs join a finished one)."""
     cfg = cfg.resolved()
     specs = cfg.parsed_specs()
+    done = resumable(cfg, resume) if resume is not None else {}
     seeds = [cfg.first_seed + i for i in range(cfg.seeds)]
     cache: dict = {}
     runs: list[dict] = []
@@ -607,6 +699,20 @@ def converge(cfg: ConvergeConfig, *, progress: Progress | None = None, on_run: R
         fp32_steps = fp32_time = None
         for spec in specs:
             sub = (lambda f, m, j=job: progress((j + f) / n_jobs, m)) if progress else None
+            if (spec.text, seed) in done:
+                row, points = done[(spec.text, seed)]
+                for r in points:
+                    sink(dict(r))
+                if spec.is_fp32:
+                    targets[seed] = float(row["target"])
+                    fp32_steps, fp32_time = float(row["steps_to_target"]), max(float(row["time_to_target_s"]), 1e-12)
+                runs.append(dict(row))
+                if on_run:
+                    on_run(dict(row))
+                if progress:
+                    progress((job + 1) / n_jobs, f"{spec.text} seed {seed}: reused from the resumed result")
+                job += 1
+                continue
             if cfg.mode == "ddp":
                 run = train_ddp_run(data, spec, cfg.steps if spec.is_fp32 else cfg.max_steps, progress=sub)
                 for r in run.curve:
@@ -689,4 +795,4 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
 __all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
            "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
            "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES",
-           "config_dict"]
+           "config_dict", "spec_key", "coverage", "resumable"]

@@ -52,7 +52,7 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
     state = None
     if c.codec not in (None, *IDENTITY):
         state = CodecHookState.of(c.codec, c.error_feedback, model, start_iter=c.hook_start,
-                                  min_numel=c.hook_min_numel)
+                                  min_numel=c.hook_min_numel, algorithm=c.hook_algorithm)
         ddp.register_comm_hook(state, codec_hook)
     opt = make_optimizer(c.optimizer, ddp.parameters(), c.lr, c.momentum)
     torch.manual_seed(c.seed + 1 + rank)  # dropout masks differ across ranks, as on real GPUs

@@ -59,6 +59,7 @@ class TrainConfig(Consistency):
     compute_s: float | None = None
     hook_start: int = 2
     hook_min_numel: int = 1024
+    hook_algorithm: str | None = None  # DDP hook: None all_gathers once (or all_reduces summables); else this algorithm per hop
     seed: int = 0
     device: str = "cpu"
 

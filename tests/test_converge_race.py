@@ -1,0 +1,154 @@
+"""The race to the target (issue 32): modelled time = steps x the pays model's step time (fp32 for a
+warm-up), arrivals per seed, and lessons computed from the numbers (they change when the numbers do);
+`--codecs all` reads the registry, a named spec replaces its default twin, the result lists the
+registered codecs measured and not, `--resume` reuses finished runs; the committed results cover
+every registered codec or list it as not measured."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
+
+
+def _run(spec: str, seed: int, steps: float, fp32_steps: float = 100.0, target: float = 0.5) -> dict:
+    return dict(spec=spec, seed=seed, target=target, reached=math.isfinite(steps), steps_to_target=steps,
+                time_to_target_s=steps / 100, penalty=steps / fp32_steps, time_penalty=steps / fp32_steps,
+                final_val_loss=0.5, final_quality=10.0, step_s=0.01, bytes_per_step=1.0, diverged=False)
+
+
+def _study(plain: list[float], ef: list[float], eight: list[float]) -> tuple[list[dict], list[dict]]:
+    runs, pts = [], []
+    for seed in range(3):
+        for spec, st in (("fp32", 100.0), ("topk:ratio=0.01", plain[seed]), ("ef:topk:ratio=0.01", ef[seed]),
+                         ("dynamic_tree", eight[seed]), ("powersgd:rank=1@20", 100.0)):
+            runs.append(_run(spec, seed, st))
+            last = int(st) if math.isfinite(st) else 300
+            pts += [dict(spec=spec, seed=seed, step=k, val_loss=2.0 - 1.5 * k / max(last, 1), quality=0.0,
+                         train_s=0.0) for k in range(0, last + 1, 10)]
+    return runs, pts
+
+
+def test_modelled_time_is_steps_times_the_pays_step_with_fp32_warm_up():
+    from lab.experiments import race, step_times
+
+    runs, pts = _study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3)
+    res = race(runs, pts, task="mlp", seed=1, cluster="2x8", inter="eth10g")
+    t = step_times(["fp32", "ef:topk:ratio=0.01", "powersgd:rank=1@20"], "alexnet", "2x8", inter="eth10g")
+    t = t.set_index("spec")
+    a = res.arrivals.set_index("spec")
+    assert a.loc["ef:topk:ratio=0.01", "arrival_step"] == 130
+    assert a.loc["ef:topk:ratio=0.01", "arrival_modelled_s"] == pytest.approx(130 * t.loc["ef:topk:ratio=0.01", "step_s"])
+    warm = t.loc["powersgd:rank=1@20"]
+    assert a.loc["powersgd:rank=1@20", "arrival_modelled_s"] == pytest.approx(20 * warm.fp32_step_s + 80 * warm.step_s)
+    assert t.loc["ef:topk:ratio=0.01", "step_s"] < t.loc["fp32", "step_s"]  # 10 GbE: compression shortens a step
+    assert math.isinf(a.loc["topk:ratio=0.01", "modelled_time_to_target_s"])
+    assert a.loc["topk:ratio=0.01", "time_to_accuracy_speedup"] == 0.0
+    c = res.curves[res.curves.spec == "ef:topk:ratio=0.01"]
+    assert set(c.seed) == {1} and c.modelled_s.iloc[-1] == pytest.approx(130 * t.loc["ef:topk:ratio=0.01", "step_s"])
+    assert res.target == 0.5
+
+
+def test_lessons_follow_the_numbers():
+    from lab.experiments import race
+
+    res = race(*_study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0, 100.0, 100.0]), task="mlp")
+    text = " ".join(res.lessons["steps"])
+    assert "topk:ratio=0.01 never reached the target in 3 of 3 seeds" in text
+    assert "with error feedback it needs 1.20x" in text and "every coordinate's update arrives" in text
+    assert "1 of 1 8-bit types (dynamic_tree) reach the target with fp32" in text
+    assert any("reaches the target first" in s for s in res.lessons["time"])
+    hurt = race(*_study([100.0, 110.0, 100.0], [200.0, 210.0, 220.0], [150.0, 160.0, 170.0]), task="gpt",
+                optimizer="adamw")
+    text = " ".join(hurt.lessons["steps"])
+    assert "here error feedback does not rescue it" in text and "adamw" in text
+    assert "0 of 1 8-bit types" in text and "dynamic_tree needs more steps than fp32" in text
+
+
+def test_race_needs_a_finished_fp32_run():
+    from lab.experiments import race
+
+    runs, pts = _study([100.0] * 3, [100.0] * 3, [100.0] * 3)
+    with pytest.raises(ValueError, match="no finished fp32 run"):
+        race([r for r in runs if r["spec"] != "fp32"], pts, task="mlp")
+    with pytest.raises(ValueError, match="seed 7 has no finished fp32 run"):
+        race(runs, pts, task="mlp", seed=7)
+
+
+def test_all_reads_the_registry_and_a_named_spec_replaces_its_default_twin():
+    from lab.codecs import codec_names
+    from lab.train.converge import ConvergeConfig, expand_specs, spec_key
+
+    assert spec_key("topk") == spec_key("topk:ratio=0.01") != spec_key("ef:topk")
+    assert spec_key("onebit@10") != spec_key("onebit") and spec_key("none") == "fp32"
+    names = [n for n in codec_names() if n != "fp32"]
+    assert expand_specs(["all"]) == names
+    specs = [s.text for s in ConvergeConfig(specs=("topk:ratio=0.01", "all")).parsed_specs()]
+    assert specs.count("topk:ratio=0.01") == 1 and "topk" not in specs
+    assert len(specs) == 1 + len(names)  # fp32, then every registered codec once
+
+
+def test_coverage_names_registered_codecs_without_a_finished_run():
+    from lab.codecs import codec_names
+    from lab.train.converge import coverage
+
+    rows = [dict(spec="fp32", measured=True), dict(spec="ef:topk:ratio=0.01@5", measured=True),
+            dict(spec="int8", measured=False)]
+    cov = coverage(rows)
+    assert cov["measured"] == ["topk"]
+    assert "int8" in cov["not_measured"] and "fp32" not in cov["not_measured"]
+    assert sorted(cov["measured"] + cov["not_measured"]) == sorted(n for n in codec_names() if n != "fp32")
+
+
+def test_resume_reuses_finished_runs_and_refuses_other_settings(tmp_path):
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    runner = CliRunner()
+    base = ["converge", "--hidden", "16", "--train-limit", "256", "--steps", "10", "--eval-every", "5", "--seeds", "1",
+            "-k", "2", "--batch", "16", "--budget", "1", "--tolerance", "0.5"]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert runner.invoke(app, [*base, "--codecs", "int8", "--out", str(a)]).exit_code == 0
+    r = runner.invoke(app, [*base, "--codecs", "int8,bf16", "--resume", str(a), "--out", str(b)])
+    assert r.exit_code == 0, r.output
+    da, db = json.loads(a.read_text()), json.loads(b.read_text())
+    old = {(x["spec"], x["seed"]): x for x in da["runs"]}
+    new = {(x["spec"], x["seed"]): x for x in db["runs"]}
+    assert new[("int8", 0)]["wall_s"] == old[("int8", 0)]["wall_s"]  # reused, not trained again
+    assert ("bf16", 0) in new and [c for c in db["curves"] if c["spec"] == "int8"]
+    assert db["codecs"]["measured"] == ["bf16", "int8"]
+    r = runner.invoke(app, [*base, "--lr", "0.05", "--codecs", "int8", "--resume", str(a), "--json"])
+    assert r.exit_code == 2 and "cannot resume: the result has lr=" in " ".join(r.output.split())
+    r = runner.invoke(app, [*base, "--resume", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "cannot read it as JSON" in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("task", ["mlp", "cnn", "gpt"])
+def test_committed_results_cover_every_registered_codec_or_list_it_as_not_measured(task):
+    from lab.codecs import codec_names
+    from lab.train.converge import coverage
+
+    doc = json.loads((RESULTS / f"converge-{task}-cpu.json").read_text())
+    cov = coverage(doc["rows"])
+    assert doc.get("codecs") == cov, "the file's list of measured / not measured codecs is stale"
+    assert sorted(cov["measured"] + cov["not_measured"]) == sorted(n for n in codec_names() if n != "fp32")
+    if task in ("mlp", "cnn"):
+        assert cov["not_measured"] == [], f"{task}: every registered codec is measured"
+
+
+def test_race_figure_marks_the_target_and_each_arrival():
+    from lab.experiments import race
+    from lab.plots import race_figure
+
+    res = race(*_study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3), task="mlp")
+    fig = race_figure(res.curves, res.arrivals, res.target, "modelled_s")
+    names = [t.name for t in fig.data]
+    assert "topk:ratio=0.01 (never reaches it)" in names and "ef:topk:ratio=0.01" in names
+    stars = next(t for t in fig.data if t.name == "reaches the target")
+    a = res.arrivals.set_index("spec")
+    assert sorted(stars.x) == sorted(a.loc[s, "arrival_modelled_s"] for s in a.index if math.isfinite(a.loc[s, "arrival_step"]))
+    assert fig.layout.shapes[0].y0 == res.target and fig.layout.annotations[0].y == pytest.approx(math.log10(res.target))
+    with pytest.raises(ValueError, match="allowed: step, modelled_s"):
+        race_figure(res.curves, res.arrivals, res.target, "epoch")
