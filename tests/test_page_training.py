@@ -205,12 +205,33 @@ def test_takeaway_says_when_a_difference_is_noise():
     assert "one image is 0.22 points" in text
 
 
-def test_running_timer_advances():
-    """Issue 28.5: 'running… 0 s' never advanced: the live progress now carries the seconds, redrawn each second."""
-    import _runs
+def _shown_seconds(at: AppTest) -> int:
+    """The seconds on the live progress bar ("<message> · N s")."""
+    bars = [p.proto.text for p in at.get("progress") if p.proto.text.endswith(" s")]
+    assert bars, "no live progress bar with its seconds while the run is going"
+    return int(bars[-1].rsplit("· ", 1)[1].split(" ")[0])
 
-    src = open(_runs.__file__).read()
-    assert "time.perf_counter() - j.started" in src.split("def watch")[1]
+
+def test_running_timer_advances():
+    """Issue 28.5: 'running… 0 s' never advanced. While a run goes, the page's progress bar shows the seconds
+    since it began, and a later redraw shows more (event-driven: wait until the run's own clock has moved past
+    the first reading, then redraw; the run is stopped after)."""
+    from apptest_runs import job, wait_for
+
+    at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
+    at.button(key="run_train_run").click().run()
+    run = wait_for(lambda: job(at, "train_run"), "the run to start")
+    wait_for(lambda: run.rows or not run.running, "the run's first curve point")  # it has begun: its clock runs
+    assert run.running, (run.state, run.msg)
+    at.run()
+    first = _shown_seconds(at)
+    wait_for(lambda: not run.running or time.perf_counter() - run.started >= first + 1.5,
+             "the run's clock to pass the shown seconds")
+    assert run.running, "the run ended before a second reading"
+    at.run()
+    assert _shown_seconds(at) > first
+    run.stop()
+    wait_for(lambda: not run.running, "the run to stop")
 
 
 def test_predict_the_share_of_bytes_before_the_reveal():
