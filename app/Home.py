@@ -36,6 +36,5 @@ ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the
 if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
     gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
     gc.freeze()
-warmup.start([p.url_path for p in page_list.PAGES if p is not page_list.HOME],  # once per server: app/warmup.py
-             [p.module for p in page_list.PAGES if hasattr(importlib.import_module(p.module), "warm")])
+warmup.start()  # once per server; app/serve.py starts it with the server, before this first session
 nav.run()
