@@ -75,7 +75,8 @@ def test_home_entry_navigates_every_page():
     for name in ("transfer", "collectives", "dropout"):
         goto(at, name)
         assert not at.exception, name
-        assert figures(at), name
+        # transfer's chart waits for its prediction (predict, then reveal); its takeaway is there at once
+        assert figures(at) if name != "transfer" else any("Takeaway." in s.value for s in at.success), name
 
 
 def test_the_page_list_drives_navigation_and_overview(tmp_path, monkeypatch):
@@ -161,7 +162,7 @@ def test_codecs_page_bad_parameters_are_messages():
 
 
 def test_transfer_page_link_changes_speedup():
-    at = page("transfer")
+    at = page("transfer", guess="skip")  # the speedups show once the prediction is made or skipped
     assert not at.exception
     fast = number(metric(at, "Its speedup"))
     at.selectbox(key="w_link").set_value("eth1g").run()
