@@ -566,6 +566,7 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
         if answer is None:
             if not st.session_state[_skip_key(key)]:
                 st.button("Skip: show me the answer", key=f"skip-{key}", type="tertiary", on_click=_skip,
+                          icon=":material/visibility:",
                           args=(key,), help="see the result without predicting (not counted on the scorecard)")
                 st.caption("Answer to see what the page computes.")
                 return None

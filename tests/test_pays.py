@@ -3,6 +3,7 @@ NVLink node compression rarely pays, across a slow network it does), break-even 
 roofline codec time, the JSON schema, bad input, and the page through AppTest."""
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,15 @@ def test_powersgd_is_priced_from_each_layers_matrix_shapes():
     assert slow.loc["powersgd", "pays"] and slow.loc["powersgd", "speedup_vs_bf16"] > slow.loc["dynamic_tree",
                                                                                             "speedup_vs_bf16"] > 1.2
     assert 1.0 < fast.loc["powersgd", "break_even_GBps"] < 50.0  # pays below some NIC bandwidth slower than NDR's 50
+
+
+def test_the_models_notes_use_the_tables_headers_not_column_names():
+    """Issue 28.6: the page's caption showed break_even_GBps, speedup_vs_bf16, time_to_accuracy_speedup."""
+    from views.pays import HEADERS, in_words
+
+    res = pp.pays("gpt2_small", "8x8", gpu="h100", intra="nvlink4", inter="ib_ndr", batch_per_gpu=8)
+    said = " ".join(in_words(n) for n in res.notes)
+    raw = [c for c in HEADERS if "_" in c and c in " ".join(res.notes)]
+    assert raw, "the notes name no column: nothing to test"
+    assert not [c for c in raw if re.search(rf"(?<![\w.]){re.escape(c)}(?!\w)", said)], said
+    assert "*Break-even NIC (GB/s)*" in said and "pays" in said  # plain words stay words

@@ -2,6 +2,8 @@
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
+import re
+
 import streamlit as st
 
 import _common as ui
@@ -67,6 +69,14 @@ def human(df):
             out[c] = out[c].map({True: "yes", False: "no"})
     tips = {HEADERS[c][0]: HEADERS[c][1] for c in out.columns if c in HEADERS}
     return out.rename(columns={c: HEADERS[c][0] for c in out.columns if c in HEADERS}), tips
+
+
+def in_words(text: str) -> str:
+    """A note of the model with its column names (the names with "_") replaced by the tables' headers ("break_even_GBps" ->
+    "Break-even NIC (GB/s)"), longest names first so no name is half-replaced."""
+    for c in sorted((c for c in HEADERS if "_" in c), key=len, reverse=True):  # identifiers, not words
+        text = re.sub(rf"(?<![\w.]){re.escape(c)}(?![\w])", f"*{HEADERS[c][0]}*", text)
+    return text
 
 
 def _table(df, name: str) -> None:
@@ -196,7 +206,7 @@ def render() -> None:
         fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown, time_to_accuracy=tta)
         ui.figure(fig, res.sweep[res.sweep["codec"].isin(["bf16", *shown])], "pays_sweep")
     st.caption(f"Codec time: {res.codec_time}. {res.accuracy[0].upper()}{res.accuracy[1:]}. "
-               + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
+               + " ".join(f"{n[0].upper()}{n[1:]}." for n in map(in_words, res.notes)))
 
     t1, t2, t3 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's"])
     with t1:
