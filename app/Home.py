@@ -32,6 +32,7 @@ st.html("""<style>
 [data-testid="stMain"] [data-testid="stColumn"] { min-width: min(8rem, 100%); }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
 [data-testid="stMain"] [data-testid="stMetricLabel"] *,
+[data-testid="stMain"] [data-testid="stMetricValue"] *,
 [data-testid="stMain"] [data-testid="stButton"] button * { white-space: normal; overflow: visible; text-overflow: clip; }
 </style>""")
 nav = st.navigation(navigation(page_list.PAGES))

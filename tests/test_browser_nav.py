@@ -121,8 +121,8 @@ def test_a_tour_step_carries_only_what_it_says(server, browser):
     page.close()
 
 
-# At 800 px: the page never scrolls sideways (tables scroll inside their own box), and no control is squeezed
-# narrower than MIN_CONTROL_PX (columns wrap instead).
+# At 800 px: the page never scrolls sideways (tables scroll inside their own box), no control is squeezed
+# narrower than MIN_CONTROL_PX (columns wrap instead), and no metric or button label is cut short with "…".
 MIN_CONTROL_PX = 120
 _LAYOUT = """(minPx) => {
   const doc = document.scrollingElement;
@@ -136,8 +136,12 @@ _LAYOUT = """(minPx) => {
   // a button is as wide as its label: it is a sliver when the label does not fit in it
   const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
+  // a metric's label or value, or a button's label, cut short with "…" (its text wider than its box)
+  const cut = [...main.querySelectorAll("[data-testid='stMetricLabel'] *, [data-testid='stMetricValue'] *,"
+    + "[data-testid='stButton'] button *")].filter(e => e.offsetParent !== null && e.children.length === 0)
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.trim().slice(0, 40));
   return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
-          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons]};
+          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons], cut};
 }"""
 
 
@@ -154,6 +158,7 @@ def test_every_page_is_usable_at_800_px(server, browser, info):
     page.close()
     assert got["page"] <= 0 and got["main"] <= 0, f"{info.title} scrolls sideways at 800 px: {got}"
     assert not got["slivers"], f"{info.title}: controls narrower than {MIN_CONTROL_PX} px at 800 px: {got['slivers']}"
+    assert not got["cut"], f"{info.title}: labels cut short with '…' at 800 px: {got['cut']}"
 
 
 def test_a_prediction_is_revealed_kept_in_the_url_and_scored_on_home(server, browser):
