@@ -110,6 +110,10 @@ def test_train_shows_results_and_a_takeaway_from_them():
     assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
     at.selectbox(key="w_x").set_value("bytes sent (MB)").run()  # the axis redraws, the result stays
     assert "dynamic_tree ends" in texts(at, "success")
+    at.number_input(key="w_workers").set_value(3).run()  # other settings: the curves stay, labelled as earlier
+    assert any("from an earlier Train" in c.value for c in at.caption)
+    take = texts(at, "success")  # ... and the takeaway is about what the settings on screen put on the wire
+    assert "dynamic_tree ends" not in take and "on 3 workers" in take and take.count("**Takeaway.**") == 1
 
 
 def test_stop_keeps_the_partial_curve():

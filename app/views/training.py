@@ -348,7 +348,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
             return
         summary = _summary_of(curves)
         st.warning(f"Stopped: the curves below end where each run was ({len(curves)} evaluations).")
-    if job.token != jobs.token([experiment, runs, base]):
+    stale = job.token != jobs.token([experiment, runs, base])
+    if stale:
         st.caption("These curves are from an earlier Train; press Train to run the current settings.")
     first = summary.iloc[0]
     st.caption(f"Final test error per run (the change is against {first.variant}; lower is better; one seed on "
@@ -379,7 +380,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
                         "epochs done") if c in shown]
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
-    return _takeaway(experiment, summary, data, int(info["test"]))
+    # the takeaway speaks of the settings on screen: earlier settings' curves are shown, labelled, not summed up
+    return None if stale else _takeaway(experiment, summary, data, int(info["test"]))
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:
