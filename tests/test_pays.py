@@ -239,3 +239,15 @@ def test_the_models_notes_use_the_tables_headers_not_column_names():
     assert raw, "the notes name no column: nothing to test"
     assert not [c for c in raw if re.search(rf"(?<![\w.]){re.escape(c)}(?!\w)", said)], said
     assert "*Break-even NIC (GB/s)*" in said and "pays" in said  # plain words stay words
+
+
+def test_table_numbers_have_no_exponents():
+    """Issue 28.6: "1.92e+03 ms" showed through; a column with values of 1000 and more gets one decimal."""
+    import pandas as pd
+
+    from static_table import html
+    from views.pays import _plain
+
+    df = pd.DataFrame({"Step (ms)": [1923.456, 0.5], "Speedup vs bf16 (x)": [0.912345, 1.5]})
+    out = html(df, formats={c: _plain(df[c]) for c in df.columns})
+    assert "e+" not in out and ">1923.5<" in out and ">0.912<" in out

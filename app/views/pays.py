@@ -79,9 +79,15 @@ def in_words(text: str) -> str:
     return text
 
 
+def _plain(col) -> str:
+    """A column's printf format: 3 significant digits, but never an exponent ("1.92e+03" is "1920.4")."""
+    values = [v for v in col if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+    return "%.1f" if values and max(abs(v) for v in values) >= 1000 else "%.3g"
+
+
 def _table(df, name: str) -> None:
     shown, tips = human(df)
-    ui.table(shown, name, help=tips, formats={h: "%.3g" for h in shown.columns if "(" in h})
+    ui.table(shown, name, help=tips, formats={h: _plain(shown[h]) for h in shown.columns if "(" in h})
 
 
 def _predict(comp, lesson: dict, inter: str) -> None:
