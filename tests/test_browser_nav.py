@@ -137,9 +137,10 @@ _LAYOUT = """(minPx) => {
   const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
   // a metric's label or value, or a button's label, cut short with "…" (its text wider than its box)
-  const cut = [...main.querySelectorAll("[data-testid='stMetricLabel'] *, [data-testid='stMetricValue'] *,"
-    + "[data-testid='stButton'] button *")].filter(e => e.offsetParent !== null && e.children.length === 0)
-    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.trim().slice(0, 40));
+  const boxes = "[data-testid='stMetricLabel'], [data-testid='stMetricValue'], [data-testid='stButton'] button";
+  const cut = [...main.querySelectorAll(boxes)].filter(e => e.offsetParent !== null)
+    .filter(e => [e, ...e.querySelectorAll("*")].some(c => c.scrollWidth > c.clientWidth + 1))
+    .map(e => e.innerText.trim().slice(0, 40));
   return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
           slivers: [...inputs.filter(c => c[1] < minPx), ...buttons], cut};
 }"""
