@@ -25,17 +25,20 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
 nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
 st.set_page_config(page_title="ParaLab", layout="wide")
 # Narrow windows (issue 28: 800 px): a row of controls wraps instead of squeezing each to a sliver, and nothing
-# makes the page scroll sideways (wide tables scroll in their own box, app/static_table.py).
+# makes the page scroll sideways (wide tables scroll in their own box, app/static_table.py); metric labels and
+# button labels wrap rather than end in "…" (a cut label such as "Preset: Deep Imag…" no longer says which).
 st.html("""<style>
 [data-testid="stMain"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stMain"] [data-testid="stColumn"] { min-width: min(8rem, 100%); }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; max-width: 100%; }
+[data-testid="stMain"] [data-testid="stMetricLabel"] *,
+[data-testid="stMain"] [data-testid="stMetricValue"] *,
+[data-testid="stMain"] [data-testid="stButton"] button * { white-space: normal; overflow: visible; text-overflow: clip; }
 </style>""")
 nav = st.navigation(navigation(page_list.PAGES))
 ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the page's URL, nothing carried
 if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
     gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
     gc.freeze()
-warmup.start([p.url_path for p in page_list.PAGES if p is not page_list.HOME],  # once per server: app/warmup.py
-             [p.module for p in page_list.PAGES if hasattr(importlib.import_module(p.module), "warm")])
+warmup.start()  # once per server; app/serve.py starts it with the server, before this first session
 nav.run()

@@ -504,10 +504,25 @@ def _shown_answer(v: Any, unit: str) -> str:
     return str(v)
 
 
+SKIP = "skip"          # a predict key's URL value when the learner chose to see the answer without predicting
+REVEALED = "_revealed"  # session-state key: {question key: answer on screen}, set by each run's `predict`
+SKIPPED = "_skipped"  # session-state key: {page URL path: {question keys skipped}}: a later answer is not scored
+
+
+def _skip_key(key: str) -> str:
+    return widget_key(f"{key}__skip")  # a widget key: a page arrived at anew starts unskipped (`arrive`)
+
+
+def _skip(key: str) -> None:
+    st.session_state[_skip_key(key)] = True
+    st.session_state.setdefault(SKIPPED, {}).setdefault(page_id(), set()).add(key)
+
+
 def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], tuple[Any, str] | None], *,
             key: str = "guess", unit: str = "", tolerance: float = 0.25, lo: float | None = None,
             hi: float | None = None) -> bool | None:
-    """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered.
+    """Predict, then reveal: ask `question` and reveal the answer only once the learner has answered (or
+    pressed "Skip", which shows the answer unscored; `key=skip` in the URL).
 
     Call it after computing the page's results and before drawing them (the question sits above them).
     - `choices`: the options (strings; none is preselected), or None for a number answer (a number input,
@@ -517,33 +532,53 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
       while the result is not there yet (behind a Run button): the answer is kept and revealed after the run.
       A number answer is right within `tolerance` (relative, 0.25 = ±25 %).
     - `key`: the URL parameter holding the answer (unique on the page; a shared URL shows the reveal).
-    Returns None before an answer, else whether it is right. The first answer to each question in a session
-    goes on Home's scorecard (`scorecard()`); a changed answer is revealed again but not re-scored.
+    Returns None before an answer (and after a skip), else whether it is right; `revealed(key)` says whether
+    the answer is out (answered or skipped), for a page that holds back what would give it away. The first
+    answer to each question in a session goes on Home's scorecard (`scorecard()`) unless the question was
+    skipped first; a changed answer is revealed again but not re-scored.
     The box is a container with CSS class `st-key-predict-<key>` (the browser tests look for it)."""
     wk = widget_key(key)
+    st.session_state.setdefault(REVEALED, {})[key] = False
     with st.container(border=True, key=f"predict-{key}"):
         st.markdown(f":material/psychology_alt: **Predict first.** {question}")
+        raw = st.query_params.get(key)
+        if _skip_key(key) not in st.session_state:
+            st.session_state[_skip_key(key)] = raw == SKIP
+            if raw == SKIP:
+                _skip(key)
         if choices is not None:
             choices = [str(c) for c in choices]
-            raw = st.query_params.get(key)
             if wk not in st.session_state:
                 st.session_state[wk] = raw if raw in choices else None
-            if raw is not None and raw not in choices:
+            if raw is not None and raw not in choices and raw != SKIP:
                 st.error(f"{key}={raw!r} in the URL is not an answer here: allowed are "
-                         + ", ".join(repr(c) for c in choices) + ".")
+                         + ", ".join(repr(c) for c in choices) + f" (or {SKIP!r}).")
             answer = _value(key, lambda: st.radio("Your answer", choices, index=None, key=wk, horizontal=True,
                                                   label_visibility="collapsed", help=PREDICT_HELP))
         else:
-            raw = st.query_params.get(key)
             if wk not in st.session_state:
                 st.session_state[wk] = from_url(key, None, float)
-            if raw is not None and from_url(key, None, float) is None:
+            if raw is not None and raw != SKIP and from_url(key, None, float) is None:
                 st.error(f"{key}={raw!r} in the URL is not a number: type one below.")
             answer = _value(key, lambda: st.number_input(f"Your answer{f' ({unit})' if unit else ''}", value=None,
                                                          key=wk, format="%g", placeholder="type a number",
                                                          help=PREDICT_HELP))
         if answer is None:
-            st.caption("Answer to see what the page computes.")
+            if not st.session_state[_skip_key(key)]:
+                st.button("Skip: show me the answer", key=f"skip-{key}", type="tertiary", on_click=_skip,
+                          icon=":material/visibility:",
+                          args=(key,), help="see the result without predicting (not counted on the scorecard)")
+                st.caption("Answer to see what the page computes.")
+                return None
+            sync_url(key, SKIP)
+            got = reveal()
+            if got is None:
+                st.caption("Skipped: the answer shows once the result is on screen.")
+                return None
+            right, why = got
+            st.session_state[REVEALED][key] = True
+            st.info(f"**Skipped.** The page computes {_shown_answer(right, unit)}. {why}",
+                    icon=":material/visibility:")
             return None
         sync_url(key, f"{answer:g}" if isinstance(answer, float) else answer)
         if choices is None:
@@ -557,16 +592,24 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
             st.caption(f"Your answer ({_shown_answer(answer, unit)}) is kept, in the URL too: the answer shows "
                        "once the result is on screen.")
             return None
+        st.session_state[REVEALED][key] = True
         right, why = got
         ok = _is_right(answer, right, tolerance)
-        scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
-        scores.setdefault(key, ok)
+        if key not in st.session_state.get(SKIPPED, {}).get(page_id(), set()):
+            scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
+            scores.setdefault(key, ok)
         said = f"You said {_shown_answer(answer, unit)}; the page computes {_shown_answer(right, unit)}."
         if ok:
             st.success(f"**Right.** {said} {why}", icon=":material/check_circle:")
         else:
             st.warning(f"**Not quite.** {said} {why}", icon=":material/lightbulb:")
         return ok
+
+
+def revealed(key: str = "guess") -> bool:
+    """Whether the prediction `key` asked on this run has its answer on screen (answered, or skipped): what
+    gives the answer away is drawn only then. Call after that run's `predict`."""
+    return bool(st.session_state.get(REVEALED, {}).get(key, False))
 
 
 def scores() -> dict[str, tuple[int, int]]:

@@ -42,7 +42,7 @@ PAGES: list[PageInfo] = [
     PageInfo("Transfer", ":material/swap_horiz:", "views.transfer", "transfer",
              "Figure 2: when compressing a message pays — time and speedup against message size, measured between "
              "two processes here and modelled for a link.", f"[Dettmers 2016]({DETTMERS}) §3.3, Figure 2",
-             paper_views=('',)),
+             paper_views=('guess=skip',)),  # the callout compares speedups: it shows once the prediction is out
     PageInfo("Collectives", ":material/hub:", "views.collectives", "collectives",
              "Tree, recursive doubling, ring, Rabenseifner, butterfly sync and parameter server: modelled vs "
              "measured time, bus bandwidth against the lower bound, a step-by-step view of each algorithm, error of "
@@ -114,7 +114,8 @@ def overview_table(pages: list[PageInfo]) -> str:
 TOUR: list[TourStep] = [
     TourStep("codecs", "Is 8 bits enough?", {"codecs": ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
                                              "dist": "student_t"},
-             "Switch the distribution between normal and heavy-tailed student_t, and add codecs.",
+             "Answer the page's question (or skip it), then switch the distribution between normal and heavy-tailed "
+             "student_t, and add codecs.",
              "The takeaway names the type with the lowest error: the dynamic tree's exponent keeps small values "
              "that linear's evenly spaced steps round to zero."),
     TourStep("codecs", "Table 1, beside the paper", {"section": "Table 1 beside the paper", "rounding": "paper"},
@@ -122,7 +123,8 @@ TOUR: list[TourStep] = [
              "With the paper's rounding our errors land within a fraction of a point of the published ones; exact "
              "rounding is lower still."),
     TourStep("transfer", "When does compressing a message pay?", {},
-             "Move the link from PCIe 3 to a faster one, or set the codec speed to what this machine measures.",
+             "Answer which is fastest (or skip), then move the link from PCIe 3 to a faster one, or set the codec speed "
+             "to what this machine measures.",
              "Under the paper's conditions 8 bits beat 32 above about 50,000 values (Figure 2); a fast link or a "
              "slow codec moves that crossover or removes it."),
     TourStep("step_through", "See an allreduce happen", {"algorithm": "ring", "P": "4", "step": "3"},
@@ -139,10 +141,11 @@ TOUR: list[TourStep] = [
              "faster; at 128 units the layer timing shows no gain (Song et al. 2019, Table I)."),
     TourStep("planner", "Where does data parallelism stop scaling?",
              {"check": "Deep Image Figure 2 (data vs hybrid)"},
-             "Change the mini-batch per GPU and watch the crossover move.",
+             "Predict which strategy wins (or skip), then change the mini-batch per GPU and watch the crossover move.",
              "Communication per step of data vs hybrid parallelism against the GPU count; the callout says why our "
              "crossover differs from the paper's 16."),
     TourStep("pays", "Does compression pay on your cluster?", {"inter": "eth10g"},
-             "Set the network between nodes back to InfiniBand NDR, then to one node of NVLink.",
+             "Answer whether 1-bit SGD pays here (or skip), then set the network between nodes back to InfiniBand NDR, "
+             "then to one node of NVLink.",
              "On 10 GbE most codecs beat bf16; inside an NVLink node none do."),
 ]

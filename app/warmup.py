@@ -1,13 +1,17 @@
 """Warm the dashboard when its server starts (issue 28: the first visit after `streamlit run` took 6.3 s on Codecs,
-later ones ~1.2 s). Home starts this once per server process: a background thread opens one session of its own
-over the server's websocket and runs every page's default view, as a first visitor would, so the imports, the
-first torch calls and the caches those views need are paid before a learner arrives. Each page it warmed, and
-the seconds it took, is printed to the server's log ("paralab warm-up: <page> <s> s"). PARALAB_WARMUP=0 switches
-it off (to time a cold server)."""
+later ones ~1.2 s). A background thread opens one session of its own over the server's websocket and runs every
+page's default view, as a first visitor would, then each page's `warm()` hook, so the imports, the first torch
+calls and the caches those views need are paid before a learner arrives. Once per server process:
+- `python app/serve.py [streamlit options]` (`serve`) starts it with the server, before anyone connects;
+- under a plain `streamlit run app/Home.py` Streamlit runs no code of ours until a session opens, so Home starts
+  it at the first session (`start`).
+Each page it warmed, and the seconds it took, is printed to the server's log ("paralab warm-up: <page> <s> s").
+PARALAB_WARMUP=0 switches it off (to time a cold server)."""
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 import time
 from typing import Sequence
@@ -42,32 +46,84 @@ def _visit(url: str, pages: Sequence[str], timeout_s: float = 300.0) -> None:
             print(f"paralab warm-up: {page or 'home'} {done[page]:.2f} s", flush=True)
 
 
-def start(pages: Sequence[str], hooks: Sequence[str] = (), delay_s: float = 0.5) -> bool:
-    """Start the warm-up once per process (later calls do nothing; nothing under AppTest): each page of
-    `pages` (URL paths) visited, then `warm()` of each module in `hooks`. True if this call started it."""
-    from streamlit.runtime import Runtime
+def _warm(url: str, pages: Sequence[str] | None, hooks: Sequence[str] | None) -> None:
+    """Visit `pages` (None: every page of page_list but Home) at `url`, then run the `warm()` of each module in
+    `hooks` (None: every page module that has one); logged, never raising."""
+    try:
+        if pages is None or hooks is None:
+            import page_list
+            pages = [p.url_path for p in page_list.PAGES if p is not page_list.HOME] if pages is None else pages
+            hooks = [p.module for p in page_list.PAGES
+                     if hasattr(importlib.import_module(p.module), "warm")] if hooks is None else hooks
+        _visit(url, pages)
+        for module in hooks:  # what a default view needs only after a click (e.g. a prediction's answer)
+            t0 = time.perf_counter()
+            importlib.import_module(module).warm()
+            print(f"paralab warm-up: {module}.warm() {time.perf_counter() - t0:.2f} s", flush=True)
+        print(f"paralab warm-up: done, {len(done)} pages in {sum(done.values()):.1f} s", flush=True)
+    except Exception as e:  # a warm-up must never take the server down: say why and stop
+        print(f"paralab warm-up: stopped ({type(e).__name__}: {e})", flush=True)
 
-    if _started.is_set() or type(Runtime._instance) is not Runtime:  # not under AppTest's mock runtime
-        return False
-    if os.environ.get("PARALAB_WARMUP", "1") == "0":  # switched off (e.g. to time a cold server)
-        _started.set()
-        return False
-    _started.set()
+
+def _server_url(scheme: str = "ws") -> str:
+    """The running server's address from Streamlit's options (host, port, base path)."""
     port = st.get_option("server.port")
     host = st.get_option("server.address") or "127.0.0.1"
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    url = f"ws://{host}:{port}" + (f"/{base}" if base else "")
+    return f"{scheme}://{host}:{port}" + (f"/{base}" if base else "")
+
+
+def _claim() -> bool:
+    """True for the one caller per process that may start the warm-up (and not when it is switched off)."""
+    if _started.is_set():
+        return False
+    _started.set()
+    return os.environ.get("PARALAB_WARMUP", "1") != "0"
+
+
+def start(pages: Sequence[str] | None = None, hooks: Sequence[str] | None = None, delay_s: float = 0.5) -> bool:
+    """From a session of a running server (Home, under `streamlit run app/Home.py`): start the warm-up once per
+    process (later calls, and a process that `serve` started, do nothing; nothing under AppTest). `pages`: URL
+    paths to visit, `hooks`: modules whose `warm()` to run (None: all). True if this call started it."""
+    from streamlit.runtime import Runtime
+
+    if type(Runtime._instance) is not Runtime or not _claim():  # not under AppTest's mock runtime
+        return False
+    url = _server_url()
 
     def run() -> None:
         time.sleep(delay_s)  # let the session that started it draw first
-        try:
-            _visit(url, pages)
-            for module in hooks:  # what a default view needs only after a click (e.g. a prediction's answer)
-                t0 = time.perf_counter()
-                importlib.import_module(module).warm()
-                print(f"paralab warm-up: {module}.warm() {time.perf_counter() - t0:.2f} s", flush=True)
-            print(f"paralab warm-up: done, {len(done)} pages in {sum(done.values()):.1f} s", flush=True)
-        except Exception as e:  # a warm-up must never take the server down: say why and stop
-            print(f"paralab warm-up: stopped ({type(e).__name__}: {e})", flush=True)
+        _warm(url, pages, hooks)
     threading.Thread(target=run, name="paralab-warmup", daemon=True).start()
     return True
+
+
+def _when_up(timeout_s: float = 120.0) -> None:
+    """In a thread of the launching process: wait for the Streamlit server to answer, then warm it."""
+    import urllib.request
+
+    from streamlit.runtime import Runtime
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if Runtime._instance is not None:  # the options are loaded once the runtime exists
+            try:
+                with urllib.request.urlopen(f"{_server_url('http')}/_stcore/health", timeout=2) as r:
+                    if r.read() == b"ok":
+                        _warm(_server_url(), None, None)
+                        return
+            except OSError:
+                pass
+        time.sleep(0.2)
+    print("paralab warm-up: stopped (the server did not answer)", flush=True)
+
+
+def serve(script: str, args: Sequence[str] = ()) -> None:
+    """`streamlit run <script> <args>` in this process with the warm-up started together with the server, before
+    any session opens (app/serve.py). Blocks until the server stops."""
+    from streamlit.web import cli
+
+    if _claim():
+        threading.Thread(target=_when_up, name="paralab-warmup", daemon=True).start()
+    sys.argv = ["streamlit", "run", script, *args]
+    cli.main()

@@ -75,7 +75,8 @@ def test_home_entry_navigates_every_page():
     for name in ("transfer", "collectives", "dropout"):
         goto(at, name)
         assert not at.exception, name
-        assert figures(at), name
+        # transfer's chart waits for its prediction (predict, then reveal); its takeaway is there at once
+        assert figures(at) if name != "transfer" else any("Takeaway." in s.value for s in at.success), name
 
 
 def test_the_page_list_drives_navigation_and_overview(tmp_path, monkeypatch):
@@ -119,7 +120,7 @@ def test_overview_shows_device_and_papers():
 
 
 def test_codecs_page_updates_error_table():
-    at = page("codecs")
+    at = page("codecs", guess="skip")  # the error table shows once the prediction is made or skipped
     assert not at.exception
     df = tables(at)[0]
     assert set(df.Codec) >= {"dynamic_tree[nearest,tensor]", "linear[nearest,tensor]"}
@@ -134,7 +135,7 @@ def test_codecs_page_updates_error_table():
 
 def test_codecs_page_url_reproduces_view_and_captured_tensors():
     at = page("codecs", dist="uniform", **{"uniform.a": "0", "uniform.b": "1"}, rounding="paper",
-              codecs=["dynamic_tree"])
+              codecs=["dynamic_tree"], guess="skip")
     assert not at.exception
     df = tables(at)[0]
     assert list(df.Codec) == ["dynamic_tree[paper,tensor]"] and df.Data[0] == "uniform(0,1)"
@@ -145,7 +146,7 @@ def test_codecs_page_url_reproduces_view_and_captured_tensors():
 
 
 def test_codecs_page_bad_parameters_are_messages():
-    at = page("codecs", designer="true")  # the bit-layout designer open
+    at = page("codecs", designer="true", guess="skip")  # the bit-layout designer open, the error table shown
     at.number_input(key="w_normal.sigma").set_value(-1.0).run()
     assert not at.exception
     assert "scale parameter must be > 0" in at.error[0].value
@@ -161,7 +162,7 @@ def test_codecs_page_bad_parameters_are_messages():
 
 
 def test_transfer_page_link_changes_speedup():
-    at = page("transfer")
+    at = page("transfer", guess="skip")  # the speedups show once the prediction is made or skipped
     assert not at.exception
     fast = number(metric(at, "Its speedup"))
     at.selectbox(key="w_link").set_value("eth1g").run()
@@ -220,7 +221,7 @@ def test_training_page_runs_and_compares_bytes():
 
 
 def test_dropout_page_rate_changes_search():
-    at = page("dropout", p="0.5")
+    at = page("dropout", p="0.5", guess="skip")  # the rate shows once the prediction is made or skipped
     assert not at.exception
     assert "drops every unit 0.500 of the time" in at.success[0].value  # the takeaway, from Algorithm 1's run
     at.slider(key="w_p").set_value(0.7).run()
@@ -264,7 +265,7 @@ def test_deep_image_pages_render_with_defaults():
     assert metric(at, "Rows matching the paper") == "6 of 6"  # Table 1, computed beside the paper
     assert at.query_params["seed"] in ("0", ["0"])
     charts = len(figures(at))
-    at = page("planner")
+    at = page("planner", guess="skip")  # its speedup chart shows once the prediction is made or skipped
     assert not at.exception and not at.error
     assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
     assert charts + len(figures(at)) >= 2  # one view at a time (issue 17: fast default views)
@@ -274,7 +275,7 @@ def test_deep_image_pages_render_with_defaults():
 
 
 def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
-    at = page("planner", plan_show="Table")
+    at = page("planner", plan_show="Table", guess="skip")
     s64 = number(metric(at, "data: speedup on 64 GPUs"))
     at.multiselect(key="w_gpus").set_value(["1", "2", "4", "8"]).run()
     assert not at.exception
@@ -292,7 +293,7 @@ def test_deep_image_planner_reacts_to_gpus_strategy_and_link():
 
 
 def test_deep_image_presets_reproduce_the_papers():
-    at = page("planner")
+    at = page("planner", guess="skip")  # the speedups show once the prediction is made or skipped
     next(b for b in at.button if b.label.startswith("Preset: Dettmers")).click().run()
     assert not at.exception and not at.error
     assert metric(at, "data: speedup on 4 GPUs") == "0.59x"  # slower than one GPU, as Dettmers says

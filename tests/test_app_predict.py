@@ -20,6 +20,7 @@ def _quiz(choices_mode: bool = True) -> None:
     got = ui.predict("Which loses more?", ["ring", "qgZ"] if choices_mode else None, reveal,
                      key="q1", unit="dB")
     st.session_state["got"] = got
+    st.session_state["shown"] = ui.revealed("q1")
     ui.scorecard({"": "Home"})
 
 
@@ -82,3 +83,22 @@ def test_a_number_answer_is_right_within_the_tolerance():
     assert at.query_params["q1"] in ("80", ["80"])
     at = quiz(False, q1="abc")
     assert "not a number" in _texts(at) and at.session_state["got"] is None
+
+
+def test_skip_shows_the_answer_unscored_and_keeps_it_in_the_url():
+    """A learner may skip the question: the answer shows (`revealed`), `q1=skip` in the URL reproduces it,
+    and neither the skip nor a later answer counts on the scorecard."""
+    for mode in (True, False):
+        at = quiz(mode)
+        assert at.session_state["shown"] is False
+        at.button(key="skip-q1").click().run()
+        assert not at.exception
+        said = " ".join(i.value for i in at.info)
+        assert "Skipped." in said and ("computes ring" in said if mode else "computes 40 dB" in said)
+        assert at.session_state["shown"] is True and at.session_state["got"] is None
+        assert at.query_params["q1"] in ("skip", ["skip"]) and "_scorecard" not in at.session_state
+        (at.radio(key="w_q1").set_value("ring") if mode else at.number_input(key="w_q1").set_value(40.0)).run()
+        assert "Right" in _texts(at) and at.session_state["got"] is True  # revealed again, not scored
+        assert "_scorecard" not in at.session_state or ui_scores(at) == {}
+    at = quiz(q1="skip")
+    assert not at.error and at.session_state["shown"] is True and "Skipped." in at.info[0].value

@@ -1,7 +1,10 @@
 """Predict, then reveal on the pages (issue 28): each question is on the page unanswered, nothing of its
 answer is said before an answer, and the reveal names the right answer with the page's own numbers.
 (Pays and Collectives: tests/test_app_state.py.)"""
+from lazy_import import lazy
 from test_app import finish, page
+
+figures = lazy("chart", "figures")
 
 
 def _said(at) -> str:
@@ -22,12 +25,22 @@ def test_planner_asks_which_strategy_is_fastest_on_the_most_gpus():
     at = page("planner")
     assert _asked(at, "which of the strategies")
     assert "Right." not in _said(at) and "Not quite." not in _said(at)
+    revealing = ("speedup on 64 GPUs", "Data beats hybrid from")
+    before = {m.label: m.value for m in at.metric}
+    assert all(before[k] == "?" for k in before if k.endswith("speedup on 64 GPUs")) and len(before) >= 2
+    assert "Data beats hybrid from" not in before and "parallelism is fastest" not in _said(at)
+    assert not [f for f in figures(at) if "speedup" in str(f).lower()]
     options = at.radio(key="w_guess").options
     assert set(options) == {"data", "hybrid"}
     _answer(at, "model" if "model" in options else options[0])
     said = _said(at)
     assert ("Right." in said) != ("Not quite." in said)
     assert "On 64 GPUs:" in said and "x one GPU" in said and "ms a step" in said
+    after = {m.label: m.value for m in at.metric}
+    shown = [after[k] for k in after if k.endswith(revealing[0])]
+    assert shown and all(v.endswith("x") and v not in " ".join(map(str, before.values())) for v in shown)
+    assert revealing[1] in after and any("parallelism is fastest" in s.value for s in at.success)
+    assert figures(at)
 
 
 def test_dropout_asks_how_often_a_unit_is_dropped_and_reveals_the_measured_rates():

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import _controls, _nav_link, serve, settle  # noqa: E402
+from app_browser import _controls, _nav_link, settle  # noqa: E402
 from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
@@ -121,8 +121,8 @@ def test_a_tour_step_carries_only_what_it_says(server, browser):
     page.close()
 
 
-# At 800 px: the page never scrolls sideways (tables scroll inside their own box), and no control is squeezed
-# narrower than MIN_CONTROL_PX (columns wrap instead).
+# At 800 px: the page never scrolls sideways (tables scroll inside their own box), no control is squeezed
+# narrower than MIN_CONTROL_PX (columns wrap instead), and no metric or button label is cut short with "…".
 MIN_CONTROL_PX = 120
 _LAYOUT = """(minPx) => {
   const doc = document.scrollingElement;
@@ -136,8 +136,13 @@ _LAYOUT = """(minPx) => {
   // a button is as wide as its label: it is a sliver when the label does not fit in it
   const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
+  // a metric's label or value, or a button's label, cut short with "…" (its text wider than its box)
+  const boxes = "[data-testid='stMetricLabel'], [data-testid='stMetricValue'], [data-testid='stButton'] button";
+  const cut = [...main.querySelectorAll(boxes)].filter(e => e.offsetParent !== null)
+    .filter(e => [e, ...e.querySelectorAll("*")].some(c => c.scrollWidth > c.clientWidth + 1))
+    .map(e => e.innerText.trim().slice(0, 40));
   return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
-          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons]};
+          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons], cut};
 }"""
 
 
@@ -154,29 +159,7 @@ def test_every_page_is_usable_at_800_px(server, browser, info):
     page.close()
     assert got["page"] <= 0 and got["main"] <= 0, f"{info.title} scrolls sideways at 800 px: {got}"
     assert not got["slivers"], f"{info.title}: controls narrower than {MIN_CONTROL_PX} px at 800 px: {got['slivers']}"
-
-
-def test_the_server_warms_every_page_after_its_first_session(browser):
-    """app/warmup.py: the first session (here a browser opening Home) starts a background visit of every page's
-    default view; the server's log names each page warmed and the warm() hooks run."""
-    import time
-
-    with serve() as url:
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{url.rsplit(':', 1)[1]}.log"
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        settle(page)
-        deadline = time.time() + 600
-        while "paralab warm-up: done" not in log.read_text() and "warm-up: stopped" not in log.read_text():
-            assert time.time() < deadline, log.read_text()[-2000:]
-            time.sleep(1)
-        text = log.read_text()
-        page.close()
-    assert "warm-up: stopped" not in text, text[-2000:]
-    for p in page_list.PAGES[1:]:
-        assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
-    assert "views.collectives.warm()" in text
-    assert text.count("paralab warm-up: codecs ") == 1  # once per server, not once per session
+    assert not got["cut"], f"{info.title}: labels cut short with '…' at 800 px: {got['cut']}"
 
 
 def test_a_prediction_is_revealed_kept_in_the_url_and_scored_on_home(server, browser):

@@ -7,11 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from test_app import page
+from test_app import page as app_page
 from static_table import tables
 from lazy_import import lazy
 
 figures = lazy("chart", "figures")  # Streamlit loads with the first page test, not at collection
+
+
+def page(name: str, **query):
+    """A page with its prediction skipped (`guess=skip`): the ranking, bars and table these tests read show only
+    once the learner has answered or skipped (test_predict_the_best_codec_before_the_reveal checks before)."""
+    return app_page(name, **{"guess": "skip", **query})
 
 
 def _takeaway(at) -> str:
@@ -281,10 +287,19 @@ def test_the_layout_designer_makes_a_normal_6_bit_float():
 def test_predict_the_best_codec_before_the_reveal():
     """Issue 28, predict then reveal on Codecs: which codec has the lowest relative error on Student-t(3)?"""
     q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "fp8_e4m3"])
-    at = page("codecs", **q)
+    at = app_page("codecs", **q)
     assert not at.exception
     assert any("Which codec has the lowest mean relative error on student_t(3)?" in m.value for m in at.markdown)
     assert any("Answer to see" in c.value for c in at.caption)
+    # nothing of the answer before it: no ranking, no error table, no bars; all of it once skipped
+    assert all(m.value == "?" for m in at.metric if m.label in ("Best", "Worst"))
+    assert not any(m.label.startswith("Best: ") for m in at.metric)
+    assert not any("Mean relative error (%)" in t.columns for t in tables(at))
+    assert "has the lowest" not in " ".join(s.value for s in at.success)
+    charts = len(figures(at))  # Table 1's chart beside the paper, further down
+    at = page("codecs", **q)
+    assert any(m.label.startswith("Best: ") for m in at.metric) and "Skipped." in at.info[0].value
+    assert len(figures(at)) == charts + 1  # the error bars
     df = tables(at)[0].set_index("Codec")
     best = df["Mean relative error (%)"].idxmin().split("[")[0]
     wrong = next(c for c in ("dynamic_tree", "linear", "fp8_e4m3") if c != best)

@@ -12,6 +12,7 @@ from static_table import tables
 from lazy_import import lazy
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
+figures = lazy("chart", "figures")
 
 WIDGETS = ("selectbox", "multiselect", "slider", "select_slider", "number_input", "radio", "checkbox", "text_input")
 
@@ -33,7 +34,14 @@ def test_default_view_opens_with_the_question_a_takeaway_and_help_on_every_contr
     at = page("dropout")
     assert not at.exception and not at.error
     assert any("drop whole rows or tiles" in m.value for m in at.markdown)  # ui.lesson's question
+    # the drop rate is the page's prediction: not said (nor charted) before an answer or a skip
+    assert "drops every unit" not in _takeaway(at) and "question below" in _takeaway(at)
+    assert not any("still dropped" in m.value for m in at.markdown)
+    assert any("how often is each single unit dropped" in m.value for m in at.markdown)
+    charts = len(figures(at))
+    at.button(key="skip-guess").click().run()
     assert "drops every unit 0.700 of the time (target 0.7)" in _takeaway(at)  # Algorithm 1 at the default p
+    assert len(figures(at)) == charts + 1  # the searched mix
     for kind in WIDGETS:
         for w in getattr(at, kind):
             assert w.help, f"{kind} {w.label!r} has no help tooltip"
@@ -130,7 +138,7 @@ def test_pattern_heatmaps_have_one_colour_legend_and_ticks_on_the_outer_panels_o
 
 @pytest.mark.parametrize("p", [0.3, 0.5])
 def test_the_takeaway_follows_the_rate(p):
-    at = page("dropout", p=str(p))
+    at = page("dropout", p=str(p), guess="skip")
     assert f"drops every unit {p:.3f} of the time" in _takeaway(at)
 
 

@@ -58,6 +58,9 @@ def test_default_view_opens_with_what_one_step_puts_on_the_wire():
     K = 4
     ring = K * 2 * (K - 1) / K * 4 * n
     assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(ring)  # 215 kB
+    # the codecs' share is the page's prediction: not on the page before an answer or a skip
+    assert _metric(at, "onebit: bytes per step").value == "?" and "%" not in texts(at, "success")
+    at.button(key="skip-guess").click().run()
     tree = float(_metric(at, "dynamic_tree: bytes per step").value.split()[0]) * 1e3
     assert 0.25 <= tree / ring < 0.26  # 8 bits a value plus the blocks' scales
     one = float(_metric(at, "onebit: bytes per step").value.split()[0]) * 1e3
@@ -77,7 +80,7 @@ def test_default_view_opens_with_what_one_step_puts_on_the_wire():
 
 
 def test_paper_preset_says_which_data_set_and_shows_the_paper():
-    at = page()
+    at = page(guess="skip")  # the codecs' bytes show once the prediction is made or skipped
     at.button[0].click().run()  # Preset: §3.4
     assert not at.exception
     info = dataset_info("auto")
@@ -107,6 +110,10 @@ def test_train_shows_results_and_a_takeaway_from_them():
     assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
     at.selectbox(key="w_x").set_value("bytes sent (MB)").run()  # the axis redraws, the result stays
     assert "dynamic_tree ends" in texts(at, "success")
+    at.number_input(key="w_workers").set_value(3).run()  # other settings: the curves stay, labelled as earlier
+    assert any("from an earlier Train" in c.value for c in at.caption)
+    take = texts(at, "success")  # ... and the takeaway is about what the settings on screen put on the wire
+    assert "dynamic_tree ends" not in take and "on 3 workers" in take and take.count("**Takeaway.**") == 1
 
 
 def test_stop_keeps_the_partial_curve():
@@ -205,12 +212,33 @@ def test_takeaway_says_when_a_difference_is_noise():
     assert "one image is 0.22 points" in text
 
 
-def test_running_timer_advances():
-    """Issue 28.5: 'running… 0 s' never advanced: the live progress now carries the seconds, redrawn each second."""
-    import _runs
+def _shown_seconds(at: AppTest) -> int:
+    """The seconds on the live progress bar ("<message> · N s")."""
+    bars = [p.proto.text for p in at.get("progress") if p.proto.text.endswith(" s")]
+    assert bars, "no live progress bar with its seconds while the run is going"
+    return int(bars[-1].rsplit("· ", 1)[1].split(" ")[0])
 
-    src = open(_runs.__file__).read()
-    assert "time.perf_counter() - j.started" in src.split("def watch")[1]
+
+def test_running_timer_advances():
+    """Issue 28.5: 'running… 0 s' never advanced. While a run goes, the page's progress bar shows the seconds
+    since it began, and a later redraw shows more (event-driven: wait until the run's own clock has moved past
+    the first reading, then redraw; the run is stopped after)."""
+    from apptest_runs import job, wait_for
+
+    at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
+    at.button(key="run_train_run").click().run()
+    run = wait_for(lambda: job(at, "train_run"), "the run to start")
+    wait_for(lambda: run.rows or not run.running, "the run's first curve point")  # it has begun: its clock runs
+    assert run.running, (run.state, run.msg)
+    at.run()
+    first = _shown_seconds(at)
+    wait_for(lambda: not run.running or time.perf_counter() - run.started >= first + 1.5,
+             "the run's clock to pass the shown seconds")
+    assert run.running, "the run ended before a second reading"
+    at.run()
+    assert _shown_seconds(at) > first
+    run.stop()
+    wait_for(lambda: not run.running, "the run to stop")
 
 
 def test_predict_the_share_of_bytes_before_the_reveal():

@@ -3,7 +3,13 @@ kernels: memory-bound plus launch time) crosses over where the paper does, the c
 the winner is named in text, coinciding curves stay visible, axes carry explicit ticks."""
 import pytest
 
-from test_app import metric, number, page
+from test_app import metric, number, page as app_page
+
+
+def page(name: str, **query):
+    """A page with its prediction skipped (`guess=skip`): the metrics, takeaway and callout these tests read show
+    only once the learner has answered or skipped (test_predict_the_fastest_before_the_reveal checks before)."""
+    return app_page(name, **{"guess": "skip", **query})
 
 
 def test_figure2_model_crosses_over_where_the_paper_does():
@@ -136,9 +142,12 @@ def test_measurement_is_drawn_against_the_model_of_the_same_link():
 
 def test_predict_the_fastest_before_the_reveal():
     """Issue 28, predict then reveal on Transfer: which is fastest at the largest size on this link?"""
-    at = page("transfer")
+    at = app_page("transfer")
     assert not at.exception
     assert any("which is fastest: sending 32-bit, or one of the codecs?" in m.value for m in at.markdown)
+    said = " ".join(s.value for s in at.success)
+    assert all(m.value == "?" for m in at.metric) and "is the fastest" not in said and "x faster" not in said
+    assert "Paper vs here" not in " ".join(i.value for i in at.info)
     at = page("transfer", guess="32-bit")
     assert not at.exception and at.warning and "the page computes onebit" in at.warning[0].value
     assert "speedups over it" in at.warning[0].value

@@ -481,6 +481,9 @@ def render() -> None:
         bits_section(x, data_name, data_key)
 
 
+HIDDEN = ("the best and worst codec, the bars, the table and the error histograms show once you answer the question "
+          "above, or skip it")
+
 #: what the page can rank codecs by: column, higher is better, and what the measure means for gradients
 RANK_BY = {
     "Mean relative error": ("mean_rel_error", False,
@@ -533,6 +536,15 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
             return right, f"By {what} on {data_name}: {vals}.{tie} {meaning[0].upper() + meaning[1:]}."
         ui.predict(f"Which codec has the {'highest' if higher else 'lowest'} {what} on {data_name}?",
                    sorted(dict.fromkeys(shorts)), reveal, key="guess")
+        if not ui.revealed("guess"):  # the ranking, the bars and the table would answer it: they wait
+            m1, m2, m3 = st.columns(3)
+            for m, label in ((m1, "Best"), (m2, "Worst"), (m3, "Best's bits per value")):
+                m.metric(label, "?", help=HIDDEN)
+            ui.takeaway(f"Which of {', '.join(dict.fromkeys(shorts))} keeps {data_name} closest by {what} is the "
+                        "question above: answer it (or skip it) to see the ranking, the bars and the table. "
+                        f"{meaning[0].upper() + meaning[1:]}.")
+            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+            return
     m1, m2, m3 = st.columns(3)
     m1.metric(f"Best: {best.split('[')[0]}", _fmt(col, order.iloc[0]), help=f"best {rank_by.lower()}: {best}, "
               f"on {data_name}")

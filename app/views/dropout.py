@@ -45,7 +45,7 @@ def render() -> None:
     ui.lesson("Can a network drop whole rows or tiles of a layer, instead of random units, learn as well and "
               "train faster?",
               "Press **Train**: each pattern's test accuracy against conventional dropout's, and how much faster an "
-              "epoch runs. Below: what one step keeps, why every unit is still dropped at rate p (Algorithm 1), and "
+              "epoch runs. Below: what one step keeps, how often each unit ends up dropped (Algorithm 1), and "
               "the layer widths where skipping pays on this machine.")
 
     def preset_table1():
@@ -107,12 +107,16 @@ def render() -> None:
                               dataset, corpus, ptb_path)
     st.subheader("What one step keeps")
     ui.shown(lambda: _patterns_section(float(p), tuple(kinds), seed))
-    st.subheader("Why every unit is still dropped at rate p")
+    st.subheader("How often is each unit dropped?")
     stats = {}
     ui.shown(lambda: stats.update(_search_section(float(p), tuple(kinds), seed)))
     st.subheader("Where skipping pays: one layer pair on this machine")
     ui.shown(lambda: _layer_section(float(p), seed))
     with takeaway_slot:
+        if takeaway is None and not stats and p > 0:
+            takeaway = (f"At p = {p:g}, each RDP/TDP step computes only the kept rows of a layer — press **Train** "
+                        "to see what that buys in speed and costs in accuracy; how often each unit ends up dropped "
+                        "is the question below.")
         if takeaway is None and stats:
             takeaway = (f"At p = {p:g}, Algorithm 1's pattern mix drops every unit {stats['rate']:.3f} of the time "
                         f"(target {p:g}) while each RDP/TDP step computes only the kept rows — press **Train** to "
@@ -306,7 +310,10 @@ def _search_section(p: float, kinds: tuple, seed: int) -> dict:
         st.caption("p = 0 drops nothing: no search.")
         return {"rate": 0.0}
     tr = _search(p, seed)
-    _predict_rate(p, kinds, seed)
+    if _predict_rate(p, kinds, seed) and not ui.revealed("guess"):  # the rates would answer it: they wait
+        st.caption("The searched pattern mix and each unit's measured drop rate show once you answer the question "
+                   "above, or skip it.")
+        return {}
     _search_views(p, kinds, seed)
     return {"rate": tr.rate}
 
@@ -315,11 +322,12 @@ DROP_ANSWERS = ["about p, like conventional dropout", "far less than p: units ne
                 "far more than p: a pattern drops whole rows at once"]
 
 
-def _predict_rate(p: float, kinds: tuple, seed: int) -> None:
-    """Is every unit still dropped at rate p when whole rows go at once? Revealed from 300 sampled steps."""
+def _predict_rate(p: float, kinds: tuple, seed: int) -> bool:
+    """Is every unit still dropped at rate p when whole rows go at once? Revealed from 300 sampled steps.
+    True if the question is asked (a row or tile pattern is chosen)."""
     patterns = [k for k in kinds if k in ("row", "tile")]
     if not patterns:
-        return
+        return False
 
     def reveal():
         g = _frequency(p, kinds, seed).groupby("kind").drop_freq
@@ -334,6 +342,7 @@ def _predict_rate(p: float, kinds: tuple, seed: int) -> None:
             "dropout, only in step with its neighbours.")
     ui.predict(f"A row pattern (RDP) drops whole rows of units together. At p = {p:g}, how often is each single "
                "unit dropped over many steps?", DROP_ANSWERS, reveal, key="guess")
+    return True
 
 
 @st.fragment

@@ -2,6 +2,8 @@
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
+import re
+
 import streamlit as st
 
 import _common as ui
@@ -11,6 +13,8 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MO
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
 MEASURES = ["Time to accuracy", "Per step"]  # the page opens on time to accuracy (issue 32)
+HIDDEN = ("the verdicts on this cluster (best codec, how many pay, the chart and the tables) show once you answer "
+          "the question above, or skip it")
 ASKED = "onebit"  # the codec the prediction asks about (1-bit SGD), else the first compressing codec
 
 # Column -> (header with its unit, tooltip) of the page's tables; the CSV downloads keep the exact names.
@@ -88,9 +92,23 @@ def human(df):
     return out.rename(columns={c: HEADERS[c][0] for c in out.columns if c in HEADERS}), tips
 
 
+def in_words(text: str) -> str:
+    """A note of the model with its column names (the names with "_") replaced by the tables' headers ("break_even_GBps" ->
+    "Break-even NIC (GB/s)"), longest names first so no name is half-replaced."""
+    for c in sorted((c for c in HEADERS if "_" in c), key=len, reverse=True):  # identifiers, not words
+        text = re.sub(rf"(?<![\w.]){re.escape(c)}(?![\w])", f"*{HEADERS[c][0]}*", text)
+    return text
+
+
+def _plain(col) -> str:
+    """A column's printf format: 3 significant digits, but never an exponent ("1.92e+03" is "1920.4")."""
+    values = [v for v in col if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+    return "%.1f" if values and max(abs(v) for v in values) >= 1000 else "%.3g"
+
+
 def _table(df, name: str) -> None:
     shown, tips = human(df)
-    ui.table(shown, name, help=tips, formats={h: "%.3g" for h in shown.columns if "(" in h})
+    ui.table(shown, name, help=tips, formats={h: _plain(shown[h]) for h in shown.columns if "(" in h})
 
 
 def _predict(comp, lesson: dict, inter: str) -> None:
@@ -157,6 +175,15 @@ def _fsdp_volume(res) -> str:
             "reproduces the 3M → 0.75M table")
 
 
+def _before_answer(lesson: dict, nodes: int) -> str:
+    """The takeaway while the prediction is open: only what does not give it away (inside one node)."""
+    if nodes == 1:  # the cluster is one node: its verdict is the answer
+        return "One node: every codec's verdict here is the answer to the question above."
+    return (f"Inside one node ({lesson['inside_node']}), {lesson['pay_inside_node']} of {lesson['codecs']} codecs "
+            "are at least 1% faster than bf16: the link inside a node is fast enough that shrinking the gradients "
+            "saves less than the codec costs. Across the network between nodes? Answer above.")
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     st.title("Does compression pay?")
@@ -215,10 +242,13 @@ def render() -> None:
                                     "drawn unless you pick others")
 
     _predict(comp, lesson, inter)
+    shown_answer = ui.revealed("guess")  # the verdicts on this cluster wait for the prediction (or its skip)
     k1, k2, k3, k4 = st.columns(4)
     k1.metric("Best bf16 step", f"{lesson['baseline_step_ms']:.2f} ms", delta=lesson["baseline_algorithm"],
               delta_color="off", help="the baseline: bf16 gradients with the fastest allreduce on this cluster")
-    if tta and len(measured):
+    if not shown_answer:
+        k2.metric("Best codec here", "?", help=HIDDEN)
+    elif tta and len(measured):
         best = measured.iloc[0]
         k2.metric("Best measured codec here", f"{best['time_to_accuracy_speedup']:.2f}x",
                   delta=f"{best['codec']}, {best['steps_penalty']:.2f}x the steps", delta_color="off",
@@ -230,11 +260,16 @@ def render() -> None:
                   delta_color="off", help="step-time speedup against the best bf16 step (below 1x: slower)")
     k3.metric("Codecs that pay inside one node", f"{lesson['pay_inside_node']} of {lesson['codecs']}",
               help=f"{lesson['inside_node']}: the same step without a network")
-    k4.metric("Codecs that pay here", f"{lesson['pay_here']} of {lesson['codecs']}",
-              delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
-    ui.takeaway(pays_takeaway(res))
+    if shown_answer:
+        k4.metric("Codecs that pay here", f"{lesson['pay_here']} of {lesson['codecs']}",
+                  delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
+        ui.takeaway(pays_takeaway(res))
+    else:
+        k4.metric("Codecs that pay here", "?", help=HIDDEN)
+        ui.takeaway(_before_answer(lesson, int(nodes)))
+        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
 
-    if tta:
+    if shown_answer and tta:
         off = {c: a for c, a in zip(comp["codec"], comp["accuracy"]) if c in shown and a != "measured"}
         if not len(measured):
             st.info(f"No steps penalty is measured for this model: {res.accuracy}. Choose Per step above, or a "
@@ -242,28 +277,38 @@ def render() -> None:
         elif off:
             st.caption("Not drawn in time to accuracy: " + "; ".join(f"{c} ({a})" for c, a in off.items())
                        + ". Per step shows them.")
-    fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown, time_to_accuracy=tta)
-    ui.figure(fig, res.sweep[res.sweep["codec"].isin(["bf16", *shown])], "pays_sweep")
+    if shown_answer:
+        fig = plots.pays_sweep_figure(res.sweep, summary, lesson["nic_GBps"], codecs=shown, time_to_accuracy=tta)
+        ui.figure(fig, res.sweep[res.sweep["codec"].isin(["bf16", *shown])], "pays_sweep")
     st.caption(f"Codec time: {res.codec_time}. {res.accuracy[0].upper()}{res.accuracy[1:]}. "
-               + " ".join(f"{n[0].upper()}{n[1:]}." for n in res.notes))
+               + " ".join(f"{n[0].upper()}{n[1:]}." for n in map(in_words, res.notes)))
 
     t1, t2, t3, *t4 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's",
                                *(["What FSDP sends"] if strategy == "fsdp" else [])])
     if t4:
         with t4[0]:
-            _fsdp_tab(res, shown)
+            if shown_answer:
+                _fsdp_tab(res, shown)
+            else:
+                st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
     with t1:
-        per_codec = summary.drop(columns=["break_even_GBps"])
-        if tta:
-            per_codec = per_codec[TTA_FIRST + [c for c in per_codec.columns if c not in TTA_FIRST]]
+        if shown_answer:
+            per_codec = summary.drop(columns=["break_even_GBps"])
+            if tta:
+                per_codec = per_codec[TTA_FIRST + [c for c in per_codec.columns if c not in TTA_FIRST]]
+            else:
+                per_codec = per_codec.drop(columns=TTA_DETAIL)
+            _table(per_codec, "pays_summary")
         else:
-            per_codec = per_codec.drop(columns=TTA_DETAIL)
-        _table(per_codec, "pays_summary")
+            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
     with t2:
-        rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
-        ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
-        _table(res.rows.drop(columns=[c for c in TTA_DETAIL if c in res.rows and c != "time_to_accuracy_speedup"]),
-               "pays_rows")
+        if shown_answer:
+            rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
+            ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
+            _table(res.rows.drop(columns=[c for c in TTA_DETAIL if c in res.rows and c != "time_to_accuracy_speedup"]),
+                   "pays_rows")
+        else:
+            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
     with t3:
         nv = nvls_table()
         ui.table(nv.rename(columns={"quantity": "Quantity", "ring": "Ring", "nvls": "NVLS", "how": "How"}), "nvls")
@@ -290,8 +335,10 @@ def render() -> None:
         f"(ZeRO-3's cross-node {PAPER_PAYS['zeropp_cross_node_before_M']:g}M → "
         f"{PAPER_PAYS['zeropp_cross_node_after_M']:g}M with qwZ and hpZ); {vol} — the block scales cost the rest. "
         f"Agarwal et al. (MLSys 2022) found compression beating a tuned 16-bit baseline in about "
-        f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here {lesson['pay_here']} of {lesson['codecs']} "
-        f"codecs pay on this cluster and {lesson['pay_inside_node']} inside one node. Where we find more wins, the "
+        f"{PAPER_PAYS['agarwal_winning_settings']} of 200+ settings; here "
+        + (f"{lesson['pay_here']} of {lesson['codecs']} codecs pay on this cluster and " if shown_answer
+           else "(on this cluster: once you answer above) ")
+        + f"{lesson['pay_inside_node']} inside one node. Where we find more wins, the "
         "model is kinder than their measurements: codec time is a memory roofline, codec kernels do not slow the "
         "backward pass here, and where paralab converge measured no steps penalty for the model's task it counts "
         "time per step, not time to the same accuracy (docs/pays.md).", "pays")

@@ -21,6 +21,8 @@ CHECKS = ["Dettmers §2.3.2 (AlexNet, 4 GPUs)", "Deep Image Figure 2 (data vs hy
           "Deep Image Figure 3 (speedup per mini-batch)"]
 MACHINES = ["one link", "a cluster of nodes"]
 NICS = ["one per GPU", "1", "2", "4", "8", "16"]
+HIDDEN = ("each strategy's speedup on the most GPUs, the crossover and the chart of them all show once you answer "
+          "the question above, or skip it")
 SHOW = ["Speedup", "Step-time breakdown", "Scaling efficiency", "One step, layer by layer", "Codec advice", "Table"]
 
 
@@ -276,10 +278,15 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
     ok = sweep[sweep["feasible"]]
     top = max(Ps)
     at_top = ok[ok["P"] == top].sort_values("speedup")
-    if len(strategies) >= 2 and not at_top.empty:
+    asked = len(strategies) >= 2 and not at_top.empty
+    if asked:
         _predict_fastest(at_top, strategies, top, net)
+    hide = asked and not ui.revealed("guess")  # what would answer the question waits for the answer or a skip
     cols = st.columns(min(len(strategies), 4) + 1)
     for i, s in enumerate(strategies[:4]):
+        if hide:
+            cols[i].metric(f"{s}: speedup on {top} GPUs", "?", help=HIDDEN)
+            continue
         row = ok[(ok["strategy"] == s) & (ok["P"] == top)]
         if row.empty:
             cols[i].metric(f"{s}: speedup on {top} GPUs", "infeasible",
@@ -289,14 +296,18 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
             cols[i].metric(f"{s}: speedup on {top} GPUs", f"{r.speedup:.2f}x",
                            delta=f"{r.efficiency:.0%} efficiency, {r.step_ms:,.1f} ms per step", delta_color="off", delta_arrow="off")
     cross = None
-    if {"data", "hybrid"} <= set(strategies) and len(Ps) > 1:
+    if {"data", "hybrid"} <= set(strategies) and len(Ps) > 1 and not hide:
         cross = crossover(sweep, "data", "hybrid")
         cols[-1].metric("Data beats hybrid from", "never here" if cross is None else f"P = {cross}",
                         help="the smallest P in the list from which data parallelism stays faster")
     two_take = ""
     if two is not None:
         df, out["two_level"], two_take = two
-    if at_top.empty:
+    if hide:
+        ui.takeaway(f"Which of {', '.join(strategies)} is fastest on {top} GPUs is the question above: answer it "
+                    f"(or skip it) to see each one's speedup and the curves." + two_take)
+        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+    elif at_top.empty:
         ui.takeaway(f"None of the chosen strategies fits {net} on {top} GPUs here; see the notes below." + two_take)
     else:
         b = at_top.iloc[-1]
@@ -307,6 +318,8 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
                                                  " — communication eats most of what extra GPUs add.") + two_take)
     if two is not None:
         _two_level_metrics(two[0], kw["algorithm"])
+    if hide and show in ("Speedup", "Step-time breakdown", "Scaling efficiency", "Table"):
+        return out
     if (~sweep["feasible"]).any():
         st.caption("Infeasible: " + "; ".join(f"{r.strategy} P={r.P}: {r.note}"
                                               for r in sweep[~sweep["feasible"]].itertuples()))

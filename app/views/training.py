@@ -261,10 +261,16 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
         return None
     first = one.iloc[0]
     per = "step" if experiment == "codecs" else "update"
-    if experiment == "codecs" and len(one) > 1 and first.bytes_per_step:
+    asked = experiment == "codecs" and len(one) > 1 and bool(first.bytes_per_step)
+    if asked:
         _predict_share(one, base)
+    hide = asked and not ui.revealed("guess")  # the codecs' bytes would answer it: they wait for an answer or skip
     cols = st.columns(min(len(one), 5))
     for i, r in enumerate(one.itertuples()):
+        if hide and i > 0:
+            cols[i % len(cols)].metric(f"{r.variant}: bytes per {per}", "?", help="shows once you answer the "
+                                       "question above, or skip it")
+            continue
         share = r.bytes_per_step / first.bytes_per_step if first.bytes_per_step else float("nan")
         cols[i % len(cols)].metric(
             f"{r.variant}: bytes per {per}", si_bytes_label(r.bytes_per_step),
@@ -274,6 +280,10 @@ def _wire_section(experiment: str, runs: list, base: dict, info: dict, arch: str
                  f"({r.steps} {per}{'s' if r.steps != 1 else ''} on it); modelled time of a {per} on "
                  f"{base['link']}: {_time(r.modelled_time_s / max(r.steps, 1))} (this step's measured "
                  "compute plus the link's model)")
+    if hide:
+        return (f"One real {base['parallel']}-parallel step of {arch} on {base['workers']} workers puts "
+                f"{si_bytes_label(first.bytes_per_step)} of {first.variant} gradients on the wire; what each codec "
+                "puts there is the question above: answer it (or skip it).")
     return _wire_takeaway(experiment, one, base, arch, f"{info['name']}")
 
 
@@ -348,7 +358,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
             return
         summary = _summary_of(curves)
         st.warning(f"Stopped: the curves below end where each run was ({len(curves)} evaluations).")
-    if job.token != jobs.token([experiment, runs, base]):
+    stale = job.token != jobs.token([experiment, runs, base])
+    if stale:
         st.caption("These curves are from an earlier Train; press Train to run the current settings.")
     first = summary.iloc[0]
     st.caption(f"Final test error per run (the change is against {first.variant}; lower is better; one seed on "
@@ -379,7 +390,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
                         "epochs done") if c in shown]
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
-    return _takeaway(experiment, summary, data, int(info["test"]))
+    # the takeaway speaks of the settings on screen: earlier settings' curves are shown, labelled, not summed up
+    return None if stale else _takeaway(experiment, summary, data, int(info["test"]))
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:

@@ -18,6 +18,8 @@ SPEEDS.update({"paper's 1 + 0.5 ns/value": ("ns", PAPER_CODEC_NS), "measured her
                "custom ns/value": ("custom", None)})
 FIG2_SPEED = next(k for k, v in SPEEDS.items() if v == ("kernel", PAPER_KERNEL))
 FIG2 = {"codecs": ["dynamic_tree", "linear", "onebit"], "link": "pcie3", "speed": FIG2_SPEED, "range": (10, 24)}
+HIDDEN = ("the fastest codec, its speedup, where each codec starts to win, the paper's comparison and the modelled "
+          "chart show once you answer the question above, or skip it")
 
 
 def _n(v: float) -> str:
@@ -132,6 +134,16 @@ def render() -> None:
     top = ranked.iloc[0]
     even = df.attrs["breakeven"]
     _predict(df, ranked)
+    if not ui.revealed("guess"):  # the speedups, the crossovers and the chart would answer it: they wait
+        m1, m2, m3 = st.columns(3)
+        for m, label in ((m1, "Fastest codec"), (m2, "Its speedup, largest size"), (m3, "Beats 32-bit from (values)")):
+            m.metric(label, "?", help=HIDDEN)
+        ui.takeaway(f"Which is fastest at {_n(top.n_values)} values on {df.link.iloc[0]} is the question above: "
+                    "answer it (or skip it) to see each codec's speedup, the message size from which it wins and "
+                    "the chart. A codec wins when the link time it saves exceeds its encode + decode time.")
+        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+        measured_section(tuple(specs))
+        return
     m1, m2, m3 = st.columns(3)
     m1.metric("Fastest codec", top.codec.split("[")[0], help=f"{top.codec}, at {_n(top.n_values)} values")
     m2.metric("Its speedup, largest size", f"{top.speedup_vs_fp32:.2f}x",

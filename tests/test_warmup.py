@@ -1,0 +1,68 @@
+"""app/warmup.py (issue 28.8): the dashboard warms every page's default view when its server starts, before any
+session opens, once per server process."""
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import page_list
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_server_warms_every_page_when_it_starts(tmp_path):
+    """`python app/serve.py`: with no browser and no session opened, the server's log names every page warmed
+    and the warm() hooks run; a session opened afterwards starts no second warm-up."""
+    port = _free_port()
+    log_path = tmp_path / "streamlit.log"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PARALAB_WARMUP="1")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "app" / "serve.py"), "--server.headless", "true",
+                                 "--server.port", str(port), "--server.address", "127.0.0.1",
+                                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600  # a loaded 2-core machine; returns as soon as the log says done
+        while "paralab warm-up: done" not in (text := log_path.read_text()):
+            assert "warm-up: stopped" not in text and proc.poll() is None, text[-2000:]
+            assert time.monotonic() < deadline, text[-2000:]
+            time.sleep(0.5)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5).read() == b"ok"
+        sys.path.insert(0, str(ROOT / "app"))
+        import warmup
+
+        warmup._visit(f"ws://127.0.0.1:{port}", [""])  # a first session: Home runs warmup.start() again
+        text = log_path.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    for p in page_list.PAGES[1:]:
+        assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
+    assert "views.collectives.warm()" in text
+    assert text.count("paralab warm-up: done") == 1 and text.count("paralab warm-up: codecs ") == 1
+
+
+def test_one_warm_up_per_process(monkeypatch):
+    """Only the first caller starts it; PARALAB_WARMUP=0 switches it off; nothing under AppTest's runtime."""
+    import threading
+
+    import warmup
+
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    monkeypatch.setenv("PARALAB_WARMUP", "1")
+    assert warmup._claim() and not warmup._claim()
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    monkeypatch.setenv("PARALAB_WARMUP", "0")
+    assert not warmup._claim() and not warmup._claim()
+    monkeypatch.setattr(warmup, "_started", threading.Event())
+    assert warmup.start() is False and not warmup._started.is_set()  # no Streamlit server in this process
