@@ -8,7 +8,7 @@ FSDP = "FSDP / ZeRO-3 (shard the model)"
 
 
 def test_pays_page_fsdp_choice_shows_bytes_per_collective():
-    at = page("pays", inter="eth10g", nodes="2", strategy=FSDP)  # the choice travels in the URL like the others
+    at = page("pays", inter="eth10g", nodes="2", strategy=FSDP, guess="skip")  # the choice travels in the URL like the others
     assert at.radio(key="w_strategy").value == FSDP
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "What FSDP sends" in [t.label for t in at.tabs]
