@@ -139,7 +139,7 @@ class TableCodec(Codec):
         if n == 0:
             return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32), 0
         if self.block_size is None:
-            absmax = torch.linalg.vector_norm(flat, float("inf")).float().reshape(1)
+            absmax = cpu.absmax(flat).reshape(1)
             if not bool(torch.isfinite(absmax).all()):
                 raise _NonFinite
             scales = absmax if self.scale == "absmax" else torch.ones_like(absmax)
