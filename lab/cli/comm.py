@@ -251,6 +251,9 @@ def bench_compressed(
     compare: Optional[str] = typer.Option(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
         "(default: ring when --algorithm is not ring; 'none' for none)"),
+    baseline: bool = typer.Option(
+        False, "--baseline", help="also time every codec with chunk pipelining off (same messages and numbers, "
+        "no codec work under the wire): rows with overlap false, the same run"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
@@ -272,7 +275,7 @@ def bench_compressed(
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
     for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("pipeline", pipeline),
-                 ("compare", others)):
+                 ("compare", others), ("baseline", baseline or None)):
         if v is not None:
             config[k] = v
     import os
@@ -293,7 +296,7 @@ def bench_compressed(
                                       timeout=timeout, progress=s.progress,
                                       on_row=lambda r: s.add([r], f"codec {r['codec']}"),
                                       ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others,
-                                      pipeline=pipeline)
+                                      pipeline=pipeline, baseline=baseline)
     except ValueError as e:
         fail(str(e))
     info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),

@@ -24,6 +24,7 @@ from ..backend import compile_enabled
 
 MIN_COMPILED = 1 << 15  # below this many values the eager path is faster than a compiled call
 _compile_failed = False
+_compile_error = ""
 
 
 def _as_f32(bits: torch.Tensor) -> torch.Tensor:
@@ -199,7 +200,8 @@ def try_compiled(make, key, *args, rows: tuple[int, ...] = ()):
         _rows_dynamic(*(args[i] for i in rows))
         return fn(*args)
     except Exception as e:  # a missing C++ compiler, an unsupported platform
-        _compile_failed = True
+        global _compile_error
+        _compile_failed, _compile_error = True, f"{type(e).__name__}: {e}"
         warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
                       "table codecs use the slower eager path", RuntimeWarning, stacklevel=3)
         return None
@@ -208,6 +210,14 @@ def try_compiled(make, key, *args, rows: tuple[int, ...] = ()):
 def _fast(lut: torch.Tensor, K: int, packed: torch.Tensor | None) -> tuple[torch.Tensor, int]:
     """(table, K) for the compiled passes: the packed table (K = 0 tells `_search`) when given."""
     return (packed, 0) if packed is not None else (lut, K)
+
+
+def kernel_status() -> str:
+    """'compiled', 'eager (PARALAB_COMPILE=0)' or 'eager (compile failed: <error>)': what the
+    table codecs' CPU passes run as in this process now (benchmark rows say it)."""
+    if not compile_enabled():
+        return "eager (PARALAB_COMPILE=0)"
+    return f"eager (compile failed: {_compile_error})" if _compile_failed else "compiled"
 
 
 def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor,

@@ -8,6 +8,7 @@ that differ from the exact sum (inputs are small integers, so every summation or
 """
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
@@ -407,10 +408,40 @@ def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None
     return out if comm.rank == 0 else None
 
 
+def rank_threads(comm: Comm) -> int:
+    """Set this rank's torch threads to its share of the cores: the machine's usable cores (its
+    affinity mask) over the ranks on it (LOCAL_WORLD_SIZE under torchrun, else every rank), at
+    least 1, so P ranks on C cores do not run P x C threads. Returns the count."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", comm.size))
+    n = max(1, cores // max(1, local))
+    torch.set_num_threads(n)
+    return n
+
+
+def warm_codec(comm: Comm, codec: Any, n: int) -> str:
+    """Compile the codec's CPU passes before anything is timed: encode, one hop and decode_into on
+    the chunk sizes an allreduce of n values uses (`channel.chunk_count`). Returns
+    `lab.codecs.cpu.kernel_status()` (a failed compile is said there, and warned once)."""
+    from lab.codecs import cpu
+    from lab.codecs.hop import fusable, hop_mixed
+
+    from .channel import chunk_count
+    if codec is None or comm.device.type != "cpu" or not fusable(codec):
+        return "n/a"  # fp32, other devices, and codecs without these passes (or with memory to keep)
+    seg = -(-n // max(1, comm.size))
+    for m in sorted({max(1, seg // chunk_count(seg)), min(n, seg)}):
+        x = torch.randn(m, generator=torch.Generator().manual_seed(0))
+        enc = codec.encode(x)
+        hop_mixed(codec, enc, x)
+        codec.decode_into(enc, torch.empty_like(x))
+    return cpu.kernel_status()
+
+
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
                        max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
                        on_row: RowSink | None = None, options: dict | None = None,
-                       compare: list[str] | tuple = ()) -> list[dict] | None:
+                       compare: list[str] | tuple = (), baseline: bool = False) -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
     mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form).
@@ -418,8 +449,14 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     row and the reference sum leave intra_codec out: fp32 on every level; a list of intra codecs runs
     every codec with each).
     compare: more algorithms run the same way (fp32 and each codec, no options) in the same run;
-    every row's speedup_vs_fp32 is against `algorithm`'s fp32 row."""
+    every row's speedup_vs_fp32 is against `algorithm`'s fp32 row.
+    baseline: every codec row is timed a second time with chunk pipelining off (`channel.overlap`:
+    the same messages and numbers, no codec work under the wire), column overlap False.
+    Each rank first takes its share of the cores (`rank_threads`, column threads) and compiles its
+    codec passes untimed (`warm_codec`, column cpu_kernels)."""
+    from .channel import overlap
     check_algorithm(algorithm)
+    threads = rank_threads(comm)
     x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
     options = options or {}
     fp32 = {k: v for k, v in options.items() if k != "intra_codec"}  # the baseline is fp32 on every level
@@ -429,18 +466,24 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     runs = [(algorithm, fp32, None)] if None in codecs else []
     runs += [(algorithm, v, name) for v in variants for name in codecs if name is not None]
     runs += [(a, {}, name) for a in compare for name in codecs]
+    runs = [(a, o, name, True) for a, o, name in runs]
+    if baseline:
+        runs += [(a, o, name, False) for a, o, name, _ in runs if name is not None]
     rows = []
-    for i, (a, opts, name) in enumerate(runs):
+    for i, (a, opts, name, pipelined) in enumerate(runs):
         codec = resolve_codec(name)
-        comm.reset_counters()
-        y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
-        sent = comm.bytes_sent
-        t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts),
-                       target_s, max_iters)
+        kernels = warm_codec(comm, codec, n)
+        with overlap(pipelined):
+            comm.reset_counters()
+            y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
+            sent = comm.bytes_sent
+            t = _time_loop(comm, lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False,
+                                                   **opts), target_s, max_iters)
         row = {"algorithm": a, "codec": codec.describe() if codec else "fp32",
                "mode": resolve_mode(codec, mode, a), "P": comm.size,
                "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
-               "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0}
+               "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0,
+               "overlap": pipelined, "threads": threads, "cpu_kernels": kernels}
         for k, v in opts.items():
             row[k] = v if isinstance(v, (int, str, type(None))) else str(v)
         if a == algorithm and "intra_codec" in options and "intra_codec" not in opts:

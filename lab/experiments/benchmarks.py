@@ -138,7 +138,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                          link_rate: str | None = None, target_s: float = 1.0, timeout: float = 600.0,
                          progress: Progress | None = None, on_row: RowSink | None = None,
                          ranks_per_node: int | None = None, intra_codec: str | list[str] | None = None,
-                         compare: list[str] | None = None, pipeline: int | None = None) -> pd.DataFrame:
+                         compare: list[str] | None = None, pipeline: int | None = None,
+                         baseline: bool = False) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
 
@@ -149,7 +150,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     every codec runs with each.
     compare: more algorithms timed in the same run, fp32 and every codec (default: the flat ring
     when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time.
-    pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too)."""
+    pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too).
+    baseline: each codec also timed with chunk pipelining off (rows with overlap False), same run."""
     from lab.comm.algorithms import get_algorithm
     from lab.comm.allreduce import check_algorithm, configure, resolve_codec, resolve_mode
     from lab.comm.launch import run
@@ -190,7 +192,7 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
                    on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
-                   compare=compare)[0]
+                   compare=compare, baseline=baseline)[0]
         df = pd.DataFrame(rows)
         if ranks_per_node is not None and procs // ranks_per_node > 1:
             if progress:
