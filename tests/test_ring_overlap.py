@@ -1,0 +1,92 @@
+"""The ring's pipelined chunks (issue 30 item 2): overlapped and unpipelined runs give the same
+numbers, codec payload buffers are reused (no allocation per hop), chunk counts, rank threads."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+def _rank(comm, n: int, codec, on: bool) -> torch.Tensor:
+    from lab.comm import allreduce, channel
+    x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank))
+    with channel.overlap(on):
+        return allreduce(comm, x, algorithm="ring", codec=codec)
+
+
+@pytest.mark.parametrize("P", [2, 3, 4])
+def test_overlapped_ring_equals_the_unpipelined_one(P: int, monkeypatch) -> None:
+    from lab.comm import channel
+    from lab.comm.sim import simulate
+    monkeypatch.setattr(channel, "CHUNK", 64)
+    for codec in (None, "dynamic_tree", "dynamic_tree:block_size=16", "linear"):
+        for n in (1, 100, 1001):
+            a, b = simulate(_rank, P, n, codec, True), simulate(_rank, P, n, codec, False)
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), (P, codec, n)
+            assert all(torch.equal(x, a[0]) for x in a)
+
+
+def test_unpipelined_ring_waits_for_each_transfer(monkeypatch) -> None:
+    """overlap(False) waits for every batch before the next codec work (the baseline really is one)."""
+    from lab.comm import channel
+    from lab.comm.algorithms import ring
+    from lab.comm.sim import simulate
+    monkeypatch.setattr(channel, "CHUNK", 64)
+    waited: list[int] = []
+    post = channel.Channel.post
+
+    def spy(self, sends=(), recvs=()):
+        batch = post(self, sends, recvs)
+        wait = batch.wait
+
+        def counted():
+            waited.append(1)
+            return wait()
+        batch.wait = counted
+        return batch
+    monkeypatch.setattr(channel.Channel, "post", spy)
+    simulate(_rank, 2, 1000, "linear", False)
+    serial = len(waited)
+    waited.clear()
+    simulate(_rank, 2, 1000, "linear", True)
+    assert serial > 0 and len(waited) == 0 and ring is not None
+
+
+def test_chunk_counts() -> None:
+    from lab.comm.channel import CHUNK, MIN_CHUNK, PIECES, chunk_count
+    assert chunk_count(0) == chunk_count(1) == chunk_count(MIN_CHUNK) == 1
+    assert chunk_count(PIECES * MIN_CHUNK) == PIECES
+    assert chunk_count(8 * CHUNK + 1) == 9
+
+
+@pytest.mark.parametrize("codec", ["dynamic_tree", "dynamic_tree:block_size=64"])
+def test_codec_payload_buffers_are_reused_call_after_call(codec: str, monkeypatch) -> None:
+    """Every buffer a codec payload lands in comes from the comm's pool; a second allreduce of the
+    same length allocates none (the same tensors, the same memory)."""
+    from lab.comm import allreduce, channel
+    from lab.comm.sim import simulate
+    monkeypatch.setattr(channel, "CHUNK", 64)
+
+    def rank(comm):
+        x = torch.randn(1000, generator=torch.Generator().manual_seed(comm.rank))
+        allreduce(comm, x, algorithm="ring", codec=codec)
+        first = {k: (v, v.data_ptr()) for k, v in channel.payload_pool(comm).items()}
+        y = allreduce(comm, x, algorithm="ring", codec=codec)
+        again = channel.payload_pool(comm)
+        return first, {k: (v, v.data_ptr()) for k, v in again.items()}, y
+    for first, again, _ in simulate(rank, 3):
+        assert first and first.keys() == again.keys()
+        assert all(first[k][0] is again[k][0] and first[k][1] == again[k][1] for k in first)
+
+
+def test_rank_threads_share_the_cores(monkeypatch) -> None:
+    from lab.comm import bench
+    from lab.comm.sim import simulate
+    before = torch.get_num_threads()
+    monkeypatch.setattr(bench.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    try:
+        got = simulate(lambda comm: (bench.rank_threads(comm), torch.get_num_threads()), 4)
+        assert got[0] == (2, 2)
+        assert simulate(lambda comm: bench.rank_threads(comm), 16)[0] == 1
+    finally:
+        torch.set_num_threads(before)
