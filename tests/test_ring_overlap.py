@@ -90,3 +90,28 @@ def test_rank_threads_share_the_cores(monkeypatch) -> None:
         assert simulate(lambda comm: bench.rank_threads(comm), 16)[0] == 1
     finally:
         torch.set_num_threads(before)
+
+
+def _hier(comm, n: int, codec, on: bool, k: int) -> torch.Tensor:
+    from lab.comm import allreduce, channel
+    x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank))
+    with channel.overlap(on):
+        return allreduce(comm, x, algorithm="hierarchical", codec=codec, ranks_per_node=k)
+
+
+@pytest.mark.parametrize("P,k", [(4, 2), (6, 3)])
+def test_hierarchical_node_rings_in_chunks(P: int, k: int, monkeypatch) -> None:
+    """The node-level ring steps go in pipelined chunks too: under NCCL's rules (strict SimComm),
+    overlapped = unpipelined = buffered sends, every rank the same, raw sums exact."""
+    from lab.comm import channel
+    from lab.comm.sim import simulate
+    monkeypatch.setattr(channel, "CHUNK", 16)
+    n = 1001
+    exact = sum(torch.randn(n, generator=torch.Generator().manual_seed(r)).double() for r in range(P))
+    for codec in (None, "linear"):
+        strict = simulate(_hier, P, n, codec, True, k, strict=True)
+        assert all(torch.equal(x, strict[0]) for x in strict)
+        for other in (simulate(_hier, P, n, codec, False, k), simulate(_hier, P, n, codec, True, k)):
+            assert all(torch.equal(x, y) for x, y in zip(strict, other)), codec
+        if codec is None:
+            assert torch.allclose(strict[0].double(), exact, rtol=0, atol=1e-4)
