@@ -79,15 +79,23 @@ def test_codec_payload_buffers_are_reused_call_after_call(codec: str, monkeypatc
 
 
 def test_rank_threads_share_the_cores(monkeypatch) -> None:
+    """A rank process takes cores // ranks threads (at least 1); virtual ranks leave them alone."""
     from lab.comm import bench
     from lab.comm.sim import simulate
+
+    class Rank:  # a process rank as rank_threads sees it: its size
+        def __init__(self, size: int) -> None:
+            self.size = size
     before = torch.get_num_threads()
     monkeypatch.setattr(bench.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     try:
-        got = simulate(lambda comm: (bench.rank_threads(comm), torch.get_num_threads()), 4)
-        assert got[0] == (2, 2)
-        assert simulate(lambda comm: bench.rank_threads(comm), 16)[0] == 1
+        assert (bench.rank_threads(Rank(4)), torch.get_num_threads()) == (2, 2)
+        assert bench.rank_threads(Rank(16)) == 1
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        assert bench.rank_threads(Rank(16)) == 4
+        torch.set_num_threads(before)
+        assert simulate(lambda comm: bench.rank_threads(comm), 4)[0] == before
     finally:
         torch.set_num_threads(before)
 

@@ -109,11 +109,14 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
     """Time every algorithm at every size (bytes of fp32 input); rank 0 returns
     {'rows': [...], 'pingpong': [...], 'ranks': [...]} and the others None. iters / warmup / check
     are nccl-tests' -n / -w / -c (iters None: as many calls as fit target_s; check False: no
-    comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes."""
+    comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes.
+    Each rank takes its share of the cores first (`rank_threads`); the first allreduce of each size
+    runs untimed (it compiles the codec passes)."""
     if iters is not None and iters < 1:
         raise ValueError(f"iters={iters}; allowed: >= 1")
     if warmup < 0:
         raise ValueError(f"warmup={warmup}; allowed: >= 0")
+    rank_threads(comm)
     ranks = comm.allgather_object(rank_info(comm))
     for a in algorithms:
         check_algorithm(a)
@@ -411,7 +414,11 @@ def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None
 def rank_threads(comm: Comm) -> int:
     """Set this rank's torch threads to its share of the cores: the machine's usable cores (its
     affinity mask) over the ranks on it (LOCAL_WORLD_SIZE under torchrun, else every rank), at
-    least 1, so P ranks on C cores do not run P x C threads. Returns the count."""
+    least 1, so P ranks on C cores do not run P x C threads. Returns the count. Virtual ranks
+    (SimComm) share one process and its threads: left as they are."""
+    from .sim import SimComm
+    if isinstance(comm, SimComm):
+        return torch.get_num_threads()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     local = int(os.environ.get("LOCAL_WORLD_SIZE", comm.size))
     n = max(1, cores // max(1, local))
