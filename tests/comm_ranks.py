@@ -31,10 +31,19 @@ def every_algorithm(comm, lengths):
 
 
 def chunked_ring(comm, n):
-    """The ring with segments longer than one chunk, raw and 8-bit, next to the native sum."""
+    """The ring with segments longer than one chunk, raw and 8-bit, next to the native sum; the 8-bit
+    one again unpipelined (`channel.overlap(False)`), whether its payload buffers were the same
+    tensors the second time, and the threads `bench.rank_threads` gave this rank."""
+    from lab.comm import bench, channel
     x = x_for(comm.rank, n)
-    return {"native": allreduce(comm, x, algorithm="native"), "ring": allreduce(comm, x, algorithm="ring"),
-            "ring+linear": allreduce(comm, x, algorithm="ring", codec="linear")}
+    out = {"native": allreduce(comm, x, algorithm="native"), "ring": allreduce(comm, x, algorithm="ring"),
+           "ring+linear": allreduce(comm, x, algorithm="ring", codec="linear")}
+    pool = {k: v.data_ptr() for k, v in channel.payload_pool(comm).items()}
+    with channel.overlap(False):
+        out["ring+linear serial"] = allreduce(comm, x, algorithm="ring", codec="linear")
+    out["buffers reused"] = bool(pool) and pool == {k: v.data_ptr() for k, v in channel.payload_pool(comm).items()}
+    out["threads"] = (bench.rank_threads(comm), torch.get_num_threads())
+    return out
 
 
 def big_exchange(comm, n):

@@ -44,7 +44,7 @@ SMOKE = {
     "bench codecs": ["bench", "codecs", "-b", "4K", "-e", "4K", "--repeats", "1", "--device", "cpu"],
     "bench transfer": ["bench", "transfer", "-b", "4K", "-e", "4K", "--codecs", "linear", "--target-s", "0.01"],
     "bench compressed": ["bench", "compressed", "-p", "2", "--values", "1K", "--codecs", "linear",
-                         "--target-s", "0.01"],
+                         "--target-s", "0.01", "--baseline"],
     "bench dropout": ["bench", "dropout", "--widths", "32", "--rates", "0.5", "--steps", "1", "--repeats", "1",
                       "--batch", "8", "--threads", "1", "--device", "cpu"],
     "bench augment": ["bench", "augment", "--batch", "1", "--image-size", "40", "--crop", "32", "--repeats", "1",

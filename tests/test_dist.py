@@ -55,13 +55,19 @@ def test_an_exchange_beyond_any_buffer_completes() -> None:
 
 
 def test_ring_in_chunks_on_real_ranks() -> None:
-    """Segments of 1.5 M values cross Gloo as two pipelined chunks each (channel.CHUNK = 2^20)."""
+    """Segments of 1.5 M values cross Gloo as two pipelined chunks each (channel.CHUNK = 2^20); the
+    unpipelined run gives the same numbers, the payload buffers are reused, threads = cores // P."""
+    import os
+
     from lab.comm.channel import CHUNK
 
     P, n = 2, 3 * CHUNK
     out = run(R.chunked_ring, P, n, timeout=120)
     exact = sum(R.x_for(r, n).double() for r in range(P))
+    share = max(1, len(os.sched_getaffinity(0)) // P)
     for r in range(P):
+        assert torch.equal(out[r]["ring+linear serial"], out[r]["ring+linear"])
+        assert out[r]["buffers reused"] and out[r]["threads"] == (share, share)
         assert torch.equal(out[r]["ring"], out[0]["ring"]) and torch.equal(out[r]["ring+linear"], out[0]["ring+linear"])
         assert torch.allclose(out[r]["ring"], out[r]["native"], rtol=0, atol=1e-5)
     S = sum(float(R.x_for(r, n).abs().max()) for r in range(P))

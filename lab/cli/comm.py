@@ -338,6 +338,9 @@ def bench_compressed(
         None, "--compare", help="comma-separated algorithms also timed in the same run, fp32 and every codec "
         "(default: ring when --algorithm is not ring; 'none' for none)"),
     trace: Optional[Path] = _trace_option(),
+    baseline: bool = typer.Option(
+        False, "--baseline", help="also time every codec with chunk pipelining off (same messages and numbers, "
+        "no codec work under the wire): rows with overlap false, the same run"),
     as_json: bool = json_option(),
     out: Optional[Path] = out_option(" (default bench/results/compressed-<device>-P<P>[-shaped-R].json)"),
 ) -> None:
@@ -359,7 +362,8 @@ def bench_compressed(
     config = {"procs": procs, "values": n, "algorithm": algorithm, "codecs": names, "mode": mode,
               "link_rate": rate, "target_s": target_s}
     for k, v in (("ranks_per_node", ranks_per_node), ("intra_codec", intra_codec), ("pipeline", pipeline),
-                 ("compare", others), ("trace", None if trace is None else str(trace))):
+                 ("compare", others), ("trace", None if trace is None else str(trace)),
+                 ("baseline", baseline or None)):
         if v is not None:
             config[k] = v
     import os
@@ -380,7 +384,8 @@ def bench_compressed(
                                       timeout=timeout, progress=s.progress,
                                       on_row=lambda r: s.add([r], f"codec {r['codec']}"),
                                       ranks_per_node=ranks_per_node, intra_codec=intra_codec, compare=others,
-                                      pipeline=pipeline, trace=None if trace is None else str(trace))
+                                      pipeline=pipeline, trace=None if trace is None else str(trace),
+                                      baseline=baseline)
     except ValueError as e:
         fail(str(e))
     info["load_average_1m"] = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),

@@ -7,6 +7,9 @@ Same semantics as kernels/codec.cu (DESIGN.md rule 2):
   decode: values[code] * scale, rounded to the output dtype.
 The search is exact: a 65,536-entry table indexed by the top 16 bits of a's float32 pattern
 gives the count of thresholds below the bucket, then K compares finish it (`search_tables`).
+Where one compare suffices (K = 1: every table the library ships) the compiled passes read one
+packed int32 entry per value instead (`packed_table`): the count and, as an integer, where in the
+bucket the one threshold falls, so a value costs one table load and integer compares.
 `*_reference` functions are the plain-torch definition (torch.bucketize); the fast functions
 must equal them bit for bit, and fall back to them when compilation is unavailable.
 """
@@ -21,6 +24,7 @@ from ..backend import compile_enabled
 
 MIN_COMPILED = 1 << 15  # below this many values the eager path is faster than a compiled call
 _compile_failed = False
+_compile_error = ""
 
 
 def _as_f32(bits: torch.Tensor) -> torch.Tensor:
@@ -42,6 +46,34 @@ def search_tables(bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int
     K = max(1, int((c_hi - c_lo).max()))
     bpad = torch.cat([b, torch.full((257 + K - b.numel(),), float("inf"))])
     return c_lo.to(torch.uint8), bpad, K
+
+
+def packed_table(lut: torch.Tensor, bpad: torch.Tensor, K: int) -> torch.Tensor | None:
+    """int32[65536] for K = 1 (None otherwise): entry p = c | t << 8 | neg << 31, where c = lut[p],
+    neg says the bucket holds negative floats, and t in [0, 65536] is the least q for which the float
+    with pattern p << 16 | (q ^ (0xFFFF if neg else 0)) is >= bpad[c] (65536: none is). Values in a
+    bucket grow with q, so for a in bucket p: a >= bpad[c]  <=>  q(a) >= t, and the code is
+    c + (q(a) >= t): exactly `_search` with one compare (found by a 17-step bisection per bucket)."""
+    if K != 1:
+        return None
+    p = torch.arange(65536, dtype=torch.int64)
+    neg = p >= 32768
+    b = bpad.to("cpu")[lut.to("cpu").long()]  # the one threshold that may fall in the bucket
+    flip = torch.where(neg, 0xFFFF, 0)
+    lo, hi = torch.zeros_like(p), torch.full_like(p, 65536)  # t in [lo, hi]
+    for _ in range(17):
+        mid = (lo + hi) // 2
+        ok = (mid < 65536) & (_as_f32((p << 16) | (mid.clamp(max=0xFFFF) ^ flip)) >= b)
+        hi, lo = torch.where(ok, mid, hi), torch.where(ok, lo, mid + 1)
+    e = lut.to("cpu").long() | (hi << 8) | (neg.long() << 31)
+    return torch.where(e >= 1 << 31, e - (1 << 32), e).to(torch.int32).to(lut.device)
+
+
+def absmax(x: torch.Tensor) -> torch.Tensor:
+    """max |x| as a 0-d float32 tensor (NaN if x holds one), from one min/max pass without a
+    temporary (torch's inf-norm is ~20x slower on CPU); +0.0 for an all-zero x."""
+    lo, hi = torch.aminmax(x)
+    return torch.maximum(lo.abs(), hi.abs()).float()
 
 
 def inverse_scale(absmax: torch.Tensor) -> torch.Tensor:
@@ -93,10 +125,33 @@ def decode_reference(codes: torch.Tensor, values: torch.Tensor, scale: torch.Ten
 # ------------------------------------------------------------------ fused (torch.compile)
 
 def _search(a: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor, K: int) -> torch.Tensor:
-    c = lut[(a.view(torch.int32) >> 16) & 0xFFFF].int()
+    """Codes of scaled float32 a; K = 0 means `lut` is `packed_table`'s (bpad unused)."""
+    bits = a.view(torch.int32)
+    if K == 0:
+        e = lut[(bits >> 16) & 0xFFFF]
+        q = (bits ^ (e >> 31)) & 0xFFFF  # e >> 31 is -1 in a negative bucket: q counts down there
+        return ((e & 0xFF) + (q >= ((e >> 8) & 0x1FFFF)).int()).to(torch.uint8)
+    c = lut[(bits >> 16) & 0xFFFF].int()
     for _ in range(K):
         c = c + (a >= bpad[c]).int()
     return c.to(torch.uint8)
+
+
+#: the table index is masked to 16 bits and every table has 65,536 entries: no per-load bounds check
+_OPTIONS = {"assert_indirect_indexing": False}
+
+
+def _compile(fn):
+    """torch.compile for these passes: the row count dynamic (one compiled kernel for any number of
+    blocks), the block width and the tables static (static widths vectorise without remainder code)."""
+    return torch.compile(fn, dynamic=None, options=_OPTIONS)
+
+
+def _rows_dynamic(*ts: torch.Tensor) -> None:
+    import torch._dynamo
+    for t in ts:
+        if t.dim() >= 1:
+            torch._dynamo.maybe_mark_dynamic(t, 0)
 
 
 @functools.cache
@@ -106,14 +161,14 @@ def _encode_blocks_fn(K: int):
         absmax = xf.abs().amax(1, keepdim=True)
         inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
         return _search(xf * inv, lut, bpad, K), absmax.view(-1)
-    return torch.compile(fn, dynamic=True)
+    return _compile(fn)
 
 
 @functools.cache
 def _encode_scaled_fn(K: int):
     def fn(x, inv, lut, bpad):
         return _search(x.float() * inv, lut, bpad, K)
-    return torch.compile(fn, dynamic=True)
+    return _compile(fn)
 
 
 @functools.cache
@@ -123,7 +178,7 @@ def _hop_blocks_fn(K: int):
         absmax = acc.abs().amax(1, keepdim=True)
         inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
         return _search(acc * inv, lut, bpad, K), absmax.view(-1)
-    return torch.compile(fn, dynamic=True)
+    return _compile(fn)
 
 
 @functools.cache
@@ -133,38 +188,57 @@ def _decode_into_fn(dtype: torch.dtype):
     return torch.compile(fn, dynamic=True)
 
 
-def try_compiled(make, key, *args):
+def try_compiled(make, key, *args, rows: tuple[int, ...] = ()):
     """Run the compiled function make(key), or return None (and warn once) when compilation is
-    unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo."""
+    unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo.
+    The arguments at the indices `rows` have a dynamic leading dimension (`_compile`)."""
     global _compile_failed
     if _compile_failed or not compile_enabled():
         return None
     try:
-        return make(key)(*args)
+        fn = make(key)
+        _rows_dynamic(*(args[i] for i in rows))
+        return fn(*args)
     except Exception as e:  # a missing C++ compiler, an unsupported platform
-        _compile_failed = True
+        global _compile_error
+        _compile_failed, _compile_error = True, f"{type(e).__name__}: {e}"
         warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
                       "table codecs use the slower eager path", RuntimeWarning, stacklevel=3)
         return None
 
 
+def _fast(lut: torch.Tensor, K: int, packed: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+    """(table, K) for the compiled passes: the packed table (K = 0 tells `_search`) when given."""
+    return (packed, 0) if packed is not None else (lut, K)
+
+
+def kernel_status() -> str:
+    """'compiled', 'eager (PARALAB_COMPILE=0)' or 'eager (compile failed: <error>)': what the
+    table codecs' CPU passes run as in this process now (benchmark rows say it)."""
+    if not compile_enabled():
+        return "eager (PARALAB_COMPILE=0)"
+    return f"eager (compile failed: {_compile_error})" if _compile_failed else "compiled"
+
+
 def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor,
-                  K: int) -> tuple[torch.Tensor, torch.Tensor]:
+                  K: int, packed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Blockwise absmax + codes for a [blocks, block_size] view; returns (codes 2-D, absmax).
     Blocks whose 1/absmax overflows take the reference (`scale_to_unit`): the compiled pass
-    multiplies by the inverse only."""
+    multiplies by the inverse only. `packed`: `packed_table(lut, bpad, K)` where there is one."""
     if x2d.numel() >= MIN_COMPILED:
-        out = try_compiled(_encode_blocks_fn, K, x2d, lut, bpad)
+        tab, k = _fast(lut, K, packed)
+        out = try_compiled(_encode_blocks_fn, k, x2d, tab, bpad, rows=(0,))
         if out is not None and not inverse_overflows(out[1]):
             return out
     return encode_blocks_reference(x2d, bounds)
 
 
 def encode_scaled(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor,
-                  bpad: torch.Tensor, K: int) -> torch.Tensor:
+                  bpad: torch.Tensor, K: int, packed: torch.Tensor | None = None) -> torch.Tensor:
     """Codes of x scaled by `scale` (a 0-d float32 tensor: the absmax, or 1), as `scale_to_unit`."""
     if x.numel() >= MIN_COMPILED and not inverse_overflows(scale):
-        out = try_compiled(_encode_scaled_fn, K, x, inverse_scale(scale), lut, bpad)
+        tab, k = _fast(lut, K, packed)
+        out = try_compiled(_encode_scaled_fn, k, x, inverse_scale(scale), tab, bpad, rows=(0,))
         if out is not None:
             return out
     return encode_scaled_reference(x, scale, bounds)
@@ -178,10 +252,12 @@ def decode_into(codes: torch.Tensor, values: torch.Tensor, scale: torch.Tensor, 
 
 
 def hop_blocks(codes: torch.Tensor, scale: torch.Tensor, values: torch.Tensor, x: torch.Tensor, lut: torch.Tensor,
-               bpad: torch.Tensor, K: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+               bpad: torch.Tensor, K: int, packed: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """One reduction hop in one pass per row of [rows, cols] views: codes and absmax of
     values[codes] * scale + x (float32), each row scaled by its own absmax. None when the compiled
     path is unavailable or the input is too small for it (the caller composes the reference)."""
     if codes.numel() < MIN_COMPILED:
         return None
-    return try_compiled(_hop_blocks_fn, K, codes, scale, values, x, lut, bpad)
+    tab, k = _fast(lut, K, packed)
+    return try_compiled(_hop_blocks_fn, k, codes, scale, values, x, tab, bpad, rows=(0, 1, 3))

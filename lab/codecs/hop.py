@@ -205,7 +205,7 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
         return None  # a ragged last block takes the composition
     rows = (1, n) if B is None else (-1, B)  # one row per block, or the tensor as one row
     out = cpu.hop_blocks(codes.view(rows), scales.view(-1, 1), p.values256, _flat(x).view(rows), p.lut,
-                         p.bpad, p.K)
+                         p.bpad, p.K, p.packed)
     if out is None:
         return None
     new_codes, absmax = out

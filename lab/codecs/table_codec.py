@@ -31,8 +31,9 @@ SEARCHES = ("lut", "binary")
 class SearchTables:
     """A value table prepared for one rounding and scale: the (normalised) table, its values
     (float32, sorted) and the same padded to 256 entries, the decision bounds between neighbours
-    (`rounding.bounds`), and the exact prefix-table search of `cpu.search_tables` (lut uint8[65536],
-    bpad float32[257+K], K)."""
+    (`rounding.bounds`), the exact prefix-table search of `cpu.search_tables` (lut uint8[65536],
+    bpad float32[257+K], K), and the CPU passes' one-load form of it where K = 1 (`cpu.packed_table`,
+    int32[65536]; None otherwise)."""
 
     table: ValueTable
     values: torch.Tensor
@@ -41,6 +42,7 @@ class SearchTables:
     lut: torch.Tensor
     bpad: torch.Tensor
     K: int
+    packed: torch.Tensor | None
 
     def to(self, device: torch.device) -> "SearchTables":
         """The same tables with every tensor on `device`."""
@@ -56,7 +58,7 @@ def _prepared(table: ValueTable, rounding: str, scale: str) -> SearchTables:
     bounds = torch.from_numpy(make_bounds(t, rounding)).to(torch.float32)
     lut, bpad, K = cpu.search_tables(bounds)
     values256 = torch.cat([values, values.new_zeros(256 - values.numel())])
-    return SearchTables(t, values, values256, bounds, lut, bpad, K)
+    return SearchTables(t, values, values256, bounds, lut, bpad, K, cpu.packed_table(lut, bpad, K))
 
 
 @functools.lru_cache(maxsize=64)
@@ -137,7 +139,7 @@ class TableCodec(Codec):
         if n == 0:
             return flat.new_zeros(0, dtype=torch.uint8), flat.new_zeros(0, dtype=torch.float32), 0
         if self.block_size is None:
-            absmax = torch.linalg.vector_norm(flat, float("inf")).float().reshape(1)
+            absmax = cpu.absmax(flat).reshape(1)
             if not bool(torch.isfinite(absmax).all()):
                 raise _NonFinite
             scales = absmax if self.scale == "absmax" else torch.ones_like(absmax)
@@ -149,7 +151,7 @@ class TableCodec(Codec):
                 codes, _ = encode_cuda(flat, p.bpad, p.lut, p.K, block_size=None,
                                        scale=scales, search=self.search)
             else:
-                codes = cpu.encode_scaled(flat, scales[0], p.bounds, p.lut, p.bpad, p.K)
+                codes = cpu.encode_scaled(flat, scales[0], p.bounds, p.lut, p.bpad, p.K, p.packed)
             return codes, scales, saturated
         B = self.block_size
         if on_kernel_device(flat):
@@ -161,7 +163,7 @@ class TableCodec(Codec):
             parts_c, parts_s = [], []
             if full:
                 x2d = flat[:full].view(-1, B)
-                c2, s = cpu.encode_blocks(x2d, p.bounds, p.lut, p.bpad, p.K)
+                c2, s = cpu.encode_blocks(x2d, p.bounds, p.lut, p.bpad, p.K, p.packed)
                 parts_c.append(c2.reshape(-1))
                 parts_s.append(s)
             if full < n:

@@ -8,6 +8,7 @@ that differ from the exact sum (inputs are small integers, so every summation or
 """
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import time
@@ -73,7 +74,7 @@ def _agree(comm: Comm, value: Any) -> Any:
     return comm.allgather_object(value)[0]
 
 
-def _time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
+def time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
                warmup: int = 1, ranks: list[int] | None = None) -> float:
     """Seconds per call: each call starts after a barrier and is timed on every rank; the median
     over calls (robust to the scheduler's outliers on shared cores), averaged over ranks as
@@ -118,11 +119,14 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
     are nccl-tests' -n / -w / -c (iters None: as many calls as fit target_s; check False: no
     comparison with the exact sum, #wrong is None). on_row (rank 0): each allreduce row as it finishes.
     trace: a directory: each row gains `split` (every rank's wire/wait/codec/python seconds of a traced
-    call, lab.comm.timesplit) and each rank writes its Chrome trace there."""
+    call, lab.comm.timesplit) and each rank writes its Chrome trace there.
+    Each rank takes its share of the cores first (`rank_threads`); the first allreduce of each size
+    runs untimed (it compiles the codec passes)."""
     if iters is not None and iters < 1:
         raise ValueError(f"iters={iters}; allowed: >= 1")
     if warmup < 0:
         raise ValueError(f"warmup={warmup}; allowed: >= 0")
+    rank_threads(comm)
     ranks = comm.allgather_object(rank_info(comm))
     for a in algorithms:
         check_algorithm(a)
@@ -146,7 +150,7 @@ def collectives_rank(comm: Comm, sizes: list[int], algorithms: list[str], codec:
                 wrong = int((y != want).sum())
                 rel = float((y - want).norm() / want.norm()) if n and float(want.norm()) else 0.0
             op = lambda: allreduce(comm, x, algorithm=a, codec=cc, check=False)  # noqa: E731
-            t = _time_loop(comm, op, target_s, max_iters, iters, warmup)
+            t = time_loop(comm, op, target_s, max_iters, iters, warmup)
             rows.append({"algorithm": a, "codec": cc.describe() if cc else "fp32", "P": P, "nbytes": nbytes,
                          "count": n, "type": "float", "redop": "sum", "seconds": t,
                          "wire_bytes_rank0": sent if a != NATIVE else None, "wrong": wrong, "rel_error": rel})
@@ -212,7 +216,7 @@ def _pingpong(comm: Comm, n: int, target_s: float, max_iters: int, iters: int | 
             comm.recv(buf, 0)
             comm.send(buf, 0)
 
-    return _time_loop(comm, op, target_s, max_iters, iters, warmup) / 2
+    return time_loop(comm, op, target_s, max_iters, iters, warmup) / 2
 
 
 TRIM = 0.25  # a quarter of the calibration rows may be left out as stalled by the host's load (cost.fit_link)
@@ -315,7 +319,7 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
                     y = fmt.decode(buf) if fmt else buf
                     comm.send(fmt.encode(y) if fmt else y, peer)
 
-            t = _time_loop(comm, op, target_s, max_iters) / 2
+            t = time_loop(comm, op, target_s, max_iters) / 2
             rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": nbytes,
                          "seconds": t})
             if on_row:
@@ -401,12 +405,12 @@ def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None
     for m in sorted({max(1, n // 16), max(1, n // 4), n}):
         if k > 1:
             g, x = comm.group(range(node * k, node * k + k)), torch.randn(m, generator=gen).to(comm.device)
-            t = _time_loop(comm, lambda: allreduce(g, x, algorithm="ring", check=False), target_s, max_iters)
+            t = time_loop(comm, lambda: allreduce(g, x, algorithm="ring", check=False), target_s, max_iters)
             out["intra"].append({"kind": "allreduce", "algorithm": "ring", "P": k, "nbytes": 4 * m, "seconds": t})
         if N > 1:
             g, x = comm.group(range(local, P, k)), torch.randn(max(1, m // k), generator=gen).to(comm.device)
             op = (lambda: allreduce(g, x, algorithm="ring", check=False)) if local == 0 else (lambda: None)
-            t = _time_loop(comm, op, target_s, max_iters, ranks=leaders)
+            t = time_loop(comm, op, target_s, max_iters, ranks=leaders)
             out["inter"].append({"kind": "allreduce", "algorithm": "ring", "P": N, "nbytes": 4 * x.numel(),
                                  "seconds": t})
     x = torch.randn(max(1, n // k), generator=gen).to(comm.device)
@@ -415,17 +419,52 @@ def levels_rank(comm: Comm, n: int, ranks_per_node: int, codecs: list[str | None
         if codec is None or codec.payload_codec.phases:
             continue
         enc = codec.encode(x)
-        te = _time_loop(comm, lambda: codec.encode(x), target_s / 2, max_iters)
-        td = _time_loop(comm, lambda: codec.decode(enc), target_s / 2, max_iters)
+        te = time_loop(comm, lambda: codec.encode(x), target_s / 2, max_iters)
+        td = time_loop(comm, lambda: codec.decode(enc), target_s / 2, max_iters)
         out["codecs"][codec.describe()] = {"encode_s_per_value": te / x.numel(), "decode_s_per_value": td / x.numel(),
                                            "bytes_per_value": enc.wire_bytes / x.numel()}
     return out if comm.rank == 0 else None
 
 
+def rank_threads(comm: Comm) -> int:
+    """Set this rank's torch threads to its share of the cores: the machine's usable cores (its
+    affinity mask) over the ranks on it (LOCAL_WORLD_SIZE under torchrun, else every rank), at
+    least 1, so P ranks on C cores do not run P x C threads. Returns the count. Virtual ranks
+    (SimComm) share one process and its threads: left as they are."""
+    from .sim import SimComm
+    if isinstance(comm, SimComm):
+        return torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", comm.size))
+    n = max(1, cores // max(1, local))
+    torch.set_num_threads(n)
+    return n
+
+
+def warm_codec(comm: Comm, codec: Any, n: int) -> str:
+    """Compile the codec's CPU passes before anything is timed: encode, one hop and decode_into on
+    the chunk sizes an allreduce of n values uses (`channel.chunk_count`). Returns
+    `lab.codecs.cpu.kernel_status()` (a failed compile is said there, and warned once)."""
+    from lab.codecs import cpu
+    from lab.codecs.hop import fusable, hop_mixed
+
+    from .channel import chunk_count
+    if codec is None or comm.device.type != "cpu" or not fusable(codec):
+        return "n/a"  # fp32, other devices, and codecs without these passes (or with memory to keep)
+    seg = -(-n // max(1, comm.size))
+    for m in sorted({max(1, seg // chunk_count(seg)), min(n, seg)}):
+        x = torch.randn(m, generator=torch.Generator().manual_seed(0))
+        enc = codec.encode(x)
+        hop_mixed(codec, enc, x)
+        codec.decode_into(enc, torch.empty_like(x))
+    return cpu.kernel_status()
+
+
 def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | None], target_s: float = 0.5,
                        max_iters: int = 20, progress: Progress | None = None, mode: str = "auto",
                        on_row: RowSink | None = None, options: dict | None = None,
-                       compare: list[str] | tuple = (), trace: str | None = None) -> list[dict] | None:
+                       compare: list[str] | tuple = (), trace: str | None = None,
+                       baseline: bool = False) -> list[dict] | None:
     """One allreduce of n values with each codec on the wire (None = fp32), timed in the same run:
     seconds, bytes rank 0 sent, error against the exact sum and speedup over fp32 (rank 0 returns).
     mode: as `allreduce` ('requantize' puts 1-bit SGD on butterfly_sync in Seide et al.'s two-stage form).
@@ -435,9 +474,15 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     compare: more algorithms run the same way (fp32 and each codec, no options) in the same run;
     every row's speedup_vs_fp32 is against `algorithm`'s fp32 row.
     trace: a directory: each row gains `split` (every rank's wire/wait/codec/python seconds of a traced
-    call, lab.comm.timesplit) and each rank writes its Chrome trace there."""
+    call, lab.comm.timesplit) and each rank writes its Chrome trace there.
+    baseline: every codec row is timed a second time with chunk pipelining off (`channel.overlap`:
+    the same messages and numbers, no codec work under the wire), column overlap False.
+    Each rank first takes its share of the cores (`rank_threads`, column threads) and compiles its
+    codec passes untimed (`warm_codec`, column cpu_kernels)."""
+    from .channel import overlap
     check_algorithm(algorithm)
     tracer = Tracer(comm, trace) if trace else None
+    threads = rank_threads(comm)
     x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank)).to(comm.device)
     options = options or {}
     fp32 = {k: v for k, v in options.items() if k != "intra_codec"}  # the baseline is fp32 on every level
@@ -447,24 +492,32 @@ def codec_speedup_rank(comm: Comm, n: int, algorithm: str, codecs: list[str | No
     runs = [(algorithm, fp32, None)] if None in codecs else []
     runs += [(algorithm, v, name) for v in variants for name in codecs if name is not None]
     runs += [(a, {}, name) for a in compare for name in codecs]
+    runs = [(a, o, name, True) for a, o, name in runs]
+    if baseline:
+        runs += [(a, o, name, False) for a, o, name, _ in runs if name is not None]
     rows = []
-    for i, (a, opts, name) in enumerate(runs):
+    for i, (a, opts, name, pipelined) in enumerate(runs):
         codec = resolve_codec(name)
-        comm.reset_counters()
-        y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
-        sent = comm.bytes_sent
-        op = lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts)  # noqa: E731
-        t = _time_loop(comm, op, target_s, max_iters)
+        kernels = warm_codec(comm, codec, n)
+        with overlap(pipelined):
+            comm.reset_counters()
+            y = allreduce(comm, x, algorithm=a, codec=codec, mode=mode, **opts)
+            sent = comm.bytes_sent
+            op = lambda: allreduce(comm, x, algorithm=a, codec=codec, mode=mode, check=False, **opts)  # noqa: E731
+            t = time_loop(comm, op, target_s, max_iters)
+            label = f"allreduce {a} {codec.describe() if codec else 'fp32'}{'' if pipelined else ' unpipelined'}"
+            split = _split(tracer, comm, label, op) if tracer else None
         row = {"algorithm": a, "codec": codec.describe() if codec else "fp32",
                "mode": resolve_mode(codec, mode, a), "P": comm.size,
                "n_values": n, "seconds": t, "wire_bytes_rank0": sent,
-               "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0}
+               "rel_error": float((y - exact).norm() / exact.norm()) if n else 0.0,
+               "overlap": pipelined, "threads": threads, "cpu_kernels": kernels}
         for k, v in opts.items():
             row[k] = v if isinstance(v, (int, str, type(None))) else str(v)
         if a == algorithm and "intra_codec" in options and "intra_codec" not in opts:
             row["intra_codec"] = "none"
-        if tracer:
-            row["split"] = _split(tracer, comm, f"allreduce {a} {row['codec']}", op)
+        if split is not None:
+            row["split"] = split
         rows.append(row)
         if on_row:
             on_row(rows[-1])

@@ -8,12 +8,17 @@ Algorithms move *payloads* (what crosses the link) and keep fp32 accumulators lo
               forwarded unchanged, so every rank ends with the same numbers.
 Gather mode (sparse and sign codecs) does not use a Channel: see `allreduce.py`.
 Empty segments are never sent: both ends know the lengths, and Gloo rejects zero-size traffic.
-Long segments travel as chunks of at most `CHUNK` values (`Channel.chunks`), so an algorithm can
-decode/add/encode one chunk while the next is on the wire (the ring does).
+Long segments travel as chunks (`Channel.chunks`: at most `CHUNK` values, and at least `PIECES` of
+them once a segment holds `PIECES` x `MIN_CHUNK` values), so an algorithm can decode/add/encode one
+chunk while the previous one is on the wire (the ring does); `overlap(False)` turns that off (each
+chunk's transfer is waited for before the next chunk's codec work starts, the same messages and
+the same numbers: the baseline the benchmark times beside it). Payload buffers of a codec are
+kept on the comm and reused call after call (`Channel.buffer(..., slot=)`): no allocation per hop.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from typing import Iterator, Sequence
 
 import torch
 
@@ -28,6 +33,36 @@ from .spans import span
 #: values per pipelined message: 4 MB of fp32, 1 MB of 8-bit codes; a chunk's codec work then
 #: overlaps the next chunk's transfer while per-message overhead (~0.1-1 ms here) stays small
 CHUNK = 1 << 20
+#: a segment of at least PIECES * MIN_CHUNK values goes as >= PIECES chunks, so its codec work overlaps
+#: the wire at moderate sizes too; smaller chunks would pay more per-message overhead than they hide
+PIECES = 4
+MIN_CHUNK = 1 << 17
+_overlap = [True]
+
+
+@contextlib.contextmanager
+def overlap(on: bool) -> Iterator[None]:
+    """Within the block, chunks are pipelined (True: one chunk's codec work runs while another is
+    on the wire) or not (False: each transfer completes before the next codec work starts; the
+    same messages and results). Every rank should choose the same."""
+    before = _overlap[0]
+    _overlap[0] = bool(on)
+    try:
+        yield
+    finally:
+        _overlap[0] = before
+
+
+def overlapping() -> bool:
+    """Whether chunks are pipelined now (`overlap`)."""
+    return _overlap[0]
+
+
+def chunk_count(n: int) -> int:
+    """Messages for a segment of n values (the same on every rank for the same n)."""
+    if n <= 0:
+        return 1
+    return max(-(-n // CHUNK), min(PIECES, n // MIN_CHUNK), 1)
 
 
 class Channel:
@@ -47,9 +82,9 @@ class Channel:
             self._scratch = held
 
     def chunks(self, seg: torch.Tensor) -> list[torch.Tensor]:
-        """`seg` cut into near-equal pieces of at most `CHUNK` values (one piece when shorter);
-        every rank cuts a segment of the same length the same way."""
-        return pieces(seg, max(1, -(-seg.numel() // CHUNK)))
+        """`seg` cut into `chunk_count` near-equal pieces; every rank cuts a segment of the same
+        length the same way."""
+        return pieces(seg, chunk_count(seg.numel()))
 
     # -- payloads
     def nbytes(self, n: int) -> int:
@@ -120,19 +155,29 @@ class Channel:
         return payload
 
     # -- buffers and transfers (every transfer is a batch of `Comm.exchange`: NCCL-safe, base.py)
-    def buffer(self, n: int, offset: int = 0) -> torch.Tensor:
+    def buffer(self, n: int, offset: int = 0, slot: object = None) -> torch.Tensor:
         """A buffer for the payload of n values: raw payloads in the scratch buffer at `offset` (or
-        a fresh buffer), codec payloads in a fresh byte buffer."""
+        a fresh buffer), codec payloads in a byte buffer: with a `slot` (any hashable name the
+        algorithm gives a buffer it knows is free again when it asks), the same buffer every
+        time that slot and size are asked for on this comm; without one, a fresh buffer."""
         if self.codec is None:
             if self._scratch is not None and self._scratch.numel() >= offset + n:
                 return self._scratch[offset:offset + n]
             return torch.empty(n, dtype=torch.float32, device=self.comm.device)
-        return torch.empty(self.nbytes(n), dtype=torch.uint8, device=self.comm.device)
+        nbytes = self.nbytes(n)
+        if slot is None:
+            return torch.empty(nbytes, dtype=torch.uint8, device=self.comm.device)
+        pool = payload_pool(self.comm)
+        key = (slot, nbytes)
+        buf = pool.get(key)
+        if buf is None or buf.device != self.comm.device:
+            buf = pool[key] = torch.empty(nbytes, dtype=torch.uint8, device=self.comm.device)
+        return buf
 
-    def final_buffer(self, seg: torch.Tensor) -> torch.Tensor:
+    def final_buffer(self, seg: torch.Tensor, slot: object = None) -> torch.Tensor:
         """Where a final payload for `seg` lands (raw: `seg` itself); `decode_into(payload, seg)`
-        completes it once received."""
-        return seg if self.codec is None else self.buffer(seg.numel())
+        completes it once received. `slot`: as `buffer`."""
+        return seg if self.codec is None else self.buffer(seg.numel(), slot=slot)
 
     def post(self, sends: Sequence[tuple[torch.Tensor, int]] = (),
              recvs: Sequence[tuple[torch.Tensor, int]] = ()) -> Batch:
@@ -160,3 +205,16 @@ class Channel:
         got = self.buffer(n)
         self.comm.exchange([(payload, peer)], [(got, peer)]).wait()
         return got
+
+
+#: payload buffers kept per comm (`Channel.buffer` slots); bounded: an algorithm names few slots
+_POOL_LIMIT = 256
+
+
+def payload_pool(comm: Comm) -> dict:
+    """The comm's reusable payload buffers, {(slot, nbytes): uint8 tensor} (emptied when it grows
+    past `_POOL_LIMIT` entries, e.g. after many different sizes)."""
+    pool = comm.__dict__.setdefault("_channel_payloads", {})
+    if len(pool) > _POOL_LIMIT:
+        pool.clear()
+    return pool

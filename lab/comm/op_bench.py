@@ -20,7 +20,7 @@ from lab.backend import Progress, RowSink
 
 from . import collectives as C
 from .base import Comm
-from .bench import _time_loop, pattern, rank_info
+from .bench import time_loop, pattern, rank_info
 
 NATIVE = "native"
 ROOT = 0
@@ -137,7 +137,7 @@ def op_rank(comm: Comm, op: str, sizes: list[int], algorithms: list[str], codec:
                 wrong, rel = sum(w for w, _ in every), max(e for _, e in every)
             fast = call if a == NATIVE else (lambda a=a, x=x, cc=cc: C.call(op, comm, x, algorithm=a, codec=cc,
                                                                              check=False, **kw))
-            t = _time_loop(comm, fast, target_s, max_iters, iters, warmup)
+            t = time_loop(comm, fast, target_s, max_iters, iters, warmup)
             rows.append({"op": op, "algorithm": a, "codec": cc or "fp32", "P": P, "nbytes": n * 4, "count": n,
                          "type": "float", "redop": "sum" if C.OPS[op].reduces else "none",
                          "root": ROOT if op in ("broadcast", "reduce") else -1, "seconds": t,

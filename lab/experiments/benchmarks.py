@@ -22,7 +22,7 @@ size_sweep = bench.size_sweep
 format_collectives = bench.format_table
 
 
-def _shaped(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False,
+def shaped_net(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False,
             ranks_per_node: int = 1) -> Any:
     """The network-namespace link for `procs` ranks at `rate` (None: no shaping, plain local ranks);
     ranks_per_node > 1: ranks of a node share a namespace (fast loopback), nodes a shaped link."""
@@ -97,7 +97,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
             return None
         P, dev = comm.size, comm.device
     else:
-        with _shaped(procs, link_rate, link_delay_ms, check=True) as net:
+        with shaped_net(procs, link_rate, link_delay_ms, check=True) as net:
             res = run(bench.collectives_rank, procs, *args, backend=backend_name, timeout=timeout, net=net,
                       progress=progress, on_row=on_row, **kw)[0]
         P = procs
@@ -144,7 +144,7 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
         rows = bench.pcie_transfer(sizes, names, progress=progress)
         dev_name, slug = backend.device_name("cuda"), backend.device_slug("cuda") + "-pcie"
     else:
-        with _shaped(2, link_rate) as net:
+        with shaped_net(2, link_rate) as net:
             rows = run(bench.transfer_rank, 2, sizes, names, net=net, progress=progress, on_row=on_row,
                        target_s=target_s)[0]
         dev_name = backend.device_name("cpu") + ", 2 processes, Gloo"
@@ -158,7 +158,7 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
                          progress: Progress | None = None, on_row: RowSink | None = None,
                          ranks_per_node: int | None = None, intra_codec: str | list[str] | None = None,
                          compare: list[str] | None = None, pipeline: int | None = None,
-                         trace: str | None = None) -> pd.DataFrame:
+                         trace: str | None = None, baseline: bool = False) -> pd.DataFrame:
     """One allreduce of `n` values with each codec on the wire against fp32, same run: time, bytes,
     error, speedup (requantize on butterfly_sync / parameter_server: 1-bit SGD two-stage, Seide et al.).
 
@@ -171,7 +171,8 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
     when the algorithm is not the ring); speedups are against `algorithm`'s fp32 time.
     pipeline: hierarchical's pieces whose levels overlap (the fp32 baseline runs pipelined too).
     trace: a directory for one Chrome trace per rank; each row then gains `split`, every rank's
-    wire/wait/codec/python seconds of a traced call (lab.comm.timesplit)."""
+    wire/wait/codec/python seconds of a traced call (lab.comm.timesplit).
+    baseline: each codec also timed with chunk pipelining off (rows with overlap False), same run."""
     from lab.comm.algorithms import get_algorithm
     from lab.comm.allreduce import check_algorithm, configure, resolve_codec, resolve_mode
     from lab.comm.launch import run
@@ -209,10 +210,10 @@ def compressed_benchmark(n: int, algorithm: str, codecs: list[str], *, procs: in
             configure(algorithm, procs, codec, how, v)
         for a in compare:
             resolve_mode(codec, mode, a)
-    with _shaped(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
+    with shaped_net(procs, link_rate, check=True, ranks_per_node=ranks_per_node or 1) as net:
         rows = run(bench.codec_speedup_rank, procs, n, algorithm, names, net=net, progress=progress,
                    on_row=on_row, target_s=target_s, mode=mode, timeout=timeout, options=options,
-                   compare=compare, trace=trace_dir(trace))[0]
+                   compare=compare, trace=trace_dir(trace), baseline=baseline)[0]
         df = pd.DataFrame(rows)
         if ranks_per_node is not None and procs // ranks_per_node > 1:
             if progress:

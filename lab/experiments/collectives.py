@@ -427,7 +427,7 @@ def op_benchmark(op: str, minbytes: int, maxbytes: int, stepfactor: int, algorit
     from lab.comm import op_bench
     from lab.comm.dist import TorchComm, check_backend, in_torchrun
 
-    from .benchmarks import _shaped
+    from .benchmarks import shaped_net
 
     C.check_op(op)
     if op == "all_reduce":
@@ -451,7 +451,7 @@ def op_benchmark(op: str, minbytes: int, maxbytes: int, stepfactor: int, algorit
             return None
         P, dev = comm.size, comm.device
     else:
-        with _shaped(procs, link_rate, link_delay_ms, check=True) as net:
+        with shaped_net(procs, link_rate, link_delay_ms, check=True) as net:
             res = run(op_bench.op_rank, procs, op, sizes, algs, backend=backend_name, timeout=timeout, net=net,
                       progress=progress, on_row=on_row, **kw)[0]
         P = procs

@@ -29,7 +29,7 @@ import torch
 from .. import cluster as cl
 from .. import cost
 from ..base import Comm
-from ..channel import Channel
+from ..channel import Channel, overlapping
 from ..pieces import pieces
 from .base import Algorithm, algorithm_infos, get_algorithm
 from .common import sum_in_rank_order
@@ -187,16 +187,22 @@ def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: s
     k, i = comm.size, comm.rank
     if inner == "ring":
         right, left = (i + 1) % k, (i - 1) % k
-        payload = None
+        payloads: list[torch.Tensor] = []
         for s in range(k - 1):
             si, ri = (i - s - 1) % k, (i - s - 2) % k
-            out = ch.encode(shards[si]) if s == 0 else payload
-            got = ch.buffer(shards[ri].numel())
-            ch.post([(out, right)], [(got, left)]).wait()
-            if s < k - 2:
-                payload = ch.reduce(got, shards[ri])
-            else:
-                ch.add_into(got, shards[ri])
+            mine, into = ch.chunks(shards[si]), ch.chunks(shards[ri])
+            got = _landing(ch, into, ("hier-rs",))
+            batches = _post_chunks(ch, payloads, got, right, left,
+                                   lazy=mine if s == 0 else None)
+            payloads = []
+            for c, (b, chunk) in enumerate(zip(batches, into)):
+                b.wait()  # chunk c arrived; chunks c+1.. may still be on the wire while it is reduced
+                if s < k - 2:
+                    payloads.append(ch.reduce(got[c], chunk))
+                else:
+                    ch.add_into(got[c], chunk)
+            for b in batches[len(into):]:
+                b.wait()
         return
     others = [(i + d) % k for d in range(1, k)]
     mine = shards[i]
@@ -206,20 +212,58 @@ def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: s
     batch.wait()
 
 
+def _landing(ch: Channel, into: list[torch.Tensor], slot: tuple) -> list[torch.Tensor]:
+    """Receive buffers for the chunks `into`: raw ones side by side in the scratch buffer, codec
+    ones from the comm's reused buffers (free again: each is reduced within its step)."""
+    offs = [0]
+    for c in into:
+        offs.append(offs[-1] + c.numel())
+    return [ch.buffer(c.numel(), offs[j], slot=(*slot, j)) for j, c in enumerate(into)]
+
+
+def _post_chunks(ch: Channel, payloads: list[torch.Tensor], got: list[torch.Tensor], right: int, left: int, *,
+                 lazy: list[torch.Tensor] | None = None, finalize: list[torch.Tensor] | None = None) -> list:
+    """One batch per chunk (its payload to the right, its buffer from the left), posted in order;
+    chunk c+1's codec work (`lazy`: encode, `finalize`: the owner's encode-and-keep) runs while
+    chunk c is on the wire. Unpipelined (`channel.overlap(False)`): each batch waited at once."""
+    if lazy is not None or finalize is not None:
+        payloads = []
+    todo = lazy if lazy is not None else finalize
+    batches = []
+    for c in range(max(len(todo) if todo is not None else len(payloads), len(got))):
+        sends = []
+        if todo is not None and c < len(todo):
+            payloads.append(ch.encode(todo[c]) if lazy is not None else ch.finalize(todo[c]))
+        if c < len(payloads):
+            sends = [(payloads[c], right)]
+        b = ch.post(sends, [(got[c], left)] if c < len(got) else [])
+        if not overlapping():
+            b.wait()
+        batches.append(b)
+    return batches
+
+
 def allgather(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: str) -> None:
     """The owner encodes shards[comm.rank] once (keeping the decoded value, like its receivers) and
     every rank of the group gets every shard: around the ring, or directly (butterfly_sync)."""
     k, i = comm.size, comm.rank
-    payload = ch.finalize(shards[i])
     if inner == "ring":
         right, left = (i + 1) % k, (i - 1) % k
+        own = ch.chunks(shards[i])
+        payloads: list[torch.Tensor] = []
         for s in range(k - 1):
             ri = (i - s - 1) % k
-            got = ch.final_buffer(shards[ri])
-            ch.post([(payload, right)], [(got, left)]).wait()
-            ch.decode_into(got, shards[ri])
-            payload = got
+            into = ch.chunks(shards[ri])
+            got = [ch.final_buffer(c, slot=("hier-ag", s % 2, j)) for j, c in enumerate(into)]
+            batches = _post_chunks(ch, payloads, got, right, left, finalize=own if s == 0 else None)
+            for b, g, chunk in zip(batches, got, into):
+                b.wait()
+                ch.decode_into(g, chunk)
+            for b in batches[len(into):]:
+                b.wait()
+            payloads = got
         return
+    payload = ch.finalize(shards[i])
     others = [(i + d) % k for d in range(1, k)]
     back = [ch.final_buffer(shards[p]) for p in others]
     ch.post([(payload, p) for p in others], list(zip(back, others))).wait()

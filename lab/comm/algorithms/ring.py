@@ -20,7 +20,7 @@ import torch
 
 from .. import cluster as cl
 from ..base import Comm, Work
-from ..channel import Channel
+from ..channel import Channel, overlapping
 from ..pieces import pieces
 from .base import Algorithm
 
@@ -40,19 +40,23 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
 
     def buffer(k: int, c: int) -> torch.Tensor:
         """Where chunk c of step k lands: raw reduce-scatter payloads in scratch bank k % 2, final
-        payloads (allgather) in the segment itself when raw."""
+        payloads (allgather) in the segment itself when raw; codec payloads in the comm's reused
+        buffers, bank k % 3 (a payload received in step k is forwarded or reduced in step k + 1,
+        whose sends are waited for before step k + 3 asks for its buffers)."""
         chunk = chunks_in(k)[c]
         if k >= P - 1:
-            return ch.final_buffer(chunk)
-        return ch.buffer(chunk.numel(), (k % 2) * width + sum(x.numel() for x in chunks_in(k)[:c]))
+            return ch.final_buffer(chunk, slot=("ring", k % 3, c))
+        return ch.buffer(chunk.numel(), (k % 2) * width + sum(x.numel() for x in chunks_in(k)[:c]),
+                         slot=("ring", k % 3, c))
 
     got: dict[tuple[int, int], tuple[torch.Tensor, Work]] = {}  # (step, chunk) -> (payload, work)
     sent: list[list[tuple[torch.Tensor, Work]]] = []  # per step; payloads stay alive until sent
+    ahead, serial = comm.receive_ahead and overlapping(), not overlapping()
     for k in range(steps):
         if len(sent) >= 2:  # the sends of step k - 2 are long received: free their payloads
             _wait(sent.pop(0))
         incoming = [buffer(k, c) for c in range(len(chunks_in(k)))]
-        if comm.receive_ahead:  # the whole step's receives first, before this rank waits for any chunk
+        if ahead:  # the whole step's receives first, before this rank waits for any chunk
             batch = ch.post(recvs=[(b, left) for b in incoming])
             got.update({(k, c): (b, w) for c, (b, w) in enumerate(zip(incoming, batch.recvs))})
         out, mine = [], segs[r] if k == 0 else chunks_in(k - 1)
@@ -61,8 +65,10 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
             if c < len(mine):
                 payload = ch.encode(mine[c]) if k == 0 else _arrived(ch, got.pop((k - 1, c)), mine[c], k - 1, P)
                 sends = [(payload, right)]
-            recvs = [] if comm.receive_ahead or c >= len(incoming) else [(incoming[c], left)]
+            recvs = [] if ahead or c >= len(incoming) else [(incoming[c], left)]
             batch = ch.post(sends, recvs)  # chunk c of step k both ways: one batch
+            if serial:  # the baseline: this transfer completes before any more codec work
+                batch.wait()
             out += [(p, w) for (p, _), w in zip(sends, batch.sends)]
             if recvs:
                 got[(k, c)] = (incoming[c], batch.recvs[0])
