@@ -69,6 +69,15 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+_SELECTED: set[str] = set()  # the names of the tests this run runs (with and without their parameters)
+_EMU_PREBUILT = False
+
+
+def pytest_collection_finish(session):
+    global _SELECTED
+    _SELECTED = {item.name for item in session.items} | {getattr(item, "originalname", item.name) for item in session.items}
+
+
 @pytest.fixture
 def cuda_emu(monkeypatch):
     """Run kernels/*.cu on the CPU emulation of CUDA (tests/cuda_emu) under the real launchers:
@@ -84,6 +93,10 @@ def cuda_emu(monkeypatch):
 
     if harness.compiler() is None:
         pytest.skip("the CUDA emulator needs g++ on the PATH (Debian: apt install g++)")
+    global _EMU_PREBUILT
+    if not _EMU_PREBUILT:  # a cold cache: every library this run needs compiles in the background, in parallel
+        _EMU_PREBUILT = True
+        harness.prebuild_for(_SELECTED)
     launcher = harness.Launcher()
     monkeypatch.setattr(backend, "launch_kernel", launcher)
     monkeypatch.setattr(backend, "KERNEL_DEVICE_TYPE", "cpu")
