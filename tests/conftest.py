@@ -58,6 +58,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the browser tests' shared server and browser once no further test uses them."""
+    import sys
+
+    fixtures = sys.modules.get("browser_fixtures")
+    if fixtures is not None:
+        fixtures.release_unless_needed(item, nextitem)
+
+
+def pytest_sessionfinish(session):
+    import sys
+
+    fixtures = sys.modules.get("browser_fixtures")
+    if fixtures is not None:
+        fixtures.SHARED.close()
+
+
 @pytest.fixture
 def one_thread():
     """Small GEMMs: one torch thread is faster and immune to a loaded machine."""

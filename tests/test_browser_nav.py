@@ -10,8 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import _controls, _nav_link, serve, settle  # noqa: E402
-from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
+from app_browser import _controls, _nav_link, settle  # noqa: E402
+from browser_fixtures import browser, log_of, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
 
@@ -156,22 +156,22 @@ def test_every_page_is_usable_at_800_px(server, browser, info):
     assert not got["slivers"], f"{info.title}: controls narrower than {MIN_CONTROL_PX} px at 800 px: {got['slivers']}"
 
 
-def test_the_server_warms_every_page_after_its_first_session(browser):
-    """app/warmup.py: the first session (here a browser opening Home) starts a background visit of every page's
-    default view; the server's log names each page warmed and the warm() hooks run."""
+def test_the_server_warms_every_page_after_its_first_session(server, browser):
+    """app/warmup.py: the first session (the run's first browser test, or here a browser opening Home) starts a
+    background visit of every page's default view; the server's log names each page warmed and the warm() hooks
+    run, once for the server however many sessions it served (the run's shared server has served many)."""
     import time
 
-    with serve() as url:
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{url.rsplit(':', 1)[1]}.log"
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url)
-        settle(page)
-        deadline = time.time() + 600
-        while "paralab warm-up: done" not in log.read_text() and "warm-up: stopped" not in log.read_text():
-            assert time.time() < deadline, log.read_text()[-2000:]
-            time.sleep(1)
-        text = log.read_text()
-        page.close()
+    log = log_of(server)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server)
+    settle(page)
+    deadline = time.time() + 600
+    while "paralab warm-up: done" not in log.read_text() and "warm-up: stopped" not in log.read_text():
+        assert time.time() < deadline, log.read_text()[-2000:]
+        time.sleep(1)
+    text = log.read_text()
+    page.close()
     assert "warm-up: stopped" not in text, text[-2000:]
     for p in page_list.PAGES[1:]:
         assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
