@@ -35,9 +35,9 @@ HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
 KERNEL_DIR = HERE.parent.parent / "kernels"
 # -fsanitize=thread only instruments: every load and store calls the header's __tsan_* hooks (the
-# race detector and the switch points), and the library is linked without TSan's runtime. -O2 runs the
-# emulated suite about 1.5x faster than -O1 with the same IEEE results (no contraction, no fast-math)
-# and every planted bug still caught (tests/test_cuda_emu.py).
+# race detector and the switch points), and the library is linked without TSan's runtime. -O2 instead of
+# -O1: 1.26x less CPU for the collective, block-scaled and table-codec kernel tests (test_kernels.py the
+# same), with the same IEEE results (no contraction, no fast-math) and every planted bug still caught.
 FLAGS = ("-std=c++17", "-O2", "-g1", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
          "-fno-strict-aliasing", "-fno-threadsafe-statics", "-fsanitize=alignment", "-fsanitize=thread",
          "--param=tsan-instrument-func-entry-exit=0", "-fno-sanitize-recover=alignment", "-Wno-attributes")
