@@ -58,6 +58,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the browser tests' shared server and browser once no further test uses them."""
+    import sys
+
+    fixtures = sys.modules.get("browser_fixtures")
+    if fixtures is not None:
+        fixtures.release_unless_needed(item, nextitem)
+
+
+def pytest_sessionfinish(session):
+    import sys
+
+    fixtures = sys.modules.get("browser_fixtures")
+    if fixtures is not None:
+        fixtures.SHARED.close()
+
+
 @pytest.fixture
 def one_thread():
     """Small GEMMs: one torch thread is faster and immune to a loaded machine."""
@@ -67,6 +85,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+_SELECTED: set[str] = set()  # the names of the tests this run runs (with and without their parameters)
+_EMU_PREBUILT = False
+
+
+def pytest_collection_finish(session):
+    global _SELECTED
+    _SELECTED = {item.name for item in session.items} | {getattr(item, "originalname", item.name) for item in session.items}
 
 
 @pytest.fixture
@@ -84,6 +111,10 @@ def cuda_emu(monkeypatch):
 
     if harness.compiler() is None:
         pytest.skip("the CUDA emulator needs g++ on the PATH (Debian: apt install g++)")
+    global _EMU_PREBUILT
+    if not _EMU_PREBUILT:  # a cold cache: every library this run needs compiles in the background, in parallel
+        _EMU_PREBUILT = True
+        harness.prebuild_for(_SELECTED)
     launcher = harness.Launcher()
     monkeypatch.setattr(backend, "launch_kernel", launcher)
     monkeypatch.setattr(backend, "KERNEL_DEVICE_TYPE", "cpu")

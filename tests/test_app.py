@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import page_list
-from static_table import tables
 from lazy_import import lazy
+
+tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 figures = lazy("chart", "figures")

@@ -16,8 +16,9 @@ import time
 import pytest
 
 import page_list  # app/ is on pytest's pythonpath
-from static_table import tables
 from lazy_import import lazy
+
+tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 

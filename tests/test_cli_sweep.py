@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer.testing
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from lab.cli import app
 
 runner = CliRunner()
+COMMAND = get_command(app)
 SLOW_S = 20  # a generous bound against a loaded machine: cases take well under a second (--durations)
 
 # small arguments for the commands that run without a session (their valid runs complete); the option
@@ -39,7 +41,7 @@ class Reached(BaseException):
 
 
 def walk(cmd=None, path=()):
-    cmd = cmd or get_command(app)
+    cmd = cmd or COMMAND
     if hasattr(cmd, "commands"):
         for name, sub in cmd.commands.items():
             yield from walk(sub, (*path, name))
@@ -75,6 +77,15 @@ def bad_values(p) -> list[str]:
 CASES = [pytest.param(name, p.opts[-1], v, id=f"{name} {p.opts[-1]}={v!r}")
          for name, cmd in walk() for p in cmd.params if p.param_type_name == "option" and not p.is_flag
          for v in bad_values(p)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def command_built_once():
+    """typer rebuilds the whole click tree on every `CliRunner.invoke` (~85 % of a case's time): this
+    module's cases share one build of the fixed tree."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(typer.testing, "_get_command", lambda a: COMMAND if a is app else get_command(a))
+        yield
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ import torch
 from lab.codecs.wire import WireFormat
 from lab.codecs import (CodecInfo, ErrorFeedback, codec_infos, codec_names, format_spec, parse_spec,
                         unregister)
-from static_table import tables
+from lazy_import import lazy
+
+tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -306,35 +306,52 @@ def _real(comm, n, algorithm, codec, options):
     return y, z, comm.bytes_sent
 
 
-@pytest.mark.parametrize("P,algorithm,options", [
-    (2, "alltoall_quantized", {}), (4, "alltoall_quantized", {}), (4, "alltoall_quantized", {"ranks_per_node": 2}),
-    (2, "hierarchical", {}), (4, "hierarchical", {"ranks_per_node": 2}),
-    (4, "hierarchical", {"ranks_per_node": 2, "intra_codec": None, "outer": "alltoall_quantized"}),
-])
-def test_real_gloo_processes(P: int, algorithm: str, options: dict) -> None:
+# the real-process cases by world size: one launch per P runs them all (each rank process costs a torch import)
+REAL_CASES = {
+    2: [("alltoall_quantized", {}), ("hierarchical", {})],
+    4: [("alltoall_quantized", {}), ("alltoall_quantized", {"ranks_per_node": 2}), ("hierarchical", {"ranks_per_node": 2}),
+        ("hierarchical", {"ranks_per_node": 2, "intra_codec": None, "outer": "alltoall_quantized"})],
+}
+
+
+def _real_cases(comm, n, codec, cases):
+    return [_real(comm, n, algorithm, codec, options) for algorithm, options in cases]
+
+
+@pytest.mark.parametrize("P", sorted(REAL_CASES))
+def test_real_gloo_processes(P: int) -> None:
     """The same code on torch.distributed (Gloo's all_to_all_single for the flat all-to-all, batched
-    point-to-point on sub-groups): exact in fp32, and bit for bit SimComm's numbers with a codec."""
+    point-to-point on sub-groups): exact in fp32, and bit for bit SimComm's numbers with a codec, for
+    every (algorithm, options) case of REAL_CASES[P] (one launch of P ranks runs them in turn)."""
     from lab.comm.launch import run
 
     n = 4099
-    out = run(_real, P, n, algorithm, "dynamic_tree", options, timeout=120)
-    sim = simulate(_real, P, n, algorithm, "dynamic_tree", options)
-    for (y, z, sent), (_, zs, sent_s) in zip(out, sim):
-        assert torch.equal(y, _exact(P, n))
-        assert torch.equal(z, zs) and torch.equal(z, out[0][1])
-        assert sent == sent_s
+    out = run(_real_cases, P, n, "dynamic_tree", REAL_CASES[P], timeout=120 * len(REAL_CASES[P]))
+    for c, (algorithm, options) in enumerate(REAL_CASES[P]):
+        sim = simulate(_real, P, n, algorithm, "dynamic_tree", options)
+        for rank, (_, zs, sent_s) in enumerate(sim):
+            y, z, sent = out[rank][c]
+            assert torch.equal(y, _exact(P, n)), (algorithm, options)
+            assert torch.equal(z, zs) and torch.equal(z, out[0][c][1]), (algorithm, options)
+            assert sent == sent_s, (algorithm, options)
+
+
+def _piped_and_plain(comm, n, k, G):
+    return (_real(comm, n, "hierarchical", "dynamic_tree", {"ranks_per_node": k, "pipeline": G}),
+            _real(comm, n, "hierarchical", "dynamic_tree", {"ranks_per_node": k}))
 
 
 @pytest.mark.parametrize("P,k,G", [(4, 2, 4), (6, 3, 3)])
 def test_pipelined_levels_on_real_processes(P: int, k: int, G: int) -> None:
     """pipeline=G on Gloo: the node level runs in a thread beside the cross-node level; fp32 sums stay exact,
     every rank holds the same codec result, as accurate as the levels one after the other, and the wire
-    carries the same bytes plus one scale per extra message. SimComm (not `concurrent`) runs it unpipelined."""
+    carries the same bytes plus one scale per extra message. SimComm (not `concurrent`) runs it unpipelined.
+    (One launch runs the pipelined and the plain allreduce.)"""
     from lab.comm.launch import run
 
     n = 1 << 14
-    piped = run(_real, P, n, "hierarchical", "dynamic_tree", {"ranks_per_node": k, "pipeline": G}, timeout=120)
-    plain = run(_real, P, n, "hierarchical", "dynamic_tree", {"ranks_per_node": k}, timeout=120)
+    both = run(_piped_and_plain, P, n, k, G, timeout=240)
+    piped, plain = [r[0] for r in both], [r[1] for r in both]
     exact = _exact(P, n)
     normal = sum(_normal(r, n) for r in range(P))
     for (y, z, sent), (_, z0, sent0) in zip(piped, plain):

@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-from scipy import stats
 from typer.testing import CliRunner
 
 import lab.train.converge as cv
@@ -16,6 +15,7 @@ from lab.train.converge import (ConvergeConfig, ConvergeError, Run, Spec, arriva
                                 summarize, t_interval, target_of)
 
 runner = CliRunner()
+stats = lazy("scipy.stats")  # loaded by the test that uses it, not at collection
 jsonschema = lazy("jsonschema")  # loaded by the test that validates, not at collection
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schemas" / "converge.schema.json").read_text())
 TINY = dict(task="mlp", hidden=(16,), dropout=(0.0, 0.0), train_limit=256, steps=10, eval_every=5, seeds=2,

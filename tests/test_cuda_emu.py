@@ -214,6 +214,11 @@ MUTATIONS = {
 }
 
 
+for _m, (_module, _mutate) in MUTATIONS.items():  # built in the background once the run's emulated tests start
+    harness.VARIANTS[f"test_planted_bug_is_caught[{_m}]"] = (
+        lambda module=_module, mutate=_mutate: [(module, mutate(SOURCES[module]), f"{module}-variant")])
+
+
 @pytest.mark.slow
 def test_planted_silent_fallback_is_caught(cuda_emu, monkeypatch) -> None:
     """The MX and NVFP4 codecs made to take their CPU path on kernel-device tensors: the block-scaled

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from test_app import page as app_page
-from static_table import tables
 from lazy_import import lazy
+
+tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 
 figures = lazy("chart", "figures")  # Streamlit loads with the first page test, not at collection
 

@@ -6,8 +6,9 @@ import time
 
 from apptest_runs import stop_after_rows
 from test_app import page as app_page
-from static_table import tables
 from lazy_import import lazy
+
+tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 figures = lazy("chart", "figures")

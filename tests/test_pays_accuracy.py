@@ -6,7 +6,6 @@ import json
 import math
 from pathlib import Path
 
-import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -14,6 +13,9 @@ from lab.cli import app
 from lab.plan import accuracy as acc
 from lab.plan import pays as pp
 from lab.experiments.plan import advice_time_to_accuracy
+from lazy_import import lazy
+
+jsonschema = lazy("jsonschema")  # 1.5 s of import (its rfc3987 grammar): loaded by the tests that validate
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
