@@ -26,7 +26,7 @@ def test_committed_race_shows_both_views_and_lessons_from_its_numbers():
     assert "**Against steps** (seed 1;" in md and "2 nodes x 8 H100" in md and "eth100g between nodes" in md
     d = committed_race_data("mlp")
     shown = [s for s in dict.fromkeys(d["runs"]["spec"])]
-    from views.race import COMMITTED_DEFAULT
+    from lab.experiments import RACE_COMMITTED_DEFAULT as COMMITTED_DEFAULT
     specs = ["fp32", *[s for s in COMMITTED_DEFAULT if s in shown]]
     res = race(d["runs"][d["runs"].spec.isin(specs)], d["curves"], task="mlp", seed=1, optimizer="sgd",
                seeds_asked=d["config"]["seeds"], specs=specs, cluster="2x8", inter="eth100g")

@@ -7,7 +7,7 @@ import streamlit as st
 
 import _common as ui
 import _runs as jobs
-from views import race as race_view
+from views import _race as race_view
 from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)

@@ -323,5 +323,21 @@ def _secs(s: float) -> str:
         return f"{s:.3g} s"
     return f"{s * 1e3:.3g} ms"
 
+# The race's lessons compare these pairs (error feedback or none; PowerSGD's ranks; 8-bit types against 1-bit):
+# an experiment design naming its contestants, as Table 1 does. Every registered codec can join the live race.
+RACE_LESSON_SPECS = ["dynamic_tree", "fp8_e4m3", "onebit", "ef:onebit", "topk:ratio=0.01", "ef:topk:ratio=0.01",
+                     "randomk:ratio=0.01", "ef:randomk:ratio=0.01", "powersgd:rank=1", "powersgd:rank=2",
+                     "powersgd:rank=4"]
+RACE_LIVE_DEFAULT = ["dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
+# specs shown first from a committed result (the rest one click away): the lessons' pairs
+RACE_COMMITTED_DEFAULT = ["bf16", "powersgd", *RACE_LESSON_SPECS]
 
-__all__ = ["RaceResult", "race", "race_lessons", "step_times", "modelled_seconds", "committed_race_data"]
+
+def race_live_specs() -> list[str]:
+    """What the live race offers: the lessons' specs, then every other registered codec (read when asked)."""
+    from lab.codecs import codec_names
+
+    return [*RACE_LESSON_SPECS, *(c for c in codec_names() if c not in RACE_LESSON_SPECS and c != "fp32")]
+
+
+__all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race", "race_lessons", "step_times", "modelled_seconds", "committed_race_data"]

@@ -9,16 +9,11 @@ import streamlit as st
 import _common as ui
 import _runs as jobs
 from lab import plots
-from lab.experiments import (CONVERGE_TASKS, INTER_LINKS, INTRA_LINKS, MODELS, committed_race_data, converge, race)
+from lab.experiments import (CONVERGE_TASKS, INTER_LINKS, INTRA_LINKS, MODELS, RACE_COMMITTED_DEFAULT, RACE_LIVE_DEFAULT,
+                             committed_race_data, converge, race, race_live_specs)
 from lab.plots.units import seconds_label
 
 SOURCES = ["committed result", "live race (small)"]
-LIVE_SPECS = ["dynamic_tree", "fp8_e4m3", "onebit", "ef:onebit", "topk:ratio=0.01", "ef:topk:ratio=0.01",
-              "randomk:ratio=0.01", "ef:randomk:ratio=0.01", "powersgd:rank=1", "powersgd:rank=2", "powersgd:rank=4"]
-LIVE_DEFAULT = ["dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
-# specs shown first from a committed result (the rest one click away): the lessons' pairs
-COMMITTED_DEFAULT = ["dynamic_tree", "fp8_e4m3", "bf16", "onebit", "ef:onebit", "topk:ratio=0.01", "ef:topk:ratio=0.01",
-                     "randomk:ratio=0.01", "ef:randomk:ratio=0.01", "powersgd", "powersgd:rank=2", "powersgd:rank=4"]
 KEY = "race_run"
 CLUSTERS = ["1x8", "2x8", "4x8", "8x8", "16x8", "32x8", "64x8", "128x8", "256x8"]
 
@@ -86,7 +81,7 @@ def render() -> None:
             st.info(f"No committed result for {task}: run `paralab converge --task {task} --codecs all`.")
             return
         specs_all = [s for s in dict.fromkeys(data["runs"]["spec"]) if s != "fp32"]
-        default = [s for s in COMMITTED_DEFAULT if s in specs_all] or specs_all[:8]
+        default = [s for s in RACE_COMMITTED_DEFAULT if s in specs_all] or specs_all[:8]
         shown = ui.multiselect("Codecs in the race (fp32 always)", specs_all, "race_specs", default, where=d2,
                                help="every spec the result measured; error feedback pairs and PowerSGD's ranks "
                                     "carry the lessons")
@@ -103,7 +98,7 @@ def render() -> None:
               specs=["fp32", *shown], partial=False, **price)
         return
 
-    specs = ui.multiselect("Codecs in the race (fp32 always)", LIVE_SPECS, "race_live_specs", LIVE_DEFAULT,
+    specs = ui.multiselect("Codecs in the race (fp32 always)", race_live_specs(), "race_live_specs", RACE_LIVE_DEFAULT,
                            help="trained now: the MLP on 1,000 digits, 2 simulated workers, 60 fp32 steps")
     s1, s2, _ = st.columns([1, 1, 2])
     n_seeds = ui.number("Seeds", "race_seeds", 2, where=s1, min_value=1, max_value=5, step=1,
