@@ -22,6 +22,17 @@ size_sweep = bench.size_sweep
 format_collectives = bench.format_table
 
 
+def check_sweep_args(iters: int | None, warmup: int, codec: str | None) -> None:
+    """nccl-tests' -n / -w and the codec spec of a sweep, checked before any rank starts."""
+    if iters is not None and iters < 1:
+        raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
+    if warmup < 0:
+        raise ValueError(f"-w/--warmup_iters {warmup}; allowed: >= 0")
+    if codec:
+        from .catalog import check_codec_spec
+        check_codec_spec(codec)
+
+
 def shaped_net(procs: int, rate: str | None, delay_ms: float = 0.0, check: bool = False,
             ranks_per_node: int = 1) -> Any:
     """The network-namespace link for `procs` ranks at `rate` (None: no shaping, plain local ranks);
@@ -80,13 +91,7 @@ def collectives_benchmark(minbytes: int, maxbytes: int, stepfactor: int, algorit
     for a in algorithms:
         check_algorithm(a)
     sizes = size_sweep(minbytes, maxbytes, stepfactor)
-    if iters is not None and iters < 1:
-        raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
-    if warmup < 0:
-        raise ValueError(f"-w/--warmup_iters {warmup}; allowed: >= 0")
-    if codec:
-        from .catalog import check_codec_spec
-        check_codec_spec(codec)
+    check_sweep_args(iters, warmup, codec)
     args = (sizes, algorithms, codec)
     kw = dict(target_s=target_s, iters=iters, warmup=warmup, check=check, trace=trace_dir(trace))
     shared = link_rate is None and not in_torchrun()

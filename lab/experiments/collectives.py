@@ -427,7 +427,7 @@ def op_benchmark(op: str, minbytes: int, maxbytes: int, stepfactor: int, algorit
     from lab.comm import op_bench
     from lab.comm.dist import TorchComm, check_backend, in_torchrun
 
-    from .benchmarks import shaped_net
+    from .benchmarks import check_sweep_args, shaped_net
 
     C.check_op(op)
     if op == "all_reduce":
@@ -436,13 +436,7 @@ def op_benchmark(op: str, minbytes: int, maxbytes: int, stepfactor: int, algorit
     algs = list(algorithms) if algorithms else [op_bench.NATIVE, *C.collective_names(op)]
     op_bench.check_algorithms(op, algs)
     sizes = bench.size_sweep(minbytes, maxbytes, stepfactor)
-    if iters is not None and iters < 1:
-        raise ValueError(f"-n/--iters {iters}; allowed: >= 1")
-    if warmup < 0:
-        raise ValueError(f"-w/--warmup_iters {warmup}; allowed: >= 0")
-    if codec:
-        from .catalog import check_codec_spec
-        check_codec_spec(codec)
+    check_sweep_args(iters, warmup, codec)
     kw = dict(codec=codec, target_s=target_s, iters=iters, warmup=warmup, check=check)
     if in_torchrun():
         comm = TorchComm.from_env(backend_name, timeout)

@@ -179,31 +179,27 @@ def _channel(comm, algo, codec, n: int) -> Channel:
     return Channel(comm, codec, scratch=algo.scratch(n, comm.size), **({"options": opts} if opts else {}))
 
 
-def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
-    """Run algo.reduce on P SimComm ranks from xs; the messages (with a copy of each payload), each
-    rank's buffer snapshots (clock, values) and the results."""
-    log: list[dict] = []
-    clocks = [0] * P
-    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
-    seqs: dict[tuple[int, int], int] = defaultdict(int)
-    snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
-    n = xs[0].numel()
+class _Wire:
+    """The messages of one traced run on SimComm: each send logged with its rank's step clock, each wait
+    that blocks advancing the receiver's clock past the matching send's (one step per dependent message)."""
 
-    def rank_fn(comm):
-        r = comm.rank
-        buf = xs[r].clone()
+    def __init__(self, P: int) -> None:
+        self.log: list[dict] = []
+        self.clocks = [0] * P
+        self.stamps: dict[tuple[int, int], deque] = defaultdict(deque)
+        self.seqs: dict[tuple[int, int], int] = defaultdict(int)
 
-        def snap() -> None:
-            if snapshots:
-                snaps[r].append((clocks[r], buf.clone()))
-
+    def watch(self, comm, snap, flat: bool) -> None:
+        """Wrap `comm`'s sends and receives; `snap()` records the rank's buffers before each message."""
+        r, log, clocks, stamps, seqs = comm.rank, self.log, self.clocks, self.stamps, self.seqs
         send0, recv0 = comm.isend_unchecked, comm.irecv_unchecked
 
         def isend(t, dst):
             snap()
             stamps[(r, dst)].append(clocks[r])
+            payload = t.detach().reshape(-1).clone() if flat else t.detach().clone()
             log.append({"step": clocks[r], "src": r, "dst": dst, "seq": seqs[(r, dst)],
-                        "bytes": t.numel() * t.element_size(), "payload": t.detach().clone()})
+                        "bytes": t.numel() * t.element_size(), "payload": payload})
             seqs[(r, dst)] += 1
             return send0(t, dst)
 
@@ -222,6 +218,25 @@ def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
             return work
 
         comm.isend_unchecked, comm.irecv_unchecked = isend, irecv
+
+
+def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
+    """Run algo.reduce on P SimComm ranks from xs; the messages (with a copy of each payload), each
+    rank's buffer snapshots (clock, values) and the results."""
+    wire = _Wire(P)
+    log, clocks = wire.log, wire.clocks
+    snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
+    n = xs[0].numel()
+
+    def rank_fn(comm):
+        r = comm.rank
+        buf = xs[r].clone()
+
+        def snap() -> None:
+            if snapshots:
+                snaps[r].append((clocks[r], buf.clone()))
+
+        wire.watch(comm, snap, flat=False)
         snap()
         algo.reduce(comm, buf, _channel(comm, algo, codec, n))
         snap()
@@ -537,10 +552,8 @@ def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4,
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < P:
         raise ValueError(f"root={root!r}; allowed: a rank 0..{P - 1}")
     k = n // slots
-    log: list[dict] = []
-    clocks = [0] * P
-    stamps: dict[tuple[int, int], deque] = defaultdict(deque)
-    seqs: dict[tuple[int, int], int] = defaultdict(int)
+    wire = _Wire(P)
+    log, clocks = wire.log, wire.clocks
     snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
 
     def rank_fn(comm):
@@ -550,31 +563,7 @@ def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4,
         def snap() -> None:
             snaps[r].append((clocks[r], watched.reshape(-1).clone()))
 
-        send0, recv0 = comm.isend_unchecked, comm.irecv_unchecked
-
-        def isend(t, dst):
-            snap()
-            stamps[(r, dst)].append(clocks[r])
-            log.append({"step": clocks[r], "src": r, "dst": dst, "seq": seqs[(r, dst)],
-                        "bytes": t.numel() * t.element_size(), "payload": t.detach().reshape(-1).clone()})
-            seqs[(r, dst)] += 1
-            return send0(t, dst)
-
-        def irecv(t, src):
-            work = recv0(t, src)
-            wait0 = work.wait
-
-            def wait():
-                done = getattr(work, "done", False)
-                if not done:
-                    snap()
-                wait0()
-                if not done:
-                    clocks[r] = max(clocks[r], stamps[(src, r)].popleft() + 1)
-            work.wait = wait
-            return work
-
-        comm.isend_unchecked, comm.irecv_unchecked = isend, irecv
+        wire.watch(comm, snap, flat=True)
         snap()
         _op_call(op, coll, comm, inp, watched, root)
         snap()
