@@ -262,6 +262,9 @@ def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, b
     _settle(page)
     page.get_by_role("button", name="Train", exact=True).click()
     page.get_by_text("running…").wait_for(timeout=120_000)  # the run has started (not a fixed wait)
+    # a rerun can leave the previous render's radio on screen for a moment: wait for the one live copy
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stRadio] label')]"
+                           ".filter(e => e.innerText.trim() === 'Search trace').length === 1", timeout=60_000)
     page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
     _settle(page)
     assert page.get_by_text("running…").count() == 1  # not restarted, not killed
