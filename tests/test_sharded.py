@@ -62,10 +62,18 @@ def test_ring_costs_by_hand():
     want = (P - 1) * (lk.L + 2 * n / P * lk.G)
     assert all_gather(c, n, BF16, "ring").transfer_s == pytest.approx(want)
     assert reduce_scatter(c, n, BF16, "ring").transfer_s == pytest.approx(want)
-    h = all_gather(c, n, BF16, "hierarchical")
+    rings = {"all_gather": ["ring"], "reduce_scatter": ["ring"]}
+    h = all_gather(c, n, BF16, "hierarchical", candidates=rings)
     e = c.inter_per_gpu
     assert h.transfer_s == pytest.approx((2 - 1) * (e.L + 2 * n / P * e.G) + 3 * (c.intra.L + 2 * n / 4 * c.intra.G))
     assert h.cross_node_bytes == pytest.approx(n)  # (N-1)/N of the tensor's 2n bytes
+    assert h.algorithm == "across: ring, inside: ring"
+    # every registered plugin competing: inside 4 GPUs recursive doubling's log2(4) = 2 latencies beat the ring's 3,
+    # the same bytes; across 2 nodes every algorithm is one message (ties keep the first, the ring)
+    best = all_gather(c, n, BF16, "hierarchical")
+    assert best.algorithm == "across: ring, inside: recursive_doubling"
+    assert best.transfer_s == pytest.approx(h.transfer_s - c.intra.L)
+    assert (best.cross_node_bytes, best.intra_node_bytes) == pytest.approx((h.cross_node_bytes, h.intra_node_bytes))
 
 
 def test_planner_fsdp_moves_one_and_a_half_allreduces():
@@ -75,9 +83,18 @@ def test_planner_fsdp_moves_one_and_a_half_allreduces():
 
     kw = dict(device="h100", link="pcie3", batch_per_gpu=8)
     d = plan_step("gpt2_small", 8, strategy="data", **kw)
-    f = plan_step("gpt2_small", 8, strategy="fsdp", **kw)
+    rings = {"all_gather": ["ring"], "reduce_scatter": ["ring"]}
+    f = plan_step("gpt2_small", 8, strategy="fsdp", fsdp_collectives=rings, **kw)
     assert f.comm_s == pytest.approx(1.5 * d.comm_s, rel=1e-9)
     assert f.memory_GB < d.memory_GB
+    assert f.algorithm == "flat layout; all-gather ring; reduce-scatter ring"
+    # every registered plugin: on 8 GPUs recursive doubling / halving send the ring's bytes in 3 messages, not 7
+    best = plan_step("gpt2_small", 8, strategy="fsdp", **kw)
+    assert best.algorithm == "flat layout; all-gather recursive_doubling; reduce-scatter recursive_halving"
+    assert best.comm_s < f.comm_s and set(best.layers["algorithm"]) == {
+        "all-gather recursive_doubling; reduce-scatter recursive_halving"}
+    with pytest.raises(ValueError, match="is for strategy 'fsdp'"):
+        plan_step("gpt2_small", 8, strategy="data", fsdp_collectives=rings, **kw)
     z = plan_step("gpt2_small", 8, strategy="fsdp", zero_pp="qwz,qgz", codec="int8", **kw)
     assert z.comm_s < f.comm_s / 2
     assert set(f.layers["role"]) == {"fsdp"}

@@ -48,6 +48,8 @@ import pandas as pd
 from lab.comm import cluster as cl
 from lab.comm.cluster import BF16, Cluster, CodecCost
 
+from . import levels as lv
+
 STRATEGIES = ("ddp", "fsdp")
 ZERO_PP = ("qwz", "qgz", "hpz")
 ZERO_PP_ALL = "qwz,qgz,hpz"
@@ -125,6 +127,7 @@ class Traffic:
     launch_s: float = 0.0
     cross_node_bytes: float = 0.0
     intra_node_bytes: float = 0.0
+    algorithm: str = ""
 
     @property
     def seconds(self) -> float:
@@ -133,7 +136,8 @@ class Traffic:
     def __add__(self, o: "Traffic") -> "Traffic":
         return Traffic(self.collective, self.where, self.codec, self.transfer_s + o.transfer_s,
                        self.codec_s + o.codec_s, self.launch_s + o.launch_s,
-                       self.cross_node_bytes + o.cross_node_bytes, self.intra_node_bytes + o.intra_node_bytes)
+                       self.cross_node_bytes + o.cross_node_bytes, self.intra_node_bytes + o.intra_node_bytes,
+                       self.algorithm)
 
     def times(self, k: float) -> "Traffic":
         return replace(self, transfer_s=k * self.transfer_s, codec_s=k * self.codec_s, launch_s=k * self.launch_s,
@@ -144,63 +148,81 @@ def _piece(c: CodecCost, values: float) -> float:
     return c.wire(values) if values else 0.0
 
 
+def _two(across: lv.LevelPrice, inside: lv.LevelPrice) -> str:
+    return f"across: {across.algorithm}, inside: {inside.algorithm}"
+
+
 def all_gather(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "ring", *,
-               inside_node: bool = False, name: str = "all_gather") -> Traffic:
+               inside_node: bool = False, name: str = "all_gather", candidates: lv.Candidates | None = None
+               ) -> Traffic:
     """All-gather of a tensor of n values, each of the P ranks holding n/P (inside_node: hpZ's secondary
     partition, the g ranks of a node holding n/g each and gathering among themselves). A codec encodes
-    once at the owner and every receiver decodes (`cl.ring_allgather`)."""
+    once at the owner and every receiver decodes (`cl.ring_allgather`'s codec work, the same for every
+    algorithm). One level (a node's GPUs, or the N ranks of one local index across nodes): the fastest
+    registered all-gather plugin (`lab.plan.levels.best`; `candidates` {op: [names]} narrows them); the
+    flat layout over several nodes is a ring of consecutive ranks (one flow per node boundary)."""
     N, g, P = c.nodes, c.gpus_per_node, c.P
     if n == 0 or P == 1 or (inside_node and g == 1):
         return Traffic(name, "-", codec.name)
     if inside_node or N == 1:
-        t = cl.ring_allgather(g, n, c.intra, codec)
-        return Traffic(name, f"inside the node ({g} GPUs)", codec.name, *t, 0.0, g * (g - 1) * _piece(codec, n / g))
+        lev = lv.best("all_gather", g, n, c.intra, codec, candidates=candidates)
+        _, w, launch = cl.ring_allgather(g, n, c.intra, codec)
+        return Traffic(name, f"inside the node ({g} GPUs)", codec.name, lev.transfer_s, w, launch, 0.0,
+                       g * lev.bytes_per_rank, lev.algorithm)
     if algorithm == "ring":
         t = cl.ring_allgather(P, n, c.ring_link, codec)
         w = _piece(codec, n / P)
-        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w)
+        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w, "ring")
+    across = lv.best("all_gather", N, n / g, c.inter_per_gpu, codec, candidates=candidates)
+    inside = lv.best("all_gather", g, n, c.intra, codec, candidates=candidates)
     a = cl.ring_allgather(N, n / g, c.inter_per_gpu, codec)
     b = cl.ring_allgather(g, n, c.intra, codec, encode=False)
-    return Traffic(name, f"across {N} nodes, then inside", codec.name, a[0] + b[0], a[1] + b[1], a[2] + b[2],
-                   g * (N - 1) * _piece(codec, n / P), g * (g - 1) * N * _piece(codec, n / P))
+    intra = g * lv.bytes_per_rank("all_gather", inside.algorithm, g, P * _piece(codec, n / P))
+    return Traffic(name, f"across {N} nodes, then inside", codec.name, across.transfer_s + inside.transfer_s,
+                   a[1] + b[1], a[2] + b[2], g * across.bytes_per_rank, intra, _two(across, inside))
 
 
 def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "ring", *,
-                   one_shot: bool = False, name: str = "reduce_scatter", raw: CodecCost = BF16) -> Traffic:
+                   one_shot: bool = False, name: str = "reduce_scatter", raw: CodecCost = BF16,
+                   candidates: lv.Candidates | None = None) -> Traffic:
     """Reduce-scatter of n gradient values per rank, leaving each rank the sum of its n/P. one_shot:
     ZeRO++'s qgZ (hierarchical all-to-all: encode once, all-to-all inside the node, sum in fp32, encode the
-    node's sums once, all-to-all across nodes, sum); else a ring (the codec re-encoded at every hop) or the
-    hierarchical form (`raw`, bf16 by default, inside the node; the codec across)."""
+    node's sums once, all-to-all across nodes, sum; each all-to-all the fastest registered alltoall plugin);
+    else the fastest registered reduce-scatter plugin per level (the codec decoded, added and re-encoded at
+    every message), the hierarchical form with `raw` (bf16 by default) inside the node and the codec across;
+    the flat layout over several nodes is a ring of consecutive ranks."""
     N, g, P = c.nodes, c.gpus_per_node, c.P
     if n == 0 or P == 1:
         return Traffic(name, "-", codec.name)
     if one_shot:
-        t = E = D = 0.0
+        E = D = 0.0
         kernels = 0.0
-        cross = intra = 0.0
-        if g > 1:  # all-to-all inside the node: g chunks of n/g
-            t += cl.alltoall_transfer(g, n, c.intra, codec)
+        inside = lv.best("alltoall", g, n, c.intra, codec, candidates=candidates)  # g chunks of n/g
+        across = lv.best("alltoall", N, n / g, c.inter_per_gpu, codec, candidates=candidates)  # N chunks of n/P
+        if g > 1:
             E, D, kernels = n, (g - 1) * n / g, codec.encode_kernels + (g - 1) * codec.decode_kernels
-            intra = g * (g - 1) * _piece(codec, n / g)
-        if N > 1:  # across nodes among one local index: N chunks of n/P
-            t += cl.alltoall_transfer(N, n / g, c.inter_per_gpu, codec)
+        if N > 1:
             E, D = E + n / g, D + (N - 1) * n / P
             kernels += codec.encode_kernels + (N - 1) * codec.decode_kernels
-            cross = g * (N - 1) * _piece(codec, n / P)
         w = 0.0 if codec.raw else cl.codec_seconds(codec, E, D)
         launch = 0.0 if codec.raw else kernels * codec.launch_s
-        return Traffic(name, "one-shot all-to-all (qgZ)", codec.name, t, w, launch, cross, intra)
+        return Traffic(name, "one-shot all-to-all (qgZ)", codec.name, inside.transfer_s + across.transfer_s, w,
+                       launch, g * across.bytes_per_rank, g * inside.bytes_per_rank,
+                       f"alltoall {_two(across, inside)}" if N > 1 and g > 1 else
+                       f"alltoall {(across if N > 1 else inside).algorithm}")
     if N == 1:
-        t = cl.ring_reduce_scatter(g, n, c.intra, codec)
-        return Traffic(name, f"inside the node ({g} GPUs)", codec.name, *t, 0.0, g * (g - 1) * _piece(codec, n / g))
+        lev = lv.best("reduce_scatter", g, n, c.intra, codec, per_hop=True, candidates=candidates)
+        return Traffic(name, f"inside the node ({g} GPUs)", codec.name, lev.transfer_s, lev.codec_s, lev.launch_s,
+                       0.0, g * lev.bytes_per_rank, lev.algorithm)
     if algorithm == "ring":
         t = cl.ring_reduce_scatter(P, n, c.ring_link, codec)
         w = _piece(codec, n / P)
-        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w)
-    a = cl.ring_reduce_scatter(g, n, c.intra, raw)
-    b = cl.ring_reduce_scatter(N, n / g, c.inter_per_gpu, codec)
-    return Traffic(name, "inside the node, then across", codec.name, a[0] + b[0], a[1] + b[1], a[2] + b[2],
-                   g * (N - 1) * _piece(codec, n / P), g * (g - 1) * _piece(raw, n / g))
+        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w, "ring")
+    inside = lv.best("reduce_scatter", g, n, c.intra, raw, per_hop=True, candidates=candidates)
+    across = lv.best("reduce_scatter", N, n / g, c.inter_per_gpu, codec, per_hop=True, candidates=candidates)
+    return Traffic(name, "inside the node, then across", codec.name, inside.transfer_s + across.transfer_s,
+                   inside.codec_s + across.codec_s, inside.launch_s + across.launch_s, g * across.bytes_per_rank,
+                   g * inside.bytes_per_rank, _two(across, inside))
 
 
 def carries_weights(codec: CodecCost | object) -> bool:
@@ -220,20 +242,22 @@ def carries_weights(codec: CodecCost | object) -> bool:
 
 def layer_traffic(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "ring",
                   zero_pp: Sequence[str] = (), *, weights: CodecCost | None = None,
-                  raw: CodecCost = BF16) -> dict[str, Traffic]:
+                  raw: CodecCost = BF16, candidates: lv.Candidates | None = None) -> dict[str, Traffic]:
     """The three collectives of one FSDP unit of n parameters: {forward_all_gather, backward_all_gather,
-    reduce_scatter}. codec: on the gradients (qgZ one-shot, else per ring hop), and on the weights when
+    reduce_scatter}. codec: on the gradients (qgZ one-shot, else per hop), and on the weights when
     qwZ is on and it can carry weights (`carries_weights`); weights: a separate weight codec (the paper's
-    INT8 beside INT4 gradients), used when qwZ is on; raw: the uncompressed format (bf16; the planner's fp32)."""
+    INT8 beside INT4 gradients), used when qwZ is on; raw: the uncompressed format (bf16; the planner's fp32).
+    Each collective's algorithm per level: the fastest registered plugin (`candidates` {op: [names]} narrows
+    them; `Traffic.algorithm` names the choice)."""
     zp = parse_zero_pp(zero_pp)
     w = raw
     if "qwz" in zp:
         w = weights if weights is not None else (codec if carries_weights(codec) else raw)
-    return {"forward_all_gather": all_gather(c, n, w, algorithm, name="forward_all_gather"),
+    return {"forward_all_gather": all_gather(c, n, w, algorithm, name="forward_all_gather", candidates=candidates),
             "backward_all_gather": all_gather(c, n, w, algorithm, inside_node="hpz" in zp,
-                                              name="backward_all_gather"),
+                                              name="backward_all_gather", candidates=candidates),
             "reduce_scatter": reduce_scatter(c, n, codec, algorithm, one_shot="qgz" in zp, name="reduce_scatter",
-                                             raw=raw)}
+                                             raw=raw, candidates=candidates)}
 
 
 def fsdp_step(fwd: Sequence[float], bwd: Sequence[float], ag_f: Sequence[float], ag_b: Sequence[float],
@@ -290,6 +314,7 @@ class FsdpStep:
             out[f"{k}_intra_node_MB"] = t.intra_node_bytes / 1e6
             out[f"{k}_ms"] = 1e3 * t.seconds
             out[f"{k}_where"] = t.where
+            out[f"{k}_algorithm"] = t.algorithm
         tot = self.total
         out["cross_node_MB"] = tot.cross_node_bytes / 1e6
         out["intra_node_MB"] = tot.intra_node_bytes / 1e6
@@ -298,25 +323,42 @@ class FsdpStep:
 
 def price_step(params: Sequence[float], fwd: Sequence[float], bwd: Sequence[float], c: Cluster,
                codec: CodecCost = BF16, algorithm: str = "ring", zero_pp: Sequence[str] = (), overlap: bool = False,
-               *, weights: CodecCost | None = None, raw: CodecCost = BF16) -> FsdpStep:
-    """One FSDP step of units with `params` parameters each and forward/backward compute seconds, on `c`."""
+               *, weights: CodecCost | None = None, raw: CodecCost = BF16,
+               candidates: lv.Candidates | None = None) -> FsdpStep:
+    """One FSDP step of units with `params` parameters each and forward/backward compute seconds, on `c`;
+    each collective's `algorithm` in the totals names the plugins chosen (`chosen`)."""
     check_fsdp_cluster(c)
     check_fsdp_algorithm(algorithm)
+    lv.check_candidates(candidates)
     zp = parse_zero_pp(zero_pp)
     memo: dict[float, dict[str, Traffic]] = {}
     per = []
     for n in params:
         if n not in memo:
-            memo[n] = layer_traffic(c, n, codec, algorithm, zp, weights=weights, raw=raw)
+            memo[n] = layer_traffic(c, n, codec, algorithm, zp, weights=weights, raw=raw, candidates=candidates)
         per.append(memo[n])
-    totals = {k: Traffic(k, per[0][k].where if per else "-", per[0][k].codec if per else codec.name)
+    totals = {k: Traffic(k, per[0][k].where if per else "-", per[0][k].codec if per else codec.name,
+                         algorithm=chosen([d[k] for d in per]))
               for k in COLLECTIVES}
     for d in per:
         for k in COLLECTIVES:
-            totals[k] = totals[k] + replace(d[k], collective=k, where=totals[k].where, codec=totals[k].codec)
+            totals[k] = totals[k] + replace(d[k], collective=k, where=totals[k].where, codec=totals[k].codec,
+                                            algorithm=totals[k].algorithm)
     secs = fsdp_step(fwd, bwd, *[[d[k].seconds for d in per] for k in COLLECTIVES], overlap)
     wname = per[0]["forward_all_gather"].codec if per else BF16.name
     return FsdpStep(secs, float(sum(fwd) + sum(bwd)), totals, wname, codec.name, zp, algorithm)
+
+
+def chosen(traffic: Sequence[Traffic]) -> str:
+    """The algorithms a collective ran with over a model's units: one name when every unit that sends chose
+    the same, else each with its count of units ('recursive_doubling (12 units), pat (1 unit)')."""
+    counts: dict[str, int] = {}
+    for t in traffic:
+        if t.algorithm and t.where != "-":
+            counts[t.algorithm] = counts.get(t.algorithm, 0) + 1
+    if len(counts) <= 1:
+        return next(iter(counts), "-")
+    return ", ".join(f"{a} ({k} unit{'s' if k > 1 else ''})" for a, k in counts.items())
 
 
 def hpz_extra_GB(params: float, c: Cluster, weights: CodecCost = BF16) -> float:
@@ -357,6 +399,12 @@ def volume_table(c: Cluster | str = "48x8", n_values: float = 1e9, *, weights: C
     return pd.DataFrame(rows)
 
 
+def _layer_algorithms(t: dict[str, Traffic]) -> str:
+    """'all-gather ring; backward all-gather ...; reduce-scatter ...': the plugins chosen per collective."""
+    f, b, r = (t[k].algorithm for k in COLLECTIVES)
+    return (f"all-gather {f}" + (f"; backward all-gather {b}" if b != f else "") + f"; reduce-scatter {r}")
+
+
 _SIZED = re.compile(r"\s*gpt[_-]?(\d+(?:\.\d+)?)b\s*\Z", re.I)
 
 
@@ -392,11 +440,14 @@ def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> 
 
 def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None, batch_per_gpu: int | None = None,
               global_batch: int | None = None, algorithm: str = "ring", codec=None, overlap: bool = False,
-              micro_batches: int | None = None, zero_pp=()) -> "StepPlan":
+              micro_batches: int | None = None, zero_pp=(), candidates: lv.Candidates | None = None) -> "StepPlan":
     """The planner's strategy 'fsdp' (`lab.plan.strategies.plan_step`): one ZeRO-3 / FSDP step of `spec` on P
     GPUs (of `cluster`, whole nodes, or P GPUs on one `link`). The planner's uncompressed values are fp32
     (`cluster_codec`); codec: one codec name for every layer (the gradients; the weights too with qwZ).
-    algorithm: hierarchical on a cluster when asked, else every all-gather / reduce-scatter is a ring.
+    algorithm: the layout, hierarchical on a cluster when asked, else flat (one level: on one node or one
+    link the fastest registered plugin; over several nodes a ring). Per level the fastest registered
+    all-gather / reduce-scatter / alltoall plugin (`candidates` {op: [names]} narrows them); the label and
+    each layer's `algorithm` name the choice.
     Memory: 12 bytes per owned parameter (n/P), the gathered layer's fp32 weights, activations, hpZ's copy."""
     from .links import resolve_link
     from .strategies import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, check_batches,
@@ -435,15 +486,16 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
     fwd = [lay.flops * per_gpu / F for lay in spec.layers]
     bwd = [2 * f for f in fwd]
     raw = cl.FP32  # the planner's uncompressed weights and gradients are fp32, as its data parallelism's
-    st = price_step(params, fwd, bwd, c, cc, a, zp, overlap, raw=raw)
+    st = price_step(params, fwd, bwd, c, cc, a, zp, overlap, raw=raw, candidates=candidates)
     rows, memo = [], {}
     for lay, n, f in zip(spec.layers, params, fwd):
         if n not in memo:
-            memo[n] = layer_traffic(c, n, cc, a, zp, raw=raw)
+            memo[n] = layer_traffic(c, n, cc, a, zp, raw=raw, candidates=candidates)
         t = memo[n]
         rows.append({"layer": lay.name, "kind": lay.kind, "role": "fsdp", "params": lay.params, "samples": per_gpu,
                      "compute_ms": 3e3 * f, "comm_ms": 1e3 * sum(x.seconds for x in t.values()),
                      "sends": "weights x2 + gradients" if n else "-", "codec": f"{st.weights_codec} / {cc.name}",
+                     "algorithm": _layer_algorithms(t) if n else "-",
                      # what one GPU sends, on average: a node's bytes (both levels) over its GPUs
                      "wire_MB": sum(x.cross_node_bytes + x.intra_node_bytes for x in t.values()) / c.gpus_per_node
                      / 1e6 if n else 0.0})
@@ -453,7 +505,7 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
     compute = 3.0 * sum(fwd)
     comm = st.total.seconds
     exposed = max(0.0, st.seconds - compute)
-    label = f"{a} all-gather / reduce-scatter" + (f", ZeRO++ {zero_pp_label(zp)}" if zp else "")
+    label = f"{'hierarchical' if a == 'hierarchical' else 'flat'} layout; {_layer_algorithms(st.collectives)}" + (f"; ZeRO++ {zero_pp_label(zp)}" if zp else "")
     return StepPlan(spec.name, "fsdp", P, total, per_gpu, dev.name, where, label, overlap, compute, comm, exposed,
                     0.0, st.seconds, total / st.seconds, mem / 1e9, mem / 1e9 <= dev.memory_GB, None,
                     pd.DataFrame(rows))
@@ -461,5 +513,5 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
 
 __all__ = ["plan_fsdp", "STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
            "PAPER_INT4", "check_strategy", "parse_zero_pp", "zero_pp_label", "check_fsdp_cluster", "Traffic",
-           "all_gather", "reduce_scatter", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep", "price_step",
+           "all_gather", "reduce_scatter", "chosen", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep", "price_step",
            "hpz_extra_GB", "owned_GB", "volume_table", "transformer", "sized_model"]

@@ -27,6 +27,7 @@ from . import accuracy as acc
 from . import pays as _p
 from . import sharded as sh
 from .devices import get_device
+from .levels import Candidates, check_candidates
 
 
 def fsdp_candidates() -> list[str]:
@@ -44,8 +45,9 @@ def _cost(name: str, dev, bench_file) -> CodecCost:
 
 
 def _steps(s: _p.Setting, cc: CodecCost, a: str, zp: tuple[str, ...], c: Cluster | None = None,
-           weights: CodecCost | None = None) -> sh.FsdpStep:
-    return sh.price_step(s.params, s.fwd, s.bwd, c or s.cluster, cc, a, zp, s.overlap, weights=weights)
+           weights: CodecCost | None = None, candidates: Candidates | None = None) -> sh.FsdpStep:
+    return sh.price_step(s.params, s.fwd, s.bwd, c or s.cluster, cc, a, zp, s.overlap, weights=weights,
+                         candidates=candidates)
 
 
 def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8", *, gpu: str = "h100",
@@ -54,12 +56,15 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
               sh.ZERO_PP_ALL, algorithms: Sequence[str] | None = None,
               bandwidths: Sequence[float] = _p.DEFAULT_BANDWIDTHS, bench_dir: Path | str | None = None,
               progress: _p.Progress | None = None, converge_task: str | None = None,
-              results: Sequence[Path | str] | None = None, weights_codec: str | None = None) -> _p.PaysResult:
+              results: Sequence[Path | str] | None = None, weights_codec: str | None = None,
+              collectives: Candidates | None = None) -> _p.PaysResult:
     """`lab.plan.pays.pays` for ZeRO-3 / FSDP with ZeRO++ switches `zero_pp` ('qwz,qgz,hpz', any subset,
     'none'): rows per codec × algorithm (ring, hierarchical), summary per codec, sweep over NIC bandwidth,
     the lesson inside one node / here / on 10 Gb/s Ethernet (see the module docstring). model: a preset or
     'gpt-7b' style (`lab.plan.sharded.sized_model`). weights_codec: one codec for the weights (qwZ) on every
-    row (ZeRO++: INT8 weights beside INT4 gradients); None: each row's codec where it can carry weights."""
+    row (ZeRO++: INT8 weights beside INT4 gradients); None: each row's codec where it can carry weights.
+    Every collective runs, per level, the fastest registered plugin of its op (`lab.plan.levels`; collectives
+    {op: [names]} narrows them); rows name the choice in <collective>_algorithm."""
     spec = sh.sized_model(model)
     dev = get_device(gpu)
     c = sh.check_fsdp_cluster(cl.make_cluster(cluster, intra, inter, nics_per_node))
@@ -73,6 +78,7 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
         raise ValueError(f"algorithms: give at least one of {', '.join(sh.FSDP_ALGORITHMS)}")
     for a in algos:
         sh.check_fsdp_algorithm(a)
+    check_candidates(collectives)
     if sum(lay.params for lay in spec.layers) == 0:
         raise ValueError(f"model {spec.name!r} has no parameters to shard")
     bw = np.array(sorted(float(b) for b in bandwidths))
@@ -108,11 +114,12 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
     accs = {cc.name: accuracy_of(cc) for cc in costs}
     base_zp = tuple(x for x in zp if x == "hpz")
     clusters = [c.with_inter_bandwidth(b) for b in bw]
-    base_here = {a: _steps(s, BF16, a, base_zp) for a in algos}
+    base_here = {a: _steps(s, BF16, a, base_zp, candidates=collectives) for a in algos}
     best_base = min(algos, key=lambda a: base_here[a].seconds)
     base_step = base_here[best_base].seconds
-    base_grid = np.array([min(_steps(s, BF16, a, base_zp, cb).seconds for a in algos) for cb in clusters])
-    zero3 = min(_steps(s, BF16, a, ()).seconds for a in algos)
+    base_grid = np.array([min(_steps(s, BF16, a, base_zp, cb, candidates=collectives).seconds for a in algos)
+                          for cb in clusters])
+    zero3 = min(_steps(s, BF16, a, (), candidates=collectives).seconds for a in algos)
     n_params = float(sum(s.params))
 
     rows, sweep, summary = [], [], []
@@ -122,9 +129,9 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
         per_alg = {}
         for a in algos:
             wt = None if is_base else wcc
-            st = _steps(s, cc, a, zpc, weights=wt)
+            st = _steps(s, cc, a, zpc, weights=wt, candidates=collectives)
             t = st.seconds
-            grid = np.array([_steps(s, cc, a, zpc, cb, wt).seconds for cb in clusters])
+            grid = np.array([_steps(s, cc, a, zpc, cb, wt, collectives).seconds for cb in clusters])
             per_alg[a] = (t, grid, st)
             tot = st.total
             w = wt if wt is not None else cc if (qwz and sh.carries_weights(cc)) else BF16
@@ -169,7 +176,7 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
     summary_df = pd.DataFrame(summary)
     rels = {n: a["steps_penalty"] for n, a in accs.items()}
     lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, zp, summary_df, best_base, base_step, rels,
-                     wcc)
+                     wcc, collectives)
     lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()),
                   strategy="fsdp", zero_pp=sh.zero_pp_label(zp), zero3_step_ms=1e3 * zero3)
@@ -191,14 +198,14 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
 
 
 def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[str, ...],
-            rels: dict[str, float], wcc: CodecCost | None = None
+            rels: dict[str, float], wcc: CodecCost | None = None, collectives: Candidates | None = None
             ) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
     """(paying, sunk) as `lab.plan.pays._paying`, for FSDP steps."""
     base_zp = tuple(x for x in zp if x == "hpz")
-    base = min(_steps(s, BF16, a, base_zp).seconds for a in algos)
+    base = min(_steps(s, BF16, a, base_zp, candidates=collectives).seconds for a in algos)
     out, sunk = [], []
     for cc in costs:
-        per_step = base / min(_steps(s, cc, a, zp, weights=wcc).seconds for a in algos)
+        per_step = base / min(_steps(s, cc, a, zp, weights=wcc, candidates=collectives).seconds for a in algos)
         rel = rels.get(cc.name, math.nan)
         x = per_step if math.isnan(rel) else _p.tta(per_step, rel)
         if x > 1 + _p.PAYS_MARGIN:
@@ -210,11 +217,11 @@ def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[s
 
 def _lesson(spec, c: Cluster, dev, batch: int, overlap: bool, costs: list[CodecCost], algos: list[str],
             zp: tuple[str, ...], summary: pd.DataFrame, best_base: str, base_step: float,
-            rels: dict[str, float], wcc: CodecCost | None = None) -> dict:
+            rels: dict[str, float], wcc: CodecCost | None = None, collectives: Candidates | None = None) -> dict:
     """The keys of `lab.plan.pays`'s lesson (so `lesson_sentence` reads it), for FSDP: inside one node (of at
     least 2 GPUs), here, and on 10 Gb/s Ethernet."""
     def at(cc: Cluster):
-        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, rels, wcc)
+        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, rels, wcc, collectives)
 
     g = max(2, c.gpus_per_node)
     inside, sunk_inside = at(Cluster(1, g, c.intra, c.inter, c.nics_per_node))

@@ -287,14 +287,16 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
               strategy: str = "data", batch_per_gpu: int | None = None, global_batch: int | None = None,
               algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
               micro_batches: int | None = None, cluster: cl.Cluster | None = None,
-              zero_pp=()) -> StepPlan:
+              zero_pp=(), fsdp_collectives=None) -> StepPlan:
     """Predicted time of one training step of `model` on P GPUs (see the module docstring).
 
     codec: for gradient allreduces, None / a codec name / {layer name: codec, 'default': codec};
     activation_codec: for model-parallel and pipeline activations (no sign/sparse codecs). Pipeline
     stages only send activations point to point: codec, algorithm and overlap do not apply to it.
     cluster: a two-level `lab.comm.cluster.Cluster` instead of `link` (see the module docstring).
-    zero_pp: ZeRO++ switches for strategy 'fsdp' ('qwz,qgz,hpz', any subset; `lab.plan.sharded`)."""
+    zero_pp: ZeRO++ switches for strategy 'fsdp' ('qwz,qgz,hpz', any subset; `lab.plan.sharded`);
+    fsdp_collectives: strategy 'fsdp' only, {op: [algorithm names]} narrowing the registered all_gather /
+    reduce_scatter / alltoall plugins it chooses among per level (None: every one registered now)."""
     spec = get_model(model)
     P = check_P(P)
     dev = get_device(device)
@@ -303,7 +305,10 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
         from .sharded import plan_fsdp
         return plan_fsdp(spec, P, dev, link=link, cluster=cluster, batch_per_gpu=batch_per_gpu,
                          global_batch=global_batch, algorithm=algorithm, codec=codec, overlap=overlap,
-                         micro_batches=micro_batches, zero_pp=zero_pp)
+                         micro_batches=micro_batches, zero_pp=zero_pp, candidates=fsdp_collectives)
+    if fsdp_collectives is not None:
+        raise ValueError(f"fsdp_collectives is for strategy 'fsdp' (its all-gathers and reduce-scatters), not "
+                         f"{strategy!r}")
     from .sharded import parse_zero_pp
     if parse_zero_pp(zero_pp):
         raise ValueError(f"zero_pp {zero_pp!r} is for strategy 'fsdp' (ZeRO++), not {strategy!r}")
