@@ -168,11 +168,11 @@ def sharded_volume() -> str:
     paper = {"forward_all_gather": ("1", "0.5"), "backward_all_gather": ("1", "0"),
              "reduce_scatter": ("1", "0.25"), "total": ("3", "0.75")}
     lines = ["| collective | ZeRO-3, bf16 (lab) | ZeRO++ (lab: int8 weights, mxfp4_e2m1 gradients) | paper ZeRO-3 | "
-             "paper ZeRO++ | ZeRO++ runs it |", "|---|---|---|---|---|---|"]
+             "paper ZeRO++ | ZeRO++ runs it (plugins chosen) |", "|---|---|---|---|---|---|"]
     for k in (*SHARDED_COLLECTIVES, "total"):
         a = z3["cross_node_MB"] if k == "total" else z3[f"{k}_cross_node_MB"]
         b = zpp["cross_node_MB"] if k == "total" else zpp[f"{k}_cross_node_MB"]
-        where = "" if k == "total" else zpp[f"{k}_where"]
+        where = "" if k == "total" else f"{zpp[f'{k}_where']} ({zpp[f'{k}_algorithm']})"
         lines.append(f"| {k.replace('_all_gather', ' all-gather').replace('_', '-')} | {a / unit:.3f} M | {b / unit:.3f} M | {paper[k][0]} M | "
                      f"{paper[k][1]} M | {where} |")
     return "\n".join(lines) + "\n"

@@ -208,8 +208,7 @@ def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str
         launch = 0.0 if codec.raw else kernels * codec.launch_s
         return Traffic(name, "one-shot all-to-all (qgZ)", codec.name, inside.transfer_s + across.transfer_s, w,
                        launch, g * across.bytes_per_rank, g * inside.bytes_per_rank,
-                       f"alltoall {_two(across, inside)}" if N > 1 and g > 1 else
-                       f"alltoall {(across if N > 1 else inside).algorithm}")
+                       _two(across, inside) if N > 1 and g > 1 else (across if N > 1 else inside).algorithm)
     if N == 1:
         lev = lv.best("reduce_scatter", g, n, c.intra, codec, per_hop=True, candidates=candidates)
         return Traffic(name, f"inside the node ({g} GPUs)", codec.name, lev.transfer_s, lev.codec_s, lev.launch_s,
