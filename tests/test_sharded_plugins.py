@@ -94,3 +94,21 @@ def test_zeropp_volume_is_the_same_with_only_rings():
         for k in best:
             assert best[k].cross_node_bytes == pytest.approx(ring[k].cross_node_bytes, rel=1e-12), k
             assert best[k].seconds <= ring[k].seconds * (1 + 1e-12), k
+
+
+def test_the_ui_entry_points_take_the_candidates_for_fsdp_only():
+    from lab.experiments import does_compression_pay, planner_breakdown, planner_sweep
+
+    rings = {"all_gather": ["ring"], "reduce_scatter": ["ring"]}
+    b = planner_breakdown("gpt2_small", 8, strategy="fsdp", device="h100", batch_per_gpu=8, fsdp_collectives=rings)
+    assert b.summary.loc[0, "algorithm"] == "flat layout; all-gather ring; reduce-scatter ring"
+    sw = planner_sweep("gpt2_small", [2, 8], strategies=["data", "fsdp"], device="h100", batch_per_gpu=8,
+                       fsdp_collectives=rings)
+    best = planner_sweep("gpt2_small", [2, 8], strategies=["data", "fsdp"], device="h100", batch_per_gpu=8)
+    assert list(sw[sw.strategy == "data"].step_ms) == list(best[best.strategy == "data"].step_ms)
+    assert (best[best.strategy == "fsdp"].comm_ms.values <= sw[sw.strategy == "fsdp"].comm_ms.values).all()
+    r = does_compression_pay("gpt2_small", "2x8", strategy="fsdp", codecs=["int8"], bandwidths=BW, zero_pp="hpz",
+                             algorithms=["hierarchical"], collectives=rings)
+    assert set(r.rows["forward_all_gather_algorithm"]) == {"across: ring, inside: ring"}
+    with pytest.raises(ValueError, match="for strategy fsdp"):
+        does_compression_pay("gpt2_small", "2x8", codecs=["int8"], bandwidths=BW, collectives=rings)

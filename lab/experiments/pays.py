@@ -45,7 +45,7 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
                          bandwidths: Sequence[float] = PAYS_BANDWIDTHS, progress: Progress | None = None,
                          converge_task: str | None = None, results: Sequence[str] | None = None,
                          strategy: str = "ddp", zero_pp: str | Sequence[str] | None = "qwz,qgz,hpz",
-                         weights_codec: str | None = None) -> PaysResult:
+                         weights_codec: str | None = None, collectives=None) -> PaysResult:
     """Does compression pay? (the function is not called `pays`: that is this module's name, and the
     package's lazy names would return the module once it is imported.) Per codec × algorithm: step time,
     speedup against the best bf16 step, break-even NIC bandwidth
@@ -55,14 +55,20 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
     `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet, ranked by time to
     accuracy where measured. strategy 'fsdp': ZeRO-3 / FSDP with ZeRO++ switches `zero_pp` against the
     best bf16 FSDP step (`lab.plan.sharded_pays`; algorithms: ring, hierarchical; weights_codec: one codec for
-    the weights with qwZ; model may be 'gpt-7b' style). zero_pp and weights_codec are for fsdp only."""
+    the weights with qwZ; model may be 'gpt-7b' style; each level of each collective runs the fastest registered
+    collective plugin, `collectives` {op: [names]} narrowing them). zero_pp, weights_codec and collectives are
+    for fsdp only."""
     from lab.plan.sharded import check_strategy
     if check_strategy(strategy) == "fsdp":
         from lab.plan.sharded_pays import fsdp_pays
         return fsdp_pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                          batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, zero_pp=zero_pp,
                          algorithms=algorithms, bandwidths=bandwidths, progress=progress,
-                         converge_task=converge_task, results=results, weights_codec=weights_codec)
+                         converge_task=converge_task, results=results, weights_codec=weights_codec,
+                         collectives=collectives)
+    if collectives is not None:
+        raise ValueError("collectives (all-gather / reduce-scatter plugins) are for strategy fsdp; DDP's allreduce "
+                         "algorithms are chosen with algorithms=")
     if weights_codec is not None:
         raise ValueError("a weights codec is for strategy fsdp (DDP sends no weights)")
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,

@@ -37,18 +37,19 @@ def planner_sweep(model: str = "alexnet", gpus: Sequence[int] = DEFAULT_GPUS, *,
                   codec=None, activation_codec: str | None = None, overlap: bool = False,
                   micro_batches: int | None = None, progress: Progress | None = None,
                   cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
-                  nics_per_node: int | None = None, zero_pp=()) -> pd.DataFrame:
+                  nics_per_node: int | None = None, zero_pp=(), fsdp_collectives=None) -> pd.DataFrame:
     """Predicted step breakdown (ms), images/s, speedup and efficiency per strategy and P; with `cluster`
     ('8x8', intra and inter link presets) on a two-level machine instead of `link`, where `algorithm` may
     also be hierarchical, alltoall_quantized or in_network (`lab.comm.cluster`). Strategy 'fsdp': ZeRO-3 /
-    FSDP with ZeRO++ switches `zero_pp` ('qwz,qgz,hpz', any subset; `lab.plan.sharded`)."""
+    FSDP with ZeRO++ switches `zero_pp` ('qwz,qgz,hpz', any subset; `lab.plan.sharded`), each collective level
+    priced by the fastest registered collective plugin (`fsdp_collectives` {op: [names]} narrows them)."""
     if global_batch is not None:
         batch_per_gpu = None
     return plan_sweep(model, list(gpus), strategies=list(strategies), device=device, link=link,
                       batch_per_gpu=batch_per_gpu, global_batch=global_batch, algorithm=algorithm, codec=codec,
                       activation_codec=activation_codec, overlap=overlap, micro_batches=micro_batches,
                       progress=progress, cluster=planner_cluster(cluster, intra, inter, nics_per_node),
-                      zero_pp=zero_pp)
+                      zero_pp=zero_pp, fsdp_collectives=fsdp_collectives)
 
 
 @dataclass
@@ -65,14 +66,16 @@ def planner_breakdown(model: str = "alexnet", P: int = 8, *, strategy: str = "da
                       algorithm: str = "ring", codec=None, activation_codec: str | None = None,
                       overlap: bool = False, micro_batches: int | None = None,
                       cluster: str | Cluster | None = None, intra: str = "nvlink4", inter: str = "ib_ndr",
-                      nics_per_node: int | None = None, zero_pp=()) -> Breakdown:
-    """Per-layer compute and communication of one predicted step (`cluster`, `zero_pp`: as `planner_sweep`)."""
+                      nics_per_node: int | None = None, zero_pp=(), fsdp_collectives=None) -> Breakdown:
+    """Per-layer compute and communication of one predicted step (`cluster`, `zero_pp`, `fsdp_collectives`: as
+    `planner_sweep`; fsdp layers name the plugins chosen in `algorithm`)."""
     if global_batch is not None:
         batch_per_gpu = None
     sp = plan_step(model, P, device=device, link=link, strategy=strategy, batch_per_gpu=batch_per_gpu,
                    global_batch=global_batch, algorithm=algorithm, codec=codec, activation_codec=activation_codec,
                    overlap=overlap, micro_batches=micro_batches,
-                   cluster=planner_cluster(cluster, intra, inter, nics_per_node), zero_pp=zero_pp)
+                   cluster=planner_cluster(cluster, intra, inter, nics_per_node), zero_pp=zero_pp,
+                   fsdp_collectives=fsdp_collectives)
     return Breakdown(pd.DataFrame([sp.summary()]), sp.layers, get_model(model).describe())
 
 

@@ -439,9 +439,10 @@ def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: st
                link: str | Link = "pcie3", batch_per_gpu: int | None = None, global_batch: int | None = None,
                algorithm: str = "ring", codec=None, activation_codec: str | None = None, overlap: bool = False,
                micro_batches: int | None = None, progress: Progress | None = None,
-               cluster: cl.Cluster | None = None, zero_pp=()) -> pd.DataFrame:
+               cluster: cl.Cluster | None = None, zero_pp=(), fsdp_collectives=None) -> pd.DataFrame:
     """plan_step for every strategy and P in `gpus`: step breakdown (ms), images/s, speedup against
-    one GPU and scaling efficiency (speedup / P). Infeasible points are rows with feasible=False."""
+    one GPU and scaling efficiency (speedup / P). Infeasible points are rows with feasible=False.
+    zero_pp and fsdp_collectives apply to strategy 'fsdp' (`plan_step`)."""
     gpus = [check_P(P) for P in gpus]
     if not gpus:
         raise ValueError("gpus: give at least one GPU count")
@@ -454,7 +455,8 @@ def plan_sweep(model: str | ModelSpec, gpus, *, strategies=("data",), device: st
         for P in gpus:
             try:
                 sp = plan_step(model, P, strategy=s, micro_batches=micro_batches if s == "pipeline" else None,
-                               zero_pp=zero_pp if s == "fsdp" else (), **kw)
+                               zero_pp=zero_pp if s == "fsdp" else (),
+                               fsdp_collectives=fsdp_collectives if s == "fsdp" else None, **kw)
             except Infeasible as e:
                 rows.append({"strategy": s, "P": P, "feasible": False, "note": str(e)})
             else:
