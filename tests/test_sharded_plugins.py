@@ -31,6 +31,7 @@ def test_a_registered_all_gather_is_exact_and_chosen_by_plan_and_pays(one_shot_g
     from lab.comm.collectives import all_gather
     from lab.comm.sim import simulate
     from lab.plan import plan_step
+    from lab.plan.links import resolve_link
     from lab.plan.sharded_pays import fsdp_pays
 
     # it is a real plugin: exact on SimComm
@@ -46,7 +47,7 @@ def test_a_registered_all_gather_is_exact_and_chosen_by_plan_and_pays(one_shot_g
     old = plan_step("gpt2_small", 8, strategy="fsdp", fsdp_collectives=others, **kw)
     assert old.algorithm == "flat layout; all-gather recursive_doubling; reduce-scatter recursive_halving"
     units = sum(1 for n in sp.layers["params"] if n)
-    L = __import__("lab.plan.links", fromlist=["resolve_link"]).resolve_link("pcie3").L
+    L = resolve_link("pcie3").L
     assert old.comm_s - sp.comm_s == pytest.approx(2 * units * 2 * L, rel=1e-6)
 
     r = fsdp_pays("gpt2_small", "2x8", inter="eth10g", codecs=["int8"], bandwidths=BW, zero_pp="hpz",

@@ -92,7 +92,8 @@ def test_a_stopped_fsdp_run_keeps_the_shared_keys_only():
     points = doc["curve"][:2]
     stopped = {k: doc[k] for k in ("command", "version", "device", "config")}
     stopped.update(partial=True, stopped="FSDP2: evaluation at epoch 0.28", curve=points,
-                   summary={"label": points[-1]["variant"], "mode": "fsdp", "final_test_error": points[-1]["test_error"],
+                   summary={"label": points[-1]["variant"], "mode": "fsdp",
+                            "final_test_error": points[-1]["test_error"],
                             "best_test_error": min(p["test_error"] for p in points), "bytes": points[-1]["bytes"],
                             "steps": points[-1]["step"], "parameters": None})
     assert _errors(stopped) == []

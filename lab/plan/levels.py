@@ -114,4 +114,5 @@ def bytes_per_rank(op: str, algorithm: str, k: int, m: float) -> float:
     return 0.0 if k <= 1 or algorithm == "-" else get_collective(op, algorithm).bytes_per_rank(k, m)
 
 
-__all__ = ["OPS", "LevelPrice", "NOTHING", "Candidates", "check_candidates", "candidates_for", "price", "best", "bytes_per_rank"]
+__all__ = ["OPS", "LevelPrice", "NOTHING", "Candidates", "check_candidates", "candidates_for", "price", "best",
+           "bytes_per_rank"]

@@ -504,7 +504,8 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
     compute = 3.0 * sum(fwd)
     comm = st.total.seconds
     exposed = max(0.0, st.seconds - compute)
-    label = f"{'hierarchical' if a == 'hierarchical' else 'flat'} layout; {_layer_algorithms(st.collectives)}" + (f"; ZeRO++ {zero_pp_label(zp)}" if zp else "")
+    layout = "hierarchical" if a == "hierarchical" else "flat"
+    label = f"{layout} layout; {_layer_algorithms(st.collectives)}" + (f"; ZeRO++ {zero_pp_label(zp)}" if zp else "")
     return StepPlan(spec.name, "fsdp", P, total, per_gpu, dev.name, where, label, overlap, compute, comm, exposed,
                     0.0, st.seconds, total / st.seconds, mem / 1e9, mem / 1e9 <= dev.memory_GB, None,
                     pd.DataFrame(rows))
@@ -512,5 +513,6 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
 
 __all__ = ["plan_fsdp", "STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
            "PAPER_INT4", "check_strategy", "parse_zero_pp", "zero_pp_label", "check_fsdp_cluster", "Traffic",
-           "all_gather", "reduce_scatter", "chosen", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep", "price_step",
+           "all_gather", "reduce_scatter", "chosen", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep",
+           "price_step",
            "hpz_extra_GB", "owned_GB", "volume_table", "transformer", "sized_model"]
