@@ -124,6 +124,8 @@ def test_json_matches_schema_and_out_is_the_same(command, ptb, tmp_path):
     jsonschema.validate(printed, schema(command))
     assert printed["command"] == command and printed == json.loads(out.read_text())
     assert not [p for p in tmp_path.iterdir() if p != out]  # the temp file was renamed, not left behind
+    if command == "train":  # the command's --mode, not the codec's TrainConfig.mode ("auto")
+        assert printed["config"]["mode"] == "sim" and printed["config"]["codec_mode"] == "auto"
 
 
 def test_table1_and_errors_content():

@@ -128,13 +128,13 @@ def train(
             if codec is not None or error_feedback:
                 raise ValueError("--mode fsdp takes --weights-codec and --grads-codec (ef:CODEC for error feedback), "
                                  "not --codec / --error-feedback")
-            config = {"mode": mode, **asdict(cfg), "procs": procs, "backend": backend_name,
+            config = {**_config(mode, cfg), "procs": procs, "backend": backend_name,
                       "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
                       "link_rate": link_rate, "ranks_per_node": ranks_per_node}
             return _train_fsdp(cfg, procs, config, timeout, out, as_json)
         if reproduce is not None:
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
-        config = {"mode": mode, **asdict(cfg)}
+        config = _config(mode, cfg)
         if mode == "ddp":
             config.update(procs=procs, backend=backend_name)
             if trace is not None:
@@ -259,3 +259,15 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
     console.print(f"one-way ANOVA across 32-bit and the four 8-bit types: F({a['df_between']}, {a['df_within']}) = "
                   f"{a['F']:.2f}, p = {a['p']:.2f} {a['note']}   (paper, MNIST: F({p['df_between']}, {p['df_within']})"
                   f" = {p['F']}, p = {p['p']})", highlight=False)
+
+
+def _config(mode: str, cfg) -> dict:
+    """The run's config for --json/--out: the command's --mode (sim|ddp|fsdp) as `mode`, the codec's own
+    mode (TrainConfig.mode: auto|allreduce|gather) as `codec_mode`."""
+    from dataclasses import asdict
+
+    fields = asdict(cfg)
+    fields["codec_mode"] = fields["mode"]
+    fields["mode"] = mode
+    return fields
+
