@@ -343,7 +343,7 @@ def test_a_plugin_collective_is_found_by_every_list():
         assert all(torch.equal(o, torch.arange(5.0)) for o in out)
         assert cost.collective_time("all_gather", "star_gather", 4, 400, cost.custom_link(1.0, 1.0)) > 0
         assert op_step_through("all_gather", "star_gather", 4, 4).final.exact_provenance.all()
-        with pytest.raises(ValueError, match="built in"):
+        with pytest.raises(ValueError, match="built-in"):
             C.unregister("all_gather", "ring")
     finally:
         C.unregister("all_gather", "star_gather")
