@@ -8,7 +8,7 @@ import json
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -610,6 +610,17 @@ def revealed(key: str = "guess") -> bool:
     """Whether the prediction `key` asked on this run has its answer on screen (answered, or skipped): what
     gives the answer away is drawn only then. Call after that run's `predict`."""
     return bool(st.session_state.get(REVEALED, {}).get(key, False))
+
+
+def withheld(hidden: str, takeaway_text: str | None = None, metrics: Iterable[tuple[Any, str]] = ()) -> None:
+    """While a prediction waits for its answer (`revealed` is False): each (column, label) of `metrics` shows
+    "?", `takeaway_text` (what the question holds back) is the takeaway, and a caption says what shows once
+    answered (`hidden`: lower-case, no full stop; also the metrics' tooltip)."""
+    for where, label in metrics:
+        where.metric(label, "?", help=hidden)
+    if takeaway_text:
+        takeaway(takeaway_text)
+    st.caption(hidden[0].upper() + hidden[1:] + ".")
 
 
 def scores() -> dict[str, tuple[int, int]]:

@@ -154,7 +154,7 @@ def open_page(browser, url: str, width: int = 1400, context=None):
 CONTROL = {"codecs": ("paper", "nearest"), "pays": ("Overlap", "Overlap")}
 
 
-def _controls(page, url_path: str):
+def page_controls(page, url_path: str):
     """(forward, back, description): two actions on the page's control to touch in the main area, the
     second undoing the first; (None, None, None) when it has none. Run buttons are not counted: they start
     work on purpose, behind progress and Stop."""
@@ -222,7 +222,7 @@ def time_changes(page, url_path: str, rounds: int, think_ms: int = 1500) -> tupl
     """`rounds` times: touch the page's control and undo it, each timed from the click to the finished
     render, after `think_ms` of idle time (a person reads before the next click; without it the
     browser's teardown of the previous tab on 2 cores lands in the first click)."""
-    fwd, back, what = _controls(page, url_path)
+    fwd, back, what = page_controls(page, url_path)
     if fwd is None:
         return [], None
     times = []
@@ -236,7 +236,7 @@ def time_changes(page, url_path: str, rounds: int, think_ms: int = 1500) -> tupl
     return times, what
 
 
-def _nav_link(page, url_path: str):
+def nav_link(page, url_path: str):
     """The sidebar's link to a page (Home is the link to the app's root)."""
     links = page.locator("[data-testid='stSidebarNav'] a")
     for i in range(links.count()):
@@ -259,11 +259,11 @@ def time_navigation(url: str, browser, pages: list[page_list.PageInfo], visits: 
                 if not p.url_path:
                     continue
                 page.wait_for_timeout(think_ms)
-                t = _time_click(page, _nav_link(page, p.url_path).click)
+                t = _time_click(page, nav_link(page, p.url_path).click)
                 if rnd:
                     times[p.url_path].append(t)
                 page.wait_for_timeout(think_ms)
-                _time_click(page, _nav_link(page, "").click)
+                _time_click(page, nav_link(page, "").click)
     finally:
         page.close()
     return times

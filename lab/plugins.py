@@ -19,6 +19,9 @@ live. `discover(kind)` imports, once each, and hands every module or object to t
 
 The scan and the entry points are read again when `sys.path` or the package's path changes (a
 distribution or a package directory that appears later is found then).
+
+`Registry` is the registry side, one for every kind (codecs, allreduce algorithms, collectives): its
+plugins by key, what discovery hands it, `register`, `register_module` and `remove`.
 """
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Generic, Hashable, Mapping, Optional, TypeVar
 
-__all__ = ["Kind", "declare", "discover", "remember", "carried", "adopt", "kinds"]
+__all__ = ["Kind", "Registry", "declare", "discover", "remember", "forget", "carried", "adopt", "kinds"]
 
 
 @dataclass
@@ -163,3 +166,109 @@ def adopt(modules: Mapping[str, list[str]]) -> None:
             kind = _kinds.get(name)
             target = kind.runtime if kind is not None else _adopted.setdefault(name, [])
             target.extend(m for m in mods if m not in target)
+
+
+T = TypeVar("T")
+
+
+def _a(name: str) -> str:
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+
+
+class Registry(Generic[T]):
+    """The plugins of one kind (declared here as a `Kind`), keyed by `key(item)`; `label(item)` names one
+    in messages ("algorithm 'ring'"). A module declares its plugin as the attribute `attr` (None: its
+    plugins register themselves at import); an entry point may also give an item or a list of items.
+    `check(item)` (optional) validates an item before it is added. `module_of(item)`: the module that
+    defines it, carried to child processes when registered at run time. `protect_builtins`: `remove`
+    refuses the built-in package's plugins."""
+
+    def __init__(self, name: str, package: str, group: str, env: str, cls: type, *, attr: Optional[str],
+                 key: Callable[[T], Hashable], label: Callable[[T], str],
+                 module_of: Callable[[T], str] = lambda item: getattr(item, "module", "") or "",
+                 check: Optional[Callable[[T], None]] = None, protect_builtins: bool = True) -> None:
+        self.cls, self.attr, self.key, self.label, self.module_of = cls, attr, key, label, module_of
+        self.check, self.protect_builtins = check, protect_builtins
+        self.items: dict[Hashable, T] = {}
+        self.lock = threading.RLock()
+        self.kind = declare(Kind(name, package, group, env, self.accept))
+
+    def load(self) -> None:
+        """Every plugin of the kind found (`discover`)."""
+        discover(self.kind.name)
+
+    def builtin(self, item: T) -> bool:
+        """Whether `item` is defined in the kind's built-in package."""
+        return self.module_of(item).startswith(self.kind.package + ".")
+
+    def add(self, item: T, replace: bool = False) -> None:
+        """Put `item` in the registry (no discovery, nothing carried); ValueError if its key is taken by
+        another item and not `replace`."""
+        if self.check is not None:
+            self.check(item)
+        with self.lock:
+            old = self.items.get(self.key(item))
+            if old is not None and old is not item and not replace:
+                raise ValueError(f"{self.label(item)} is already registered (from {self.module_of(old) or 'unknown'}); "
+                                 "pass replace=True to replace it")
+            self.items[self.key(item)] = item
+
+    def _declared(self, mod: ModuleType) -> Optional[T]:
+        item = getattr(mod, self.attr, None) if self.attr else None
+        if item is None:
+            return None
+        if not isinstance(item, self.cls):
+            raise ValueError(f"{mod.__name__}.{self.attr} is {_a(type(item).__name__)}; it must be "
+                             f"{_a(self.cls.__name__)}")
+        self.add(item)
+        return item
+
+    def accept(self, obj: Any, origin: str) -> None:
+        """What discovery found (`Kind.accept`): a module (its `attr`, if it defines one), an item or a list."""
+        with self.lock:
+            if isinstance(obj, ModuleType):
+                self._declared(obj)
+                return
+            items = obj if isinstance(obj, (list, tuple)) else [obj]
+            for item in items:
+                if not isinstance(item, self.cls):
+                    module = f"a module that defines {self.attr} (or registers its plugins)" if self.attr else \
+                        "a module that registers its plugins"
+                    raise ValueError(f"{origin} gives {_a(type(item).__name__)}; allowed: {module}, "
+                                     f"{_a(self.cls.__name__)}, or a list of them")
+                if self.items.get(self.key(item)) is not item:
+                    self.add(item)
+
+    def register(self, item: T, replace: bool = False) -> T:
+        """Add `item` at run time; its module is carried to the processes this one starts (`remember`)."""
+        if not isinstance(item, self.cls):
+            raise ValueError(f"register takes {_a(self.cls.__name__)}, got {type(item).__name__}")
+        if self.attr is not None:  # self-registering modules register during discovery: no discovery from here
+            self.load()
+        self.add(item, replace)
+        remember(self.kind.name, self.module_of(item))
+        return item
+
+    def register_module(self, module: str) -> list[T]:
+        """Import `module` and register what it declares (or registered itself at import): those items,
+        the declared one first; carried to child processes."""
+        self.load()
+        mod = importlib.import_module(module)
+        with self.lock:
+            declared = self._declared(mod)
+            found = ([declared] if declared is not None else []) + [
+                i for i in self.items.values() if i is not declared and self.module_of(i) == module]
+        if found:
+            remember(self.kind.name, module)
+        return found
+
+    def remove(self, item: T) -> None:
+        """Take `item` out (tests, temporary plugins); ValueError for a protected built-in. Its module stops
+        being carried once none of its plugins is left."""
+        if self.protect_builtins and self.builtin(item):
+            raise ValueError(f"{self.label(item)} is built-in and cannot be removed")
+        with self.lock:
+            if self.items.get(self.key(item)) is item:
+                del self.items[self.key(item)]
+        if not any(self.module_of(i) == self.module_of(item) for i in self.items.values()):
+            forget(self.kind.name, self.module_of(item))

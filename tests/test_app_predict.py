@@ -102,3 +102,23 @@ def test_skip_shows_the_answer_unscored_and_keeps_it_in_the_url():
         assert "_scorecard" not in at.session_state or ui_scores(at) == {}
     at = quiz(q1="skip")
     assert not at.error and at.session_state["shown"] is True and "Skipped." in at.info[0].value
+
+
+def _withheld() -> None:
+    import streamlit as st
+
+    import _common as ui
+
+    ui.withheld("the ranking shows once you answer", "Which is best is the question above.",
+                zip(st.columns(2), ("Best", "Worst")))
+
+
+def test_withheld_answers_are_question_marks_a_takeaway_and_a_caption():
+    """`ui.withheld`, the one way the pages (codecs, transfer, planner, pays) hold back what would answer the
+    question: "?" metrics whose tooltip says what is held back, the takeaway, and that as a caption."""
+    at = AppTest.from_function(_withheld, default_timeout=60).run()
+    assert not at.exception
+    assert [(m.label, m.value, m.help) for m in at.metric] == [("Best", "?", "the ranking shows once you answer"),
+                                                               ("Worst", "?", "the ranking shows once you answer")]
+    assert [s.value for s in at.success] == ["**Takeaway.** Which is best is the question above."]
+    assert [c.value for c in at.caption] == ["The ranking shows once you answer."]

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import _controls, _nav_link, settle  # noqa: E402
+from app_browser import nav_link, page_controls, settle  # noqa: E402
 from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
@@ -54,7 +54,7 @@ def fresh(browser, server: str, target: str) -> dict:
 
 def _touch(page, url_path: str) -> None:
     """Change the page's first control (the one bench/app_browser.py times), so it has state to leak."""
-    fwd, _, _ = _controls(page, url_path)
+    fwd, _, _ = page_controls(page, url_path)
     if fwd is not None:
         fwd()
         page.wait_for_timeout(300)
@@ -66,7 +66,7 @@ TITLES = {p.url_path: p.title for p in page_list.PAGES}
 
 def _go(page, url_path: str) -> None:
     """Click the sidebar's link and wait for the new page's own render (its h1), not the last page's quiet DOM."""
-    _nav_link(page, url_path).click()
+    nav_link(page, url_path).click()
     page.wait_for_function("(p) => location.pathname.replace(/^\\/+|\\/+$/g, '') === p", arg=url_path)
     title = "ParaLab" if not url_path else TITLES[url_path]
     page.wait_for_function("(t) => [...document.querySelectorAll(\"[data-testid='stMain'] h1\")]"

@@ -343,8 +343,36 @@ def test_a_plugin_collective_is_found_by_every_list():
         assert all(torch.equal(o, torch.arange(5.0)) for o in out)
         assert cost.collective_time("all_gather", "star_gather", 4, 400, cost.custom_link(1.0, 1.0)) > 0
         assert op_step_through("all_gather", "star_gather", 4, 4).final.exact_provenance.all()
-        with pytest.raises(ValueError, match="built in"):
+        with pytest.raises(ValueError, match="built-in"):
             C.unregister("all_gather", "ring")
     finally:
         C.unregister("all_gather", "star_gather")
     assert "star_gather" not in C.collective_names("all_gather")
+
+
+def test_one_binomial_tree_walk_serves_broadcast_reduce_and_the_tree_allreduce():
+    """`lab.comm.rank_trees.binomial` is the one walk of the binomial tree (Thakur et al. 2005 §4.2, §4.4):
+    every rank but the root has one parent, which lists it among its children; a subtree of child k of v
+    is the k - v indices from k; the root has ceil(log2 P) children (the rounds). Broadcast, reduce and the tree allreduce use it."""
+    import inspect
+
+    from lab.comm.algorithms import tree
+    from lab.comm.collectives import broadcast_binomial, reduce_binomial
+    from lab.comm.rank_trees import binomial, log2_ceil
+
+    for P in list(range(1, 18)) + [31, 33, 64]:
+        walks = {v: binomial(v, P) for v in range(P)}
+        assert walks[0][0] is None
+        for v, (parent, kids) in walks.items():
+            assert kids == sorted(kids) and all(v < k < P for k in kids)
+            if v:
+                assert v in walks[parent][1]
+            for k in kids:
+                assert {u for u in range(k, min(2 * k - v, P))} == _subtree(walks, k)
+        assert len(walks[0][1]) == log2_ceil(P)
+    for mod in (broadcast_binomial, reduce_binomial, tree):
+        assert "binomial(" in inspect.getsource(mod.run if hasattr(mod, "run") else mod.reduce)
+
+
+def _subtree(walks: dict, v: int) -> set:
+    return {v}.union(*(_subtree(walks, k) for k in walks[v][1]))

@@ -77,7 +77,7 @@ def test_a_module_dropped_into_the_package_is_found(tmp_path, monkeypatch):
         assert plugins.carried().get("codecs", []) == []  # built-ins: every process scans them itself
     finally:
         unregister("dropped16")
-        lab.comm.algorithms.base._registry.pop("dropped_ring", None)  # a built-in now: unregister refuses
+        lab.comm.algorithms.base.REGISTRY.items.pop("dropped_ring", None)  # a built-in now: unregister refuses
         _forget_modules("lab.codecs.dropped_codec")
         _forget_modules("lab.comm.algorithms.dropped_algo")
 
@@ -101,7 +101,7 @@ def test_entry_point_plugins_are_found(tmp_path, monkeypatch):
         assert get_algorithm("ep_ring").module == "paralab_ep_demo.algo"
     finally:
         unregister("ep16")
-        if "ep_ring" in lab.comm.algorithms.base._registry:
+        if "ep_ring" in lab.comm.algorithms.base.REGISTRY.items:
             unregister_algorithm("ep_ring")
         _forget_modules("paralab_ep_demo")
 
@@ -116,7 +116,7 @@ def test_a_bad_entry_point_is_a_message(tmp_path, monkeypatch):
     })
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        with pytest.raises(ValueError, match="entry point 'bad' of group 'paralab.codecs' gives a int; allowed"):
+        with pytest.raises(ValueError, match="entry point 'bad' of group 'paralab.codecs' gives an int; allowed"):
             codec_names()
         with pytest.raises(ValueError, match=r"entry point 'gone' of group 'paralab.algorithms' \(paralab_ep_gone.algo\) "
                                              "cannot be loaded: No module named 'paralab_ep_gone'"):
@@ -188,3 +188,47 @@ def test_codec_flags_are_declared_once_in_the_class():
     for info in lab.codecs.codec_infos():
         c = info.build()
         assert (info.summable, info.stochastic, info.phased) == (c.summable, c.stochastic, bool(c.phases)), info.name
+
+
+def test_one_registry_class_serves_every_kind(tmp_path, monkeypatch):
+    """Codecs, allreduce algorithms and collectives keep their plugins in one `plugins.Registry` (one add,
+    accept, register, register_module and remove); a new kind gives only its item class, key and label."""
+    from lab.codecs.registry import REGISTRY as codecs
+    from lab.comm.algorithms.base import REGISTRY as algorithms
+    from lab.comm.collectives.base import REGISTRY as collectives
+
+    assert all(isinstance(r, plugins.Registry) for r in (codecs, algorithms, collectives))
+    assert [r.kind.group for r in (codecs, algorithms, collectives)] == [
+        "paralab.codecs", "paralab.algorithms", "paralab.collectives"]
+    _write(tmp_path, {"paralab_widgets/__init__.py": "",
+                      "paralab_widgets/base.py": "from typing import NamedTuple\n\n\nclass Widget(NamedTuple):\n"
+                                                 "    name: str\n    module: str\n",
+                      "paralab_widgets/one.py": "from .base import Widget\n\nWIDGET = Widget('one', __name__)\n",
+                      "paralab_widgets/bad.py": "WIDGET = 3\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        from paralab_widgets.base import Widget
+
+        reg = plugins.Registry("widgets_test", "paralab_widgets", "paralab.widgets_test", "PARALAB_WIDGETS_TEST",
+                               Widget, attr="WIDGET", key=lambda w: w.name, label=lambda w: f"widget {w.name!r}")
+        with pytest.raises(ValueError, match=r"paralab_widgets.bad.WIDGET is an int; it must be a Widget"):
+            reg.load()
+        (tmp_path / "paralab_widgets/bad.py").write_text("WIDGET = None\n")
+        _forget_modules("paralab_widgets.bad")
+        reg.load()
+        assert list(reg.items) == ["one"]
+        with pytest.raises(ValueError, match=r"widget 'one' is already registered \(from paralab_widgets.one\); "
+                                             "pass replace=True"):
+            reg.register(Widget("one", "elsewhere"))
+        with pytest.raises(ValueError, match="register takes a Widget, got str"):
+            reg.register("two")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="widget 'one' is built-in and cannot be removed"):
+            reg.remove(reg.items["one"])
+        two = reg.register(Widget("two", "paralab_widgets_elsewhere"))
+        assert plugins.carried()["widgets_test"] == ["paralab_widgets_elsewhere"]
+        reg.remove(two)
+        assert "widgets_test" not in plugins.carried() and list(reg.items) == ["one"]
+        with pytest.raises(ValueError, match="entry point 'x' gives an int; allowed: a module that defines WIDGET"):
+            reg.accept(3, "entry point 'x'")
+    finally:
+        _forget_modules("paralab_widgets")

@@ -11,6 +11,7 @@ import streamlit as st
 
 import _common as ui
 import _runs as jobs
+from views import _curves as curve_view
 from lab import plots
 from lab.experiments import DATASETS, TrainConfig, fsdp_run_codecs, fsdp_settings, fsdp_training
 from lab.plots.units import si_bytes_label
@@ -101,24 +102,15 @@ def _results(job, params) -> None:
     if job.state == "failed":
         st.error(job.error)
         return
-    x1, x2, _ = st.columns([1, 1, 2])
-    xname = ui.select("x axis", list(X), "fsdp_x", "epochs", where=x1, help="what the curves are drawn against")
-    yname = ui.select("y axis", list(Y), "fsdp_y", "training loss", where=x2, help="what the curves show")
-
-    def draw(j) -> None:
-        points = pd.DataFrame(j.curve())
-        if len(points):
-            ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), None, "fsdp_live",
-                      key=f"fsdp_live_{len(points)}")
-
+    curves = curve_view.pick(X, Y, ("fsdp_x", "fsdp_y"), "training loss", "fsdp_live", "fsdp_live")
     if job.running:
-        jobs.watch("fsdp_run", draw)
+        jobs.watch("fsdp_run", curves.draw)
         return
     if job.state != "done":
         points = pd.DataFrame(job.curve())
         if len(points):
             st.warning(f"Stopped: the curves end where each run was ({len(points)} evaluations).")
-            ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), points, "fsdp_curves")
+            ui.figure(curves.figure(points), points, "fsdp_curves")
         return
     res = job.result
     if job.token != jobs.token(params):
@@ -141,7 +133,7 @@ def _results(job, params) -> None:
     st.markdown("**Bytes per step on each collective** (counted from the payloads each rank passed to the process "
                 "group):")
     ui.figure(plots.fsdp_run_bytes_figure(res.collectives), res.collectives, "fsdp_bytes")
-    ui.figure(plots.training_curve_figure(res.curve, X[xname], Y[yname]), res.curve, "fsdp_curves")
+    ui.figure(curves.figure(res.curve), res.curve, "fsdp_curves")
     ui.table(res.runs.round(4), "fsdp_runs")
     ui.takeaway(fsdp_takeaway(s, res.runs, res.collectives), key="fsdp_takeaway")
 

@@ -537,13 +537,10 @@ def _comparison(df: pd.DataFrame, hist: pd.DataFrame, chosen, specs, layout, dat
         ui.predict(f"Which codec has the {'highest' if higher else 'lowest'} {what} on {data_name}?",
                    sorted(dict.fromkeys(shorts)), reveal, key="guess")
         if not ui.revealed("guess"):  # the ranking, the bars and the table would answer it: they wait
-            m1, m2, m3 = st.columns(3)
-            for m, label in ((m1, "Best"), (m2, "Worst"), (m3, "Best's bits per value")):
-                m.metric(label, "?", help=HIDDEN)
-            ui.takeaway(f"Which of {', '.join(dict.fromkeys(shorts))} keeps {data_name} closest by {what} is the "
-                        "question above: answer it (or skip it) to see the ranking, the bars and the table. "
-                        f"{meaning[0].upper() + meaning[1:]}.")
-            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+            ui.withheld(HIDDEN, f"Which of {', '.join(dict.fromkeys(shorts))} keeps {data_name} closest by {what} "
+                        "is the question above: answer it (or skip it) to see the ranking, the bars and the table. "
+                        f"{meaning[0].upper() + meaning[1:]}.",
+                        zip(st.columns(3), ("Best", "Worst", "Best's bits per value")))
             return
     m1, m2, m3 = st.columns(3)
     m1.metric(f"Best: {best.split('[')[0]}", _fmt(col, order.iloc[0]), help=f"best {rank_by.lower()}: {best}, "

@@ -265,9 +265,7 @@ def render() -> None:
                   delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
         ui.takeaway(pays_takeaway(res))
     else:
-        k4.metric("Codecs that pay here", "?", help=HIDDEN)
-        ui.takeaway(_before_answer(lesson, int(nodes)))
-        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+        ui.withheld(HIDDEN, _before_answer(lesson, int(nodes)), [(k4, "Codecs that pay here")])
 
     if shown_answer and tta:
         off = {c: a for c, a in zip(comp["codec"], comp["accuracy"]) if c in shown and a != "measured"}
@@ -290,7 +288,7 @@ def render() -> None:
             if shown_answer:
                 _fsdp_tab(res, shown)
             else:
-                st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+                ui.withheld(HIDDEN)
     with t1:
         if shown_answer:
             per_codec = summary.drop(columns=["break_even_GBps"])
@@ -300,7 +298,7 @@ def render() -> None:
                 per_codec = per_codec.drop(columns=TTA_DETAIL)
             _table(per_codec, "pays_summary")
         else:
-            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+            ui.withheld(HIDDEN)
     with t2:
         if shown_answer:
             rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
@@ -308,7 +306,7 @@ def render() -> None:
             _table(res.rows.drop(columns=[c for c in TTA_DETAIL if c in res.rows and c != "time_to_accuracy_speedup"]),
                    "pays_rows")
         else:
-            st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+            ui.withheld(HIDDEN)
     with t3:
         nv = nvls_table()
         ui.table(nv.rename(columns={"quantity": "Quantity", "ring": "Ring", "nvls": "NVLS", "how": "How"}), "nvls")

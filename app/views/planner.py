@@ -304,9 +304,8 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
     if two is not None:
         df, out["two_level"], two_take = two
     if hide:
-        ui.takeaway(f"Which of {', '.join(strategies)} is fastest on {top} GPUs is the question above: answer it "
-                    f"(or skip it) to see each one's speedup and the curves." + two_take)
-        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+        ui.withheld(HIDDEN, f"Which of {', '.join(strategies)} is fastest on {top} GPUs is the question above: "
+                    "answer it (or skip it) to see each one's speedup and the curves." + two_take)
     elif at_top.empty:
         ui.takeaway(f"None of the chosen strategies fits {net} on {top} GPUs here; see the notes below." + two_take)
     else:

@@ -7,8 +7,8 @@ import streamlit as st
 
 import _common as ui
 import _runs as jobs
+from views import _curves as curve_view
 from views import _race as race_view
-from lab import plots
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
                              consistency_curves, dataset_info)
 from lab.plots.units import seconds_label, si_bytes_label
@@ -330,24 +330,16 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
     if job.state == "failed":
         st.error(job.error)
         return
-    x1, x2, _ = st.columns([1, 1, 2])
-    xname = ui.select("x axis", list(X), "x", "epochs", where=x1, help="what the curves are drawn against")
-    yname = ui.select("y axis", list(Y), "y", "test error (%)", where=x2, help="what the curves show")
-
-    def draw(j) -> None:
-        points = pd.DataFrame(j.curve())
-        if len(points):
-            ui.figure(plots.training_curve_figure(points, X[xname], Y[yname]), None, "training_live",
-                      key=f"live_{len(points)}")
+    picked = curve_view.pick(X, Y, ("x", "y"), "test error (%)", "training_live", "live")
 
     prev = jobs.last_result("train_run", other_than=job) if job.state != "done" else None
     if prev is not None:
         with st.expander("Last finished result (earlier settings)"):
             st.markdown(_takeaway(experiment, prev.result[1], data, int(info["test"])))
-            ui.figure(plots.training_curve_figure(prev.result[0], X[xname], Y[yname]), prev.result[0],
+            ui.figure(picked.figure(prev.result[0]), prev.result[0],
                       "training_curves_last", key="train_last")
     if job.running:
-        jobs.watch("train_run", draw)
+        jobs.watch("train_run", picked.draw)
         return
     if job.state == "done":
         curves, summary = job.result
@@ -381,7 +373,7 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
               help="measured compute per step plus the link's communication time, summed over the run")
     if paper_view:
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
-    ui.figure(plots.training_curve_figure(curves, X[xname], Y[yname]), curves, "training_curves")
+    ui.figure(picked.figure(curves), curves, "training_curves")
     shown = summary.rename(columns={"variant": "Run", "final_test_error": "Final test error (%)",
                                     "best_test_error": "Best test error (%)", "bytes": "Bytes sent",
                                     "modelled_time_s": "Modelled time (s)", "wall_s": "Wall time here (s)",

@@ -135,13 +135,10 @@ def render() -> None:
     even = df.attrs["breakeven"]
     _predict(df, ranked)
     if not ui.revealed("guess"):  # the speedups, the crossovers and the chart would answer it: they wait
-        m1, m2, m3 = st.columns(3)
-        for m, label in ((m1, "Fastest codec"), (m2, "Its speedup, largest size"), (m3, "Beats 32-bit from (values)")):
-            m.metric(label, "?", help=HIDDEN)
-        ui.takeaway(f"Which is fastest at {_n(top.n_values)} values on {df.link.iloc[0]} is the question above: "
-                    "answer it (or skip it) to see each codec's speedup, the message size from which it wins and "
-                    "the chart. A codec wins when the link time it saves exceeds its encode + decode time.")
-        st.caption(HIDDEN[0].upper() + HIDDEN[1:] + ".")
+        ui.withheld(HIDDEN, f"Which is fastest at {_n(top.n_values)} values on {df.link.iloc[0]} is the question "
+                    "above: answer it (or skip it) to see each codec's speedup, the message size from which it wins "
+                    "and the chart. A codec wins when the link time it saves exceeds its encode + decode time.",
+                    zip(st.columns(3), ("Fastest codec", "Its speedup, largest size", "Beats 32-bit from (values)")))
         measured_section(tuple(specs))
         return
     m1, m2, m3 = st.columns(3)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import plugins
@@ -167,67 +166,55 @@ class CodecInfo:
         return self.factory(**checked)
 
 
-_REGISTRY: dict[str, CodecInfo] = {}
-
-
 def _module(info: CodecInfo) -> str:
     """The module that defines the codec (where its factory lives)."""
     return getattr(info.factory, "__module__", "") or ""
 
 
-def _accept(obj: Any, origin: str) -> None:
-    """What discovery found: a module (its codecs registered themselves at import) or CodecInfo(s)."""
-    if isinstance(obj, ModuleType):
-        return
-    infos = obj if isinstance(obj, (list, tuple)) else [obj]
-    for info in infos:
-        if not isinstance(info, CodecInfo):
-            raise ValueError(f"{origin} gives a {type(info).__name__}; allowed: a module that registers its "
-                             "codecs, a CodecInfo, or a list of them")
-        if _REGISTRY.get(info.name) is not info:
-            register(info)
+def _check(info: CodecInfo) -> None:
+    if not info.name or not info.name.replace("_", "").isalnum() or info.name == EF_PREFIX:
+        raise ValueError(f"codec name {info.name!r}; allowed: letters, digits and '_', not {EF_PREFIX!r}")
+    if info.name in REGISTRY.items:
+        raise ValueError(f"codec name {info.name!r} registered twice")
+    names = [o.name for o in info.options]
+    if len(set(names)) != len(names):
+        raise ValueError(f"codec {info.name!r} declares an option twice: {names}")
 
 
-KIND = plugins.declare(plugins.Kind("codecs", __name__.rsplit(".", 1)[0], "paralab.codecs", PLUGINS_ENV, _accept))
+#: every codec found (`lab.plugins`): a codec module registers its codecs at import; an entry point may
+#: also give a CodecInfo or a list of them
+REGISTRY: plugins.Registry[CodecInfo] = plugins.Registry(
+    "codecs", __name__.rsplit(".", 1)[0], "paralab.codecs", PLUGINS_ENV, CodecInfo, attr=None,
+    key=lambda i: i.name, label=lambda i: f"codec {i.name!r}", module_of=_module, check=_check,
+    protect_builtins=False)
 
 
 def register(info: CodecInfo) -> CodecInfo:
     """Make a codec reachable by name from every entry point (CLI, dashboard, DDP hook, allreduce,
     planner). A name is registered once. The module of a codec registered at run time is carried to
     the rank processes `lab.comm.launch` starts (`lab.plugins`); nothing is written to the environment."""
-    if not isinstance(info, CodecInfo):
-        raise ValueError(f"register takes a CodecInfo, got {type(info).__name__}")
-    if not info.name or not info.name.replace("_", "").isalnum() or info.name == EF_PREFIX:
-        raise ValueError(f"codec name {info.name!r}; allowed: letters, digits and '_', not {EF_PREFIX!r}")
-    if info.name in _REGISTRY:
-        raise ValueError(f"codec name {info.name!r} registered twice")
-    names = [o.name for o in info.options]
-    if len(set(names)) != len(names):
-        raise ValueError(f"codec {info.name!r} declares an option twice: {names}")
-    _REGISTRY[info.name] = info
-    plugins.remember(KIND.name, _module(info))
-    return info
+    return REGISTRY.register(info)
 
 
 def unregister(name: str) -> None:
     """Remove a codec (tests that register a temporary one)."""
-    info = _REGISTRY.pop(name, None)
-    if info is not None and not any(_module(i) == _module(info) for i in _REGISTRY.values()):
-        plugins.forget(KIND.name, _module(info))
+    info = REGISTRY.items.get(name)
+    if info is not None:
+        REGISTRY.remove(info)
 
 
 def codec_infos() -> list[CodecInfo]:
     """Every registered codec, sorted by name."""
-    plugins.discover(KIND.name)
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+    REGISTRY.load()
+    return [REGISTRY.items[k] for k in sorted(REGISTRY.items)]
 
 
 def codec_info(name: str) -> CodecInfo:
     """The CodecInfo of `name`; ValueError listing the known names."""
-    plugins.discover(KIND.name)
-    info = _REGISTRY.get(name)
+    REGISTRY.load()
+    info = REGISTRY.items.get(name)
     if info is None:
-        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(_REGISTRY))}")
+        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(REGISTRY.items))}")
     return info
 
 

@@ -39,6 +39,9 @@ MAX_VALUES = 4096
 #: values-per-rank choices a UI offers (840 = lcm(1..8): every P splits it evenly)
 STEP_VALUES = (8, 24, 120, 840)
 _BASE = 256
+#: the columns of a step-through's message table, one row per message
+MESSAGE_COLUMNS = ["step", "src", "dst", "values", "bytes", "fp32_bytes", "seq", "contributions_min",
+                   "contributions_max", "kind", "ranks", "max_abs_error", "max_abs_value"]
 
 
 @dataclass
@@ -291,6 +294,18 @@ def _ranks_text(mask: int) -> str:
     return ",".join(str(r) for r in range(8) if mask >= 0 and mask >> r & 1) if mask >= 0 else "?"
 
 
+def _frames(snaps: list, steps: int, P: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Buffers per frame: each rank's provenance masks (steps + 1, P, n) from its last snapshot taken while
+    its clock was <= the frame, and their contribution counts."""
+    idx = np.arange(n)
+    masks = np.full((steps + 1, P, n), -1, dtype=np.int64)
+    for f in range(steps + 1):
+        for r in range(P):
+            cands = [t for clk, t in snaps[r] if clk <= f] or [snaps[r][0][1]]
+            masks[f, r] = _decode_masks(cands[-1], idx)[0]
+    return masks, _popcount(masks)
+
+
 def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str | None = None,
                  seed: int = 0) -> StepThrough:
     """Trace one allreduce of n values per rank on P = 2..8 SimComm ranks with `algorithm` (any
@@ -338,18 +353,8 @@ def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str
                     pass
                 row["max_abs_value"] = float(np.abs(exact).max())
         rows.append(row)
-    messages = pd.DataFrame(rows, columns=["step", "src", "dst", "values", "bytes", "fp32_bytes", "seq",
-                                           "contributions_min", "contributions_max", "kind", "ranks",
-                                           "max_abs_error", "max_abs_value"])
-
-    # buffers per frame: the last snapshot of each rank taken while its clock was <= frame
-    idx = np.arange(n)
-    masks = np.full((steps + 1, P, n), -1, dtype=np.int64)
-    for f in range(steps + 1):
-        for r in range(P):
-            cands = [t for clk, t in snaps[r] if clk <= f] or [snaps[r][0][1]]
-            masks[f, r] = _decode_masks(cands[-1], idx)[0]
-    counts = _popcount(masks)
+    messages = pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+    masks, counts = _frames(snaps, steps, P, n)
 
     exact = X.sum(0)
     final = pd.DataFrame([{"rank": r, "max_abs_error": float(np.abs(dout[r].double().numpy() - exact).max()),
@@ -586,16 +591,8 @@ def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4,
             row["kind"] = ("data" if gather else "own data" if hi == 1 else "full sum" if lo == P else
                            "partial sum" if lo > 1 or hi < P else "mixed")
         rows.append(row)
-    messages = pd.DataFrame(rows, columns=["step", "src", "dst", "values", "bytes", "fp32_bytes", "seq",
-                                           "contributions_min", "contributions_max", "kind", "ranks",
-                                           "max_abs_error", "max_abs_value"])
-    idx = np.arange(n)
-    masks = np.full((steps + 1, P, n), -1, dtype=np.int64)
-    for f in range(steps + 1):
-        for r in range(P):
-            cands = [t for clk, t in snaps[r] if clk <= f] or [snaps[r][0][1]]
-            masks[f, r] = _decode_masks(cands[-1], idx)[0]
-    counts = _popcount(masks)
+    messages = pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+    masks, counts = _frames(snaps, steps, P, n)
     final = pd.DataFrame([{"rank": r, "max_abs_error": 0.0, "rel_error": 0.0,
                            "exact_provenance": bool(_op_done(op, P, r, k, root, out[r]))} for r in range(P)])
     tr = StepThrough(algorithm, P, n, "fp32", 0, steps, messages, masks, counts, final, op=op)

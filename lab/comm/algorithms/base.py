@@ -10,11 +10,8 @@ processes `lab.comm.launch` starts import too. Nothing lists them.
 """
 from __future__ import annotations
 
-import importlib
 import re
-import threading
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ... import plugins
@@ -135,52 +132,12 @@ class Algorithm:
         return 1.0 if P == 1 else float(self.busbw(P))
 
 
-_lock = threading.RLock()
-_registry: dict[str, Algorithm] = {}
 _PACKAGE = __name__.rsplit(".", 1)[0]
-
-
-def _builtin(module: str) -> bool:
-    return module.startswith(_PACKAGE + ".")
-
-
-def _register_module(mod: ModuleType) -> Optional[Algorithm]:
-    algo = getattr(mod, "ALGORITHM", None)
-    if algo is None:
-        return None
-    if not isinstance(algo, Algorithm):
-        raise ValueError(f"{mod.__name__}.ALGORITHM is a {type(algo).__name__}; it must be an Algorithm")
-    _add(algo)
-    return algo
-
-
-def _add(algo: Algorithm, replace: bool = False) -> None:
-    old = _registry.get(algo.name)
-    if old is not None and old is not algo and not replace:
-        raise ValueError(f"algorithm {algo.name!r} is already registered (from {old.module or 'unknown'}); "
-                         "pass replace=True to replace it")
-    _registry[algo.name] = algo
-
-
-def _accept(obj: object, origin: str) -> None:
-    """What discovery found: a module (its ALGORITHM, if it defines one) or an Algorithm."""
-    with _lock:
-        if isinstance(obj, ModuleType):
-            _register_module(obj)
-        elif isinstance(obj, Algorithm):
-            _add(obj)
-        else:
-            raise ValueError(f"{origin} gives a {type(obj).__name__}; allowed: a module that defines ALGORITHM "
-                             "(or registers its algorithm), or an Algorithm")
-
-
-KIND = plugins.declare(plugins.Kind("algorithms", _PACKAGE, "paralab.algorithms", ENV, _accept))
-
-
-def _load() -> None:
-    """Every algorithm found (`lab.plugins`: this package's modules that define ALGORITHM, entry points
-    `paralab.algorithms`, $PARALAB_ALGORITHMS, modules carried from the parent process)."""
-    plugins.discover(KIND.name)
+#: every algorithm found (`lab.plugins`: this package's modules that define ALGORITHM, entry points
+#: `paralab.algorithms`, $PARALAB_ALGORITHMS, modules carried from the parent process)
+REGISTRY: plugins.Registry[Algorithm] = plugins.Registry(
+    "algorithms", _PACKAGE, "paralab.algorithms", ENV, Algorithm, attr="ALGORITHM", key=lambda a: a.name,
+    label=lambda a: f"algorithm {a.name!r}")
 
 
 def register(algo: Algorithm, *, replace: bool = False) -> Algorithm:
@@ -188,46 +145,26 @@ def register(algo: Algorithm, *, replace: bool = False) -> Algorithm:
     Its module (where `reduce` is defined) is carried to the rank processes `lab.comm.launch` starts
     (`lab.plugins`; nothing is written to the environment); an algorithm defined in `__main__` is only
     known to this process."""
-    if not isinstance(algo, Algorithm):
-        raise ValueError(f"register takes an Algorithm, got {type(algo).__name__}")
-    _load()
-    with _lock:
-        _add(algo, replace)
-    plugins.remember(KIND.name, algo.module)
-    return algo
+    return REGISTRY.register(algo, replace)
 
 
 def register_module(module: str) -> Algorithm:
     """Import `module` (which defines ALGORITHM, or calls `register` itself) and register it."""
-    _load()
-    mod = importlib.import_module(module)
-    with _lock:
-        algo = _register_module(mod)
-    if algo is None:
-        found = [a for a in _registry.values() if a.module == module]
-        if not found:
-            raise ValueError(f"module {module!r} defines no ALGORITHM and registered none")
-        algo = found[0]
-    plugins.remember(KIND.name, module)
-    return algo
+    found = REGISTRY.register_module(module)
+    if not found:
+        raise ValueError(f"module {module!r} defines no ALGORITHM and registered none")
+    return found[0]
 
 
 def unregister(name: str) -> None:
     """Remove a plugin (tests); built-ins stay."""
-    _load()
-    algo = get_algorithm(name)
-    if _builtin(algo.module):
-        raise ValueError(f"{name!r} is a built-in algorithm and cannot be removed")
-    with _lock:
-        del _registry[name]
-    if not any(a.module == algo.module for a in _registry.values()):
-        plugins.forget(KIND.name, algo.module)
+    REGISTRY.remove(get_algorithm(name))
 
 
 def algorithm_infos() -> list[Algorithm]:
     """Every registered algorithm, in display order (the built-ins as paper 001's slide, then by name)."""
-    _load()
-    return sorted(_registry.values(), key=lambda a: (a.order, a.name))
+    REGISTRY.load()
+    return sorted(REGISTRY.items.values(), key=lambda a: (a.order, a.name))
 
 
 def algorithm_names() -> list[str]:
@@ -237,8 +174,8 @@ def algorithm_names() -> list[str]:
 
 def get_algorithm(name: str) -> Algorithm:
     """The registered algorithm called `name`; ValueError naming the known ones otherwise."""
-    _load()
-    algo = _registry.get(name) if isinstance(name, str) else None
+    REGISTRY.load()
+    algo = REGISTRY.items.get(name) if isinstance(name, str) else None
     if algo is None:
         raise ValueError(f"unknown algorithm {name!r}: known are {', '.join(algorithm_names())}")
     return algo

@@ -6,30 +6,21 @@ import torch
 
 from typing import TYPE_CHECKING
 
+from .. import rank_trees
 from ..base import Comm
 from ..pieces import bounds, pieces  # noqa: F401  (re-exported)
+from ..rank_trees import log2_ceil as levels  # noqa: F401  (re-exported: a binomial tree's depth)
 
 if TYPE_CHECKING:
     from ..channel import Channel
 
 
-class Fold:
-    """Recursive doubling/halving on P ranks: P' = the largest power of two <= P works in the core.
-
-    The first 2(P - P') ranks pair up (even, odd); the even rank hands its data to the odd one
-    before the core and gets the result back after it (Thakur, Rabenseifner & Gropp 2005).
-    `vrank` is the rank's index in the core, None for an even rank of a pair.
-    """
+class Fold(rank_trees.Fold):
+    """The non-power-of-two fold (`lab.comm.rank_trees.Fold`) on this rank of `comm`, where the even rank
+    of a pair hands its data to the odd one before the core and gets the result back after it."""
 
     def __init__(self, comm: Comm) -> None:
-        P, r = comm.size, comm.rank
-        self.core = 1 << (P.bit_length() - 1)
-        self.extra = P - self.core
-        if r < 2 * self.extra:
-            self.vrank = None if r % 2 == 0 else r // 2
-            self.partner = r + 1 if r % 2 == 0 else r - 1
-        else:
-            self.vrank, self.partner = r - self.extra, None
+        super().__init__(comm.size, comm.rank)
 
     def hand_in(self, ch: "Channel", buf: torch.Tensor) -> bool:
         """Before the core: an even rank of a pair sends its data (and returns False: it only
@@ -41,20 +32,11 @@ class Fold:
             ch.add_into(ch.recv(buf.numel(), self.partner), buf)
         return True
 
-    def real(self, v: int) -> int:
-        """The real rank of core index v."""
-        return 2 * v + 1 if v < self.extra else v + self.extra
-
 
 def core(P: int) -> tuple[int, int, int]:
     """(P', log2 P', 1 if P is not a power of two else 0), P' = largest power of two <= P."""
     k = P.bit_length() - 1
     return 1 << k, k, int(P != 1 << k)
-
-
-def levels(P: int) -> int:
-    """ceil(log2 P), the depth of a binomial tree on P ranks."""
-    return (P - 1).bit_length()
 
 
 def sum_in_rank_order(mine: torch.Tensor, me: int, others: list[int], batch, got: list, ch: "Channel") -> None:

@@ -11,66 +11,36 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
+from ..rank_trees import binomial
 from .base import Algorithm
 from .common import levels
-
-
-def _top(P: int) -> int:
-    return 1 << ((P - 1).bit_length() - 1)
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     P, r, n = comm.size, comm.rank, buf.numel()
     if P == 1:
         return
-    mask = 1
-    while mask < P:
-        if r & mask:
-            ch.send(ch.encode(buf), r - mask)
-            break
-        if r + mask < P:
-            ch.add_into(ch.recv(n, r + mask), buf)
-        mask <<= 1
-    if r == 0:
-        payload, mask = ch.finalize(buf), _top(P)
+    parent, kids = binomial(r, P)
+    for k in kids:
+        ch.add_into(ch.recv(n, k), buf)
+    if parent is None:
+        payload = ch.finalize(buf)
     else:
-        low = r & -r
-        payload, mask = ch.recv_into(buf, r - low), low >> 1
-    _fan_out(comm, ch, payload, mask)
-
-
-def _children(comm: Comm, mask: int) -> list[int]:
-    """The broadcast children of this rank, farthest first."""
-    out = []
-    while mask >= 1:
-        if comm.rank + mask < comm.size:
-            out.append(comm.rank + mask)
-        mask >>= 1
-    return out
-
-
-def _fan_out(comm: Comm, ch: Channel, payload: torch.Tensor, mask: int) -> None:
-    ch.post([(payload, k) for k in _children(comm, mask)]).wait()
+        ch.send(ch.encode(buf), parent)
+        payload = ch.recv_into(buf, parent)
+    ch.post([(payload, k) for k in reversed(kids)]).wait()
 
 
 def gather(comm: Comm, rows: torch.Tensor) -> None:
     """Binomial gather of payload rows to rank 0, then binomial broadcast of all P rows."""
     P, r = comm.size, comm.rank
-    mask = 1
-    while mask < P:
-        if r & mask:
-            comm.exchange([(rows[r:min(r + mask, P)], r - mask)]).wait()
-            break
-        if r + mask < P:
-            comm.exchange(recvs=[(rows[r + mask:min(r + 2 * mask, P)], r + mask)]).wait()
-        mask <<= 1
-    if r == 0:
-        mask = _top(P)
-    else:
-        low = r & -r
-        comm.exchange(recvs=[(rows, r - low)]).wait()
-        mask = low >> 1
-    comm.exchange([(rows, k) for k in _children(comm, mask)]).wait()
+    parent, kids = binomial(r, P)
+    for k in kids:  # child k holds rows k .. k + (k - r) - 1, its subtree
+        comm.exchange(recvs=[(rows[k:min(2 * k - r, P)], k)]).wait()
+    if parent is not None:
+        comm.exchange([(rows[r:min(2 * r - parent, P)], parent)]).wait()
+        comm.exchange(recvs=[(rows, parent)]).wait()
+    comm.exchange([(rows, k) for k in reversed(kids)]).wait()
 
 
 def _coefficients(P: int, m: float) -> tuple[float, float]:

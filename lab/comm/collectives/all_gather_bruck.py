@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
+from ..rank_trees import log2_ceil
 from .base import Collective
-from .wire import log2_ceil
 
 
 def run(comm: Comm, rows: torch.Tensor) -> None:

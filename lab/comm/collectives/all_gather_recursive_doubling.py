@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
+from ..rank_trees import Fold
 from .base import Collective
-from .wire import Fold
 
 
 def run(comm: Comm, rows: torch.Tensor) -> None:

@@ -13,11 +13,8 @@ for alltoall, the buffer for broadcast, reduce and sendrecv. busbw = algbw · fa
 """
 from __future__ import annotations
 
-import importlib
 import re
-import threading
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Callable, Optional
 
 from ... import plugins
@@ -119,70 +116,27 @@ class Collective:
         return a * L + b * G
 
 
-_lock = threading.RLock()
-_registry: dict[tuple[str, str], Collective] = {}
 _PACKAGE = __name__.rsplit(".", 1)[0]
-
-
-def _add(c: Collective, replace: bool = False) -> None:
-    old = _registry.get((c.op, c.name))
-    if old is not None and old is not c and not replace:
-        raise ValueError(f"{c.op} algorithm {c.name!r} is already registered (from {old.module}); pass replace=True")
-    _registry[(c.op, c.name)] = c
-
-
-def _accept(obj: object, origin: str) -> None:
-    with _lock:
-        if isinstance(obj, ModuleType):
-            c = getattr(obj, "COLLECTIVE", None)
-            if c is None:
-                return
-            if not isinstance(c, Collective):
-                raise ValueError(f"{obj.__name__}.COLLECTIVE is a {type(c).__name__}; it must be a Collective")
-            _add(c)
-        elif isinstance(obj, Collective):
-            _add(obj)
-        else:
-            raise ValueError(f"{origin} gives a {type(obj).__name__}; allowed: a module that defines COLLECTIVE, "
-                             "or a Collective")
-
-
-KIND = plugins.declare(plugins.Kind("collectives", _PACKAGE, "paralab.collectives", ENV, _accept))
-
-
-def _load() -> None:
-    plugins.discover(KIND.name)
+#: every collective algorithm found (`lab.plugins`: this package's modules that define COLLECTIVE, entry
+#: points `paralab.collectives`, $PARALAB_COLLECTIVES, modules carried from the parent process)
+REGISTRY: plugins.Registry[Collective] = plugins.Registry(
+    "collectives", _PACKAGE, "paralab.collectives", ENV, Collective, attr="COLLECTIVE", key=lambda c: (c.op, c.name),
+    label=lambda c: f"{c.op} algorithm {c.name!r}")
 
 
 def register(c: Collective, *, replace: bool = False) -> Collective:
     """Add a collective algorithm (carried to rank processes like the allreduce plugins)."""
-    if not isinstance(c, Collective):
-        raise ValueError(f"register takes a Collective, got {type(c).__name__}")
-    _load()
-    with _lock:
-        _add(c, replace)
-    plugins.remember(KIND.name, c.module)
-    return c
+    return REGISTRY.register(c, replace)
 
 
 def register_module(module: str) -> list[Collective]:
     """Import `module` (which defines COLLECTIVE) and register it."""
-    _load()
-    mod = importlib.import_module(module)
-    _accept(mod, module)
-    plugins.remember(KIND.name, module)
-    return [c for c in _registry.values() if c.module == module]
+    return REGISTRY.register_module(module)
 
 
 def unregister(op: str, name: str) -> None:
     """Remove a plugin (tests); built-ins stay."""
-    c = get_collective(op, name)
-    if c.module.startswith(_PACKAGE + "."):
-        raise ValueError(f"{op}/{name} is built in and cannot be removed")
-    with _lock:
-        del _registry[(op, name)]
-    if not any(x.module == c.module for x in _registry.values()):
-        plugins.forget(KIND.name, c.module)
+    REGISTRY.remove(get_collective(op, name))
 
 
 def check_op(op: str) -> Op:
@@ -195,11 +149,11 @@ def check_op(op: str) -> Op:
 
 def collective_infos(op: Optional[str] = None) -> list[Collective]:
     """Every registered collective algorithm (of `op`), in display order."""
-    _load()
+    REGISTRY.load()
     if op is not None:
         check_op(op)
     names = list(OPS)
-    return sorted((c for c in _registry.values() if op is None or c.op == op),
+    return sorted((c for c in REGISTRY.items.values() if op is None or c.op == op),
                   key=lambda c: (names.index(c.op), c.order, c.name))
 
 
@@ -211,8 +165,8 @@ def collective_names(op: str) -> list[str]:
 def get_collective(op: str, name: str) -> Collective:
     """The algorithm `name` of `op`; ValueError naming the ones `op` has."""
     check_op(op)
-    _load()
-    c = _registry.get((op, name)) if isinstance(name, str) else None
+    REGISTRY.load()
+    c = REGISTRY.items.get((op, name)) if isinstance(name, str) else None
     if c is None:
         raise ValueError(f"{op} has no algorithm {name!r}; allowed: {', '.join(collective_names(op))}")
     return c

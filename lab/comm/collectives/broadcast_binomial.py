@@ -6,26 +6,17 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
+from ..rank_trees import binomial, log2_ceil
 from .base import Collective
-from .wire import log2_ceil
 
 
 def run(comm: Comm, buf: torch.Tensor, root: int = 0) -> None:
     P = comm.size
-    v = (comm.rank - root) % P
+    parent, kids = binomial((comm.rank - root) % P, P)
     real = lambda u: (u + root) % P  # noqa: E731
-    if v:
-        low = v & -v
-        comm.exchange(recvs=[(buf, real(v - low))]).wait()
-        mask = low >> 1
-    else:
-        mask = 1 << (log2_ceil(P) - 1) if P > 1 else 0
-    kids = []
-    while mask >= 1:
-        if v + mask < P:
-            kids.append(real(v + mask))
-        mask >>= 1
-    comm.exchange([(buf, k) for k in kids]).wait()
+    if parent is not None:
+        comm.exchange(recvs=[(buf, real(parent))]).wait()
+    comm.exchange([(buf, real(k)) for k in reversed(kids)]).wait()
 
 
 def coefficients(P: int, m: float) -> tuple[float, float]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
-from .wire import log2_ceil
+from ..rank_trees import log2_ceil
 
 BUFFER_BYTES = 4 << 20
 

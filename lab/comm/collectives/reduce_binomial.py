@@ -6,33 +6,22 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
+from ..rank_trees import binomial
 from .base import Collective
-from .wire import Wire, log2_ceil
+from .broadcast_binomial import coefficients, total_bytes  # the same tree, walked leaves to root
+from .wire import Wire
 
 
 def run(comm: Comm, buf: torch.Tensor, wire: Wire, root: int = 0) -> None:
     P = comm.size
-    v = (comm.rank - root) % P
+    parent, kids = binomial((comm.rank - root) % P, P)
     real = lambda u: (u + root) % P  # noqa: E731
-    mask = 1
-    while mask < P:
-        if v & mask:
-            comm.exchange([(wire.payload(buf), real(v - mask))]).wait()
-            return
-        if v + mask < P:
-            got = wire.buffer(buf.numel())
-            comm.exchange(recvs=[(got, real(v + mask))]).wait()
-            wire.add(got, buf)
-        mask <<= 1
-
-
-def coefficients(P: int, m: float) -> tuple[float, float]:
-    d = log2_ceil(P)
-    return float(d), d * m
-
-
-def total_bytes(P: int, m: float) -> float:
-    return (P - 1) * m
+    for k in kids:
+        got = wire.buffer(buf.numel())
+        comm.exchange(recvs=[(got, real(k))]).wait()
+        wire.add(got, buf)
+    if parent is not None:
+        comm.exchange([(wire.payload(buf), real(parent))]).wait()
 
 
 COLLECTIVE = Collective(

@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 
 from ..base import Comm
+from ..rank_trees import Fold
 from .base import Collective
-from .wire import Fold, Wire
+from .wire import Wire
 
 
 def run(comm: Comm, blocks: torch.Tensor, wire: Wire) -> None:

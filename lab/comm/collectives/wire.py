@@ -1,5 +1,5 @@
 """The wire of a reduction (reduce-scatter, reduce): raw values of the accumulation dtype, or codec
-payloads decoded, added and re-encoded at every hop (requantize), and the non-power-of-two fold.
+payloads decoded, added and re-encoded at every hop (requantize).
 
 Raw: a payload is the accumulator itself, in the accumulation dtype (fp32, bf16 or fp16): NCCL sums
 in the input's dtype, so an fp16/bf16 sum rounds at every addition. With a codec a partial sum is
@@ -64,32 +64,3 @@ class Wire:
         """acc += the payload's values (acc flat or any shape of as many values)."""
         flat = acc.view(-1)
         flat.add_(self.values(payload, flat.numel()))
-
-
-class Fold:
-    """Recursive doubling/halving on any P: the core is P' = the largest power of two <= P; the first
-    2(P - P') ranks pair up (even, odd) and the odd one stands for both in the core (Thakur,
-    Rabenseifner & Gropp 2005). Core index v owns the real rows lo(v)..lo(v+1)-1, contiguous."""
-
-    def __init__(self, P: int, r: int) -> None:
-        self.P = P
-        self.core = 1 << (P.bit_length() - 1)
-        self.extra = P - self.core
-        if r < 2 * self.extra:
-            self.vrank = None if r % 2 == 0 else r // 2
-            self.partner = r + 1 if r % 2 == 0 else r - 1
-        else:
-            self.vrank, self.partner = r - self.extra, None
-
-    def lo(self, v: int) -> int:
-        """First real row of core index v (lo(core) = P)."""
-        return 2 * v if v < self.extra else v + self.extra
-
-    def real(self, v: int) -> int:
-        """The real rank that stands for core index v."""
-        return 2 * v + 1 if v < self.extra else v + self.extra
-
-
-def log2_ceil(P: int) -> int:
-    """ceil(log2 P): the steps of a binomial tree or of Bruck's algorithm on P ranks."""
-    return (P - 1).bit_length()
