@@ -78,15 +78,51 @@ def test_race_needs_a_finished_fp32_run():
 
 def test_all_reads_the_registry_and_a_named_spec_replaces_its_default_twin():
     from lab.codecs import codec_names
-    from lab.train.converge import ConvergeConfig, expand_specs, spec_key
+    from lab.train.converge import ConvergeConfig, expand_specs
 
-    assert spec_key("topk") == spec_key("topk:ratio=0.01") != spec_key("ef:topk")
-    assert spec_key("onebit@10") != spec_key("onebit") and spec_key("none") == "fp32"
     names = [n for n in codec_names() if n != "fp32"]
     assert expand_specs(["all"]) == names
     specs = [s.text for s in ConvergeConfig(specs=("topk:ratio=0.01", "all")).parsed_specs()]
     assert specs.count("topk:ratio=0.01") == 1 and "topk" not in specs
     assert len(specs) == 1 + len(names)  # fp32, then every registered codec once
+
+
+SPELLINGS = ["fp32", "FP32", "none", "32-bit", " ", "topk", "topk:ratio=0.01", " topk : ratio=0.010 ", "ef:topk",
+             "ef:topk:ratio=0.01", "onebit", "onebit@10", "onebit @ 10", "onebit@0", "powersgd", "powersgd:rank=1",
+             "powersgd:rank=2", "ef:randomk", "randomk:ratio=0.01", "dynamic_tree", "int8", "bf16"]
+
+
+def test_one_canonical_spec_for_converge_and_the_verdicts():
+    """converge's de-duplication and the verdicts' lookup of measured penalties use the registry's one
+    canonical form, so they agree on every spelling (whitespace around '@N' included)."""
+    from lab.codecs import FP32_ALIASES, canonical_spec
+    from lab.plan import accuracy
+    from lab.train.converge import ConvergeConfig
+
+    for s in SPELLINGS:
+        assert accuracy.canonical(s) == canonical_spec(s), s
+    key = {s: canonical_spec(s) for s in SPELLINGS}
+    assert {key[s] for s in ("fp32", "FP32", "none", "32-bit", " ")} == {"fp32"} and "" in FP32_ALIASES
+    assert key["topk"] == key["topk:ratio=0.01"] == key[" topk : ratio=0.010 "] != key["ef:topk"] == key["ef:topk:ratio=0.01"]
+    assert key["onebit@10"] == key["onebit @ 10"] != key["onebit"] == key["onebit@0"]
+    assert key["powersgd"] == key["powersgd:rank=1"] != key["powersgd:rank=2"]
+    # converge runs each canonical spec once; the verdicts find a penalty under any spelling of it
+    ran = [s.text for s in ConvergeConfig(specs=tuple(SPELLINGS[4:])).parsed_specs()]
+    assert len(ran) == len(set(key.values())) and len({canonical_spec(s) for s in ran}) == len(ran)
+    with pytest.raises(ValueError, match="'@x' must be '@N'"):
+        canonical_spec("onebit@x")
+
+
+def test_converge_results_are_found_where_results_go(monkeypatch, tmp_path):
+    """lab.plan.accuracy looks first where every result is written (lab.experiments.results.results_dir),
+    not in its own reading of $PARALAB_RESULTS."""
+    from lab.experiments import results
+    from lab.plan import accuracy
+
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    assert accuracy.results_dirs() == [tmp_path, RESULTS]
+    (tmp_path / "converge-gpt-cpu.json").write_text("{}")
+    assert accuracy.find_result("gpt") == tmp_path / "converge-gpt-cpu.json"
 
 
 def test_coverage_names_registered_codecs_without_a_finished_run():
