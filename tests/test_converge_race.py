@@ -188,3 +188,74 @@ def test_race_figure_marks_the_target_and_each_arrival():
     assert fig.layout.shapes[0].y0 == res.target and fig.layout.annotations[0].y == pytest.approx(math.log10(res.target))
     with pytest.raises(ValueError, match="allowed: step, modelled_s"):
         race_figure(res.curves, res.arrivals, res.target, "epoch")
+
+
+def _cli(*args: str, **kw):
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"}, **kw)
+
+
+def test_race_cli_prints_the_page_table_from_a_committed_result():
+    """`paralab race`: the race view's arrivals as a table and --json, from the committed mlp result:
+    modelled time to target = mean over seeds of steps x the pays step time on the cluster."""
+    from lab.experiments import committed_race_data, race, step_times
+
+    r = _cli("race", "--task", "mlp", "--cluster", "2x8", "--inter", "eth25g", "--codecs",
+             "dynamic_tree,randomk:ratio=0.01,ef:randomk:ratio=0.01", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["command"] == "race" and doc["config"]["model"] == "alexnet"
+    assert doc["config"]["results"].endswith("converge-mlp-cpu.json")
+    rows = {x["spec"]: x for x in doc["rows"]}
+    assert list(rows) == ["fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
+    data = committed_race_data("mlp")
+    t = step_times(list(rows), "alexnet", "2x8", inter="eth25g").set_index("spec")
+    runs = data["runs"]
+    for spec in ("fp32", "dynamic_tree", "ef:randomk:ratio=0.01"):
+        steps = runs[runs.spec == spec]["steps_to_target"]
+        assert rows[spec]["steps_mean"] == pytest.approx(steps.mean())
+        assert rows[spec]["modelled_time_to_target_s"] == pytest.approx(steps.mean() * t.loc[spec, "step_s"])
+        assert rows[spec]["step_ms"] == pytest.approx(1e3 * t.loc[spec, "step_s"])
+        lo, hi = rows[spec]["time_to_target_ci_low"], rows[spec]["time_to_target_ci_high"]
+        assert lo <= rows[spec]["modelled_time_to_target_s"] <= hi and rows[spec]["arrived"] == "yes"
+    fp32_t = rows["fp32"]["modelled_time_to_target_s"]
+    assert rows["dynamic_tree"]["time_to_accuracy_speedup"] == pytest.approx(fp32_t / rows["dynamic_tree"]["modelled_time_to_target_s"])
+    assert rows["dynamic_tree"]["speedup_ci_low"] == pytest.approx(fp32_t / rows["dynamic_tree"]["time_to_target_ci_high"])
+    never = rows["randomk:ratio=0.01"]
+    assert never["arrived"] == "never" and never["modelled_time_to_target_s"] is None and never["never_reached"] > 0
+    page = race(runs[runs.spec.isin(list(rows))], data["curves"], task="mlp", cluster="2x8", inter="eth25g",
+                specs=list(rows), seeds_asked=data["config"]["seeds"])  # what the Training page shows
+    assert [round(x, 9) for x in page.arrivals["step_ms"]] == [round(rows[s]["step_ms"], 9) for s in rows]
+    assert doc["takeaway"] in page.lessons["time"]
+    r = _cli("race", "--task", "mlp", "--cluster", "2x8", "--inter", "eth25g", "--codecs", "dynamic_tree,randomk:ratio=0.01")
+    assert r.exit_code == 0, r.output
+    assert "time_to_target" in r.output and "speedup_vs_fp32" in r.output and "never" in r.output
+    assert "reaches the target first" in r.output
+
+
+def test_race_cli_bad_input_is_one_line(tmp_path, monkeypatch):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"command": "pays", "rows": []}))
+    gpt = RESULTS / "converge-gpt-cpu.json"
+    cases = [(["--task", "vit"], "unknown task 'vit'; known: mlp, cnn, gpt"),
+             (["--cluster", "8y8"], "cluster '8y8': give NODESxGPUS"),
+             (["--inter", "eth7g"], "unknown inter-node link 'eth7g'"),
+             (["--model", "bert"], "unknown model 'bert'"),
+             (["--codecs", "qsgd:levels=3"], "'qsgd:levels=3' not in"),
+             (["--seed", "9"], "seed 9 has no finished fp32 run"),
+             (["--results", str(tmp_path / "none.json")], "cannot read it as JSON"),
+             (["--results", str(other)], "is not a `paralab converge` result"),
+             (["--results", str(gpt), "--task", "mlp"], "is a result of task 'gpt', not 'mlp'")]
+    for args, msg in cases:
+        r = _cli("race", *args)
+        out = " ".join(r.output.split())
+        assert r.exit_code == 2 and msg in out and "Traceback" not in r.output, (args, r.output)
+    import lab.plan.accuracy as acc
+
+    monkeypatch.setattr(acc, "find_result", lambda task, dirs=None: None)
+    r = _cli("race", "--task", "cnn")
+    assert r.exit_code == 2 and "no converge result for task 'cnn'" in " ".join(r.output.split())
+    assert "give --results FILE" in " ".join(r.output.split())
