@@ -44,7 +44,7 @@ def race(task: Optional[str] = typer.Option(None, help="mlp | cnn | gpt: the con
         if results is not None:
             data = race_data(results, task)
         else:
-            name = task or "mlp"
+            name = "mlp" if task is None else task
             data = committed_race_data(name)
             if data is None:
                 fail(f"no converge result for task {name!r} (converge-{name}-*.json in $PARALAB_RESULTS, "
