@@ -66,6 +66,22 @@ def test_lessons_follow_the_numbers():
     assert "0 of 1 8-bit types" in text and "dynamic_tree needs more steps than fp32" in text
 
 
+def test_the_8_bit_lesson_says_when_their_step_costs_more_than_fp32s():
+    """On a fast network the codec's own time can exceed the wire time it saves: the lesson must not
+    call a slower step 'almost nothing'."""
+    from lab.experiments import race
+
+    study = _study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3)
+    slow = race(*study, task="mlp", cluster="8x8", inter="ib_ndr")
+    a = slow.arrivals.set_index("spec")
+    assert a.loc["dynamic_tree", "step_vs_fp32"] > 1  # priced slower than fp32 here
+    text = " ".join(slow.lessons["time"])
+    assert "cost almost nothing" not in text and "reach the target later than fp32" in text
+    fast = race(*study, task="mlp", cluster="8x8", inter="eth10g")
+    assert fast.arrivals.set_index("spec").loc["dynamic_tree", "step_vs_fp32"] < 1
+    assert "dynamic_tree reaches the target" in " ".join(fast.lessons["time"])
+
+
 def test_race_needs_a_finished_fp32_run():
     from lab.experiments import race
 

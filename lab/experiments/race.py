@@ -274,14 +274,25 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
                              f"; {', '.join(late)} {'needs' if len(late) == 1 else 'need'} more steps than fp32 "
                              "beyond the seeds' spread: here 8 bits is not free for "
                              + ("it" if len(late) == 1 else "them") + " (Dettmers 2016 §3.4 found no difference)."))
-        fast = [by[s] for s in ok if by[s]["priced"] and by[s]["time_to_accuracy_speedup"] > 0]
+        same = [by[s] for s in ok if by[s]["priced"] and by[s]["time_to_accuracy_speedup"] > 0]
+        fast = [r for r in same if r["step_vs_fp32"] < 1]
+        slow = [r for r in same if r["step_vs_fp32"] >= 1]
         if fast:
             lo = min(r["step_vs_fp32"] for r in fast)
             hi = max(r["step_vs_fp32"] for r in fast)
             sp = [r["time_to_accuracy_speedup"] for r in fast]
             time.append(f"The 8-bit types cost almost nothing: the same steps as fp32, each step "
-                        f"{_span([lo, hi], '{:.0%}')} of fp32's on {where} (a quarter of the bits), so they reach "
-                        f"the target {_span(sp, '{:.2f}')}x sooner than fp32.")
+                        f"{_span([lo, hi], '{:.0%}')} of fp32's on {where} (a quarter of the bits), so "
+                        f"{'they reach' if len(fast) > 1 else fast[0]['spec'] + ' reaches'} the target "
+                        f"{_span(sp, '{:.2f}')}x sooner than fp32.")
+        if slow:
+            lo = min(r["step_vs_fp32"] for r in slow)
+            hi = max(r["step_vs_fp32"] for r in slow)
+            names = ", ".join(r["spec"] for r in slow)
+            time.append(f"On {where} a step of {names} takes {_span([lo, hi], '{:.0%}')} of fp32's: the network is "
+                        f"fast enough that encoding and decoding cost more than the bits saved, so the same steps "
+                        f"reach the target later than fp32 "
+                        f"({_span([r['time_to_accuracy_speedup'] for r in slow], '{:.2f}')}x fp32's speed).")
     priced = [r for r in by.values() if r["priced"] and r["seeds"] and not math.isnan(r["modelled_time_to_target_s"])]
     if priced:
         fin = [r for r in priced if math.isfinite(r["modelled_time_to_target_s"])]
