@@ -26,7 +26,8 @@ def race(task: Optional[str] = typer.Option(None, help="mlp | cnn | gpt: the con
                                                   "eth100g | eth200g | eth400g ... (aliases hdr, ndr400, 100gbe, ...)"),
          model: Optional[str] = typer.Option(None, help="the priced model: alexnet | deep_image | vgg16 | resnet50 | "
                                                         "gpt2-small (default: the one the task stands for)"),
-         batch: int = typer.Option(8, "--batch", min=1, max=1 << 24, help="samples per GPU per step of the priced model"),
+         batch: int = typer.Option(8, "--batch", min=1, max=1 << 24,
+                                   help="samples per GPU per step of the priced model"),
          codecs: Optional[str] = typer.Option(None, "--codecs", help="comma-separated specs of the result to show "
                                                                      "(default: every one it measured; fp32 always)"),
          seed: Optional[int] = typer.Option(None, min=0, max=1 << 31, help="the seed whose arrival step is shown "

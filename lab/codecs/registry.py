@@ -352,5 +352,6 @@ def options(*specs: OptionSpec | Iterable[OptionSpec]) -> tuple[OptionSpec, ...]
 
 
 __all__ = ["OptionSpec", "WorkModel", "CodecInfo", "register", "unregister", "codec_infos", "codec_info",
-           "codec_names", "codec_help", "get_codec", "parse_spec", "format_spec", "split_spec", "canonical_spec", "FP32_ALIASES", "check_nonfinite",
+           "codec_names", "codec_help", "get_codec", "parse_spec", "format_spec", "split_spec", "canonical_spec", "FP32_ALIASES",
+           "check_nonfinite",
            "nonfinite_option", "seed_option", "NONFINITE", "PLUGINS_ENV"]

@@ -27,7 +27,8 @@ class RaceResult:
     """curves: the shown seed's evaluations (spec, step, val_loss, quality, modelled_s); arrivals: one
     row per spec (this seed's arrival step and modelled time; over all seeds: steps to target, penalty,
     modelled time to target, each with its t-based 95 % CI, and the speedup in time to target against
-    fp32's mean, its CI = fp32's mean over the time's CI bounds); target: this seed's target loss; lessons: {'steps': [..],
+    fp32's mean, its CI = fp32's mean over the time's CI bounds); target: this seed's target loss;
+    lessons: {'steps': [..],
     'time': [..]} sentences from the numbers; cluster: the cluster in words; partial: fewer runs than
     the study asked."""
 
@@ -315,7 +316,8 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
                  "value" for k, s in ranks]
         fin = [(by[s]["modelled_time_to_target_s"], k) for k, s in ranks if by[s]["priced"]
                and math.isfinite(by[s]["modelled_time_to_target_s"])]
-        tail = (f"; on this cluster rank {min(fin)[1]} reaches the target first ({duration_text(min(fin)[0])})" if fin else "")
+        tail = (f"; on this cluster rank {min(fin)[1]} reaches the target first ({duration_text(min(fin)[0])})"
+                if fin else "")
         time.append(f"PowerSGD's rank trades steps for bytes ({'; '.join(parts)}): a low rank sends less but "
                     f"approximates the gradient worse, so it pays only while the saved bytes outweigh the extra "
                     f"steps{tail} (Vogels et al. 2019 reach full accuracy at rank 2-4).")
@@ -376,5 +378,5 @@ def race_live_specs() -> list[str]:
     return [*RACE_LESSON_SPECS, *(c for c in codec_names() if c not in RACE_LESSON_SPECS and c != "fp32")]
 
 
-__all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race", "race_lessons", "step_times", "modelled_seconds", "committed_race_data",
-           "race_data", "duration_text"]
+__all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race",
+           "race_lessons", "step_times", "modelled_seconds", "committed_race_data", "race_data", "duration_text"]
