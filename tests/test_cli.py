@@ -38,6 +38,7 @@ SMOKE = {
     "trace": ["trace", "--algorithm", "ring", "-P", "4", "--codec", "dynamic_tree", "--values", "24"],
     "converge": ["converge", "--hidden", "16", "--train-limit", "256", "--steps", "10", "--eval-every", "5",
                  "--seeds", "2", "-k", "2", "--batch", "16", "--budget", "1", "--tolerance", "0.9"],
+    "race": ["race", "--task", "mlp", "--cluster", "2x8", "--codecs", "dynamic_tree,ef:randomk:ratio=0.01"],
     "augment": ["augment"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],

@@ -30,6 +30,7 @@ SLOW_S = 20  # a generous bound against a loaded machine: cases take well under 
 BASE = {
     "pays": ["--codecs", "dynamic_tree"],
     "plan": ["--gpus", "1,8"],
+    "race": ["--codecs", "dynamic_tree"],
     "dropout patterns": ["--iterations", "10", "--batch", "4", "--units", "8"],
     "dropout search": ["--max-steps", "2000"],
 }

@@ -66,6 +66,22 @@ def test_lessons_follow_the_numbers():
     assert "0 of 1 8-bit types" in text and "dynamic_tree needs more steps than fp32" in text
 
 
+def test_the_8_bit_lesson_says_when_their_step_costs_more_than_fp32s():
+    """On a fast network the codec's own time can exceed the wire time it saves: the lesson must not
+    call a slower step 'almost nothing'."""
+    from lab.experiments import race
+
+    study = _study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3)
+    slow = race(*study, task="mlp", cluster="8x8", inter="ib_ndr")
+    a = slow.arrivals.set_index("spec")
+    assert a.loc["dynamic_tree", "step_vs_fp32"] > 1  # priced slower than fp32 here
+    text = " ".join(slow.lessons["time"])
+    assert "cost almost nothing" not in text and "reach the target later than fp32" in text
+    fast = race(*study, task="mlp", cluster="8x8", inter="eth10g")
+    assert fast.arrivals.set_index("spec").loc["dynamic_tree", "step_vs_fp32"] < 1
+    assert "dynamic_tree reaches the target" in " ".join(fast.lessons["time"])
+
+
 def test_race_needs_a_finished_fp32_run():
     from lab.experiments import race
 
@@ -78,15 +94,52 @@ def test_race_needs_a_finished_fp32_run():
 
 def test_all_reads_the_registry_and_a_named_spec_replaces_its_default_twin():
     from lab.codecs import codec_names
-    from lab.train.converge import ConvergeConfig, expand_specs, spec_key
+    from lab.train.converge import ConvergeConfig, expand_specs
 
-    assert spec_key("topk") == spec_key("topk:ratio=0.01") != spec_key("ef:topk")
-    assert spec_key("onebit@10") != spec_key("onebit") and spec_key("none") == "fp32"
     names = [n for n in codec_names() if n != "fp32"]
     assert expand_specs(["all"]) == names
     specs = [s.text for s in ConvergeConfig(specs=("topk:ratio=0.01", "all")).parsed_specs()]
     assert specs.count("topk:ratio=0.01") == 1 and "topk" not in specs
     assert len(specs) == 1 + len(names)  # fp32, then every registered codec once
+
+
+SPELLINGS = ["fp32", "FP32", "none", "32-bit", " ", "topk", "topk:ratio=0.01", " topk : ratio=0.010 ", "ef:topk",
+             "ef:topk:ratio=0.01", "onebit", "onebit@10", "onebit @ 10", "onebit@0", "powersgd", "powersgd:rank=1",
+             "powersgd:rank=2", "ef:randomk", "randomk:ratio=0.01", "dynamic_tree", "int8", "bf16"]
+
+
+def test_one_canonical_spec_for_converge_and_the_verdicts():
+    """converge's de-duplication and the verdicts' lookup of measured penalties use the registry's one
+    canonical form, so they agree on every spelling (whitespace around '@N' included)."""
+    from lab.codecs import FP32_ALIASES, canonical_spec
+    from lab.plan import accuracy
+    from lab.train.converge import ConvergeConfig
+
+    for s in SPELLINGS:
+        assert accuracy.canonical(s) == canonical_spec(s), s
+    key = {s: canonical_spec(s) for s in SPELLINGS}
+    assert {key[s] for s in ("fp32", "FP32", "none", "32-bit", " ")} == {"fp32"} and "" in FP32_ALIASES
+    assert key["topk"] == key["topk:ratio=0.01"] == key[" topk : ratio=0.010 "]
+    assert key["topk"] != key["ef:topk"] == key["ef:topk:ratio=0.01"]
+    assert key["onebit@10"] == key["onebit @ 10"] != key["onebit"] == key["onebit@0"]
+    assert key["powersgd"] == key["powersgd:rank=1"] != key["powersgd:rank=2"]
+    # converge runs each canonical spec once; the verdicts find a penalty under any spelling of it
+    ran = [s.text for s in ConvergeConfig(specs=tuple(SPELLINGS[4:])).parsed_specs()]
+    assert len(ran) == len(set(key.values())) and len({canonical_spec(s) for s in ran}) == len(ran)
+    with pytest.raises(ValueError, match="'@x' must be '@N'"):
+        canonical_spec("onebit@x")
+
+
+def test_converge_results_are_found_where_results_go(monkeypatch, tmp_path):
+    """lab.plan.accuracy looks first where every result is written (lab.experiments.results.results_dir),
+    not in its own reading of $PARALAB_RESULTS."""
+    from lab.experiments import results
+    from lab.plan import accuracy
+
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    assert accuracy.results_dirs() == [tmp_path, RESULTS]
+    (tmp_path / "converge-gpt-cpu.json").write_text("{}")
+    assert accuracy.find_result("gpt") == tmp_path / "converge-gpt-cpu.json"
 
 
 def test_coverage_names_registered_codecs_without_a_finished_run():
@@ -152,3 +205,76 @@ def test_race_figure_marks_the_target_and_each_arrival():
     assert fig.layout.shapes[0].y0 == res.target and fig.layout.annotations[0].y == pytest.approx(math.log10(res.target))
     with pytest.raises(ValueError, match="allowed: step, modelled_s"):
         race_figure(res.curves, res.arrivals, res.target, "epoch")
+
+
+def _cli(*args: str, **kw):
+    from typer.testing import CliRunner
+
+    from lab.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"}, **kw)
+
+
+def test_race_cli_prints_the_page_table_from_a_committed_result():
+    """`paralab race`: the race view's arrivals as a table and --json, from the committed mlp result:
+    modelled time to target = mean over seeds of steps x the pays step time on the cluster."""
+    from lab.experiments import committed_race_data, race, step_times
+
+    r = _cli("race", "--task", "mlp", "--cluster", "2x8", "--inter", "eth25g", "--codecs",
+             "dynamic_tree,randomk:ratio=0.01,ef:randomk:ratio=0.01", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["command"] == "race" and doc["config"]["model"] == "alexnet"
+    assert doc["config"]["results"].endswith("converge-mlp-cpu.json")
+    rows = {x["spec"]: x for x in doc["rows"]}
+    assert list(rows) == ["fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
+    data = committed_race_data("mlp")
+    t = step_times(list(rows), "alexnet", "2x8", inter="eth25g").set_index("spec")
+    runs = data["runs"]
+    for spec in ("fp32", "dynamic_tree", "ef:randomk:ratio=0.01"):
+        steps = runs[runs.spec == spec]["steps_to_target"]
+        assert rows[spec]["steps_mean"] == pytest.approx(steps.mean())
+        assert rows[spec]["modelled_time_to_target_s"] == pytest.approx(steps.mean() * t.loc[spec, "step_s"])
+        assert rows[spec]["step_ms"] == pytest.approx(1e3 * t.loc[spec, "step_s"])
+        lo, hi = rows[spec]["time_to_target_ci_low"], rows[spec]["time_to_target_ci_high"]
+        assert lo <= rows[spec]["modelled_time_to_target_s"] <= hi and rows[spec]["arrived"] == "yes"
+    fp32_t = rows["fp32"]["modelled_time_to_target_s"]
+    dt = rows["dynamic_tree"]
+    assert dt["time_to_accuracy_speedup"] == pytest.approx(fp32_t / dt["modelled_time_to_target_s"])
+    assert dt["speedup_ci_low"] == pytest.approx(fp32_t / dt["time_to_target_ci_high"])
+    never = rows["randomk:ratio=0.01"]
+    assert never["arrived"] == "never" and never["modelled_time_to_target_s"] is None and never["never_reached"] > 0
+    page = race(runs[runs.spec.isin(list(rows))], data["curves"], task="mlp", cluster="2x8", inter="eth25g",
+                specs=list(rows), seeds_asked=data["config"]["seeds"])  # what the Training page shows
+    assert [round(x, 9) for x in page.arrivals["step_ms"]] == [round(rows[s]["step_ms"], 9) for s in rows]
+    assert doc["takeaway"] in page.lessons["time"]
+    r = _cli("race", "--task", "mlp", "--cluster", "2x8", "--inter", "eth25g", "--codecs",
+             "dynamic_tree,randomk:ratio=0.01")
+    assert r.exit_code == 0, r.output
+    assert "time_to_target" in r.output and "speedup_vs_fp32" in r.output and "never" in r.output
+    assert "reaches the target first" in r.output
+
+
+def test_race_cli_bad_input_is_one_line(tmp_path, monkeypatch):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"command": "pays", "rows": []}))
+    gpt = RESULTS / "converge-gpt-cpu.json"
+    cases = [(["--task", "vit"], "unknown task 'vit'; known: mlp, cnn, gpt"),
+             (["--cluster", "8y8"], "cluster '8y8': give NODESxGPUS"),
+             (["--inter", "eth7g"], "unknown inter-node link 'eth7g'"),
+             (["--model", "bert"], "unknown model 'bert'"),
+             (["--codecs", "qsgd:levels=3"], "'qsgd:levels=3' not in"),
+             (["--seed", "9"], "seed 9 has no finished fp32 run"),
+             (["--results", str(tmp_path / "none.json")], "cannot read it as JSON"),
+             (["--results", str(other)], "is not a `paralab converge` result"),
+             (["--results", str(gpt), "--task", "mlp"], "is a result of task 'gpt', not 'mlp'")]
+    for args, msg in cases:
+        r = _cli("race", *args)
+        out = " ".join(r.output.split())
+        assert r.exit_code == 2 and msg in out and "Traceback" not in r.output, (args, r.output)
+    import lab.plan.accuracy as acc
+
+    monkeypatch.setattr(acc, "find_result", lambda task, dirs=None: None)
+    r = _cli("race", "--task", "cnn")
+    assert r.exit_code == 2 and "no converge result for task 'cnn'" in " ".join(r.output.split())
+    assert "give --results FILE" in " ".join(r.output.split())

@@ -9,9 +9,9 @@ from .base import STOPPED, TORCHRUN_COMMANDS, app, bench_app  # noqa: E402
 # each module registers its commands on import, in the order `paralab --help` lists them
 from . import codecs, comm, train, dropout, deep_image, pays  # noqa: E402,I001
 from . import trace  # noqa: E402,I001
-from . import converge  # noqa: E402,I001
+from . import converge, race  # noqa: E402,I001
 
-CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge)
+CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge, race)
 
 __all__ = ["app", "bench_app", "main", "CAPABILITIES", "TORCHRUN_COMMANDS"]
 

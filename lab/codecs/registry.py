@@ -294,6 +294,33 @@ def format_spec(name: str, options: Mapping[str, Any] | None = None, *, error_fe
     return f"{EF_PREFIX}:{text}" if ef or error_feedback else text
 
 
+FP32_ALIASES = ("fp32", "none", "32-bit", "")
+"""Spellings of 'no codec: plain fp32 gradients' in a codec spec (any case)."""
+
+
+def canonical_spec(spec: str) -> str:
+    """One key per codec a spec builds, for matching spellings: 'fp32' for fp32 (FP32_ALIASES), else
+    `[ef:]name:opt=value,...` with every option at the value the built codec holds, sorted ('topk' and
+    'topk:ratio=0.01' share a key), then '@N' for an fp32 warm-up of N > 0 steps ('@0' is none).
+    ValueError for an unknown codec, a bad option or a bad '@N'."""
+    raw = str(spec).strip()
+    body, at, warm = raw.rpartition("@") if "@" in raw else (raw, "", "")
+    warm = warm.strip()
+    if at and not warm.isdigit():
+        raise ValueError(f"codec spec {raw!r}: '@{warm}' must be '@N', N >= 0 steps of fp32 warm-up")
+    if body.strip().lower() in FP32_ALIASES:
+        return "fp32"
+    ef, name, opts = split_spec(body)
+    info = codec_info(name)
+    try:
+        built = info.build(**opts)
+    except TypeError as e:
+        raise ValueError(f"bad options for codec {name!r}: {e}") from None
+    vals = {o.name: getattr(built, o.name, opts.get(o.name, o.default)) for o in info.options}
+    key = (f"{EF_PREFIX}:" if ef else "") + name + ":" + ",".join(f"{k}={vals[k]!r}" for k in sorted(vals))
+    return key + (f"@{int(warm)}" if at and int(warm) else "")
+
+
 def nonfinite_option() -> OptionSpec:
     return OptionSpec("nonfinite", str, "raise", NONFINITE, help="NaN/Inf in the input: raise a ValueError "
                                                                  "or saturate (NaN -> 0, ±Inf -> ± the largest value)")
@@ -312,5 +339,6 @@ def options(*specs: OptionSpec | Iterable[OptionSpec]) -> tuple[OptionSpec, ...]
 
 
 __all__ = ["OptionSpec", "WorkModel", "CodecInfo", "register", "unregister", "codec_infos", "codec_info",
-           "codec_names", "codec_help", "get_codec", "parse_spec", "format_spec", "split_spec", "check_nonfinite",
+           "codec_names", "codec_help", "get_codec", "parse_spec", "format_spec", "split_spec", "canonical_spec", "FP32_ALIASES",
+           "check_nonfinite",
            "nonfinite_option", "seed_option", "NONFINITE", "PLUGINS_ENV"]

@@ -77,7 +77,7 @@ _add("sharded", "PAR_STRATEGIES ZERO_PP_SWITCHES ZERO_PP_DEFAULT FSDP_ALGORITHMS
 _add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
 _add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
      "Penalty load_penalties result_name expand_specs codec_coverage CONVERGE_TASKS CONVERGE_MODES")
-_add("race", "race race_lessons step_times modelled_seconds committed_race_data RaceResult RACE_LESSON_SPECS "
+_add("race", "race race_lessons step_times modelled_seconds committed_race_data race_data RaceResult RACE_LESSON_SPECS "
      "RACE_LIVE_DEFAULT RACE_COMMITTED_DEFAULT race_live_specs")
 
 __all__ = sorted(_EXPORTS)

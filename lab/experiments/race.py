@@ -10,11 +10,12 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from lab.train.converge import TASKS, Spec, summarize
+from lab.train.converge import TASKS, Spec, summarize, t_interval
 
 FP32 = "fp32"
 EIGHT_BIT = (7.5, 9.0)  # wire bits per value (block scales included: MX 8.25) that count as an 8-bit type
@@ -24,8 +25,10 @@ INF_FIELDS = ("steps_to_target", "time_to_target_s", "penalty", "time_penalty")
 @dataclass
 class RaceResult:
     """curves: the shown seed's evaluations (spec, step, val_loss, quality, modelled_s); arrivals: one
-    row per spec (this seed's arrival step and modelled time, all seeds' penalty and CI, modelled time
-    to target and its speedup against fp32); target: this seed's target loss; lessons: {'steps': [..],
+    row per spec (this seed's arrival step and modelled time; over all seeds: steps to target, penalty,
+    modelled time to target, each with its t-based 95 % CI, and the speedup in time to target against
+    fp32's mean, its CI = fp32's mean over the time's CI bounds); target: this seed's target loss;
+    lessons: {'steps': [..],
     'time': [..]} sentences from the numbers; cluster: the cluster in words; partial: fewer runs than
     the study asked."""
 
@@ -50,14 +53,30 @@ def committed_race_data(task: str) -> dict[str, Any] | None:
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     path = find_result(task)
-    if path is None:
-        return None
-    doc = json.loads(path.read_text())
+    return None if path is None else race_data(path, task)
+
+
+def race_data(path: str | Path, task: str | None = None) -> dict[str, Any]:
+    """A `paralab converge` result file as {runs, curves, config, task, data, path, name, wall_s,
+    partial}, infinities restored; `name` is its task's name. ValueError (one line) for a file that
+    cannot be read, is not a converge result, or is of a task other than `task`."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(doc, dict) or doc.get("command") != "converge" or not isinstance(doc.get("runs"), list):
+        raise ValueError(f"{path} is not a `paralab converge` result (no command 'converge' with runs)")
+    name = (doc.get("config") or {}).get("task")
+    if name not in TASKS:
+        raise ValueError(f"{path}: its task {name!r} is not one of {', '.join(TASKS)}")
+    if task is not None and task != name:
+        raise ValueError(f"{path} is a result of task {name!r}, not {task!r}")
     runs = pd.DataFrame([{k: (math.inf if v is None and k in INF_FIELDS else v) for k, v in r.items()}
                          for r in doc.get("runs", [])])
     curves = pd.DataFrame(doc.get("curves") or [], columns=["spec", "seed", "step", "val_loss", "quality", "train_s"])
     curves[["val_loss", "quality"]] = curves[["val_loss", "quality"]].astype(float)
-    return dict(runs=runs, curves=curves, config=doc.get("config", {}), task=doc.get("task", {}),
+    return dict(runs=runs, curves=curves, config=doc.get("config", {}), task=doc.get("task", {}), name=name,
                 data=doc.get("data", ""), path=str(path), wall_s=doc.get("wall_s"), partial=bool(doc.get("partial")))
 
 
@@ -180,9 +199,12 @@ def race(runs: pd.DataFrame | list[dict], curves: pd.DataFrame | list[dict], *, 
         sm = summary[spec]
         tts = [secs(spec, float(r["steps_to_target"])) for r in mine]
         tt = statistics.fmean(tts) if tts else math.nan
+        tt_ci = t_interval(tts) if tts and bool(tm.loc[spec].priced) else None
         t = tm.loc[spec]
         rows.append(dict(
             spec=spec, seeds=sm["seeds"], reached=sm["reached"], never_reached=sm["never_reached"],
+            steps_mean=sm.get("steps_mean", math.nan), steps_ci_low=sm.get("steps_ci_low"),
+            steps_ci_high=sm.get("steps_ci_high"),
             penalty=sm.get("penalty"), penalty_ci_low=sm.get("penalty_ci_low"),
             penalty_ci_high=sm.get("penalty_ci_high"),
             arrival_step=float(here["steps_to_target"]) if here else math.nan,
@@ -191,7 +213,10 @@ def race(runs: pd.DataFrame | list[dict], curves: pd.DataFrame | list[dict], *, 
             step_ms=1e3 * float(t.step_s), step_vs_fp32=float(t.step_s) / float(t.fp32_step_s),
             bits_per_value=float(t.bits_per_value), algorithm=t.algorithm, priced=bool(t.priced),
             modelled_time_to_target_s=tt,
-            time_to_accuracy_speedup=(0.0 if math.isinf(tt) else fp32_tt / tt) if tts and t.priced else math.nan))
+            time_to_target_ci_low=tt_ci[0] if tt_ci else None, time_to_target_ci_high=tt_ci[1] if tt_ci else None,
+            time_to_accuracy_speedup=(0.0 if math.isinf(tt) else fp32_tt / tt) if tts and t.priced else math.nan,
+            speedup_ci_low=fp32_tt / tt_ci[1] if tt_ci and tt_ci[1] > 0 else None,
+            speedup_ci_high=fp32_tt / tt_ci[0] if tt_ci and tt_ci[0] > 0 else None))
     arr = pd.DataFrame(rows)
     nodes, _, per = str(cluster).partition("x")
     where = (f"{nodes} nodes x {per} {gpu.upper()} ({intra} inside a node, {inter} between nodes), {model}"
@@ -250,14 +275,25 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
                              f"; {', '.join(late)} {'needs' if len(late) == 1 else 'need'} more steps than fp32 "
                              "beyond the seeds' spread: here 8 bits is not free for "
                              + ("it" if len(late) == 1 else "them") + " (Dettmers 2016 §3.4 found no difference)."))
-        fast = [by[s] for s in ok if by[s]["priced"] and by[s]["time_to_accuracy_speedup"] > 0]
+        same = [by[s] for s in ok if by[s]["priced"] and by[s]["time_to_accuracy_speedup"] > 0]
+        fast = [r for r in same if r["step_vs_fp32"] < 1]
+        slow = [r for r in same if r["step_vs_fp32"] >= 1]
         if fast:
             lo = min(r["step_vs_fp32"] for r in fast)
             hi = max(r["step_vs_fp32"] for r in fast)
             sp = [r["time_to_accuracy_speedup"] for r in fast]
             time.append(f"The 8-bit types cost almost nothing: the same steps as fp32, each step "
-                        f"{_span([lo, hi], '{:.0%}')} of fp32's on {where} (a quarter of the bits), so they reach "
-                        f"the target {_span(sp, '{:.2f}')}x sooner than fp32.")
+                        f"{_span([lo, hi], '{:.0%}')} of fp32's on {where} (a quarter of the bits), so "
+                        f"{'they reach' if len(fast) > 1 else fast[0]['spec'] + ' reaches'} the target "
+                        f"{_span(sp, '{:.2f}')}x sooner than fp32.")
+        if slow:
+            lo = min(r["step_vs_fp32"] for r in slow)
+            hi = max(r["step_vs_fp32"] for r in slow)
+            names = ", ".join(r["spec"] for r in slow)
+            time.append(f"On {where} a step of {names} takes {_span([lo, hi], '{:.0%}')} of fp32's: the network is "
+                        f"fast enough that encoding and decoding cost more than the bits saved, so the same steps "
+                        f"reach the target later than fp32 "
+                        f"({_span([r['time_to_accuracy_speedup'] for r in slow], '{:.2f}')}x fp32's speed).")
     priced = [r for r in by.values() if r["priced"] and r["seeds"] and not math.isnan(r["modelled_time_to_target_s"])]
     if priced:
         fin = [r for r in priced if math.isfinite(r["modelled_time_to_target_s"])]
@@ -272,7 +308,7 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
                      + (f"never reaches the target" if not math.isfinite(cheap["modelled_time_to_target_s"]) else
                         f"needs {cheap['penalty']:.2f}x the steps") + ".")
             time.append(f"On {where}, {w['spec']} reaches the target first: "
-                        f"{_secs(w['modelled_time_to_target_s'])} modelled{vs}." + extra
+                        f"{duration_text(w['modelled_time_to_target_s'])} modelled{vs}." + extra
                         + (f" Never there: {', '.join(never)}." if never else ""))
     ranks = sorted((_rank(s), s) for s in by if _rank(s) is not None and by[s]["seeds"])
     if len(ranks) >= 2:
@@ -280,7 +316,8 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
                  "value" for k, s in ranks]
         fin = [(by[s]["modelled_time_to_target_s"], k) for k, s in ranks if by[s]["priced"]
                and math.isfinite(by[s]["modelled_time_to_target_s"])]
-        tail = (f"; on this cluster rank {min(fin)[1]} reaches the target first ({_secs(min(fin)[0])})" if fin else "")
+        tail = (f"; on this cluster rank {min(fin)[1]} reaches the target first ({duration_text(min(fin)[0])})"
+                if fin else "")
         time.append(f"PowerSGD's rank trades steps for bytes ({'; '.join(parts)}): a low rank sends less but "
                     f"approximates the gradient worse, so it pays only while the saved bytes outweigh the extra "
                     f"steps{tail} (Vogels et al. 2019 reach full accuracy at rank 2-4).")
@@ -314,7 +351,8 @@ def _span(values: list[float], fmt: str) -> str:
     return lo if lo == hi else f"{lo}-{hi}"
 
 
-def _secs(s: float) -> str:
+def duration_text(s: float) -> str:
+    """Seconds in words: ms, s, min or h, three significant digits."""
     if s >= 3600:
         return f"{s / 3600:.3g} h"
     if s >= 60:
@@ -340,4 +378,5 @@ def race_live_specs() -> list[str]:
     return [*RACE_LESSON_SPECS, *(c for c in codec_names() if c not in RACE_LESSON_SPECS and c != "fp32")]
 
 
-__all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race", "race_lessons", "step_times", "modelled_seconds", "committed_race_data"]
+__all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race",
+           "race_lessons", "step_times", "modelled_seconds", "committed_race_data", "race_data", "duration_text"]

@@ -18,24 +18,26 @@ blocks and embeddings -> gpt, mostly convolutions -> cnn, mostly fully connected
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.experiments.results import RESULTS_ENV
+
 from .layers import ModelSpec, get_model
 
 REPO = Path(__file__).resolve().parents[2]
-RESULTS_ENV = "PARALAB_RESULTS"
 TRANSFORMER_KINDS = ("block", "embedding", "attention", "head")
 NOT_MEASURED = "not measured"
 NEVER = "never reaches the target"
 
 
 def results_dirs() -> list[Path]:
-    """Folders searched for converge results: $PARALAB_RESULTS (else ./bench/results), then the repo's."""
-    env = os.environ.get(RESULTS_ENV, "").strip()
-    user = Path(env).expanduser() if env else Path("bench", "results")
+    """Folders searched for converge results: where results go (`lab.experiments.results.results_dir`:
+    $PARALAB_RESULTS, else ./bench/results), then the repo's."""
+    from lab.experiments.results import results_dir
+
+    user = results_dir()
     out = [user]
     shipped = REPO / "bench" / "results"
     if shipped.resolve() != user.resolve():
@@ -76,24 +78,11 @@ def find_result(task: str, dirs: list[Path] | None = None) -> Path | None:
 
 
 def canonical(spec: str) -> str:
-    """A key naming what a codec spec builds: every option at the value the built codec holds, so
-    'randomk' and 'randomk:ratio=0.01' (its effective default) match; 'fp32' for fp32 / none; a warm-up
-    ('@N') and error feedback ('ef:') are part of the key."""
-    from lab.codecs.registry import codec_info, split_spec
+    """A key naming what a codec spec builds ('randomk' and 'randomk:ratio=0.01' match; 'fp32' for
+    fp32 / none / 32-bit; warm-up and error feedback are part of it): `lab.codecs.canonical_spec`."""
+    from lab.codecs import canonical_spec
 
-    s = str(spec).strip()
-    body, at, warm = s.rpartition("@") if "@" in s else (s, "", "")
-    if body.lower() in ("fp32", "none", "32-bit", ""):
-        return "fp32"
-    ef, name, opts = split_spec(body)
-    info = codec_info(name)
-    try:
-        built = info.build(**opts)
-    except TypeError as e:
-        raise ValueError(f"bad options for codec {name!r}: {e}") from None
-    vals = {o.name: getattr(built, o.name, opts.get(o.name, o.default)) for o in info.options}
-    key = name + ":" + ",".join(f"{k}={vals[k]!r}" for k in sorted(vals))
-    return ("ef:" if ef else "") + key + (f"@{warm}" if at else "")
+    return canonical_spec(spec)
 
 
 @dataclass

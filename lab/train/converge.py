@@ -46,7 +46,6 @@ from .stream import ShardStream
 
 MODES = ("sim", "ddp")
 FP32 = "fp32"
-FP32_ALIASES = ("fp32", "none", "32-bit", "")
 MAX_SIM_WORKERS = 64
 DDP_PROCS = (2, 4)
 CONFIDENCE = 0.95
@@ -113,6 +112,8 @@ class Spec:
                 raise ValueError(f"codec spec {raw!r}: '@{w}' must be '@N', N >= 0 steps of fp32 warm-up")
             warm = int(w)
         body = body.strip()
+        from lab.codecs import FP32_ALIASES
+
         if body.lower() in FP32_ALIASES:
             if warm:
                 raise ValueError(f"codec spec {raw!r}: a warm-up needs a codec to warm up to")
@@ -217,11 +218,13 @@ class ConvergeConfig:
         """fp32 first (the reference), then each distinct spec in the order given ('all': every
         registered codec that compresses, with its default options, unless a spec given by name
         builds the same codec: 'all,topk:ratio=0.01' runs top-k once)."""
+        from lab.codecs import canonical_spec
+
         out = [Spec.parse(FP32)]
-        keys = {spec_key(FP32)}
+        keys = {canonical_spec(FP32)}
         for text in expand_specs(self.specs):
             s = Spec.parse(text)
-            k = spec_key(s.text)
+            k = canonical_spec(s.text)
             if k not in keys:
                 out.append(s)
                 keys.add(k)
@@ -235,43 +238,23 @@ class ConvergeConfig:
 def expand_specs(specs: tuple[str, ...] | list[str]) -> list[str]:
     """The specs with 'all' replaced by every registered codec except fp32 (default options), read
     from the registry now (a plugin registered later is included); a registered name is left out
-    of 'all' when a spec given by name builds the same codec (spec_key)."""
-    from lab.codecs import codec_names
+    of 'all' when a spec given by name builds the same codec (lab.codecs.canonical_spec)."""
+    from lab.codecs import canonical_spec, codec_names
 
     named = set()
     for s in specs:
         if str(s).strip() != "all":
             try:
-                named.add(spec_key(str(s)))
+                named.add(canonical_spec(str(s)))
             except ValueError:
                 pass  # Spec.parse reports it
     out: list[str] = []
     for s in specs:
         if str(s).strip() == "all":
-            out += [n for n in codec_names() if n != FP32 and spec_key(n) not in named]
+            out += [n for n in codec_names() if n != FP32 and canonical_spec(n) not in named]
         else:
             out.append(s)
     return out
-
-
-def spec_key(text: str) -> str:
-    """What a spec builds: codec name with every option at the value the built codec holds ('topk'
-    and 'topk:ratio=0.01' share a key), error feedback and warm-up included; 'fp32' for fp32."""
-    from lab.codecs.registry import codec_info, split_spec
-
-    raw = str(text).strip()
-    body, at, warm = raw.rpartition("@") if "@" in raw else (raw, "", "")
-    if body.strip().lower() in FP32_ALIASES:
-        return FP32
-    ef, name, opts = split_spec(body)
-    info = codec_info(name)
-    try:
-        built = info.build(**opts)
-    except TypeError as e:
-        raise ValueError(f"bad options for codec {name!r}: {e}") from None
-    vals = {o.name: getattr(built, o.name, opts.get(o.name, o.default)) for o in info.options}
-    return ("ef:" if ef else "") + name + ":" + ",".join(f"{k}={vals[k]!r}" for k in sorted(vals)) \
-        + (f"@{warm.strip()}" if at else "")
 
 
 def coverage(rows: list[dict]) -> dict[str, list[str]]:
@@ -795,4 +778,4 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
 __all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
            "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
            "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES",
-           "config_dict", "spec_key", "coverage", "resumable"]
+           "config_dict", "coverage", "resumable"]
