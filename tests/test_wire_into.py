@@ -29,6 +29,27 @@ def test_encode_and_hop_into_equal_pack(spec: str) -> None:
         fmt.hop_into(buf, y, buf)
 
 
+@pytest.mark.parametrize("spec", ["mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "fp16"])
+def test_hop_into_composes_in_a_scratch_buffer(spec: str) -> None:
+    """Codecs without a fused CPU hop: decode into the reused float32 scratch, add, encode into the
+    wire buffer: the bytes of pack(hop_mixed), the scratch holding decode(a) + x."""
+    from lab.codecs import get_codec
+    from lab.codecs.hop import hop_mixed
+    from lab.codecs.wire import WireFormat
+    codec = get_codec(spec)
+    n = 4096
+    fmt = WireFormat.of(codec, n)
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    a = fmt.encode_into(x, torch.empty(fmt.nbytes, dtype=torch.uint8))
+    assert torch.equal(a, fmt.pack(codec.encode(x)))
+    scratch, out = torch.empty(n), torch.empty(fmt.nbytes, dtype=torch.uint8)
+    assert torch.equal(fmt.hop_into(a, y, out, scratch), fmt.pack(hop_mixed(codec, fmt.unpack(a), y)))
+    assert torch.equal(scratch, codec.decode(fmt.unpack(a)).float() + y)
+    with pytest.raises(ValueError, match="scratch"):
+        fmt.hop_into(a, y, out, torch.empty(n - 1))
+
+
 def test_encode_into_falls_back_where_the_fast_path_does_not_apply() -> None:
     """A ragged last block, too few values, bit-packed codes, NaN: the same bytes as pack(encode),
     or encode's own error."""

@@ -133,15 +133,27 @@ class WireFormat:
             return buf
         return self.pack_into(self.codec.encode(x), buf)
 
-    def hop_into(self, payload: torch.Tensor, x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+    def hop_into(self, payload: torch.Tensor, x: torch.Tensor, buf: torch.Tensor,
+                 scratch: torch.Tensor | None = None) -> torch.Tensor:
         """The payload of decode(payload) + x (one reduction hop, `hop.hop_mixed`) written into
-        `buf`, a reused nbytes uint8 buffer that is not `payload`; returns buf."""
-        from .hop import hop_mixed, hop_mixed_into
+        `buf`, a reused nbytes uint8 buffer that is not `payload`; returns buf. Table codecs on the
+        CPU run it as one pass into buf. Other codecs on the CPU, given `scratch` (float32, n values,
+        reused), decode into it, add x there and encode that (`encode_into`): the composition
+        `hop.hop_mixed_reference` with no float32 temporaries."""
+        from .hop import fusable, hop_mixed, hop_mixed_into
         if buf.data_ptr() == payload.data_ptr():
             raise ValueError("hop_into: the output buffer is the incoming payload; give it a buffer of its own")
         enc, views = self.unpack(payload), self.fields_in(buf)
         if views is not None and hop_mixed_into(self.codec, enc, x, views) is not None:
             return buf
+        if (scratch is not None and not fusable(self.codec) and x.device.type == "cpu"
+                and x.dtype == torch.float32 and enc.dtype == torch.float32):
+            if scratch.dtype != torch.float32 or scratch.numel() != self.n:
+                raise ValueError(f"hop_into: scratch must be {self.n} float32 values, got {scratch.dtype} "
+                                 f"of {scratch.numel()}")
+            self.codec.decode_into(enc, scratch)
+            scratch.add_(x.reshape(-1))
+            return self.encode_into(scratch, buf)
         return self.pack_into(hop_mixed(self.codec, enc, x), buf)
 
     def decode(self, buf: torch.Tensor) -> torch.Tensor:

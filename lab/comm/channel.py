@@ -135,12 +135,18 @@ class Channel:
             if self.codec is None:
                 acc.add_(payload)
                 return
-            pool = payload_pool(self.comm)
-            tmp = pool.get(("decoded", n))
-            if tmp is None or tmp.device != acc.device:
-                tmp = pool[("decoded", n)] = torch.empty(n, dtype=torch.float32, device=acc.device)
+            tmp = self._decoded_scratch(n, acc.device)
             self.codec.decode_into(self._fmt(n).unpack(payload), tmp)
             acc.add_(tmp)
+
+    def _decoded_scratch(self, n: int, device: torch.device) -> torch.Tensor:
+        """A float32 buffer of n values kept on the comm, for a decoded payload that is used at once
+        (one per length: a rank's hops and adds run one after another on it)."""
+        pool = payload_pool(self.comm)
+        tmp = pool.get(("decoded", n))
+        if tmp is None or tmp.device != device:
+            tmp = pool[("decoded", n)] = torch.empty(n, dtype=torch.float32, device=device)
+        return tmp
 
     def decode_sum(self, payloads: Sequence[torch.Tensor], seg: torch.Tensor) -> None:
         """seg = the fp32 sum of the decoded payloads, in list order (an owner's reduction; the
@@ -167,7 +173,8 @@ class Channel:
             fmt = self._fmt(local.numel())
             if slot is None:
                 return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
-            return fmt.hop_into(payload, local, self.buffer(local.numel(), slot=("send", slot)))
+            return fmt.hop_into(payload, local, self.buffer(local.numel(), slot=("send", slot)),
+                                self._decoded_scratch(local.numel(), local.device))
 
     def finalize(self, acc: torch.Tensor, slot: object = None) -> torch.Tensor:
         """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers.
