@@ -236,13 +236,14 @@ class Channel:
         return got
 
 
-#: payload buffers kept per comm (`Channel.buffer` slots); bounded: an algorithm names few slots
-_POOL_LIMIT = 256
+#: payload buffers kept per comm (`Channel.buffer` slots, sent and received); bounded: a ring names
+#: 5 per chunk of a segment (3 receive banks, 2 send banks): 1024 entries keep a 200-chunk segment
+_POOL_LIMIT = 1024
 
 
 def payload_pool(comm: Comm) -> dict:
-    """The comm's reusable payload buffers, {(slot, nbytes): uint8 tensor} (emptied when it grows
-    past `_POOL_LIMIT` entries, e.g. after many different sizes)."""
+    """The comm's reusable payload buffers, {(slot, nbytes): uint8 tensor; ("decoded", n): float32
+    scratch} (emptied when it grows past `_POOL_LIMIT` entries, e.g. after many different sizes)."""
     pool = comm.__dict__.setdefault("_channel_payloads", {})
     if len(pool) > _POOL_LIMIT:
         pool.clear()
