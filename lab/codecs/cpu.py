@@ -182,29 +182,60 @@ def _hop_blocks_fn(K: int):
 
 
 @functools.cache
+def _encode_blocks_into_fn(K: int):
+    def fn(x2d, lut, bpad, codes):
+        xf = x2d.float()
+        absmax = xf.abs().amax(1, keepdim=True)
+        inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+        codes.copy_(_search(xf * inv, lut, bpad, K))
+        return absmax.view(-1)
+    return _compile(fn)
+
+
+@functools.cache
+def _encode_scaled_into_fn(K: int):
+    def fn(x, inv, lut, bpad, codes):
+        codes.copy_(_search(x.float() * inv, lut, bpad, K))
+    return _compile(fn)
+
+
+@functools.cache
+def _hop_blocks_into_fn(K: int):
+    def fn(codes, scale, values, x, lut, bpad, codes_out):
+        acc = values[codes.int()] * scale + x
+        absmax = acc.abs().amax(1, keepdim=True)
+        inv = torch.where(absmax > 0, 1.0 / absmax, torch.zeros_like(absmax))
+        codes_out.copy_(_search(acc * inv, lut, bpad, K))
+        return absmax.view(-1)
+    return _compile(fn)
+
+
+@functools.cache
 def _decode_into_fn(dtype: torch.dtype):
     def fn(codes, values, scale, out):
         return out.copy_((values[codes.int()] * scale).to(dtype))
     return torch.compile(fn, dynamic=True)
 
 
-def try_compiled(make, key, *args, rows: tuple[int, ...] = ()):
+def try_compiled(make, key, *args, rows: tuple[int, ...] = (), returns: bool = False):
     """Run the compiled function make(key), or return None (and warn once) when compilation is
     unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo.
-    The arguments at the indices `rows` have a dynamic leading dimension (`_compile`)."""
+    The arguments at the indices `rows` have a dynamic leading dimension (`_compile`). returns=True
+    (functions that write into their arguments): True once it ran, False where it did not."""
     global _compile_failed
     if _compile_failed or not compile_enabled():
-        return None
+        return False if returns else None
     try:
         fn = make(key)
         _rows_dynamic(*(args[i] for i in rows))
-        return fn(*args)
+        out = fn(*args)
+        return True if returns else out
     except Exception as e:  # a missing C++ compiler, an unsupported platform
         global _compile_error
         _compile_failed, _compile_error = True, f"{type(e).__name__}: {e}"
         warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
                       "table codecs use the slower eager path", RuntimeWarning, stacklevel=3)
-        return None
+        return False if returns else None
 
 
 def _fast(lut: torch.Tensor, K: int, packed: torch.Tensor | None) -> tuple[torch.Tensor, int]:
@@ -231,6 +262,51 @@ def encode_blocks(x2d: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor, bp
         if out is not None and not inverse_overflows(out[1]):
             return out
     return encode_blocks_reference(x2d, bounds)
+
+
+def encode_blocks_into(x2d: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor, K: int,
+                       packed: torch.Tensor | None, codes: torch.Tensor, absmax: torch.Tensor) -> bool:
+    """`encode_blocks` written into codes [blocks, block_size] uint8 and absmax [blocks] float32
+    (a payload buffer's fields: nothing of the codes' size is allocated; the pass returns the
+    block scales, 1/block_size of that, and they are copied in: a compiled function may not write
+    two of its inputs that share memory). False, with the outputs unspecified, where the compiled
+    pass is unavailable or does not apply (too small, an overflowing inverse): then the caller
+    encodes by the reference."""
+    if x2d.numel() < MIN_COMPILED:
+        return False
+    tab, k = _fast(lut, K, packed)
+    out = try_compiled(_encode_blocks_into_fn, k, x2d, tab, bpad, codes, rows=(0, 3))
+    if out is None:
+        return False
+    absmax.copy_(out)
+    return not inverse_overflows(absmax)
+
+
+def encode_scaled_into(x: torch.Tensor, scale: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor, K: int,
+                       packed: torch.Tensor | None, codes: torch.Tensor) -> bool:
+    """`encode_scaled` written into `codes` (uint8, x's length); False where the compiled pass does
+    not apply (the caller takes the reference)."""
+    if x.numel() < MIN_COMPILED or inverse_overflows(scale):
+        return False
+    tab, k = _fast(lut, K, packed)
+    return try_compiled(_encode_scaled_into_fn, k, x, inverse_scale(scale), tab, bpad, codes,
+                        rows=(0, 4), returns=True)
+
+
+def hop_blocks_into(codes: torch.Tensor, scale: torch.Tensor, values: torch.Tensor, x: torch.Tensor,
+                    lut: torch.Tensor, bpad: torch.Tensor, K: int, packed: torch.Tensor | None,
+                    codes_out: torch.Tensor, absmax_out: torch.Tensor) -> bool:
+    """`hop_blocks` written into codes_out [rows, cols] and absmax_out [rows] (as `encode_blocks_into`);
+    False where the compiled pass is unavailable or the input too small (the caller composes the
+    reference)."""
+    if codes.numel() < MIN_COMPILED:
+        return False
+    tab, k = _fast(lut, K, packed)
+    out = try_compiled(_hop_blocks_into_fn, k, codes, scale, values, x, tab, bpad, codes_out, rows=(0, 1, 3, 6))
+    if out is None:
+        return False
+    absmax_out.copy_(out)
+    return True
 
 
 def encode_scaled(x: torch.Tensor, scale: torch.Tensor, bounds: torch.Tensor, lut: torch.Tensor,

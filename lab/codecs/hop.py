@@ -22,7 +22,7 @@ from .cuda import MAX_K
 from .cuda_hop import decode_sum_cuda, hop_codes_cuda, hop_mixed_cuda
 from .table_codec import SearchTables, TableCodec, inverse_overflows, search_tables_on
 
-__all__ = ["hop_codes", "hop_mixed", "decode_sum", "fusable",
+__all__ = ["hop_codes", "hop_mixed", "hop_mixed_into", "decode_sum", "fusable",
            "hop_codes_reference", "hop_mixed_reference", "decode_sum_reference"]
 
 
@@ -214,6 +214,29 @@ def _hop_mixed_cpu(codec: Codec, a: Encoded, x: torch.Tensor) -> Encoded | None:
     if not bool(torch.isfinite(absmax).all()) or inverse_overflows(absmax):
         return None
     return _encoded(codec, a.shape, new_codes.view(-1), absmax)
+
+
+def hop_mixed_into(codec: Codec, a: Encoded, x: torch.Tensor, out: dict[str, torch.Tensor]) -> Encoded | None:
+    """`hop_mixed(codec, a, x)` written into the payload fields `out` (views into a reused wire
+    buffer, not a's): the CPU pass of an absmax-scaled table codec on float32 data, bit for bit the
+    composition. None where that pass does not apply (the caller hops and copies)."""
+    codec = codec.payload_codec
+    if (not isinstance(codec, TableCodec) or codec.scale != "absmax" or a.dtype != torch.float32
+            or not a.numel or x.dtype != torch.float32 or x.device.type != "cpu" or x.shape != a.shape):
+        return None
+    codes, scales = _flat(a.tensors["codes"]), _flat(a.tensors["scales"])
+    n, B = codes.numel(), codec.block_size
+    if B is not None and n % B:
+        return None
+    p = _tables(codec, x.device)
+    rows = (1, n) if B is None else (-1, B)
+    new_codes, absmax = out["codes"], out["scales"]
+    if not cpu.hop_blocks_into(codes.view(rows), scales.view(-1, 1), p.values256, _flat(x).view(rows), p.lut,
+                               p.bpad, p.K, p.packed, new_codes.view(rows), absmax):
+        return None
+    if not bool(torch.isfinite(absmax).all()) or inverse_overflows(absmax):
+        return None
+    return _encoded(codec, a.shape, new_codes, absmax)
 
 
 def decode_sum(codec: Codec, payloads: list[Encoded]) -> torch.Tensor:

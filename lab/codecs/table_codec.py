@@ -176,6 +176,38 @@ class TableCodec(Codec):
             raise _NonFinite
         return codes, scales, 0
 
+    def encode_into(self, x: torch.Tensor, out: dict[str, torch.Tensor]) -> Encoded | None:
+        """`encode(x)` written into the payload fields `out` (codes uint8[n], scales float32[blocks]:
+        views into a reused wire buffer, `WireFormat.encode_into`), bit for bit `encode`, with no
+        allocation of its size. None where this path does not apply (not float32 on the CPU,
+        scale='none', a ragged last block, too few values for the compiled pass, NaN/Inf, a
+        subnormal scale): the caller then encodes and copies."""
+        if (self.scale != "absmax" or not isinstance(x, torch.Tensor) or x.dtype != torch.float32
+                or x.device.type != "cpu" or on_kernel_device(x) or not x.is_contiguous() or not x.numel()):
+            return None
+        flat, codes, scales = x.view(-1), out["codes"], out["scales"]
+        n, B = flat.numel(), self.block_size
+        if codes.numel() != n or scales.numel() != (1 if B is None else -(-n // B)):
+            raise ValueError(f"encode_into: {n} values need codes[{n}] and one scale per "
+                             f"{'tensor' if B is None else f'block of {B}'}; got codes[{codes.numel()}], "
+                             f"scales[{scales.numel()}]")
+        p = search_tables_on(self.table, self.rounding, self.scale, flat.device)
+        if B is None:
+            absmax = cpu.absmax(flat)
+            if not bool(torch.isfinite(absmax)):
+                return None
+            if not cpu.encode_scaled_into(flat, absmax, p.lut, p.bpad, p.K, p.packed, codes):
+                return None
+            scales.copy_(absmax.reshape(1))
+        else:
+            if n % B or not cpu.encode_blocks_into(flat.view(-1, B), p.lut, p.bpad, p.K, p.packed,
+                                                   codes.view(-1, B), scales):
+                return None
+            if not bool(torch.isfinite(scales).all()):
+                return None
+        return self.payload(x, {"codes": codes, "scales": scales},
+                            packed_bytes(n, self.bits) + 4 * scales.numel(), {"block_size": B})
+
     def layout(self, n: int) -> Layout:
         """uint8 codes[n] (packed to `bits` on the wire when narrower than 8) and float32
         scales[one per block, one per tensor, none when empty]; with scale='none' the all-ones

@@ -83,8 +83,78 @@ class WireFormat:
         return Encoded(self.codec.name, torch.Size([self.n]), self.dtype, tensors, self.nbytes,
                        dict(self.meta), self.fields)
 
+    def fields_in(self, buf: torch.Tensor) -> dict[str, torch.Tensor] | None:
+        """Views of every field inside `buf` (nbytes uint8), where the payload sits in the buffer
+        as in memory: no bit-packed or unsent field, each aligned for its dtype; None otherwise."""
+        if buf.dtype != torch.uint8 or buf.dim() != 1 or buf.numel() != self.nbytes or not buf.is_contiguous():
+            raise ValueError(f"wire buffer must be {self.nbytes} contiguous uint8 bytes, got {buf.dtype} "
+                             f"of shape {tuple(buf.shape)}")
+        views, off = {}, 0
+        for f in self.fields:
+            if f.packed_bits or not f.wire:
+                return None
+            raw = buf[off:off + f.nbytes]
+            off += f.nbytes
+            if raw.data_ptr() % torch.empty((), dtype=f.dtype).element_size():
+                return None
+            views[f.name] = raw.view(f.dtype).view(f.shape)
+        return views
+
+    def pack_into(self, enc: Encoded, buf: torch.Tensor) -> torch.Tensor:
+        """`pack(enc)` written into `buf` (nbytes uint8); returns buf."""
+        if buf.numel() != self.nbytes:
+            raise ValueError(f"wire buffer has {buf.numel()} bytes, the format {self.nbytes}")
+        off = 0
+        for f in self.fields:
+            if not f.wire:
+                continue
+            t = enc.tensors[f.name]
+            if t.dtype != f.dtype or tuple(t.shape) != f.shape:
+                raise ValueError(f"payload field {f.name!r} is {t.dtype} of shape {tuple(t.shape)}, its wire "
+                                 f"format {f.dtype} of shape {f.shape}")
+            if f.packed_bits:
+                t = pack_bits(t, f.packed_bits)
+            raw = t.contiguous().reshape(-1).view(torch.uint8)
+            if raw.data_ptr() != buf[off:].data_ptr():  # already in place (written by encode_into)
+                buf[off:off + f.nbytes].copy_(raw)
+            off += f.nbytes
+        return buf
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.pack(self.codec.encode(x))
+
+    def encode_into(self, x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        """The payload of x written into `buf` (a reused nbytes uint8 buffer); returns buf. Codecs with
+        an `encode_into(x, fields)` (the table codecs on the CPU) write their fields in place, with no
+        allocation of the payload's size; the others encode, then copy."""
+        views = self.fields_in(buf)
+        into = getattr(self.codec, "encode_into", None)
+        if views is not None and into is not None and into(x, views) is not None:
+            return buf
+        return self.pack_into(self.codec.encode(x), buf)
+
+    def hop_into(self, payload: torch.Tensor, x: torch.Tensor, buf: torch.Tensor,
+                 scratch: torch.Tensor | None = None) -> torch.Tensor:
+        """The payload of decode(payload) + x (one reduction hop, `hop.hop_mixed`) written into
+        `buf`, a reused nbytes uint8 buffer that is not `payload`; returns buf. Table codecs on the
+        CPU run it as one pass into buf. Other codecs on the CPU, given `scratch` (float32, n values,
+        reused), decode into it, add x there and encode that (`encode_into`): the composition
+        `hop.hop_mixed_reference` with no float32 temporaries."""
+        from .hop import fusable, hop_mixed, hop_mixed_into
+        if buf.data_ptr() == payload.data_ptr():
+            raise ValueError("hop_into: the output buffer is the incoming payload; give it a buffer of its own")
+        enc, views = self.unpack(payload), self.fields_in(buf)
+        if views is not None and hop_mixed_into(self.codec, enc, x, views) is not None:
+            return buf
+        if (scratch is not None and not fusable(self.codec) and x.device.type == "cpu"
+                and x.dtype == torch.float32 and enc.dtype == torch.float32):
+            if scratch.dtype != torch.float32 or scratch.numel() != self.n:
+                raise ValueError(f"hop_into: scratch must be {self.n} float32 values, got {scratch.dtype} "
+                                 f"of {scratch.numel()}")
+            self.codec.decode_into(enc, scratch)
+            scratch.add_(x.reshape(-1))
+            return self.encode_into(scratch, buf)
+        return self.pack_into(hop_mixed(self.codec, enc, x), buf)
 
     def decode(self, buf: torch.Tensor) -> torch.Tensor:
         return self.codec.decode(self.unpack(buf))

@@ -12,8 +12,10 @@ Long segments travel as chunks (`Channel.chunks`: at most `CHUNK` values, and at
 them once a segment holds `PIECES` x `MIN_CHUNK` values), so an algorithm can decode/add/encode one
 chunk while the previous one is on the wire (the ring does); `overlap(False)` turns that off (each
 chunk's transfer is waited for before the next chunk's codec work starts, the same messages and
-the same numbers: the baseline the benchmark times beside it). Payload buffers of a codec are
-kept on the comm and reused call after call (`Channel.buffer(..., slot=)`): no allocation per hop.
+the same numbers: the baseline the benchmark times beside it). Payload buffers of a codec, those
+received and those sent, are kept on the comm and reused call after call (`Channel.buffer(...,
+slot=)`, and `encode`/`reduce`/`finalize` with a slot write the payload into one in place,
+`WireFormat.encode_into`/`hop_into`): no allocation per hop.
 """
 from __future__ import annotations
 
@@ -95,12 +97,17 @@ class Channel:
         assert self.codec is not None
         return WireFormat.of(self.codec, n, torch.float32)
 
-    def encode(self, seg: torch.Tensor) -> torch.Tensor:
-        """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes)."""
+    def encode(self, seg: torch.Tensor, slot: object = None) -> torch.Tensor:
+        """The payload of `seg` (raw: `seg` itself, so do not modify it before the send completes).
+        With a `slot` (as `buffer`'s: the algorithm knows that slot's last send has completed), it is
+        written into that reused buffer: no allocation per hop."""
         if self.codec is None or seg.numel() == 0:
             return seg
         with span("encode"):
-            return self._fmt(seg.numel()).encode(seg)
+            fmt = self._fmt(seg.numel())
+            if slot is None:
+                return fmt.encode(seg)
+            return fmt.encode_into(seg, self.buffer(seg.numel(), slot=("send", slot)))
 
     def decoded(self, payload: torch.Tensor, n: int) -> torch.Tensor:
         if self.codec is None or n == 0:
@@ -119,10 +126,27 @@ class Channel:
                 self.codec.decode_into(self._fmt(seg.numel()).unpack(payload), seg)
 
     def add_into(self, payload: torch.Tensor, acc: torch.Tensor) -> None:
-        """acc += decode(payload)."""
-        if acc.numel():
-            with span("add"):
-                acc.add_(self.decoded(payload, acc.numel()))
+        """acc += decode(payload); a codec payload is decoded into a float32 buffer kept on the comm
+        (one per length: the adds of a rank run one after another on it), not a fresh one."""
+        n = acc.numel()
+        if not n:
+            return
+        with span("add"):
+            if self.codec is None:
+                acc.add_(payload)
+                return
+            tmp = self._decoded_scratch(n, acc.device)
+            self.codec.decode_into(self._fmt(n).unpack(payload), tmp)
+            acc.add_(tmp)
+
+    def _decoded_scratch(self, n: int, device: torch.device) -> torch.Tensor:
+        """A float32 buffer of n values kept on the comm, for a decoded payload that is used at once
+        (one per length: a rank's hops and adds run one after another on it)."""
+        pool = payload_pool(self.comm)
+        tmp = pool.get(("decoded", n))
+        if tmp is None or tmp.device != device:
+            tmp = pool[("decoded", n)] = torch.empty(n, dtype=torch.float32, device=device)
+        return tmp
 
     def decode_sum(self, payloads: Sequence[torch.Tensor], seg: torch.Tensor) -> None:
         """seg = the fp32 sum of the decoded payloads, in list order (an owner's reduction; the
@@ -138,19 +162,24 @@ class Channel:
             fmt = self._fmt(seg.numel())
             seg.copy_(decode_sum(self.codec, [fmt.unpack(p) for p in payloads]).reshape(-1))
 
-    def reduce(self, payload: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
-        """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`."""
+    def reduce(self, payload: torch.Tensor, local: torch.Tensor, slot: object = None) -> torch.Tensor:
+        """One reduction hop: the payload of decode(payload) + local. Raw: adds into `local`.
+        `slot`: the result goes into that reused send buffer (as `encode`)."""
         if self.codec is None or local.numel() == 0:
             with span("add"):
                 local.add_(payload)
             return local
         with span("hop"):
             fmt = self._fmt(local.numel())
-            return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
+            if slot is None:
+                return fmt.pack(hop_mixed(self.codec, fmt.unpack(payload), local))
+            return fmt.hop_into(payload, local, self.buffer(local.numel(), slot=("send", slot)),
+                                self._decoded_scratch(local.numel(), local.device))
 
-    def finalize(self, acc: torch.Tensor) -> torch.Tensor:
-        """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers."""
-        payload = self.encode(acc)
+    def finalize(self, acc: torch.Tensor, slot: object = None) -> torch.Tensor:
+        """Encode a fully reduced piece once; the owner keeps the decoded value, like its receivers.
+        `slot`: as `encode`."""
+        payload = self.encode(acc, slot)
         self.decode_into(payload, acc)
         return payload
 
@@ -207,13 +236,14 @@ class Channel:
         return got
 
 
-#: payload buffers kept per comm (`Channel.buffer` slots); bounded: an algorithm names few slots
-_POOL_LIMIT = 256
+#: payload buffers kept per comm (`Channel.buffer` slots, sent and received); bounded: a ring names
+#: 5 per chunk of a segment (3 receive banks, 2 send banks): 1024 entries keep a 200-chunk segment
+_POOL_LIMIT = 1024
 
 
 def payload_pool(comm: Comm) -> dict:
-    """The comm's reusable payload buffers, {(slot, nbytes): uint8 tensor} (emptied when it grows
-    past `_POOL_LIMIT` entries, e.g. after many different sizes)."""
+    """The comm's reusable payload buffers, {(slot, nbytes): uint8 tensor; ("decoded", n): float32
+    scratch} (emptied when it grows past `_POOL_LIMIT` entries, e.g. after many different sizes)."""
     pool = comm.__dict__.setdefault("_channel_payloads", {})
     if len(pool) > _POOL_LIMIT:
         pool.clear()

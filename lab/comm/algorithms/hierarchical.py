@@ -193,12 +193,12 @@ def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: s
             mine, into = ch.chunks(shards[si]), ch.chunks(shards[ri])
             got = _landing(ch, into, ("hier-rs",))
             batches = _post_chunks(ch, payloads, got, right, left,
-                                   lazy=mine if s == 0 else None)
+                                   lazy=mine if s == 0 else None, slot=("hier-rs-send", 0))
             payloads = []
             for c, (b, chunk) in enumerate(zip(batches, into)):
                 b.wait()  # chunk c arrived; chunks c+1.. may still be on the wire while it is reduced
-                if s < k - 2:
-                    payloads.append(ch.reduce(got[c], chunk))
+                if s < k - 2:  # sent in step s + 1, while step s's sends (bank s % 2) may be in flight
+                    payloads.append(ch.reduce(got[c], chunk, ("hier-rs-send", (s + 1) % 2, c)))
                 else:
                     ch.add_into(got[c], chunk)
             for b in batches[len(into):]:
@@ -207,7 +207,7 @@ def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: s
     others = [(i + d) % k for d in range(1, k)]
     mine = shards[i]
     got = [ch.buffer(mine.numel(), j * mine.numel()) for j in range(k - 1)]
-    batch = ch.post([(ch.encode(shards[p]), p) for p in others], list(zip(got, others)))
+    batch = ch.post([(ch.encode(shards[p], ("hier-bs", p)), p) for p in others], list(zip(got, others)))
     sum_in_rank_order(mine, i, others, batch, got, ch)
     batch.wait()
 
@@ -222,10 +222,12 @@ def _landing(ch: Channel, into: list[torch.Tensor], slot: tuple) -> list[torch.T
 
 
 def _post_chunks(ch: Channel, payloads: list[torch.Tensor], got: list[torch.Tensor], right: int, left: int, *,
-                 lazy: list[torch.Tensor] | None = None, finalize: list[torch.Tensor] | None = None) -> list:
+                 lazy: list[torch.Tensor] | None = None, finalize: list[torch.Tensor] | None = None,
+                 slot: tuple = ("hier-own",)) -> list:
     """One batch per chunk (its payload to the right, its buffer from the left), posted in order;
     chunk c+1's codec work (`lazy`: encode, `finalize`: the owner's encode-and-keep) runs while
-    chunk c is on the wire. Unpipelined (`channel.overlap(False)`): each batch waited at once."""
+    chunk c is on the wire, into the reused send buffers (*slot, c). Unpipelined
+    (`channel.overlap(False)`): each batch waited at once."""
     if lazy is not None or finalize is not None:
         payloads = []
     todo = lazy if lazy is not None else finalize
@@ -233,7 +235,8 @@ def _post_chunks(ch: Channel, payloads: list[torch.Tensor], got: list[torch.Tens
     for c in range(max(len(todo) if todo is not None else len(payloads), len(got))):
         sends = []
         if todo is not None and c < len(todo):
-            payloads.append(ch.encode(todo[c]) if lazy is not None else ch.finalize(todo[c]))
+            payloads.append(ch.encode(todo[c], (*slot, c)) if lazy is not None
+                            else ch.finalize(todo[c], (*slot, c)))
         if c < len(payloads):
             sends = [(payloads[c], right)]
         b = ch.post(sends, [(got[c], left)] if c < len(got) else [])
@@ -263,7 +266,7 @@ def allgather(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: str) -
                 b.wait()
             payloads = got
         return
-    payload = ch.finalize(shards[i])
+    payload = ch.finalize(shards[i], ("hier-own",))
     others = [(i + d) % k for d in range(1, k)]
     back = [ch.final_buffer(shards[p]) for p in others]
     ch.post([(payload, p) for p in others], list(zip(back, others))).wait()

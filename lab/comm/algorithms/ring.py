@@ -63,7 +63,9 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         for c in range(max(len(mine), len(incoming))):
             sends = []
             if c < len(mine):
-                payload = ch.encode(mine[c]) if k == 0 else _arrived(ch, got.pop((k - 1, c)), mine[c], k - 1, P)
+                slot = ("ring", k % 2, c)  # the sends of step k - 2 are waited for above: free again
+                payload = (ch.encode(mine[c], slot) if k == 0
+                           else _arrived(ch, got.pop((k - 1, c)), mine[c], k - 1, P, slot))
                 sends = [(payload, right)]
             recvs = [] if ahead or c >= len(incoming) else [(incoming[c], left)]
             batch = ch.post(sends, recvs)  # chunk c of step k both ways: one batch
@@ -79,15 +81,17 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         _wait(s)
 
 
-def _arrived(ch: Channel, received: tuple[torch.Tensor, Work], chunk: torch.Tensor, k: int, P: int) -> torch.Tensor:
+def _arrived(ch: Channel, received: tuple[torch.Tensor, Work], chunk: torch.Tensor, k: int, P: int,
+             slot: object = None) -> torch.Tensor:
     """Complete chunk `chunk` received in step k; the payload to send on. Reduce-scatter adds it
-    (the last step keeps the decoded sum, like its receivers); allgather decodes it in place."""
+    into the send buffer `slot` (the last step keeps the decoded sum, like its receivers);
+    allgather decodes it in place and forwards the received buffer itself."""
     payload, w = received
     w.wait()
     if k < P - 2:
-        return ch.reduce(payload, chunk)
+        return ch.reduce(payload, chunk, slot)
     if k == P - 2:
-        out = ch.reduce(payload, chunk)
+        out = ch.reduce(payload, chunk, slot)
         ch.decode_into(out, chunk)
         return out
     ch.decode_into(payload, chunk)

@@ -1,0 +1,110 @@
+"""Codec payloads written into reused wire buffers (issue 30 item 2, "no per-hop allocation"):
+`WireFormat.encode_into` / `hop_into` equal `pack(encode)` / `pack(hop_mixed)` byte for byte, and
+repeated compressed allreduces allocate nothing per hop after the first call."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+N = 1 << 16  # enough values for the compiled CPU passes (lab.codecs.cpu.MIN_COMPILED)
+
+
+@pytest.mark.parametrize("spec", ["dynamic_tree", "dynamic_tree:block_size=4096", "linear:block_size=4096"])
+def test_encode_and_hop_into_equal_pack(spec: str) -> None:
+    from lab.codecs import get_codec
+    from lab.codecs.hop import hop_mixed
+    from lab.codecs.wire import WireFormat
+    codec = get_codec(spec)
+    fmt = WireFormat.of(codec, N)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(N, generator=g), torch.randn(N, generator=g) * 3
+    x[:4096] *= 1e-30  # a block of tiny values
+    buf = torch.full((fmt.nbytes,), 7, dtype=torch.uint8)
+    assert fmt.encode_into(x, buf) is buf
+    assert torch.equal(buf, fmt.pack(codec.encode(x)))
+    out = torch.empty_like(buf)
+    assert fmt.hop_into(buf, y, out) is out
+    assert torch.equal(out, fmt.pack(hop_mixed(codec, fmt.unpack(buf), y)))
+    with pytest.raises(ValueError, match="own"):
+        fmt.hop_into(buf, y, buf)
+
+
+@pytest.mark.parametrize("spec", ["mxfp8_e4m3", "mxfp4_e2m1", "nvfp4", "fp16"])
+def test_hop_into_composes_in_a_scratch_buffer(spec: str) -> None:
+    """Codecs without a fused CPU hop: decode into the reused float32 scratch, add, encode into the
+    wire buffer: the bytes of pack(hop_mixed), the scratch holding decode(a) + x."""
+    from lab.codecs import get_codec
+    from lab.codecs.hop import hop_mixed
+    from lab.codecs.wire import WireFormat
+    codec = get_codec(spec)
+    n = 4096
+    fmt = WireFormat.of(codec, n)
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    a = fmt.encode_into(x, torch.empty(fmt.nbytes, dtype=torch.uint8))
+    assert torch.equal(a, fmt.pack(codec.encode(x)))
+    scratch, out = torch.empty(n), torch.empty(fmt.nbytes, dtype=torch.uint8)
+    assert torch.equal(fmt.hop_into(a, y, out, scratch), fmt.pack(hop_mixed(codec, fmt.unpack(a), y)))
+    assert torch.equal(scratch, codec.decode(fmt.unpack(a)).float() + y)
+    with pytest.raises(ValueError, match="scratch"):
+        fmt.hop_into(a, y, out, torch.empty(n - 1))
+
+
+def test_encode_into_falls_back_where_the_fast_path_does_not_apply() -> None:
+    """A ragged last block, too few values, bit-packed codes, NaN: the same bytes as pack(encode),
+    or encode's own error."""
+    from lab.codecs import get_codec
+    from lab.codecs.wire import WireFormat
+    x = torch.randn(N + 100, generator=torch.Generator().manual_seed(1))
+    for spec, n in (("dynamic_tree:block_size=4096", N + 100), ("dynamic_tree", 100),
+                    ("layout:total_bits=4", 1000)):
+        codec = get_codec(spec)
+        fmt = WireFormat.of(codec, n)
+        buf = torch.zeros(fmt.nbytes, dtype=torch.uint8)
+        assert torch.equal(fmt.encode_into(x[:n], buf), fmt.pack(codec.encode(x[:n]))), spec
+    bad = x[:N].clone()
+    bad[5] = float("nan")
+    fmt = WireFormat.of(get_codec("dynamic_tree"), N)
+    with pytest.raises(ValueError, match="non-finite"):
+        fmt.encode_into(bad, torch.zeros(fmt.nbytes, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="contiguous uint8"):
+        fmt.encode_into(x[:N], torch.zeros(fmt.nbytes - 1, dtype=torch.uint8))
+
+
+def _allocations(comm, x: torch.Tensor, spec: str, algorithm: str, kw: dict) -> list[list[int]]:
+    """Sizes of the allocations of 4 KiB or more in two allreduces after a first one (rank 0
+    profiles; SimComm's ranks share its thread, so every rank's allocations are counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from lab.comm import allreduce
+    allreduce(comm, x, algorithm=algorithm, codec=spec, **kw)
+    comm.allgather_object(None)  # every rank has finished its first call
+    sizes = []
+    for _ in range(2):
+        if comm.rank == 0:
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                allreduce(comm, x, algorithm=algorithm, codec=spec, **kw)
+                comm.allgather_object(None)
+            sizes.append(sorted(e.cpu_memory_usage for e in prof.events()
+                                if e.name in ("aten::empty", "aten::empty_strided") and e.cpu_memory_usage >= 4096))
+        else:
+            allreduce(comm, x, algorithm=algorithm, codec=spec, **kw)
+            comm.allgather_object(None)
+    return sizes
+
+
+@pytest.mark.parametrize("spec", ["dynamic_tree", "dynamic_tree:block_size=4096"])
+def test_repeated_allreduces_allocate_nothing_per_hop(spec: str, monkeypatch) -> None:
+    """After the first call, a ring (P = 4) or hierarchical 2x2 allreduce in pipelined chunks
+    allocates only its result, one fp32 vector per rank: every payload, sent or received, and
+    every decoded chunk lands in a buffer kept on the comm."""
+    from lab.comm import channel
+    from lab.comm.sim import simulate
+    monkeypatch.setattr(channel, "MIN_CHUNK", 1 << 15)
+    n = 1 << 18  # ring: 2 chunks of 2^15 values per segment, each through the compiled passes
+    for algorithm, P, kw in (("ring", 4, {}), ("hierarchical", 4, {"ranks_per_node": 2})):
+        def rank(comm):
+            x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank))
+            return _allocations(comm, x, spec, algorithm, kw)
+        sizes = simulate(rank, P, strict=True)[0]
+        assert sizes == [[4 * n] * P] * 2, (algorithm, P, [s[:8] for s in sizes])
