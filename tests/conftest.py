@@ -50,6 +50,12 @@ def real_system_data(monkeypatch):
 def pytest_collection_modifyitems(config, items):
     from lab.backend import gpu_available
 
+    # pytest-xdist (`--dist loadgroup`): a module's tests run on one worker (its module-scoped fixtures, a
+    # launch of rank processes shared by its tests, start once), and so do the tests of the one shared
+    # Streamlit server and Chromium.
+    for item in items:
+        shared = {"server", "browser"} & set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.xdist_group("browser" if shared else item.nodeid.split("::")[0]))
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU with CuPy")

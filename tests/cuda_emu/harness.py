@@ -15,6 +15,7 @@ out-of-bounds write is an error rather than silent corruption.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 import re
@@ -147,6 +148,18 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
     lib = _cache_dir() / f"{label or name}-{key[:20]}.so"
     if lib.exists():
         return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    # One compile per library across processes (pytest-xdist workers prebuild the same set): the
+    # second waits for the first's g++ and then finds the library.
+    with open(lib.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if lib.exists():
+            return lib
+        return _compile(name, text, cxx, lib)
+
+
+def _compile(name: str, text: str, cxx: str, lib: Path) -> Path:
+    path = KERNEL_DIR / f"{name}.cu"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cu = tmp / f"{name}.cu"
