@@ -75,7 +75,7 @@ def train(
     backend_name: str = typer.Option("gloo", "--backend", help="ddp, fsdp: gloo | nccl"),
     timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp: record steps 3..5 under torch.profiler and write "
+    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp, fsdp: record steps 3..5 under torch.profiler and write "
                                          "one Chrome/Perfetto trace per rank to this directory (forward, backward, "
                                          "optimizer, encode, add ranges); the summary gains each rank's split "
                                          "(docs/trace.md)"),
@@ -114,8 +114,8 @@ def train(
                           seed=seed)
         if mode not in ("sim", "ddp", "fsdp"):
             raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
-        if trace is not None and mode != "ddp":
-            raise ValueError("--trace records real processes: use it with --mode ddp")
+        if trace is not None and mode not in ("ddp", "fsdp"):
+            raise ValueError("--trace records real processes: use it with --mode ddp or --mode fsdp")
         if reproduce is not None:
             if mode != "sim":
                 raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
@@ -131,6 +131,8 @@ def train(
             config = {"mode": mode, **asdict(cfg), "procs": procs, "backend": backend_name,
                       "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
                       "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+            if trace is not None:
+                config["trace"] = str(trace)
             return _train_fsdp(cfg, procs, config, timeout, out, as_json)
         if reproduce is not None:
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
@@ -200,7 +202,7 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
     from lab.experiments import fsdp_training, in_torchrun
 
     kw = dict(weights_codec=config["weights_codec"], grads_codec=config["grads_codec"], hpz=config["hpz"],
-              baselines=config["baselines"], backend=config["backend"], timeout=timeout)
+              baselines=config["baselines"], backend=config["backend"], timeout=timeout, trace=config.get("trace"))
     config["torchrun"] = in_torchrun()
     if in_torchrun():
         res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)
@@ -223,6 +225,12 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
         console.print(f"{s['label']} against FSDP2 fp32: {s['bytes_ratio']:.3f}x the bytes, {s['speedup']:.2f}x the "
                       f"speed per step, test loss {s['test_loss_ratio']:.4f}x after {s['steps']} steps",
                       highlight=False)
+    if s.get("split"):
+        cols = ["rank", "seconds", "compute_s", "codec_s", "comm_s", "python_s", "encode_s", "decode_s", "add_s",
+                "recv_wait_s"]
+        rows = [dict(variant=sp["variant"], **{c: sp.get(c, 0.0) for c in cols}) for sp in s["split"]]
+        print_frame(pd.DataFrame(rows), f"where a training step's time went per rank (median of steps 3..5, traced; "
+                                        f"traces in {config['trace']}/<run>)")
 
 
 def _partial_fsdp_summary(points: list[dict]) -> dict:

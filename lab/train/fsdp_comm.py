@@ -34,6 +34,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatt
 from lab.codecs import Codec, parse_spec
 from lab.codecs.registry import codec_info, split_spec
 from lab.codecs.wire import WireFormat
+from lab.comm.spans import span
 
 OPS = ("all_gather", "reduce_scatter")
 NO_CODEC = (None, "", "none", "fp32")
@@ -147,16 +148,20 @@ class CodecAllGather(_Alloc, AllGather):
         codec = self.codec
         if codec is None or not input_tensor.is_floating_point() or (self.full is not None and P != self.full):
             self.counter.add("all_gather", group, raw, raw)
-            return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
+            with span("recv-wait"):
+                return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
         n = input_tensor.numel()
         fmt = WireFormat.of(codec, n, input_tensor.dtype)
-        row = fmt.pack(codec.encode(input_tensor))
+        with span("encode"):
+            row = fmt.pack(codec.encode(input_tensor))
         rows = torch.empty(P * fmt.nbytes, dtype=torch.uint8, device=row.device)
-        dist.all_gather_into_tensor(rows, row, group=group)
+        with span("recv-wait"):
+            dist.all_gather_into_tensor(rows, row, group=group)
         self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
         out = output_tensor.view(P, n)
-        for r, buf in enumerate(rows.view(P, fmt.nbytes)):
-            codec.decode_into(fmt.unpack(buf), out[r])
+        with span("decode"):
+            for r, buf in enumerate(rows.view(P, fmt.nbytes)):
+                codec.decode_into(fmt.unpack(buf), out[r])
         return None
 
 
@@ -175,20 +180,25 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
         codec = self.codec
         if codec is None:
             self.counter.add("reduce_scatter", group, raw, raw)
-            return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
+            with span("recv-wait"):
+                return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
         if op not in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
             raise ValueError(f"a codec's reduce-scatter sums or averages; FSDP asked for {op}")
         fmt = WireFormat.of(codec, n, input_tensor.dtype)
-        send = torch.cat([fmt.pack(codec.encode_as(chunk, f"{self.name}/{j}"))
-                          for j, chunk in enumerate(input_tensor.view(P, n))])
+        with span("encode"):
+            send = torch.cat([fmt.pack(codec.encode_as(chunk, f"{self.name}/{j}"))
+                              for j, chunk in enumerate(input_tensor.view(P, n))])
         recv = torch.empty_like(send)
-        dist.all_to_all_single(recv, send, group=group)
+        with span("recv-wait"):
+            dist.all_to_all_single(recv, send, group=group)
         self.counter.add("reduce_scatter", group, fmt.nbytes * (P - 1), raw)
         acc = torch.zeros(n, dtype=torch.float32, device=output_tensor.device)
         part = torch.empty(n, dtype=input_tensor.dtype, device=output_tensor.device)
         for r, buf in enumerate(recv.view(P, fmt.nbytes)):
-            codec.payload_codec.decode_into(fmt.unpack(buf), part)
-            acc += part
+            with span("decode"):
+                codec.payload_codec.decode_into(fmt.unpack(buf), part)
+            with span("add"):
+                acc += part
         if op == dist.ReduceOp.AVG:
             acc /= P
         output_tensor.copy_(acc.view_as(output_tensor))
