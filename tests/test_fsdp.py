@@ -37,6 +37,10 @@ def test_no_codec_is_plain_fsdp2_and_8_bit_trains_on_a_quarter_of_the_bytes():
     first, last = codec["losses"][:2], codec["losses"][-2:]
     assert sum(last) < 0.85 * sum(first)
     assert codec["steps"] == 2 * hooked["steps"] and codec["losses"][:2] != hooked["losses"][:2]
+    # the prefetched all-gathers (decoded when FSDP2 waits on them) compute what the blocking ones do
+    blocking = r0["codec_blocking"]
+    assert blocking["digest"] == codec["digest"] and blocking["losses"] == codec["losses"]
+    assert blocking["collectives"] == codec["collectives"]
 
 
 def test_hpz_backward_all_gather_stays_inside_each_node():

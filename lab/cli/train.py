@@ -65,6 +65,9 @@ def train(
                                                          "one-shot all-to-all), e.g. dynamic_tree, ef:topk"),
     hpz: Optional[int] = typer.Option(None, min=1, max=1024, help="fsdp: ZeRO++ hpZ, ranks per node: a secondary weight "
                                                                   "shard per node, the backward all-gather stays inside it"),
+    overlap: bool = typer.Option(True, "--overlap/--no-overlap", help="fsdp: async all-gathers, the next unit's "
+                                 "issued before this one computes (FSDP2 prefetch); --no-overlap: FSDP2's blocking "
+                                 "defaults"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="fsdp: also train fp32 FSDP2 and DDP "
                                                                             "on the same data and seeds"),
     link_rate: Optional[str] = typer.Option(None, "--link-rate", help="fsdp: nodes talk over a shaped link of "
@@ -130,7 +133,7 @@ def train(
                                  "not --codec / --error-feedback")
             config = {"mode": mode, **asdict(cfg), "procs": procs, "backend": backend_name,
                       "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
-                      "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+                      "overlap": overlap, "link_rate": link_rate, "ranks_per_node": ranks_per_node}
             if trace is not None:
                 config["trace"] = str(trace)
             return _train_fsdp(cfg, procs, config, timeout, out, as_json)
@@ -202,7 +205,8 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
     from lab.experiments import fsdp_training, in_torchrun
 
     kw = dict(weights_codec=config["weights_codec"], grads_codec=config["grads_codec"], hpz=config["hpz"],
-              baselines=config["baselines"], backend=config["backend"], timeout=timeout, trace=config.get("trace"))
+              baselines=config["baselines"], backend=config["backend"], timeout=timeout, trace=config.get("trace"),
+              overlap=config["overlap"])
     config["torchrun"] = in_torchrun()
     if in_torchrun():
         res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)

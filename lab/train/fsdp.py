@@ -55,7 +55,10 @@ class FSDPSettings:
     """What FSDP adds to a `TrainConfig`: codec specs on the weights' all-gather and the gradients'
     reduce-scatter (None: fp32), hpZ's ranks per node (None: off), `custom` (False: FSDP2's own
     collectives, no hooks; the equality test's baseline) and `baselines` (also train fp32 FSDP2
-    and fp32 DDP on the same data and seeds, in the same processes)."""
+    and fp32 DDP on the same data and seeds, in the same processes). overlap: FSDP2's all-gathers run
+    async and the next unit's is issued before this one computes (explicit forward prefetch, FSDP2's
+    backward prefetch), so its transfer overlaps the compute and the codec work (False: FSDP2's
+    defaults, each all-gather blocking)."""
 
     weights_codec: str | None = None
     grads_codec: str | None = None
@@ -63,6 +66,7 @@ class FSDPSettings:
     custom: bool = True
     baselines: bool = True
     ranks_per_node: int | None = None
+    overlap: bool = True
 
     def check(self, procs: int) -> None:
         """ValueError naming the first bad setting and what is allowed."""
@@ -83,6 +87,8 @@ class FSDPSettings:
         if rpn is not None and self.hpz is not None and rpn != self.hpz:
             raise ValueError(f"--hpz {self.hpz} keeps a weight shard per node of --ranks-per-node {rpn}: give one "
                              "number, or the same")
+        if not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap={self.overlap!r}; allowed: True (async prefetched all-gathers), False")
         if not self.custom and (self.weights_codec not in NO_CODEC or self.grads_codec not in NO_CODEC):
             raise ValueError("custom=False is FSDP2's own collectives: it takes no codec")
 
@@ -129,6 +135,10 @@ def shard_model(model: nn.Module, settings: FSDPSettings, counter: WireCounter,
             m.set_custom_all_gather(CodecAllGather(wcodec, counter, full=P if settings.hpz else None))
             m.set_custom_reduce_scatter(CodecReduceScatter(gcodec, counter, name=name or "root"))
     fully_shard(model, mesh=mesh)
+    if settings.overlap:
+        for (_, m), (_, nxt) in zip(units, units[1:]):  # in forward order: the module order of the MLP / CNN
+            m.set_modules_to_forward_prefetch([nxt])
+        model._set_unshard_async_op(True)  # FSDPModule's switch: pre-forward / pre-backward unshards async
     return model
 
 
@@ -234,7 +244,8 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
     runs: list[tuple[str, Any]] = [(s.label(), s)]
     if s.baselines:
         if s.compressed or s.hpz:
-            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz)))
+            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz,
+                                                    overlap=s.overlap)))
         runs.append(("DDP fp32", None))
     out = []
     for i, (variant, rs) in enumerate(runs):

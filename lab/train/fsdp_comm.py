@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -127,6 +127,25 @@ class WireCounter:
                 for (op, phase, ranks), b in sorted(self.sent.items())]
 
 
+class _Finish(dist.Work):
+    """An all-gather in flight, as FSDP2 waits on it (`foreach_all_gather_copy_out` calls `wait()` on a
+    `Work`): waits for the transfer (a recv-wait range), then runs `then` (the decode of every row)."""
+
+    def __init__(self, work: dist.Work | None, then: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.work, self.then = work, then
+
+    def wait(self, timeout: Any = None) -> bool:
+        if self.work is not None:
+            with span("recv-wait"):
+                self.work.wait()
+            self.work = None
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return True
+
+
 class _Alloc:
     def allocate(self, size: Sequence[int], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         return torch.empty(*size, dtype=dtype, device=device)
@@ -148,20 +167,28 @@ class CodecAllGather(_Alloc, AllGather):
         codec = self.codec
         if codec is None or not input_tensor.is_floating_point() or (self.full is not None and P != self.full):
             self.counter.add("all_gather", group, raw, raw)
+            if async_op:
+                return _Finish(dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=True))
             with span("recv-wait"):
-                return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
+                return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group)
         n = input_tensor.numel()
         fmt = WireFormat.of(codec, n, input_tensor.dtype)
         with span("encode"):
             row = fmt.pack(codec.encode(input_tensor))
         rows = torch.empty(P * fmt.nbytes, dtype=torch.uint8, device=row.device)
+        self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
+
+        def decode() -> None:
+            out = output_tensor.view(P, n)
+            with span("decode"):
+                for r, buf in enumerate(rows.view(P, fmt.nbytes)):
+                    codec.decode_into(fmt.unpack(buf), out[r])
+
+        if async_op:  # FSDP2 prefetches: the rows travel while it computes; decoded when it waits
+            return _Finish(dist.all_gather_into_tensor(rows, row, group=group, async_op=True), decode)
         with span("recv-wait"):
             dist.all_gather_into_tensor(rows, row, group=group)
-        self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
-        out = output_tensor.view(P, n)
-        with span("decode"):
-            for r, buf in enumerate(rows.view(P, fmt.nbytes)):
-                codec.decode_into(fmt.unpack(buf), out[r])
+        decode()
         return None
 
 
