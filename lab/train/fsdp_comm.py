@@ -8,10 +8,13 @@ group, [op,] async_op)`). The two classes here are such objects:
   - `CodecAllGather` (qwZ, ZeRO++ §3.1): every rank encodes its shard once, the packed payloads
     (`lab.codecs.wire.WireFormat`, one uint8 row per rank) are all-gathered with the group's own
     `all_gather_into_tensor`, and every rank decodes all P rows, its own included, so every rank
-    computes with the same weights. No re-quantisation.
+    computes with the same weights. No re-quantisation. Asked for an async all-gather (FSDP2
+    prefetching, `FSDPSettings.overlap`), it encodes, starts the transfer and returns a `Work` whose
+    `wait()` decodes: the rows travel while FSDP2 computes the unit before.
   - `CodecReduceScatter` (qgZ's one-shot form, ZeRO++ §3.3): every rank encodes the P chunks of its
     gradient (chunk j goes to rank j), the payloads move with one `all_to_all_single`, and each rank
-    decodes the P payloads of its chunk and sums them in fp32 in rank order (AVG divides by P).
+    decodes the P payloads of its chunk and sums them in fp32 in rank order, in FSDP2's output
+    buffer (AVG divides by P).
     Error feedback (an `ef:` spec) keeps one residual per (parameter group, chunk).
 
 With no codec each calls the group's own `all_gather_into_tensor` / `reduce_scatter_tensor` on the
@@ -219,16 +222,20 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
         with span("recv-wait"):
             dist.all_to_all_single(recv, send, group=group)
         self.counter.add("reduce_scatter", group, fmt.nbytes * (P - 1), raw)
-        acc = torch.zeros(n, dtype=torch.float32, device=output_tensor.device)
+        direct = output_tensor.dtype == torch.float32 and output_tensor.is_contiguous()
+        acc = output_tensor.view(-1) if direct else torch.empty(n, dtype=torch.float32, device=output_tensor.device)
         part = torch.empty(n, dtype=input_tensor.dtype, device=output_tensor.device)
-        for r, buf in enumerate(recv.view(P, fmt.nbytes)):
+        for r, buf in enumerate(recv.view(P, fmt.nbytes)):  # summed in rank order, in fp32, in place
+            into = acc if r == 0 and input_tensor.dtype == torch.float32 else part
             with span("decode"):
-                codec.payload_codec.decode_into(fmt.unpack(buf), part)
-            with span("add"):
-                acc += part
+                codec.payload_codec.decode_into(fmt.unpack(buf), into)
+            if into is part:
+                with span("add"):
+                    acc.copy_(part) if r == 0 else acc.add_(part)
         if op == dist.ReduceOp.AVG:
             acc /= P
-        output_tensor.copy_(acc.view_as(output_tensor))
+        if not direct:
+            output_tensor.copy_(acc.view_as(output_tensor))
         return None
 
 
