@@ -227,8 +227,9 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
     s = res.summary
     if "bytes_ratio" in s:
         console.print(f"{s['label']} against FSDP2 fp32: {s['bytes_ratio']:.3f}x the bytes, {s['speedup']:.2f}x the "
-                      f"speed per step, test loss {s['test_loss_ratio']:.4f}x after {s['steps']} steps",
-                      highlight=False)
+                      f"speed per step ({s['cpu_ratio']:.2f}x the CPU seconds), test loss {s['test_loss_ratio']:.4f}x "
+                      f"after {s['steps']} steps ({s['late_test_loss_ratio']:.4f}x over the last half of the "
+                      f"evaluations)", highlight=False)
     if s.get("split"):
         cols = ["rank", "seconds", "compute_s", "codec_s", "comm_s", "python_s", "encode_s", "decode_s", "add_s",
                 "recv_wait_s"]

@@ -275,7 +275,9 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
 class FSDPResult:
     """Every run's curve (`variant` column), one summary row per run, bytes per step per collective
     (measured, against fp32 FSDP2's), the wire counts per process group, and the headline `summary`
-    (the codec run against fp32 FSDP2: bytes, step time, loss)."""
+    (the codec run against fp32 FSDP2: bytes, step time, CPU seconds per step, loss after the same
+    steps: at the last evaluation, and `late_*`: averaged over the last half of the evaluations, where
+    one evaluation of a short noisy curve says little)."""
 
     config: TrainConfig
     settings: FSDPSettings
@@ -322,6 +324,8 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                          step_cpu_s=sum(cpu) / P if None not in cpu else float("nan"),
                          bytes_per_step=sent / steps, cross_node_per_step=cross / steps if run["groups"] else float("nan"),
                          final_train_loss=float(rows.train_loss.iloc[-1]), final_test_loss=float(rows.test_loss.iloc[-1]),
+                         late_train_loss=float(rows.train_loss.iloc[len(rows) // 2:].mean()),
+                         late_test_loss=float(rows.test_loss.iloc[len(rows) // 2:].mean()),
                          final_test_error=float(rows.test_error.iloc[-1]),
                          best_test_error=float(rows.test_error.min()), parameters=run["parameters"]))
     runs_df = pd.DataFrame(runs)
@@ -344,7 +348,9 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                        speedup=b["step_s"] / main["step_s"] if main["step_s"] else float("nan"),
                        cpu_ratio=main["step_cpu_s"] / b["step_cpu_s"] if b["step_cpu_s"] else float("nan"),
                        train_loss_ratio=main["final_train_loss"] / b["final_train_loss"],
-                       test_loss_ratio=main["final_test_loss"] / b["final_test_loss"])
+                       test_loss_ratio=main["final_test_loss"] / b["final_test_loss"],
+                       late_train_loss_ratio=main["late_train_loss"] / b["late_train_loss"],
+                       late_test_loss_ratio=main["late_test_loss"] / b["late_test_loss"])
     if any(run.get("split") for ranks in results for run in ranks):  # --trace: every run's per-rank step split
         summary["split"] = [dict(ranks[k]["split"], variant=run["variant"]) for k, run in enumerate(first)
                             for ranks in results if ranks[k].get("split")]
