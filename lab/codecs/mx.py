@@ -122,13 +122,18 @@ def _decode_mx_fn(key: str):
     `decode_blocks` bit for bit: the product of an element value (at most 4 significant bits) and a
     power of two is rounded once by the float32 multiply, as by the float64 product's one rounding;
     a product past float32's range saturates as there; a NaN scale makes its block NaN."""
-    big = torch.finfo(torch.float32).max
+    return torch.compile(_own_code(decode_mx_blocks, f"mx_decode_{key}_float32"), dynamic=True)
 
-    def fn(codes2d, scales, values, e8m0, out2d):
-        v = values[codes2d.int()] * e8m0[scales.int()][:, None]
-        return out2d.copy_(v.clamp(-big, big))
 
-    return torch.compile(_own_code(fn, f"mx_decode_{key}_float32"), dynamic=True)
+_F32_MAX = torch.finfo(torch.float32).max
+
+
+def decode_mx_blocks(codes2d: torch.Tensor, scales: torch.Tensor, values: torch.Tensor, e8m0: torch.Tensor,
+                     out2d: torch.Tensor) -> torch.Tensor:
+    """out2d[b, i] = values[codes2d[b, i]] * e8m0[scales[b]], saturated to float32's range: the body
+    `_decode_mx_fn` compiles (8-bit codes [blocks, 32], biased E8M0 scales [blocks], float32 tables)."""
+    v = values[codes2d.int()] * e8m0[scales.int()][:, None]
+    return out2d.copy_(v.clamp(-_F32_MAX, _F32_MAX))
 
 
 @functools.cache
