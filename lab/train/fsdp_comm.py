@@ -231,7 +231,10 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
                 codec.payload_codec.decode_into(fmt.unpack(buf), into)
             if into is part:
                 with span("add"):
-                    acc.copy_(part) if r == 0 else acc.add_(part)
+                    if r == 0:
+                        acc.copy_(part)
+                    else:
+                        acc.add_(part)
         if op == dist.ReduceOp.AVG:
             acc /= P
         if not direct:
