@@ -7,17 +7,19 @@ from lab.train.run import TrainConfig
 TINY = dict(train_limit=256, hidden=(32,), dropout=(0.1, 0.1), batch=32, evals_per_epoch=1, lr=0.01)
 
 
-def _one(comm, settings: FSDPSettings, epochs: float, name: str) -> dict:
-    return _train_one(comm, TrainConfig(**TINY, epochs=epochs), settings, name, None, None, (0.0, 1.0))
+def _one(comm, settings: FSDPSettings, epochs: float, name: str, trace: str | None = None) -> dict:
+    return _train_one(comm, TrainConfig(**TINY, epochs=epochs), settings, name, None, None, (0.0, 1.0), trace)
 
 
-def two_rank_cases(comm) -> dict:
-    """Plain FSDP2, FSDP2 through the codec hooks without a codec, and 8-bit weights + gradients
-    (error feedback on the gradients), on the same data and seeds."""
-    return dict(plain=_one(comm, FSDPSettings(custom=False, baselines=False), 0.5, "plain"),
+def two_rank_cases(comm, trace: str | None = None) -> dict:
+    """Plain FSDP2 (its defaults: blocking all-gathers, no forward prefetch), FSDP2 through the codec
+    hooks without a codec (async prefetched all-gathers), and 8-bit weights + gradients (error feedback
+    on the gradients), on the same data and seeds, prefetched (traced into `trace`) and blocking."""
+    codec = dict(weights_codec="mxfp8_e4m3", grads_codec="ef:dynamic_tree", baselines=False)
+    return dict(plain=_one(comm, FSDPSettings(custom=False, baselines=False, overlap=False), 0.5, "plain"),
                 hooked=_one(comm, FSDPSettings(baselines=False), 0.5, "hooked"),
-                codec=_one(comm, FSDPSettings(weights_codec="mxfp8_e4m3", grads_codec="ef:dynamic_tree",
-                                              baselines=False), 1.0, "codec"))
+                codec=_one(comm, FSDPSettings(**codec), 1.0, "codec", trace),
+                codec_blocking=_one(comm, FSDPSettings(**codec, overlap=False), 1.0, "codec"))
 
 
 def hpz_case(comm) -> dict:

@@ -14,12 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_no_codec_is_plain_fsdp2_and_8_bit_trains_on_a_quarter_of_the_bytes():
+def test_no_codec_is_plain_fsdp2_and_8_bit_trains_on_a_quarter_of_the_bytes(tmp_path):
     from lab.comm.launch import run
 
     import fsdp_ranks
 
-    r0, r1 = run(fsdp_ranks.two_rank_cases, 2, timeout=120)
+    r0, r1 = run(fsdp_ranks.two_rank_cases, 2, str(tmp_path), timeout=120)
     plain, hooked, codec = (r0[k] for k in ("plain", "hooked", "codec"))
     # the hooks without a codec: the same parameters, bit for bit, and the same losses
     assert hooked["digest"] == plain["digest"] and hooked["losses"] == plain["losses"]
@@ -37,6 +37,29 @@ def test_no_codec_is_plain_fsdp2_and_8_bit_trains_on_a_quarter_of_the_bytes():
     first, last = codec["losses"][:2], codec["losses"][-2:]
     assert sum(last) < 0.85 * sum(first)
     assert codec["steps"] == 2 * hooked["steps"] and codec["losses"][:2] != hooked["losses"][:2]
+    # the prefetched all-gathers (decoded when FSDP2 waits on them) compute what the blocking ones do
+    blocking = r0["codec_blocking"]
+    assert blocking["digest"] == codec["digest"] and blocking["losses"] == codec["losses"]
+    assert blocking["collectives"] == codec["collectives"]
+    # --trace: each rank's trace file, and its median step split into compute, the codec's ranges and the wait
+    for r in (r0, r1):
+        split = r["codec"]["split"]
+        assert split["encode_s"] > 0 and split["decode_s"] > 0 and split["compute_s"] > 0
+        assert split["recv_wait_s"] > 0 and split["codec_s"] >= split["encode_s"] + split["decode_s"]
+        assert r["codec"]["step_cpu_s"] > 0 and r["plain"]["split"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.trace.json", "rank1.trace.json"]
+    # the summary against fp32 FSDP2 (here the hooked run in that role): CPU seconds, late loss, splits
+    from lab.train.fsdp import FSDPSettings, assemble
+    from lab.train.run import TrainConfig
+
+    res = assemble(TrainConfig(**fsdp_ranks.TINY), FSDPSettings(weights_codec="mxfp8_e4m3"),
+                   [[r["codec"], dict(r["hooked"], variant="FSDP2 fp32")] for r in (r0, r1)], "gloo")
+    s, runs = res.summary, res.runs.set_index("variant")
+    assert s["cpu_ratio"] == pytest.approx(runs.step_cpu_s.iloc[0] / runs.step_cpu_s.iloc[1])
+    late = res.curve[res.curve.variant == "codec"].test_loss
+    assert s["late_test_loss_ratio"] == pytest.approx(late.iloc[len(late) // 2:].mean()
+                                                      / runs.loc["FSDP2 fp32", "late_test_loss"])
+    assert [(x["variant"], x["rank"]) for x in s["split"]] == [("codec", 0), ("codec", 1)]
 
 
 def test_hpz_backward_all_gather_stays_inside_each_node():

@@ -65,6 +65,9 @@ def train(
                                                          "one-shot all-to-all), e.g. dynamic_tree, ef:topk"),
     hpz: Optional[int] = typer.Option(None, min=1, max=1024, help="fsdp: ZeRO++ hpZ, ranks per node: a secondary weight "
                                                                   "shard per node, the backward all-gather stays inside it"),
+    overlap: bool = typer.Option(True, "--overlap/--no-overlap", help="fsdp: async all-gathers, the next unit's "
+                                 "issued before this one computes (FSDP2 prefetch); --no-overlap: FSDP2's blocking "
+                                 "defaults"),
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="fsdp: also train fp32 FSDP2 and DDP "
                                                                             "on the same data and seeds"),
     link_rate: Optional[str] = typer.Option(None, "--link-rate", help="fsdp: nodes talk over a shaped link of "
@@ -75,7 +78,7 @@ def train(
     backend_name: str = typer.Option("gloo", "--backend", help="ddp, fsdp: gloo | nccl"),
     timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp: record steps 3..5 under torch.profiler and write "
+    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp, fsdp: record steps 3..5 under torch.profiler and write "
                                          "one Chrome/Perfetto trace per rank to this directory (forward, backward, "
                                          "optimizer, encode, add ranges); the summary gains each rank's split "
                                          "(docs/trace.md)"),
@@ -114,8 +117,8 @@ def train(
                           seed=seed)
         if mode not in ("sim", "ddp", "fsdp"):
             raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
-        if trace is not None and mode != "ddp":
-            raise ValueError("--trace records real processes: use it with --mode ddp")
+        if trace is not None and mode not in ("ddp", "fsdp"):
+            raise ValueError("--trace records real processes: use it with --mode ddp or --mode fsdp")
         if reproduce is not None:
             if mode != "sim":
                 raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
@@ -130,7 +133,9 @@ def train(
                                  "not --codec / --error-feedback")
             config = {**_config(mode, cfg), "procs": procs, "backend": backend_name,
                       "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
-                      "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+                      "overlap": overlap, "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+            if trace is not None:
+                config["trace"] = str(trace)
             return _train_fsdp(cfg, procs, config, timeout, out, as_json)
         if reproduce is not None:
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
@@ -200,7 +205,8 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
     from lab.experiments import fsdp_training, in_torchrun
 
     kw = dict(weights_codec=config["weights_codec"], grads_codec=config["grads_codec"], hpz=config["hpz"],
-              baselines=config["baselines"], backend=config["backend"], timeout=timeout)
+              baselines=config["baselines"], backend=config["backend"], timeout=timeout, trace=config.get("trace"),
+              overlap=config["overlap"])
     config["torchrun"] = in_torchrun()
     if in_torchrun():
         res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)
@@ -221,8 +227,15 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
     s = res.summary
     if "bytes_ratio" in s:
         console.print(f"{s['label']} against FSDP2 fp32: {s['bytes_ratio']:.3f}x the bytes, {s['speedup']:.2f}x the "
-                      f"speed per step, test loss {s['test_loss_ratio']:.4f}x after {s['steps']} steps",
-                      highlight=False)
+                      f"speed per step ({s['cpu_ratio']:.2f}x the CPU seconds), test loss {s['test_loss_ratio']:.4f}x "
+                      f"after {s['steps']} steps ({s['late_test_loss_ratio']:.4f}x over the last half of the "
+                      f"evaluations)", highlight=False)
+    if s.get("split"):
+        cols = ["rank", "seconds", "compute_s", "codec_s", "comm_s", "python_s", "encode_s", "decode_s", "add_s",
+                "recv_wait_s"]
+        rows = [dict(variant=sp["variant"], **{c: sp.get(c, 0.0) for c in cols}) for sp in s["split"]]
+        print_frame(pd.DataFrame(rows), f"where a training step's time went per rank (median of steps 3..5, traced; "
+                                        f"traces in {config['trace']}/<run>)")
 
 
 def _partial_fsdp_summary(points: list[dict]) -> dict:

@@ -115,6 +115,33 @@ def _encode_mx_fn(key: tuple[str, str, torch.dtype]):
     return torch.compile(_own_code(fn, f"mx_encode_{key[0]}_{rule}_{dtype}"), dynamic=True)
 
 
+@functools.cache
+def _decode_mx_fn(key: str):
+    """The fused (torch.compile) CPU decode of whole blocks of 8-bit codes into float32: one pass,
+    values[code] * 2^(scale - 127) saturated to float32's range, written into `out`. Equal to
+    `decode_blocks` bit for bit: the product of an element value (at most 4 significant bits) and a
+    power of two is rounded once by the float32 multiply, as by the float64 product's one rounding;
+    a product past float32's range saturates as there; a NaN scale makes its block NaN."""
+    return torch.compile(_own_code(decode_mx_blocks, f"mx_decode_{key}_float32"), dynamic=True)
+
+
+_F32_MAX = torch.finfo(torch.float32).max
+
+
+def decode_mx_blocks(codes2d: torch.Tensor, scales: torch.Tensor, values: torch.Tensor, e8m0: torch.Tensor,
+                     out2d: torch.Tensor) -> torch.Tensor:
+    """out2d[b, i] = values[codes2d[b, i]] * e8m0[scales[b]], saturated to float32's range: the body
+    `_decode_mx_fn` compiles (8-bit codes [blocks, 32], biased E8M0 scales [blocks], float32 tables)."""
+    v = values[codes2d.int()] * e8m0[scales.int()][:, None]
+    return out2d.copy_(v.clamp(-_F32_MAX, _F32_MAX))
+
+
+@functools.cache
+def _cpu_tables(element: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(value_table, e8m0_table) of one element format on the CPU, built once."""
+    return value_table(FORMATS[element]), e8m0_table(torch.device("cpu"))
+
+
 class MXCodec(Codec):
     """One OCP MX format: element type `element` (a key of block_scaled.FORMATS), 32-value blocks.
 
@@ -213,13 +240,34 @@ class MXCodec(Codec):
 
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; on the CPU, 8-bit elements
+        into float32 through the fused compiled pass (whole blocks; the tail block by the reference);
+        False otherwise (decode_into then copies `decode`'s result)."""
         codes = enc.tensors["codes"]
-        if enc.numel == 0 or not on_kernel_device(codes):
+        if enc.numel == 0:
             return False
+        if not on_kernel_device(codes):
+            return self._decode_cpu(enc, flat)
         dev = codes.device
         block_decode_cuda(codes, value_table(self.fmt, dev), enc.tensors["scales"], e8m0_table(dev), None,
                           n=enc.numel, block=MX_BLOCK, bits=self.bits, dtype=enc.dtype, out=flat)
+        return True
+
+
+    def _decode_cpu(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        n = enc.numel
+        main = n - n % MX_BLOCK
+        if self.bits != 8 or enc.dtype != torch.float32 or flat.is_cuda or main < cpu.MIN_COMPILED:
+            return False
+        codes, scales = enc.tensors["codes"], enc.tensors["scales"]
+        values, e8m0 = _cpu_tables(self.fmt.name)
+        nb = main // MX_BLOCK
+        if cpu.try_compiled(_decode_mx_fn, self.fmt.name, codes[:main].view(nb, MX_BLOCK), scales[:nb], values,
+                            e8m0, flat[:main].view(nb, MX_BLOCK), rows=(0, 1, 4)) is None:
+            return False
+        if main < n:
+            tail = decode_blocks(codes[main:n], self.fmt, e8m0_value(scales[nb:]), MX_BLOCK, torch.float32)
+            flat[main:].copy_(tail)
         return True
 
 

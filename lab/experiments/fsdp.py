@@ -21,10 +21,11 @@ def fsdp_run_codecs(op: str) -> list[str]:
 
 
 def fsdp_settings(*, weights_codec: str | None = None, grads_codec: str | None = None, hpz: int | None = None,
-                  baselines: bool = True, procs: int = 2, ranks_per_node: int | None = None) -> FSDPSettings:
+                  baselines: bool = True, procs: int = 2, ranks_per_node: int | None = None,
+                  overlap: bool = True) -> FSDPSettings:
     """The FSDP settings, checked against `procs` (ValueError naming what is allowed)."""
     s = FSDPSettings(weights_codec=weights_codec, grads_codec=grads_codec, hpz=hpz, baselines=baselines,
-                     ranks_per_node=ranks_per_node)
+                     ranks_per_node=ranks_per_node, overlap=overlap)
     s.check(procs)
     return s
 
@@ -43,12 +44,14 @@ def _link(procs: int, rate: str | None, ranks_per_node: int) -> Any:
 def fsdp_training(cfg: TrainConfig, procs: int, *, weights_codec: str | None = None, grads_codec: str | None = None,
                   hpz: int | None = None, baselines: bool = True, backend: str = "gloo", timeout: float = 600.0,
                   link_rate: str | None = None, ranks_per_node: int | None = None,
-                  progress: Progress | None = None, on_point: RowSink | None = None) -> FSDPResult | None:
+                  progress: Progress | None = None, on_point: RowSink | None = None,
+                  trace: str | None = None, overlap: bool = True) -> FSDPResult | None:
     """FSDP2 on `procs` local processes (or torchrun's ranks when started by torchrun: then None on every
     rank but 0) with the codecs on its collectives; baselines: fp32 FSDP2 and DDP in the same processes.
     ranks_per_node: contiguous ranks a node (default hpz, else 1, or under torchrun its local world size), for the
     cross-node byte counts and, with link_rate, the shaped link's layout (nodes talk over it, ranks of a
-    node over their namespace's loopback)."""
+    node over their namespace's loopback). trace: a directory for each run's per-rank traces (steps 3..5).
+    overlap: async prefetched all-gathers in every FSDP2 run (False: FSDP2's blocking defaults)."""
     from lab.comm.dist import TorchComm, in_torchrun
     from lab.train.fsdp import assemble, fsdp_rank, train_fsdp
 
@@ -57,17 +60,17 @@ def fsdp_training(cfg: TrainConfig, procs: int, *, weights_codec: str | None = N
 
         comm = TorchComm.from_env(backend, timeout)
         settings = fsdp_settings(weights_codec=weights_codec, grads_codec=grads_codec, hpz=hpz, baselines=baselines,
-                                 procs=comm.size,
+                                 procs=comm.size, overlap=overlap,
                                  ranks_per_node=ranks_per_node or (None if hpz else
                                                                    int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
         cfg.check()
-        every = comm.allgather_object(fsdp_rank(comm, asdict(cfg), asdict(settings)))
+        every = comm.allgather_object(fsdp_rank(comm, asdict(cfg), asdict(settings), trace=trace))
         return assemble(cfg, settings, every, backend) if comm.rank == 0 else None
     settings = fsdp_settings(weights_codec=weights_codec, grads_codec=grads_codec, hpz=hpz, baselines=baselines,
-                             procs=procs, ranks_per_node=ranks_per_node)
+                             procs=procs, ranks_per_node=ranks_per_node, overlap=overlap)
     with _link(procs, link_rate, ranks_per_node or hpz or 1) as net:
         return train_fsdp(cfg, procs, settings, backend=backend, timeout=timeout, net=net, progress=progress,
-                          on_point=on_point)
+                          on_point=on_point, trace=trace)
 
 
 __all__ = ["fsdp_training", "fsdp_settings", "fsdp_run_codecs", "FSDP_RUN_COLLECTIVES", "FSDPResult"]

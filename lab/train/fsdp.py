@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import statistics
+import re
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -35,11 +38,14 @@ from torch import nn
 
 from lab.backend import Progress, RowSink
 from lab.comm.base import Comm
+from lab.comm.spans import span
+from lab.comm.timesplit import Tracer
 
 from .fsdp_comm import NO_CODEC, CodecAllGather, CodecReduceScatter, WireCounter, check_codec
 from .models import build_model, make_optimizer
 from .run import TrainConfig, evaluate, load_data
 from .stream import ShardStream
+from .ddp import TRACED_STEPS
 
 COLLECTIVES = ("all_gather_forward", "all_gather_backward", "reduce_scatter")
 
@@ -49,7 +55,10 @@ class FSDPSettings:
     """What FSDP adds to a `TrainConfig`: codec specs on the weights' all-gather and the gradients'
     reduce-scatter (None: fp32), hpZ's ranks per node (None: off), `custom` (False: FSDP2's own
     collectives, no hooks; the equality test's baseline) and `baselines` (also train fp32 FSDP2
-    and fp32 DDP on the same data and seeds, in the same processes)."""
+    and fp32 DDP on the same data and seeds, in the same processes). overlap: FSDP2's all-gathers run
+    async and the next unit's is issued before this one computes (explicit forward prefetch, FSDP2's
+    backward prefetch), so its transfer overlaps the compute and the codec work (False: FSDP2's
+    defaults, each all-gather blocking)."""
 
     weights_codec: str | None = None
     grads_codec: str | None = None
@@ -57,6 +66,7 @@ class FSDPSettings:
     custom: bool = True
     baselines: bool = True
     ranks_per_node: int | None = None
+    overlap: bool = True
 
     def check(self, procs: int) -> None:
         """ValueError naming the first bad setting and what is allowed."""
@@ -77,6 +87,8 @@ class FSDPSettings:
         if rpn is not None and self.hpz is not None and rpn != self.hpz:
             raise ValueError(f"--hpz {self.hpz} keeps a weight shard per node of --ranks-per-node {rpn}: give one "
                              "number, or the same")
+        if not isinstance(self.overlap, bool):
+            raise ValueError(f"overlap={self.overlap!r}; allowed: True (async prefetched all-gathers), False")
         if not self.custom and (self.weights_codec not in NO_CODEC or self.grads_codec not in NO_CODEC):
             raise ValueError("custom=False is FSDP2's own collectives: it takes no codec")
 
@@ -123,6 +135,10 @@ def shard_model(model: nn.Module, settings: FSDPSettings, counter: WireCounter,
             m.set_custom_all_gather(CodecAllGather(wcodec, counter, full=P if settings.hpz else None))
             m.set_custom_reduce_scatter(CodecReduceScatter(gcodec, counter, name=name or "root"))
     fully_shard(model, mesh=mesh)
+    if settings.overlap:
+        for (_, m), (_, nxt) in zip(units, units[1:]):  # in forward order: the module order of the MLP / CNN
+            m.set_modules_to_forward_prefetch([nxt])
+        model._set_unshard_async_op(True)  # FSDPModule's switch: pre-forward / pre-backward unshards async
     return model
 
 
@@ -135,9 +151,16 @@ def _digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
+def trace_dir(trace: str, variant: str) -> str:
+    """Where one run's traces go under --trace DIR: DIR/<variant as a file name> ('FSDP2 fp32' -> fsdp2-fp32)."""
+    return str(Path(trace) / (re.sub(r"[^a-z0-9]+", "-", variant.lower()).strip("-") or "run"))
+
+
 def _train_one(comm: Comm, c: TrainConfig, settings: FSDPSettings, variant: str, progress: Progress | None,
-               on_row: RowSink | None, frac: tuple[float, float]) -> dict:
-    """One FSDP2 run on this rank: curve rows (rank 0's evaluations), wire counts, step times."""
+               on_row: RowSink | None, frac: tuple[float, float], trace: str | None = None) -> dict:
+    """One FSDP2 run on this rank: curve rows (rank 0's evaluations), wire counts, step times.
+    trace: a directory: steps 3..5 recorded under torch.profiler (forward, backward, optimizer and the
+    hooks' encode / decode / add / recv-wait ranges), the rank's trace written there, `split` its median."""
     P, rank, device = comm.size, comm.rank, comm.device
     ds = load_data(c)
     torch.manual_seed(c.seed)
@@ -153,22 +176,30 @@ def _train_one(comm: Comm, c: TrainConfig, settings: FSDPSettings, variant: str,
     stream = ShardStream(xtr, ytr, c.batch, P, c.seed)
     N, total = len(ytr), int(round(c.epochs * len(ytr)))
     every = max(1, N // c.evals_per_epoch)
-    rows, times, losses, step_losses = [], [], [], []
+    rows, times, cpu_times, losses, step_losses = [], [], [], [], []
     step, next_eval = 0, every
+    tracer = Tracer(comm, trace) if trace else None
     t0 = time.perf_counter()
     while stream.samples < total:
         x, y = stream.batch()
         xs, ys = x.tensor_split(P)[rank], y.tensor_split(P)[rank]
-        t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        counter.phase = "forward"
-        loss = F.cross_entropy(model(xs), ys)
-        counter.phase = "backward"
-        loss.backward()
-        opt.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t)
+        traced = tracer is not None and step in TRACED_STEPS
+        t, cpu = time.perf_counter(), time.process_time()
+        with tracer.step(f"train step {step + 1}") if traced else nullcontext():
+            opt.zero_grad(set_to_none=True)
+            counter.phase = "forward"
+            with span("forward"):
+                loss = F.cross_entropy(model(xs), ys)
+            counter.phase = "backward"
+            with span("backward"):
+                loss.backward()
+            with span("optimizer"):
+                opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        if not traced:  # a traced step runs under the profiler
+            times.append(time.perf_counter() - t)
+            cpu_times.append(time.process_time() - cpu)
         losses.append(float(loss.detach()))
         step_losses.append(losses[-1])
         step += 1
@@ -190,15 +221,21 @@ def _train_one(comm: Comm, c: TrainConfig, settings: FSDPSettings, variant: str,
     counter.phase = "eval"
     digest = _digest(model)
     warm = times[min(len(times) - 1, 2):]
-    return dict(variant=variant, rows=rows, steps=step, step_s=statistics.median(warm), parameters=n_values,
+    split = None
+    if tracer is not None:
+        split = tracer.step_split()
+        tracer.save()
+    return dict(variant=variant, rows=rows, steps=step, step_s=statistics.median(warm),
+                step_cpu_s=statistics.median(cpu_times[min(len(cpu_times) - 1, 2):]), parameters=n_values,
                 collectives=counter.totals(), groups=counter.by_group(), digest=digest, losses=step_losses,
-                settings=asdict(settings))
+                settings=asdict(settings), split=split)
 
 
 def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progress: Progress | None = None,
-              on_row: RowSink | None = None) -> list[dict]:
+              on_row: RowSink | None = None, trace: str | None = None) -> list[dict]:
     """This rank's runs: FSDP2 with the settings' codecs, then (baselines) fp32 FSDP2 and fp32 DDP on
-    the same data and seeds; one dict per run (rank 0's rows carry the curve)."""
+    the same data and seeds; one dict per run (rank 0's rows carry the curve). trace: a directory; each
+    run's per-rank traces go to `trace_dir(trace, variant)` and its dict's `split` holds the step split."""
     from .ddp import ddp_rank
 
     c = TrainConfig(**cfg)
@@ -207,7 +244,8 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
     runs: list[tuple[str, Any]] = [(s.label(), s)]
     if s.baselines:
         if s.compressed or s.hpz:
-            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz)))
+            runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz,
+                                                    overlap=s.overlap)))
         runs.append(("DDP fp32", None))
     out = []
     for i, (variant, rs) in enumerate(runs):
@@ -221,14 +259,15 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
                 if on_row:
                     on_row(dict(r, variant=variant))
             d = ddp_rank(comm, asdict(replace(c, codec=None, error_feedback=False)), progress=sub if progress else None,
-                         on_row=row if on_row else None)
+                         on_row=row if on_row else None, trace=trace_dir(trace, variant) if trace else None)
             out.append(dict(variant=variant, rows=[dict(r, variant=variant) for r in d["rows"]], steps=d["steps"],
                             step_s=d["step_s"], parameters=d["parameters"],
                             collectives={"all_reduce": {"sent": d["bytes_sent"], "raw": d["fp32_bytes"],
                                                         "calls": d["steps"]}},
-                            groups=[], digest=None, losses=[], settings=None))
+                            groups=[], digest=None, losses=[], settings=None, split=d.get("split")))
         else:
-            out.append(_train_one(comm, c, rs, variant, progress, on_row, frac))
+            out.append(_train_one(comm, c, rs, variant, progress, on_row, frac,
+                                  trace_dir(trace, variant) if trace else None))
     return out
 
 
@@ -236,7 +275,9 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
 class FSDPResult:
     """Every run's curve (`variant` column), one summary row per run, bytes per step per collective
     (measured, against fp32 FSDP2's), the wire counts per process group, and the headline `summary`
-    (the codec run against fp32 FSDP2: bytes, step time, loss)."""
+    (the codec run against fp32 FSDP2: bytes, step time, CPU seconds per step, loss after the same
+    steps: at the last evaluation, and `late_*`: averaged over the last half of the evaluations, where
+    one evaluation of a short noisy curve says little)."""
 
     config: TrainConfig
     settings: FSDPSettings
@@ -278,9 +319,13 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                 groups.append(dict(variant=run["variant"], rank=r, **g))
         sent = sum(t["sent"] for t in totals.values())
         cross = sum(t["cross"] for n, t in totals.items() if n in COLLECTIVES)
+        cpu = [r[k].get("step_cpu_s") for r in results]
         runs.append(dict(variant=run["variant"], steps=run["steps"], step_s=max(r[k]["step_s"] for r in results),
+                         step_cpu_s=sum(cpu) / P if None not in cpu else float("nan"),
                          bytes_per_step=sent / steps, cross_node_per_step=cross / steps if run["groups"] else float("nan"),
                          final_train_loss=float(rows.train_loss.iloc[-1]), final_test_loss=float(rows.test_loss.iloc[-1]),
+                         late_train_loss=float(rows.train_loss.iloc[len(rows) // 2:].mean()),
+                         late_test_loss=float(rows.test_loss.iloc[len(rows) // 2:].mean()),
                          final_test_error=float(rows.test_error.iloc[-1]),
                          best_test_error=float(rows.test_error.min()), parameters=run["parameters"]))
     runs_df = pd.DataFrame(runs)
@@ -292,7 +337,7 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                    bytes=int(round(main["bytes_per_step"] * main["steps"])),
                    bytes_per_step=main["bytes_per_step"], cross_node_per_step=main["cross_node_per_step"],
                    ranks_per_node=settings.ranks_per_node or settings.hpz or 1,
-                   steps=main["steps"], step_s=main["step_s"],
+                   steps=main["steps"], step_s=main["step_s"], step_cpu_s=main["step_cpu_s"],
                    parameters=main["parameters"])
     if base is not None:
         b = next(r for r in runs if r["variant"] == "FSDP2 fp32")
@@ -301,25 +346,32 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
                                          if b["cross_node_per_step"] else float("nan")),
                        bytes_ratio=main["bytes_per_step"] / b["bytes_per_step"] if b["bytes_per_step"] else float("nan"),
                        speedup=b["step_s"] / main["step_s"] if main["step_s"] else float("nan"),
+                       cpu_ratio=main["step_cpu_s"] / b["step_cpu_s"] if b["step_cpu_s"] else float("nan"),
                        train_loss_ratio=main["final_train_loss"] / b["final_train_loss"],
-                       test_loss_ratio=main["final_test_loss"] / b["final_test_loss"])
+                       test_loss_ratio=main["final_test_loss"] / b["final_test_loss"],
+                       late_train_loss_ratio=main["late_train_loss"] / b["late_train_loss"],
+                       late_test_loss_ratio=main["late_test_loss"] / b["late_test_loss"])
+    if any(run.get("split") for ranks in results for run in ranks):  # --trace: every run's per-rank step split
+        summary["split"] = [dict(ranks[k]["split"], variant=run["variant"]) for k, run in enumerate(first)
+                            for ranks in results if ranks[k].get("split")]
     return FSDPResult(cfg, settings, curve, runs_df, pd.DataFrame(coll), pd.DataFrame(groups), summary,
                       first[0]["digest"])
 
 
 def train_fsdp(cfg: TrainConfig, procs: int = 2, settings: FSDPSettings | None = None, *, backend: str = "gloo",
                timeout: float = 300.0, net: Any = None, progress: Progress | None = None,
-               on_point: RowSink | None = None) -> FSDPResult:
+               on_point: RowSink | None = None, trace: str | None = None) -> FSDPResult:
     """`cfg` trained by `procs` real processes under FSDP2 with `settings` (codecs, hpZ, baselines);
-    net: a ShapedLink the ranks run in. on_point: each evaluation of rank 0's curves as it is made."""
+    net: a ShapedLink the ranks run in. on_point: each evaluation of rank 0's curves as it is made.
+    trace: a directory for per-rank traces of each run (steps 3..5); `splits` holds their step splits."""
     from lab.comm.launch import run
 
     settings = settings or FSDPSettings()
     cfg.check()
     settings.check(procs)
     results = run(fsdp_rank, procs, asdict(cfg), asdict(settings), backend=backend, timeout=timeout, net=net,
-                  progress=progress, on_row=on_point)
+                  progress=progress, on_row=on_point, trace=trace)
     return assemble(cfg, settings, results, backend)
 
 
-__all__ = ["FSDPSettings", "FSDPResult", "shard_model", "fsdp_rank", "train_fsdp", "assemble", "COLLECTIVES"]
+__all__ = ["FSDPSettings", "FSDPResult", "shard_model", "fsdp_rank", "train_fsdp", "assemble", "trace_dir", "COLLECTIVES"]

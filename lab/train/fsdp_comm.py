@@ -8,10 +8,13 @@ group, [op,] async_op)`). The two classes here are such objects:
   - `CodecAllGather` (qwZ, ZeRO++ §3.1): every rank encodes its shard once, the packed payloads
     (`lab.codecs.wire.WireFormat`, one uint8 row per rank) are all-gathered with the group's own
     `all_gather_into_tensor`, and every rank decodes all P rows, its own included, so every rank
-    computes with the same weights. No re-quantisation.
+    computes with the same weights. No re-quantisation. Asked for an async all-gather (FSDP2
+    prefetching, `FSDPSettings.overlap`), it encodes, starts the transfer and returns a `Work` whose
+    `wait()` decodes: the rows travel while FSDP2 computes the unit before.
   - `CodecReduceScatter` (qgZ's one-shot form, ZeRO++ §3.3): every rank encodes the P chunks of its
     gradient (chunk j goes to rank j), the payloads move with one `all_to_all_single`, and each rank
-    decodes the P payloads of its chunk and sums them in fp32 in rank order (AVG divides by P).
+    decodes the P payloads of its chunk and sums them in fp32 in rank order, in FSDP2's output
+    buffer (AVG divides by P).
     Error feedback (an `ef:` spec) keeps one residual per (parameter group, chunk).
 
 With no codec each calls the group's own `all_gather_into_tensor` / `reduce_scatter_tensor` on the
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -34,6 +37,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatt
 from lab.codecs import Codec, parse_spec
 from lab.codecs.registry import codec_info, split_spec
 from lab.codecs.wire import WireFormat
+from lab.comm.spans import span
 
 OPS = ("all_gather", "reduce_scatter")
 NO_CODEC = (None, "", "none", "fp32")
@@ -126,6 +130,25 @@ class WireCounter:
                 for (op, phase, ranks), b in sorted(self.sent.items())]
 
 
+class _Finish(dist.Work):
+    """An all-gather in flight, as FSDP2 waits on it (`foreach_all_gather_copy_out` calls `wait()` on a
+    `Work`): waits for the transfer (a recv-wait range), then runs `then` (the decode of every row)."""
+
+    def __init__(self, work: dist.Work | None, then: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.work, self.then = work, then
+
+    def wait(self, timeout: Any = None) -> bool:
+        if self.work is not None:
+            with span("recv-wait"):
+                self.work.wait()
+            self.work = None
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return True
+
+
 class _Alloc:
     def allocate(self, size: Sequence[int], *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         return torch.empty(*size, dtype=dtype, device=device)
@@ -147,16 +170,28 @@ class CodecAllGather(_Alloc, AllGather):
         codec = self.codec
         if codec is None or not input_tensor.is_floating_point() or (self.full is not None and P != self.full):
             self.counter.add("all_gather", group, raw, raw)
-            return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
+            if async_op:
+                return _Finish(dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=True))
+            with span("recv-wait"):
+                return dist.all_gather_into_tensor(output_tensor, input_tensor, group=group)
         n = input_tensor.numel()
         fmt = WireFormat.of(codec, n, input_tensor.dtype)
-        row = fmt.pack(codec.encode(input_tensor))
+        with span("encode"):
+            row = fmt.pack(codec.encode(input_tensor))
         rows = torch.empty(P * fmt.nbytes, dtype=torch.uint8, device=row.device)
-        dist.all_gather_into_tensor(rows, row, group=group)
         self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
-        out = output_tensor.view(P, n)
-        for r, buf in enumerate(rows.view(P, fmt.nbytes)):
-            codec.decode_into(fmt.unpack(buf), out[r])
+
+        def decode() -> None:
+            out = output_tensor.view(P, n)
+            with span("decode"):
+                for r, buf in enumerate(rows.view(P, fmt.nbytes)):
+                    codec.decode_into(fmt.unpack(buf), out[r])
+
+        if async_op:  # FSDP2 prefetches: the rows travel while it computes; decoded when it waits
+            return _Finish(dist.all_gather_into_tensor(rows, row, group=group, async_op=True), decode)
+        with span("recv-wait"):
+            dist.all_gather_into_tensor(rows, row, group=group)
+        decode()
         return None
 
 
@@ -175,23 +210,35 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
         codec = self.codec
         if codec is None:
             self.counter.add("reduce_scatter", group, raw, raw)
-            return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
+            with span("recv-wait"):
+                return dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
         if op not in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
             raise ValueError(f"a codec's reduce-scatter sums or averages; FSDP asked for {op}")
         fmt = WireFormat.of(codec, n, input_tensor.dtype)
-        send = torch.cat([fmt.pack(codec.encode_as(chunk, f"{self.name}/{j}"))
-                          for j, chunk in enumerate(input_tensor.view(P, n))])
+        with span("encode"):
+            send = torch.cat([fmt.pack(codec.encode_as(chunk, f"{self.name}/{j}"))
+                              for j, chunk in enumerate(input_tensor.view(P, n))])
         recv = torch.empty_like(send)
-        dist.all_to_all_single(recv, send, group=group)
+        with span("recv-wait"):
+            dist.all_to_all_single(recv, send, group=group)
         self.counter.add("reduce_scatter", group, fmt.nbytes * (P - 1), raw)
-        acc = torch.zeros(n, dtype=torch.float32, device=output_tensor.device)
+        direct = output_tensor.dtype == torch.float32 and output_tensor.is_contiguous()
+        acc = output_tensor.view(-1) if direct else torch.empty(n, dtype=torch.float32, device=output_tensor.device)
         part = torch.empty(n, dtype=input_tensor.dtype, device=output_tensor.device)
-        for r, buf in enumerate(recv.view(P, fmt.nbytes)):
-            codec.payload_codec.decode_into(fmt.unpack(buf), part)
-            acc += part
+        for r, buf in enumerate(recv.view(P, fmt.nbytes)):  # summed in rank order, in fp32, in place
+            into = acc if r == 0 and input_tensor.dtype == torch.float32 else part
+            with span("decode"):
+                codec.payload_codec.decode_into(fmt.unpack(buf), into)
+            if into is part:
+                with span("add"):
+                    if r == 0:
+                        acc.copy_(part)
+                    else:
+                        acc.add_(part)
         if op == dist.ReduceOp.AVG:
             acc /= P
-        output_tensor.copy_(acc.view_as(output_tensor))
+        if not direct:
+            output_tensor.copy_(acc.view_as(output_tensor))
         return None
 
 
