@@ -47,15 +47,28 @@ def real_system_data(monkeypatch):
     monkeypatch.delenv(ENV_ROOT, raising=False)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist: a module's tests run on one worker (its module-scoped fixtures, a launch of rank
+    processes shared by its tests, start once), and so do all the tests of the one shared Streamlit server
+    and Chromium (the test_browser* modules), which start first: the longest unit, so it never runs last."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "browser" if os.path.basename(path).startswith("test_browser") else path
+
+        def _assign_work_unit(self, node) -> None:
+            if "browser" in self.workqueue:
+                self.workqueue.move_to_end("browser", last=False)
+            super()._assign_work_unit(node)
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     from lab.backend import gpu_available
 
-    # pytest-xdist (`--dist loadgroup`): a module's tests run on one worker (its module-scoped fixtures, a
-    # launch of rank processes shared by its tests, start once), and so do the tests of the one shared
-    # Streamlit server and Chromium.
-    for item in items:
-        shared = {"server", "browser"} & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("browser" if shared else item.nodeid.split("::")[0]))
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU with CuPy")
