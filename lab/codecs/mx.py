@@ -98,15 +98,16 @@ def unpack_rows(packed: torch.Tensor, bits: int, nb: int) -> torch.Tensor:
 
 
 def pack_lanes(code_of, x2d: torch.Tensor, bits: int) -> torch.Tensor:
-    """pack_rows(code_of(x2d), bits) computed lane by lane: the codes of the values that share a
-    byte are taken from strided slices of x2d, so a pass that writes only the packed bytes needs no
-    materialised [blocks, 32] codes (`code_of` is elementwise, with per-row broadcasts only)."""
+    """pack_rows(codes of x2d, bits) computed lane by lane: code_of(x2d[:, i::per], i) gives the codes
+    of the values packed together (per = 2 for 4 bits, 4 for 6), so a pass that writes only the
+    packed bytes needs no materialised [blocks, width] codes (`code_of` is elementwise, with per-row
+    broadcasts only)."""
     nb = x2d.shape[0]
     if bits == 8:
-        return code_of(x2d).reshape(-1)
-    per = 8 // bits if bits == 4 else 4
+        return code_of(x2d, 0).reshape(-1)
+    per = 2 if bits == 4 else 4
     g = x2d.view(nb, -1, per)
-    c = [code_of(g[:, :, i]).to(torch.int32) for i in range(per)]
+    c = [code_of(g[:, :, i], i).to(torch.int32) for i in range(per)]
     if bits == 4:
         return (c[0] | (c[1] << 4)).to(torch.uint8).reshape(-1)
     w = c[0] | (c[1] << 6) | (c[2] << 12) | (c[3] << 18)
@@ -159,7 +160,7 @@ def _encode_mx_into_fn(key: tuple[str, str, torch.dtype]):
         if fmt.bits == 8:
             codes_out.copy_(round_elements_bits(xf / scale, fmt).reshape(-1))
         else:
-            codes_out.copy_(pack_lanes(lambda v: round_elements_bits(v / scale, fmt), xf, fmt.bits))
+            codes_out.copy_(pack_lanes(lambda v, _: round_elements_bits(v / scale, fmt), xf, fmt.bits))
         return b.view(-1).to(torch.uint8), (~torch.isfinite(amax)).any()
 
     dtype = str(key[2]).removeprefix("torch.")
