@@ -218,8 +218,9 @@ class NVFP4Codec(SeededGenerator, Codec):
         if t["codes"].device.type != "cpu" or flat.dtype != torch.float32 or main < cpu.MIN_COMPILED:
             return False
         nb, cb = main // NV_BLOCK, main // 2
+        # the tensor scale copied: its offset in a wire buffer (0 when unaligned and cloned) would recompile
         if not cpu.try_compiled(_decode_nvfp4_into_fn, None, t["codes"][:cb], t["scales"][:nb].view(torch.uint8),
-                                t["tensor_scale"], value_table(E2M1), e4m3_table(), flat[:main].view(nb, NV_BLOCK),
+                                t["tensor_scale"].clone(), value_table(E2M1), e4m3_table(), flat[:main].view(nb, NV_BLOCK),
                                 returns=True):
             return False
         if main < n:
