@@ -1,6 +1,6 @@
 """The codec passes FSDP's hooks run on a CPU (lab/train/fsdp_comm.py): every all-gather decodes P rows
 and every reduce-scatter P payloads per parameter group, so the decode is on the step's critical path.
-MX 8-bit decodes into float32 through one fused pass (`mx.decode_mx_blocks`, compiled; no float64
+MX decodes into float32 through one fused pass (`mx.decode_mx_into`, compiled; no float64
 temporaries), equal to the reference decode bit for bit, for encoder output and for any bytes a peer
 could send."""
 import pytest
@@ -28,16 +28,17 @@ def _check(codec, n):
         assert bool(same.all()), int((~same).sum())
 
 
-@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxint8"])
-def test_mx_8_bit_decode_into_takes_the_fused_pass_and_equals_the_reference(monkeypatch, name):
+@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxint8", "mxfp4_e2m1", "mxfp6_e3m2"])
+def test_mx_decode_into_takes_the_fused_pass_and_equals_the_reference(monkeypatch, name):
     from lab.codecs import cpu, mx, parse_spec
 
     ran = []
 
-    def eager(make, key, *args, rows=()):  # the pass's own body, without compiling it (seconds)
-        assert make is mx._decode_mx_fn and rows == (0, 1, 4)
+    def eager(make, key, *args, returns=False, rows=()):  # the pass's own body, without compiling it (seconds)
+        assert make is mx._decode_mx_into_fn and returns
         ran.append(key)
-        return mx.decode_mx_blocks(*args)
+        mx.decode_mx_into(*args, mx.FORMATS[key].bits)
+        return True
 
     monkeypatch.setattr(cpu, "try_compiled", eager)
     codec = parse_spec(name)

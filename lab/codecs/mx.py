@@ -84,6 +84,36 @@ def pack_rows(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.stack([w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF], 1).to(torch.uint8).reshape(-1)
 
 
+def unpack_rows(packed: torch.Tensor, bits: int, nb: int) -> torch.Tensor:
+    """`block_scaled.unpack_codes` of whole 32-value blocks as [nb, 32] codes, as reshapes
+    torch.compile fuses into the pass that reads them."""
+    if bits == 8:
+        return packed.view(nb, MX_BLOCK)
+    if bits == 4:
+        p = packed.view(nb, MX_BLOCK // 2, 1)
+        return torch.cat([p & 0xF, p >> 4], 2).view(nb, MX_BLOCK)
+    p = packed.view(nb, MX_BLOCK // 4, 3).to(torch.int32)
+    w = p[:, :, 0] | (p[:, :, 1] << 8) | (p[:, :, 2] << 16)
+    return torch.stack([(w >> s) & 0x3F for s in (0, 6, 12, 18)], 2).to(torch.uint8).view(nb, MX_BLOCK)
+
+
+def pack_lanes(code_of, x2d: torch.Tensor, bits: int) -> torch.Tensor:
+    """pack_rows(codes of x2d, bits) computed lane by lane: code_of(x2d[:, i::per], i) gives the codes
+    of the values packed together (per = 2 for 4 bits, 4 for 6), so a pass that writes only the
+    packed bytes needs no materialised [blocks, width] codes (`code_of` is elementwise, with per-row
+    broadcasts only)."""
+    nb = x2d.shape[0]
+    if bits == 8:
+        return code_of(x2d, 0).reshape(-1)
+    per = 2 if bits == 4 else 4
+    g = x2d.view(nb, -1, per)
+    c = [code_of(g[:, :, i], i).to(torch.int32) for i in range(per)]
+    if bits == 4:
+        return (c[0] | (c[1] << 4)).to(torch.uint8).reshape(-1)
+    w = c[0] | (c[1] << 6) | (c[2] << 12) | (c[3] << 18)
+    return torch.stack([w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF], 2).to(torch.uint8).reshape(-1)
+
+
 def _own_code(fn: types.FunctionType, name: str) -> types.FunctionType:
     """`fn` with a code object of its own. torch.compile keeps its graphs, and counts recompiles
     against torch._dynamo.config.recompile_limit (8), per code object, and every closure made by one
@@ -116,30 +146,52 @@ def _encode_mx_fn(key: tuple[str, str, torch.dtype]):
 
 
 @functools.cache
-def _decode_mx_fn(key: str):
-    """The fused (torch.compile) CPU decode of whole blocks of 8-bit codes into float32: one pass,
-    values[code] * 2^(scale - 127) saturated to float32's range, written into `out`. Equal to
-    `decode_blocks` bit for bit: the product of an element value (at most 4 significant bits) and a
-    power of two is rounded once by the float32 multiply, as by the float64 product's one rounding;
-    a product past float32's range saturates as there; a NaN scale makes its block NaN."""
-    return torch.compile(_own_code(decode_mx_blocks, f"mx_decode_{key}_float32"), dynamic=True)
+def _encode_mx_into_fn(key: tuple[str, str, torch.dtype]):
+    """`_encode_mx_fn` writing the packed codes into `codes_out` (a wire buffer's field): returns
+    the E8M0 scales (one byte per block; a compiled function may not write two of its inputs that
+    share memory) and whether some block absmax is not finite."""
+    fmt, rule = FORMATS[key[0]], key[1]
+
+    def fn(x2d, codes_out):
+        xf = x2d.float()
+        amax = xf.abs().amax(1, keepdim=True)
+        b = e8m0_bits(amax, fmt, rule)
+        scale = torch.where(b > 0, b << 23, torch.full_like(b, 1 << 22)).view(torch.float32)
+        if fmt.bits == 8:
+            codes_out.copy_(round_elements_bits(xf / scale, fmt).reshape(-1))
+        else:
+            codes_out.copy_(pack_lanes(lambda v, _: round_elements_bits(v / scale, fmt), xf, fmt.bits))
+        return b.view(-1).to(torch.uint8), (~torch.isfinite(amax)).any()
+
+    dtype = str(key[2]).removeprefix("torch.")
+    return torch.compile(_own_code(fn, f"mx_encode_into_{key[0]}_{rule}_{dtype}"), dynamic=True)
+
+
+@functools.cache
+def _decode_mx_into_fn(name: str):
+    """The fused (torch.compile) MX decode of whole blocks into a float32 `out2d` [blocks, 32]:
+    unpacking, value lookup and the E8M0 scale in one pass. value · 2^k is one float32 rounding
+    of the exact product (as `block_scaled.decode_blocks`), an overflow clamped to float32's
+    largest; one graph per element format, dynamic shapes."""
+    bits = FORMATS[name].bits
+
+    def fn(packed, scales, values, e8m0, out2d):
+        decode_mx_into(packed, scales, values, e8m0, out2d, bits)
+
+    return torch.compile(_own_code(fn, f"mx_decode_into_{name}"), dynamic=True)
 
 
 _F32_MAX = torch.finfo(torch.float32).max
 
 
-def decode_mx_blocks(codes2d: torch.Tensor, scales: torch.Tensor, values: torch.Tensor, e8m0: torch.Tensor,
-                     out2d: torch.Tensor) -> torch.Tensor:
-    """out2d[b, i] = values[codes2d[b, i]] * e8m0[scales[b]], saturated to float32's range: the body
-    `_decode_mx_fn` compiles (8-bit codes [blocks, 32], biased E8M0 scales [blocks], float32 tables)."""
-    v = values[codes2d.int()] * e8m0[scales.int()][:, None]
-    return out2d.copy_(v.clamp(-_F32_MAX, _F32_MAX))
-
-
-@functools.cache
-def _cpu_tables(element: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(value_table, e8m0_table) of one element format on the CPU, built once."""
-    return value_table(FORMATS[element]), e8m0_table(torch.device("cpu"))
+def decode_mx_into(packed: torch.Tensor, scales: torch.Tensor, values: torch.Tensor, e8m0: torch.Tensor,
+                   out2d: torch.Tensor, bits: int) -> None:
+    """out2d[b, i] = values[code b, i] * e8m0[scales[b]], saturated to float32's range: the body
+    `_decode_mx_into_fn` compiles (codes packed `bits` to a code, whole 32-value blocks)."""
+    nb = out2d.shape[0]
+    codes = unpack_rows(packed, bits, nb)
+    v = values[codes.to(torch.int32)] * e8m0[scales.to(torch.int32)].view(nb, 1)
+    out2d.copy_(v.clamp(-_F32_MAX, _F32_MAX))
 
 
 class MXCodec(Codec):
@@ -195,6 +247,37 @@ class MXCodec(Codec):
         return self.payload(x, {"codes": packed, "scales": scales},
                              packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
 
+    def encode_into(self, x: torch.Tensor, out: dict[str, torch.Tensor]) -> Encoded | None:
+        """`encode(x)` written into the payload fields `out` (codes and scales: views into a reused
+        wire buffer, `WireFormat.encode_into`), bit for bit `encode`, allocating only the scale
+        bytes (1/32 of a byte per value). None where this path does not apply (not float32 on the
+        CPU, too few values for the compiled pass, a non-finite value): the caller then encodes."""
+        if (not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.device.type != "cpu"
+                or on_kernel_device(x) or not x.is_contiguous()):
+            return None
+        flat, codes, scales = x.view(-1), out["codes"], out["scales"]
+        n = flat.numel()
+        main = n - n % MX_BLOCK
+        if main < cpu.MIN_COMPILED:
+            return None
+        if codes.numel() != packed_bytes(n, self.bits) or scales.numel() != -(-n // MX_BLOCK):
+            raise ValueError(f"encode_into: {n} values need codes[{packed_bytes(n, self.bits)}] and "
+                             f"scales[{-(-n // MX_BLOCK)}]; got codes[{codes.numel()}], scales[{scales.numel()}]")
+        cb = main * self.bits // 8
+        got = cpu.try_compiled(_encode_mx_into_fn, (self.fmt.name, self.scale_rule, flat.dtype),
+                               flat[:main].view(-1, MX_BLOCK), codes[:cb])
+        if got is None or bool(got[1]):
+            return None
+        scales[: main // MX_BLOCK].copy_(got[0])
+        if main < n:
+            tc, ts, tamax = self._encode_reference(flat[main:])
+            if not bool(torch.isfinite(tamax).all()):
+                return None
+            codes[cb:].copy_(tc)
+            scales[main // MX_BLOCK:].copy_(ts)
+        return self.payload(x, {"codes": codes, "scales": scales},
+                            packed_bytes(n, self.bits) + scales.numel(), {"block_size": MX_BLOCK})
+
     def layout(self, n: int) -> Layout:
         """codes packed little-endian to `bits` (ceil(n·bits/8) bytes) and one E8M0 scale byte per
         block of 32 (OCP MX v1.0 §5)."""
@@ -240,34 +323,32 @@ class MXCodec(Codec):
 
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; on the CPU, 8-bit elements
-        into float32 through the fused compiled pass (whole blocks; the tail block by the reference);
-        False otherwise (decode_into then copies `decode`'s result)."""
+        """Decode straight into `flat`: the CUDA kernel (kernels/block_scaled.cu), or on the CPU,
+        for float32, the fused pass (`_decode_mx_into_fn`) over the whole blocks; False elsewhere
+        (then decode_into decodes and copies)."""
         codes = enc.tensors["codes"]
         if enc.numel == 0:
             return False
         if not on_kernel_device(codes):
-            return self._decode_cpu(enc, flat)
+            return self._decode_flat_cpu(enc, flat)
         dev = codes.device
         block_decode_cuda(codes, value_table(self.fmt, dev), enc.tensors["scales"], e8m0_table(dev), None,
                           n=enc.numel, block=MX_BLOCK, bits=self.bits, dtype=enc.dtype, out=flat)
         return True
 
 
-    def _decode_cpu(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        n = enc.numel
+    def _decode_flat_cpu(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        n, codes, scales = enc.numel, enc.tensors["codes"], enc.tensors["scales"]
         main = n - n % MX_BLOCK
-        if self.bits != 8 or enc.dtype != torch.float32 or flat.is_cuda or main < cpu.MIN_COMPILED:
+        if codes.device.type != "cpu" or flat.dtype != torch.float32 or main < cpu.MIN_COMPILED:
             return False
-        codes, scales = enc.tensors["codes"], enc.tensors["scales"]
-        values, e8m0 = _cpu_tables(self.fmt.name)
-        nb = main // MX_BLOCK
-        if cpu.try_compiled(_decode_mx_fn, self.fmt.name, codes[:main].view(nb, MX_BLOCK), scales[:nb], values,
-                            e8m0, flat[:main].view(nb, MX_BLOCK), rows=(0, 1, 4)) is None:
+        nb, cb = main // MX_BLOCK, main * self.bits // 8
+        if not cpu.try_compiled(_decode_mx_into_fn, self.fmt.name, codes[:cb], scales[:nb], value_table(self.fmt),
+                                e8m0_table(), flat[:main].view(nb, MX_BLOCK), returns=True):
             return False
         if main < n:
-            tail = decode_blocks(codes[main:n], self.fmt, e8m0_value(scales[nb:]), MX_BLOCK, torch.float32)
-            flat[main:].copy_(tail)
+            tail = unpack_codes(codes[cb:], self.bits, n - main)
+            flat[main:].copy_(decode_blocks(tail, self.fmt, e8m0_value(scales[nb:]), MX_BLOCK, torch.float32))
         return True
 
 

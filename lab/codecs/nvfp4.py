@@ -25,7 +25,7 @@ from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, regist
 from . import cpu
 from .block_scaled import (FORMATS, blocks, decode_blocks, noise_from_index, pack_codes, round_elements, uniform_noise,
                            unpack_codes, value_table)
-from .mx import pack_rows, round_elements_bits
+from .mx import _own_code, pack_lanes, pack_rows, round_elements_bits
 from .cuda_block import block_decode_cuda, nvfp4_encode_cuda, on_kernel_device
 
 NV_BLOCK = 16
@@ -125,6 +125,45 @@ class NVFP4Codec(SeededGenerator, Codec):
         k = torch.randint(0, 2**32, (2,), generator=self.generator(torch.device("cpu")))
         return int(k[0]) | int(k[1]) << 32
 
+    def encode_into(self, x: torch.Tensor, out: dict[str, torch.Tensor]) -> Encoded | None:
+        """`encode(x)` written into the payload fields `out` (views into a reused wire buffer,
+        `WireFormat.encode_into`), bit for bit `encode`, allocating only the block-scale bytes (one
+        per 16 values): one pass for the tensor absmax, one fused pass for block scales and packed
+        codes. None where this path does not apply (not float32 on the CPU, too few values for
+        the compiled pass, a non-finite value): the caller then encodes."""
+        if (not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.device.type != "cpu"
+                or on_kernel_device(x) or not x.is_contiguous()):
+            return None
+        flat, codes, scales, ts = x.view(-1), out["codes"], out["scales"], out["tensor_scale"]
+        n = flat.numel()
+        main = n - n % NV_BLOCK
+        if main < cpu.MIN_COMPILED:
+            return None
+        if codes.numel() != packed_bytes(n, 4) or scales.numel() != -(-n // NV_BLOCK) or ts.numel() != 1:
+            raise ValueError(f"encode_into: {n} values need codes[{packed_bytes(n, 4)}], scales[{-(-n // NV_BLOCK)}] "
+                             f"and tensor_scale[1]; got codes[{codes.numel()}], scales[{scales.numel()}], "
+                             f"tensor_scale[{ts.numel()}]")
+        amax = cpu.absmax(flat)
+        if not bool(torch.isfinite(amax)) or cpu.kernel_status() != "compiled":
+            return None  # (before the noise key is drawn: the fallback encode draws it)
+        key = self._noise_key() if self.stochastic else None
+        tscale = tensor_scale(amax.reshape(1))
+        keys = None if key is None else torch.tensor([key & 0xFFFFFFFF, key >> 32], dtype=torch.int64)
+        cb = main // 2
+        got = cpu.try_compiled(_encode_nvfp4_into_fn, key is not None, flat[:main].view(-1, NV_BLOCK), tscale, keys,
+                               codes[:cb])
+        if got is None:
+            return None
+        scales[: main // NV_BLOCK].copy_(got)
+        if main < n:
+            tail, _ = blocks(flat[main:], NV_BLOCK)
+            tc, tb = self._encode_blocks(tail, flat[main:].abs().amax().reshape(1), tscale, key, start=main)
+            codes[cb:].copy_(pack_codes(tc.view(-1)[:n - main], 4))
+            scales[main // NV_BLOCK:].copy_(tb)
+        ts.copy_(tscale)
+        return self.payload(x, {"codes": codes, "scales": scales, "tensor_scale": ts},
+                            packed_bytes(n, 4) + scales.numel() + 4, {"block_size": NV_BLOCK})
+
     def layout(self, n: int) -> Layout:
         """E2M1 codes two to a byte, one E4M3 scale per block of 16 and one float32 tensor scale."""
         return (Field("codes", torch.uint8, (packed_bytes(n, 4),)),
@@ -159,14 +198,79 @@ class NVFP4Codec(SeededGenerator, Codec):
         return decode_blocks(codes, E2M1, scale, NV_BLOCK, enc.dtype).view(enc.shape)
 
     def _decode_flat(self, enc: Encoded, flat: torch.Tensor) -> bool:
-        """The CUDA decode (kernels/block_scaled.cu) straight into `flat`; False on the CPU path."""
+        """Decode straight into `flat`: the CUDA kernel (kernels/block_scaled.cu), or on the CPU,
+        for float32, the fused pass (`_decode_nvfp4_into_fn`) over the whole blocks; False elsewhere
+        (then decode_into decodes and copies)."""
         t = enc.tensors
-        if enc.numel == 0 or not on_kernel_device(t["codes"]):
+        if enc.numel == 0:
             return False
+        if not on_kernel_device(t["codes"]):
+            return self._decode_flat_cpu(enc, flat)
         dev = t["codes"].device
         block_decode_cuda(t["codes"], value_table(E2M1, dev), t["scales"].view(torch.uint8), e4m3_table(dev),
                           t["tensor_scale"], n=enc.numel, block=NV_BLOCK, bits=4, dtype=enc.dtype, out=flat)
         return True
+
+
+    def _decode_flat_cpu(self, enc: Encoded, flat: torch.Tensor) -> bool:
+        n, t = enc.numel, enc.tensors
+        main = n - n % NV_BLOCK
+        if t["codes"].device.type != "cpu" or flat.dtype != torch.float32 or main < cpu.MIN_COMPILED:
+            return False
+        nb, cb = main // NV_BLOCK, main // 2
+        # the tensor scale copied: its offset in a wire buffer (0 when unaligned and cloned) would recompile
+        if not cpu.try_compiled(_decode_nvfp4_into_fn, None, t["codes"][:cb], t["scales"][:nb].view(torch.uint8),
+                                t["tensor_scale"].clone(), value_table(E2M1), e4m3_table(), flat[:main].view(nb, NV_BLOCK),
+                                returns=True):
+            return False
+        if main < n:
+            tail = unpack_codes(t["codes"][cb:], 4, n - main)
+            scale = t["scales"][nb:].double() * t["tensor_scale"].double()
+            flat[main:].copy_(decode_blocks(tail, E2M1, scale, NV_BLOCK, torch.float32))
+        return True
+
+
+@functools.cache
+def _encode_nvfp4_into_fn(stochastic: bool):
+    """`_encode_nvfp4_fn` with the block absmax computed in the pass, writing the packed codes into
+    `codes_out` (a wire buffer's field) and returning the E4M3 block scales."""
+
+    def fn(x2d, tscale, keys, codes_out):
+        xf = x2d.float()
+        bscale = block_scale(xf.abs().amax(1), tscale, stochastic)
+        safe = torch.where(tscale > 0, tscale, torch.ones_like(tscale))
+        recip = ((1.0 / safe) / bscale.float())[:, None]
+        if stochastic:
+            nb = xf.shape[0]
+            i = torch.arange(nb * NV_BLOCK, dtype=torch.int64).view(nb, NV_BLOCK // 2, 2)
+
+            def code_of(v, j):  # lane j: the elements 2m + j of each block
+                return round_elements_bits((v * recip).clamp(-E2M1.max_normal, E2M1.max_normal), E2M1,
+                                           noise_from_index(i[:, :, j], keys[0], keys[1]))
+        else:
+            def code_of(v, j):
+                return round_elements_bits((v * recip).clamp(-E2M1.max_normal, E2M1.max_normal), E2M1)
+        codes_out.copy_(pack_lanes(code_of, xf, 4))
+        return bscale
+
+    return torch.compile(_own_code(fn, f"nvfp4_encode_into_{'sr' if stochastic else 'rne'}"), dynamic=True)
+
+
+@functools.cache
+def _decode_nvfp4_into_fn(_: None):
+    """The fused (torch.compile) NVFP4 decode of whole blocks into a float32 `out2d` [blocks, 16]:
+    value · block scale is exact in float32 (2 and 4 significant bits), so one float32 product with
+    the tensor scale is the one rounding of `block_scaled.decode_blocks`; overflow clamped."""
+    big = torch.finfo(torch.float32).max
+
+    def fn(packed, bscale, tscale, values, e4m3, out2d):
+        nb = out2d.shape[0]
+        p = packed.view(nb, NV_BLOCK // 2, 1)
+        codes = torch.cat([p & 0xF, p >> 4], 2).view(nb, NV_BLOCK)
+        v = (values[codes.to(torch.int32)] * e4m3[bscale.to(torch.int32)].view(nb, 1)) * tscale
+        out2d.copy_(v.clamp(-big, big))
+
+    return torch.compile(_own_code(fn, "nvfp4_decode_into"), dynamic=True)
 
 
 @functools.cache
