@@ -16,6 +16,7 @@ import time
 import pytest
 
 import page_list  # app/ is on pytest's pythonpath
+from apptest_runs import shared_components
 from lazy_import import lazy
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
@@ -92,7 +93,7 @@ def _render(module: str) -> None:
 
 def page(module: str) -> AppTest:
     """The page `module` of the page list on its own (not run yet)."""
-    return AppTest.from_function(_render, args=(module,), default_timeout=90)
+    return shared_components(AppTest.from_function(_render, args=(module,), default_timeout=90))
 
 
 @pytest.mark.parametrize("name", PAGES)

@@ -7,7 +7,7 @@ import time
 
 from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
-from apptest_runs import stop_after_rows
+from apptest_runs import rerun_until, stop_after_rows
 from test_app import page as app_page
 from lazy_import import lazy
 
@@ -25,12 +25,8 @@ def texts(at: AppTest, kind: str) -> str:
 
 
 def wait(at: AppTest, done, timeout: float = 180.0) -> AppTest:
-    end = time.time() + timeout
-    while not done(at):
-        assert time.time() < end, "timed out waiting for the background run"
-        time.sleep(0.3)
-        at.run()
-    return at
+    """Rerun the page until done(at): when its background run ends, not on a clock (apptest_runs.rerun_until)."""
+    return rerun_until(at, done, "the background run", timeout)
 
 
 def finished(at: AppTest) -> bool:
