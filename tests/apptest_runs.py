@@ -71,20 +71,25 @@ def rerun_until(at: Any, done: Callable[[Any], Any], what: str = "the page's bac
     reruns anyway. Returns `at`; a timeout fails naming `what` and the runs' states."""
     end = time.monotonic() + timeout
     last = time.monotonic()
+    # id of each run going when the last rerun began -> its rows then (the caller's last rerun saw the runs going
+    # now; it may not have seen their latest rows)
+    seen: dict[int, int] = {} if rows else {id(j): len(j.rows) for j in running(at)}
     while not done(at):
         now = time.monotonic()
         if now > end:
             runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
             states = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs.items() if s.get("job")}
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; runs: {states}")
-        live = [(j, len(j.rows)) for j in running(at)]
-        if live:
+        live = running(at)
+        if live:  # an event the last rerun did not see: a run ended, or (with `rows`) streamed a row since
             until = min(end, now + most)
             while time.monotonic() < until and not any(
-                    not j.running or (rows and len(j.rows) != n and time.monotonic() - last >= poll) for j, n in live):
+                    not j.running or id(j) not in seen
+                    or (rows and len(j.rows) != seen[id(j)] and time.monotonic() - last >= poll) for j in live):
                 time.sleep(0.02)
         else:
             time.sleep(poll)
+        seen = {id(j): len(j.rows) for j in running(at)}
         at.run()
         last = time.monotonic()
     return at

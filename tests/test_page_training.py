@@ -4,6 +4,7 @@ numbers, Train runs in the background with a takeaway from the results, Stop kee
 bad input is a message."""
 import time
 
+import pytest
 
 from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
@@ -33,8 +34,14 @@ def finished(at: AppTest) -> bool:
     return any("Final test error per run" in c.value for c in at.caption) or bool(at.error)
 
 
-def test_default_view_names_data_and_model():
-    at = page()
+@pytest.fixture(scope="module")
+def default_view() -> AppTest:
+    """The page's default view, rendered once for the tests that only read it."""
+    return page()
+
+
+def test_default_view_names_data_and_model(default_view):
+    at = default_view
     assert not at.exception
     md = texts(at, "markdown")
     assert "Runs on digits" in md and "MLP 64-64-64-10" in md
@@ -141,10 +148,10 @@ def test_progress_names_each_run_once():
     assert any(m.startswith("32-bit: epoch") for m in msgs) and any(m.startswith("linear: epoch") for m in msgs)
 
 
-def test_at_most_six_controls_in_view():
+def test_at_most_six_controls_in_view(default_view):
     from test_page_planner import MAX_IN_VIEW, top_level_inputs
 
-    at = page()
+    at = default_view
     shown = top_level_inputs(at)
     assert len(shown) <= MAX_IN_VIEW and any("'Codec per run (overlaid)'" in w for w in shown), shown
 
