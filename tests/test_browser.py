@@ -24,7 +24,7 @@ RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is draw
 SMALL_RUNS = {
     "codecs": "speed_n=65536",
     "transfer": "meas_max=4096",
-    "collectives": "P=2&size=262144&err_maxP=8&split_values=16384",
+    "collectives": "P=2&size=262144&err_maxP=8&split_values=16384&split_codecs=fp16",
     "training": "epochs=0.25&hidden=32&workers=2",
     "dropout": "net_hidden=64&net_epochs=1&widths=128",
     "deep_image": "tp_batch=1",
