@@ -45,11 +45,12 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(threads: int = 1) -> Iterator[str]:
+def serve(threads: int = 1, env: dict[str, str] | None = None) -> Iterator[str]:
     """`streamlit run app/Home.py` on a free loopback port (the repository's .streamlit/config.toml
-    applies); yields its URL and stops it after. Raises RuntimeError if it does not come up."""
+    applies), its environment this one's plus `env`; yields its URL and stops it after. Raises RuntimeError
+    if it does not come up."""
     port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **(env or {}))
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
                              "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",

@@ -6,7 +6,24 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+_COMPONENTS: Any = None  # Streamlit's registry of installed v2 components, scanned once per test process
+
 TIMEOUT_S = 300.0  # a loaded machine; every wait returns as soon as its event has happened
+
+
+def shared_components(at: Any) -> Any:
+    """`at` (a new AppTest) with the process's one registry of installed Streamlit components: each AppTest
+    otherwise scans the metadata of every installed distribution on its first run (0.3-2 s each, ~200 AppTests in
+    the suite); the installed packages do not change during a test run. Returns `at`."""
+    global _COMPONENTS
+    if getattr(at, "_bidi_component_manager", 0) is None:  # Streamlit's own slot (left alone should it go)
+        if _COMPONENTS is None:
+            from streamlit.components.v2.component_manager import BidiComponentManager
+
+            _COMPONENTS = BidiComponentManager()
+            _COMPONENTS.discover_and_register_components(start_file_watching=False)
+        at._bidi_component_manager = _COMPONENTS
+    return at
 
 
 def job(at: Any, key: str) -> Any:
@@ -38,3 +55,41 @@ def stop_after_rows(at: Any, key: str, rows: int = 1, timeout: float = TIMEOUT_S
     at.run()
     assert run.state == "stopped", (run.state, run.msg, run.error)
     return run
+
+
+def running(at: Any) -> list:
+    """The page's background runs (`_runs.Job`) that are going now."""
+    runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
+    return [s["job"] for s in runs.values() if s.get("job") is not None and s["job"].running]
+
+
+def rerun_until(at: Any, done: Callable[[Any], Any], what: str = "the page's background run",
+                timeout: float = TIMEOUT_S, rows: bool = False, poll: float = 0.3, most: float = 5.0) -> Any:
+    """Rerun the page until `done(at)`, as the browser's polling fragment would, but only when one of its
+    background runs has ended (or, with `rows`, streamed a row; at most every `poll` s), not on a clock: a
+    rerun of a page takes the cores its run needs. With no run going, or after `most` s without an event, it
+    reruns anyway. Returns `at`; a timeout fails naming `what` and the runs' states."""
+    end = time.monotonic() + timeout
+    last = time.monotonic()
+    # id of each run going when the last rerun began -> its rows then (the caller's last rerun saw the runs going
+    # now; it may not have seen their latest rows)
+    seen: dict[int, int] = {} if rows else {id(j): len(j.rows) for j in running(at)}
+    while not done(at):
+        now = time.monotonic()
+        if now > end:
+            runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
+            states = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs.items() if s.get("job")}
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; runs: {states}")
+        live = running(at)
+        if live:  # an event the last rerun did not see: a run ended, or (with `rows`) streamed a row since
+            until = min(end, now + most)
+            while time.monotonic() < until and not any(
+                    not j.running or id(j) not in seen
+                    or (rows and len(j.rows) != seen[id(j)] and time.monotonic() - last >= poll) for j in live):
+                time.sleep(0.02)
+        else:
+            time.sleep(poll)
+        seen = {id(j): len(j.rows) for j in running(at)}
+        at.run()
+        last = time.monotonic()
+    return at

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import page_list
+from apptest_runs import shared_components
 from lazy_import import lazy
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
@@ -26,14 +27,14 @@ def _render(module: str) -> None:
 
 def page(name: str, **query) -> AppTest:
     """The page app/views/<name>.py on its own, its URL carrying `query`."""
-    at = AppTest.from_function(_render, args=(f"views.{name}",), default_timeout=120)
+    at = shared_components(AppTest.from_function(_render, args=(f"views.{name}",), default_timeout=120))
     for k, v in query.items():
         at.query_params[k] = v
     return at.run()
 
 
 def home() -> AppTest:
-    return AppTest.from_file(str(APP / "Home.py"), default_timeout=120).run()
+    return shared_components(AppTest.from_file(str(APP / "Home.py"), default_timeout=120)).run()
 
 
 def goto(at: AppTest, url_path: str) -> AppTest:
@@ -54,15 +55,11 @@ def metric(at: AppTest, label_start: str) -> str:
 
 
 def finish(at: AppTest, done, timeout: float = 120) -> AppTest:
-    """Rerun a page whose Run button started a background job (app/_runs.py) until `done(at)` holds."""
-    import time
+    """Rerun a page whose Run button started a background job (app/_runs.py) until `done(at)` holds (rerun
+    when a run ends, not on a clock: apptest_runs.rerun_until)."""
+    from apptest_runs import rerun_until
 
-    t0 = time.time()
-    while not done(at):
-        assert time.time() - t0 < timeout, "the run did not finish"
-        time.sleep(0.3)
-        at.run()
-    return at
+    return rerun_until(at, done, "the run to finish", timeout)
 
 
 def number(text: str) -> float:
@@ -177,14 +174,10 @@ def test_transfer_page_link_changes_speedup():
 
 
 def _until(at: AppTest, done, timeout: float = 180.0) -> AppTest:
-    """Rerun the page until done(at): a Run button's work goes on in the background."""
-    import time
+    """Rerun the page until done(at): a Run button's work goes on in the background (rerun when it ends)."""
+    from apptest_runs import rerun_until
 
-    end = time.time() + timeout
-    while not done(at) and time.time() < end:
-        time.sleep(0.3)
-        at.run()
-    return at
+    return rerun_until(at, done, "the page's run", timeout)
 
 
 def test_collectives_page_model_and_limits():

@@ -1,6 +1,7 @@
 """Fuzz every dashboard page's inputs through Streamlit's AppTest (seeded, bounded in time).
 
-Each round sets one random input to a random or out-of-range value: numbers typed beyond their
+Each round sets one random input (one not set yet, until every input of the page has been set once) to a
+random or out-of-range value: numbers typed beyond their
 limits (and huge, negative, zero), empty and random multiselect choices, random options, slider
 ends, toggled checkboxes, odd text (select_sliders are left alone: AppTest sets
 them by formatted label only). The page must never show an exception, and a number outside
@@ -16,6 +17,7 @@ import time
 import pytest
 
 import page_list  # app/ is on pytest's pythonpath
+from apptest_runs import shared_components
 from lazy_import import lazy
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
@@ -23,7 +25,9 @@ tables = lazy("static_table", "tables")  # pandas: loaded by the first test that
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
 
 PAGES = [p.module for p in page_list.PAGES]
-ROUNDS = 20         # random inputs per page
+ROUNDS = 20         # random inputs per page, at most (more only where the page has more inputs)
+EXTRA = 4           # rounds beyond one per input of the default view (each input is set once first)
+KINDS = ("number_input", "multiselect", "selectbox", "radio", "checkbox", "slider", "text_input")
 BUDGET_S = 20.0     # per page: stop fuzzing (not fail) when spent, the machine may be loaded
 NUMBERS = (-1e12, -1, 0, 1e12, 3, 0.5)
 
@@ -39,12 +43,13 @@ def _limits(w) -> tuple[float | None, float | None]:
     return lo, hi
 
 
-def _fuzz_one(at: AppTest, rng: random.Random) -> tuple[str, object, bool]:
-    """Set one random widget; return (key, value, out_of_range)."""
-    kinds = [k for k in ("number_input", "multiselect", "selectbox", "radio", "checkbox", "slider",
-                         "text_input") if at.get(k)]
-    kind = rng.choice(kinds)
-    w = rng.choice(at.get(kind))
+def _fuzz_one(at: AppTest, rng: random.Random, touched: set[str]) -> tuple[str, object, bool]:
+    """Set one random widget, one not `touched` yet while there is one (so every input of the page is set
+    within its first rounds); add its key to `touched` and return (key, value, out_of_range)."""
+    widgets = [(k, w) for k in KINDS for w in at.get(k)]
+    fresh = [(k, w) for k, w in widgets if w.key not in touched]
+    kind, w = rng.choice(fresh or widgets)
+    touched.add(w.key)
     if kind == "number_input":
         lo, hi = _limits(w)
         choices = list(NUMBERS) + [v for v in ((lo - 1) if lo is not None else None,
@@ -92,7 +97,7 @@ def _render(module: str) -> None:
 
 def page(module: str) -> AppTest:
     """The page `module` of the page list on its own (not run yet)."""
-    return AppTest.from_function(_render, args=(module,), default_timeout=90)
+    return shared_components(AppTest.from_function(_render, args=(module,), default_timeout=90))
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -101,13 +106,15 @@ def test_fuzz_page_inputs(name: str) -> None:
     at = page(name).run()
     assert not at.exception, (name, at.exception)
     end = time.monotonic() + BUDGET_S
-    for i in range(ROUNDS):
+    touched: set[str] = set()
+    inputs = len([w for k in KINDS for w in at.get(k)])
+    rounds = max(inputs, min(ROUNDS, inputs + EXTRA))  # every input once, then a few more
+    for i in range(rounds):
         if time.monotonic() > end:
             break
-        if not any(at.get(k) for k in ("number_input", "multiselect", "selectbox", "radio", "checkbox",
-                                       "slider", "text_input")):
+        if not any(at.get(k) for k in KINDS):
             break
-        key, v, out = _fuzz_one(at, rng)
+        key, v, out = _fuzz_one(at, rng, touched)
         at.run()
         assert not at.exception, f"{name}: {key} = {v!r} (round {i}): {at.exception[0].message}"
         if out:

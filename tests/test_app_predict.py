@@ -1,5 +1,6 @@
 """Predict, then reveal (issue 28, app/_common.predict): the question is asked before the answer shows, the
 reveal explains the answer, the answer lives in the URL, and Home's scorecard counts first answers."""
+from apptest_runs import shared_components
 from lazy_import import lazy
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first test, not at collection
@@ -25,7 +26,7 @@ def _quiz(choices_mode: bool = True) -> None:
 
 
 def quiz(choices_mode: bool = True, **query) -> AppTest:
-    at = AppTest.from_function(_quiz, args=(choices_mode,), default_timeout=60)
+    at = shared_components(AppTest.from_function(_quiz, args=(choices_mode,), default_timeout=60))
     for k, v in query.items():
         at.query_params[k] = v
     return at.run()

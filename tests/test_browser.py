@@ -18,6 +18,24 @@ import page_list  # noqa: E402  app/ is on pytest's pythonpath
 # URL path -> text of the page's h1 (Home's is the lab's name): every page of the one page list
 PAGES = {p.url_path: p.title if p.url_path else "ParaLab" for p in page_list.PAGES}
 RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is drawn before these buttons
+# URL settings that size each page's Run buttons' work down to seconds: the same buttons, code paths, result views
+# and takeaways as the default view's (a test checks the buttons are the same); the numbers of the default runs
+# are asserted by the AppTest page tests (test_page_*.py), not here
+SMALL_RUNS = {
+    "codecs": "speed_n=65536",
+    "transfer": "meas_max=4096",
+    "collectives": "P=2&size=262144&err_maxP=8&split_values=16384&split_codecs=fp16",
+    "training": "epochs=0.25&hidden=32&workers=2",
+    "dropout": "net_hidden=64&net_epochs=1&widths=128",
+    "deep_image": "tp_batch=1",
+    "fusion": "epochs=1&train_n=500&test_n=500",
+}
+
+
+def small(path: str, query: str = "") -> str:
+    """The URL path and query of page `path` with its Run buttons sized down (SMALL_RUNS), plus `query`."""
+    both = "&".join(q for q in (SMALL_RUNS.get(path, ""), query) if q)
+    return f"{path}?{both}" if both else path
 
 pytestmark = needs_chromium
 
@@ -36,7 +54,10 @@ def test_every_page_in_a_browser(server, browser, tmp_path):
         _settle(page)
         page.wait_for_selector(f"h1:has-text('{title}')", timeout=60_000)
         assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path or 'home'}"
-        if path in RUN_FIRST:  # nothing is trained before the button: press it
+        if path in RUN_FIRST:  # nothing is trained before the button: press it (on a run sized down)
+            page.goto(f"{server}/{small(path, 'guess=skip')}")
+            _settle(page)
+            _no_exception(page, path)
             page.get_by_role("button", name=RUN_FIRST[path], exact=True).click()
             _settle(page)
         if path:
@@ -84,8 +105,9 @@ def test_a_control_changes_a_number_and_the_url(server, browser, tmp_path):
 
 def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path):
     """A page URL opened first (before anyone loaded the home page) gets the app's own navigation and
-    wide layout, not Streamlit's folder listing of the page files."""
-    with _serve() as url:
+    wide layout, not Streamlit's folder listing of the page files. (Its server's warm-up of every page is off:
+    the warm-up is no part of this, and on 2 cores it took the cores from the test's page and the other tests.)"""
+    with _serve(env={"PARALAB_WARMUP": "0"}) as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
         page.goto(f"{url}/dropout?p=0.5")
         _settle(page)
@@ -113,6 +135,9 @@ def test_every_page_opens_with_its_lesson_and_takeaway(server, browser, info):
     _no_exception(page, info.title)
     assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
     if info.url_path in RUN_FIRST:  # nothing is on screen to draw a lesson from before its button
+        page.goto(f"{server}/{small(info.url_path)}")  # its run sized down
+        _settle(page)
+        assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson with the run's settings"
         page.get_by_role("button", name=RUN_FIRST[info.url_path], exact=True).click()
         page.wait_for_selector(".st-key-takeaway", timeout=240_000)
         _settle(page, 240_000)
@@ -133,7 +158,10 @@ def test_every_paper_named_view_shows_the_paper_beside_ours(server, browser, inf
     page.goto(f"{server}/{info.url_path}?{query}")
     _settle(page)
     _no_exception(page, f"{info.title}?{query}")
-    if info.url_path in PAPER_AFTER_RUN:  # the paper's numbers sit beside a run's
+    if info.url_path in PAPER_AFTER_RUN:  # the paper's numbers sit beside a run's (sized down)
+        page.goto(f"{server}/{small(info.url_path, query)}")
+        _settle(page)
+        _no_exception(page, f"{info.title}?{query} sized down")
         page.get_by_role("button", name=PAPER_AFTER_RUN[info.url_path], exact=True).click()
         page.wait_for_selector("[class*='st-key-paper-']", timeout=240_000)
         _settle(page, 240_000)
@@ -170,12 +198,17 @@ def _primary_buttons(page):
 @pytest.mark.parametrize("info", [p for p in page_list.PAGES if p is not page_list.HOME],
                          ids=[p.url_path for p in page_list.PAGES if p is not page_list.HOME])
 def test_every_run_button_reaches_a_result(server, browser, info):
-    """Press each Run button the default view shows (in turn) and wait for its result: no exception box,
-    and the page still has its takeaway."""
+    """Press each Run button the default view shows (in turn, on the page with its runs sized down by
+    SMALL_RUNS: the same buttons) and wait for its result: no exception box."""
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     page.goto(f"{server}/{info.url_path}")
     _settle(page)
     labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
+    if info.url_path in SMALL_RUNS:
+        page.goto(f"{server}/{small(info.url_path)}")
+        _settle(page)
+        _no_exception(page, small(info.url_path))
+        assert [b.inner_text().strip() for b in _primary_buttons(page).all()] == labels, small(info.url_path)
     for label in labels:
         button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
                               has_text=label).first

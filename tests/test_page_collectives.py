@@ -2,9 +2,7 @@
 modelled numbers, P = 1 as a message, the measurement compared with the model on the link fitted to it,
 and the error-at-scale section as a background run (Run / Stop keeps the partial curve; a finished result
 survives other controls; a click elsewhere does not restart it)."""
-import time
-
-from apptest_runs import stop_after_rows
+from apptest_runs import rerun_until, stop_after_rows
 from test_app import page as app_page
 from lazy_import import lazy
 
@@ -27,18 +25,13 @@ def metric(at: AppTest, start: str) -> str:
     return next(m.value for m in at.metric if m.label.startswith(start))
 
 
-def wait(at: AppTest, done, timeout: float = 120.0, poll: float = 0.3) -> AppTest:
-    """Rerun the page (as its polling fragment does) every `poll` seconds until done(at) or the timeout."""
-    end = time.time() + timeout
-    while not done(at):
-        if time.time() > end:
-            runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
-            jobs = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs.items() if s.get("job")}
-            raise AssertionError(f"timed out waiting for the background run; jobs: {jobs}; "
-                                 f"metrics: {[m.label for m in at.metric]}; errors: {texts(at, 'error')}")
-        time.sleep(poll)
-        at.run()
-    return at
+def wait(at: AppTest, done, timeout: float = 120.0, rows: bool = False) -> AppTest:
+    """Rerun the page (as its polling fragment does) until done(at) or the timeout: when a background run ends
+    (with `rows`, also when it streams a row), not on a clock (apptest_runs.rerun_until)."""
+    try:
+        return rerun_until(at, done, "the background run", timeout, rows=rows)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; metrics: {[m.label for m in at.metric]}; errors: {texts(at, 'error')}") from None
 
 
 def test_default_view_teaches_the_model_and_takeaway_follows_inputs():
@@ -97,12 +90,12 @@ def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not
 
 
 def test_measured_compares_with_the_fitted_link():
-    # up to 4 MB in x4 steps, so that the bandwidth term stands out of loopback's noise; the page reruns every
-    # second, not every 0.3 s, so that its reruns do not take the measured ranks' cores (CI twice saw no fit)
+    # up to 4 MB in x4 steps, so that the bandwidth term stands out of loopback's noise; the page reruns once the
+    # run has ended, not on a clock, so that its reruns do not take the measured ranks' cores (CI twice saw no fit)
     at = page(P="2", size=str(1 << 22), algorithm="ring")
     at.button(key="run_meas_run").click().run()
     at = wait(at, lambda a: any(m.label.startswith("Fitted latency") for m in a.metric) or a.error
-              or "No link could be fitted" in texts(a, "warning"), 400, poll=1.0)
+              or "No link could be fitted" in texts(a, "warning"), 400)
     assert not at.error, texts(at, "error")
     assert "No link could be fitted" not in texts(at, "warning"), tables(at)
     lat = float(metric(at, "Fitted latency").split()[0])
@@ -132,7 +125,7 @@ def test_stop_on_measure_keeps_the_finished_rows():
     def rows(a: AppTest):
         return next((d for d in tables(a) if "Bus bandwidth (GB/s)" in d), None)
 
-    at = wait(at, lambda a: rows(a) is not None or a.error, 300)  # rank 0's first finished sizes, streamed
+    at = wait(at, lambda a: rows(a) is not None or a.error, 300, rows=True)  # rank 0's first finished sizes, streamed
     at.button(key="stop_meas_run").click().run()
     fitted = lambda a: any(m.label.startswith("Fitted") for m in a.metric)  # noqa: E731
     at = wait(at, lambda a: "Stopped before the measurement finished" in texts(a, "warning") or fitted(a), 60)

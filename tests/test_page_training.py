@@ -4,10 +4,11 @@ numbers, Train runs in the background with a takeaway from the results, Stop kee
 bad input is a message."""
 import time
 
+import pytest
 
 from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
-from apptest_runs import stop_after_rows
+from apptest_runs import rerun_until, stop_after_rows
 from test_app import page as app_page
 from lazy_import import lazy
 
@@ -25,20 +26,22 @@ def texts(at: AppTest, kind: str) -> str:
 
 
 def wait(at: AppTest, done, timeout: float = 180.0) -> AppTest:
-    end = time.time() + timeout
-    while not done(at):
-        assert time.time() < end, "timed out waiting for the background run"
-        time.sleep(0.3)
-        at.run()
-    return at
+    """Rerun the page until done(at): when its background run ends, not on a clock (apptest_runs.rerun_until)."""
+    return rerun_until(at, done, "the background run", timeout)
 
 
 def finished(at: AppTest) -> bool:
     return any("Final test error per run" in c.value for c in at.caption) or bool(at.error)
 
 
-def test_default_view_names_data_and_model():
-    at = page()
+@pytest.fixture(scope="module")
+def default_view() -> AppTest:
+    """The page's default view, rendered once for the tests that only read it."""
+    return page()
+
+
+def test_default_view_names_data_and_model(default_view):
+    at = default_view
     assert not at.exception
     md = texts(at, "markdown")
     assert "Runs on digits" in md and "MLP 64-64-64-10" in md
@@ -145,10 +148,10 @@ def test_progress_names_each_run_once():
     assert any(m.startswith("32-bit: epoch") for m in msgs) and any(m.startswith("linear: epoch") for m in msgs)
 
 
-def test_at_most_six_controls_in_view():
+def test_at_most_six_controls_in_view(default_view):
     from test_page_planner import MAX_IN_VIEW, top_level_inputs
 
-    at = page()
+    at = default_view
     shown = top_level_inputs(at)
     assert len(shown) <= MAX_IN_VIEW and any("'Codec per run (overlaid)'" in w for w in shown), shown
 
