@@ -135,6 +135,12 @@ class Codec:
             raise NotImplementedError(f"{type(self).__name__} implements neither decode nor _decode_flat")
         return out
 
+    def encode_into(self, x: torch.Tensor, out: dict[str, torch.Tensor]) -> Encoded | None:
+        """`encode(x)` written into the payload fields `out` (views into a reused wire buffer,
+        `WireFormat.encode_into`), bit for bit `encode`; None where the codec has no such path (the
+        default: the caller encodes, then copies)."""
+        return None
+
     def decode_into(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
         """decode(enc) written into an existing tensor `out` (as many values as the payload, of
         its dtype, on its device; any shape and strides) and returned: for buffers that already

@@ -125,11 +125,10 @@ class WireFormat:
 
     def encode_into(self, x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
         """The payload of x written into `buf` (a reused nbytes uint8 buffer); returns buf. Codecs with
-        an `encode_into(x, fields)` (the table codecs on the CPU) write their fields in place, with no
+        an `encode_into(x, fields)` (table, MX and NVFP4 codecs on the CPU) write their fields in place, with no
         allocation of the payload's size; the others encode, then copy."""
         views = self.fields_in(buf)
-        into = getattr(self.codec, "encode_into", None)
-        if views is not None and into is not None and into(x, views) is not None:
+        if views is not None and self.codec.encode_into(x, views) is not None:
             return buf
         return self.pack_into(self.codec.encode(x), buf)
 
