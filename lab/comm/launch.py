@@ -125,7 +125,9 @@ ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR z
 class _Forked:
     """The parent's handle on a rank the zygote started (what _watch uses of a Popen: poll, wait,
     the process group to kill). The zygote reaps its ranks and writes each exit status (Popen's
-    convention: -N for killed by signal N) to JOBDIR/exit<r>; the ranks share its process group."""
+    convention: -N for killed by signal N) to JOBDIR/exit<r>, and its pid to JOBDIR/pid<r>. Each rank
+    leads its own session, as a rank started on its own does (the kernel's autogroup scheduler then
+    gives each rank its own share of the CPU, not one share for all)."""
 
     def __init__(self, zygote: subprocess.Popen, jobdir: Path, rank: int) -> None:
         self.zygote, self.jobdir, self.rank = zygote, jobdir, rank
@@ -149,6 +151,13 @@ class _Forked:
     def wait(self, timeout: float | None = None) -> int | None:
         self.zygote.wait(timeout)
         return self.poll()
+
+    def rank_pid(self) -> int | None:
+        """The rank's process id (and process group: each rank leads its own session), once started."""
+        try:
+            return int((self.jobdir / f"pid{self.rank}").read_text())
+        except (OSError, ValueError):
+            return None
 
 
 def _exit_code(jobdir: Path, rank: int) -> int | None:
@@ -326,8 +335,14 @@ def _failure(rank: int, code: int | None, jobdir: Path) -> str:
 
 
 def _kill(ps: list[Any]) -> None:
-    """SIGKILL every rank's process group (a zygote's holds it and all its ranks) and reap them."""
+    """SIGKILL every rank's process group (each rank leads its own) and a zygote's, and reap them."""
     leaders = list({id(q): q for q in (getattr(p, "zygote", p) for p in ps)}.values())
+    for p in ps:
+        if isinstance(p, _Forked) and p.poll() is None and (pid := p.rank_pid()) is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
     for p in leaders:
         if p.poll() is None:
             try:
@@ -407,6 +422,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
     except BaseException:  # noqa: BLE001  each rank imports it again and reports what failed
         pass
     fork = _forkable()
+    zygote = os.getpid()
     ranks: dict[int, int] = {}
     for r in range(procs):
         sys.argv[1:] = [str(jobdir), str(r)]  # what a rank's own process sees (at-fork handlers too)
@@ -415,7 +431,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _forked_rank(jobdir, r)
+                _forked_rank(jobdir, r, zygote)
         else:
             pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)],
                                  os.environ, file_actions=[
@@ -423,6 +439,9 @@ def _zygote(jobdir: Path, procs: int) -> int:
                                      (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"),
                                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
         ranks[pid] = r
+        tmp = jobdir / f"pid{r}.tmp"
+        tmp.write_text(str(pid))
+        tmp.replace(jobdir / f"pid{r}")
     while ranks:
         pid, status = os.wait()
         if pid in ranks:
@@ -433,24 +452,28 @@ def _zygote(jobdir: Path, procs: int) -> int:
     return 0
 
 
-def _forked_rank(jobdir: Path, rank: int) -> None:
-    """In a child of the zygote: become rank `rank` (its own stdout/stderr, a fresh random seed, dead
-    with the zygote), run it and leave without the interpreter's teardown."""
+def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
+    """In a child of the zygote: become rank `rank` (its own session, stdout/stderr and random seeds,
+    dead with the zygote), run it and leave without the interpreter's teardown."""
     code = 1
     try:
+        os.setsid()
         try:
             import ctypes  # imported by torch already
 
             ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG: a killed zygote takes its ranks along
         except (OSError, AttributeError):
             pass
+        if os.getppid() != zygote:  # the zygote was killed before the line above
+            os._exit(1)
         err = os.open(jobdir / f"stderr{rank}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         out = os.open(os.devnull, os.O_WRONLY)
         os.dup2(err, 2)
         os.dup2(out, 1)
         os.close(err)
         os.close(out)
-        if "numpy" in sys.modules:  # as a fresh process would be: its own global NumPy stream
+        torch.seed()  # as a fresh process would be: its own default torch and NumPy streams
+        if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
         code = _worker(jobdir, rank)
     except BaseException:  # noqa: BLE001  reported on this rank's stderr; the parent names the rank
