@@ -437,7 +437,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
                                  os.environ, file_actions=[
                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                                      (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"),
-                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
+                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)], setsid=True)
         ranks[pid] = r
         tmp = jobdir / f"pid{r}.tmp"
         tmp.write_text(str(pid))
