@@ -22,6 +22,9 @@ import train_ranks as T
 REPO = Path(__file__).resolve().parent.parent
 INJECT = Path(__file__).resolve().parent / "fault_inject"
 TIMEOUT = 20.0  # seconds a rank may wait on a peer
+# Values per compressed allreduce: below lab.codecs.cpu.MIN_COMPILED, so no rank pays torch.compile's start-up
+# (seconds of CPU per rank); where the kill lands (the third send) does not depend on the size.
+N = 1 << 14
 SLACK = 45.0    # start-up of 2-4 rank processes with torch on a loaded machine (a hang guard, not a claim)
 DDP_CFG = dict(dataset="digits", train_limit=512, hidden=(32,), dropout=(0.0, 0.0), batch=64, epochs=1.0)
 
@@ -35,7 +38,7 @@ def assert_nothing_left(pid_dir: Path, procs: int) -> None:
 
 def test_kill_mid_compressed_ring_allreduce(tmp_path):
     with pytest.raises(CommError, match=r"rank 2 died \(killed by SIGKILL\)"):
-        run(R.dies_mid_compressed_allreduce, 4, 2, 1 << 18, tmp_path, timeout=TIMEOUT)
+        run(R.dies_mid_compressed_allreduce, 4, 2, N, tmp_path, timeout=TIMEOUT)
     assert_nothing_left(tmp_path, 4)
 
 
@@ -71,7 +74,7 @@ def _cli_with_a_dying_rank(tmp_path: Path, args: list[str], rank: int, where: st
 
 def test_cli_bench_compressed_with_a_rank_killed_mid_allreduce(tmp_path):
     out = tmp_path / "res" / "compressed.json"
-    err = _cli_with_a_dying_rank(tmp_path, ["bench", "compressed", "-p", "3", "--values", "256K", "--codecs",
+    err = _cli_with_a_dying_rank(tmp_path, ["bench", "compressed", "-p", "3", "--values", str(N), "--codecs",
                                             "dynamic_tree", "--target-s", "0.05", "--timeout", str(TIMEOUT),
                                             "--out", str(out)], rank=1, where="isend", at=3, procs=3)
     assert "error: rank 1 died (killed by SIGKILL)" in err

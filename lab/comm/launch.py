@@ -1,7 +1,11 @@
 """Start P real processes on this machine, run fn(comm, *args) on every rank, gather the results.
 
-Each rank is a fresh `python -m lab.comm.launch JOBDIR RANK` process (no fork of a process that
-already runs torch threads); they meet through a file store in a private directory and talk
+One fresh `python -m lab.comm.launch JOBDIR zygote P` process imports torch, the comm code and fn's
+module once, then forks the P ranks (so a launch pays one interpreter and torch start-up, not P);
+it forks only while it is single-threaded (no torch or OpenMP thread yet: jemalloc's background
+thread aside, whose allocator handles fork), otherwise each rank is a fresh `python -m
+lab.comm.launch JOBDIR RANK` process, as is every rank of a `ShapedLink` (started inside its
+network namespace). The ranks meet through a file store in a private directory and talk
 over Gloo (loopback, or the veth links of a `ShapedLink`) or NCCL. The parent watches them: the
 first rank that raises or dies stops the run, every other rank is killed, and the error names
 the rank (a rank that hangs makes its peers' transfers time out, which names it too). Nothing
@@ -11,6 +15,7 @@ and every rank adopts it before it runs `fn`.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -84,32 +89,85 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
             raise ValueError(f"cannot hand {fn!r} and its arguments to rank processes ({e}); "
                              "pass a module-level function and picklable arguments") from None
         main = getattr(sys.modules["__main__"], "__file__", None) if fn.__module__ == "__main__" else None
+        preload = fn.__module__ if fn.__module__ not in ("__main__", "__mp_main__") else None
         with open(jobdir / "job.pkl", "wb") as f:
-            pickle.dump((list(sys.path), main, plugins.carried()), f)
+            pickle.dump((list(sys.path), main, plugins.carried(), preload), f)
             f.write(job)
         return _watch(_start(jobdir, procs, net), jobdir, timeout, progress, _RowRelay(jobdir / ROWS, on_row))
     finally:
         shutil.rmtree(jobdir, ignore_errors=True)
 
 
-def _start(jobdir: Path, procs: int, net: Any) -> list[subprocess.Popen]:
+def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
+    """The rank processes: forked by one zygote on this host, or (a shaped network) one
+    `python -m lab.comm.launch JOBDIR RANK` per rank inside its namespace."""
     threads = max(1, (os.cpu_count() or 1) // procs)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(threads))
+    env["GLOO_SOCKET_IFNAME"] = "lo"
+    if net is None:
+        zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
+                                  env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                                  stderr=open(jobdir / "stderr.txt", "w"))
+        return [_Forked(zygote, jobdir, r) for r in range(procs)]
     ps = []
     for r in range(procs):
-        env = dict(os.environ)
-        env.setdefault("OMP_NUM_THREADS", str(threads))
-        env["GLOO_SOCKET_IFNAME"] = "lo"
-        prefix: list[str] = []
-        if net is not None:
-            env.update(net.env(r))
-            prefix = net.command_prefix(r)
-        cmd = [*prefix, sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
-        ps.append(subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+        rank_env = {**env, **net.env(r)}
+        cmd = [*net.command_prefix(r), sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
+        ps.append(subprocess.Popen(cmd, env=rank_env, start_new_session=True, stdout=subprocess.DEVNULL,
                                    stderr=open(jobdir / f"stderr{r}.txt", "w")))
     return ps
 
 
-def _watch(ps: list[subprocess.Popen], jobdir: Path, timeout: float,
+ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR zygote P` the ranks' parent
+
+
+class _Forked:
+    """The parent's handle on a rank the zygote started (what _watch uses of a Popen: poll, wait,
+    the process group to kill). The zygote reaps its ranks and writes each exit status (Popen's
+    convention: -N for killed by signal N) to JOBDIR/exit<r>, and its pid to JOBDIR/pid<r>. Each rank
+    leads its own session, as a rank started on its own does (the kernel's autogroup scheduler then
+    gives each rank its own share of the CPU, not one share for all)."""
+
+    def __init__(self, zygote: subprocess.Popen, jobdir: Path, rank: int) -> None:
+        self.zygote, self.jobdir, self.rank = zygote, jobdir, rank
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.zygote.pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            code = _exit_code(self.jobdir, self.rank)
+            if code is None and self.zygote.poll() is not None:
+                # gone with the zygote (killed), unless its status was written just before the zygote exited
+                code = _exit_code(self.jobdir, self.rank)
+                if code is None:
+                    code = self.zygote.returncode or -signal.SIGKILL
+            self.returncode = code
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        self.zygote.wait(timeout)
+        return self.poll()
+
+    def rank_pid(self) -> int | None:
+        """The rank's process id (and process group: each rank leads its own session), once started."""
+        try:
+            return int((self.jobdir / f"pid{self.rank}").read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def _exit_code(jobdir: Path, rank: int) -> int | None:
+    try:
+        return int((jobdir / f"exit{rank}").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _watch(ps: list[Any], jobdir: Path, timeout: float,
            progress: Progress | None = None, rows: "_RowRelay | None" = None) -> list[Any]:
     deadline = time.monotonic() + timeout + 60.0
     try:
@@ -269,18 +327,29 @@ def _failure(rank: int, code: int | None, jobdir: Path) -> str:
     if err.exists():
         return f"rank {rank} failed: {err.read_text().split(chr(10) * 2)[0].strip()}"
     how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
-    tail = (jobdir / f"stderr{rank}.txt").read_text().strip().splitlines()[-3:]
+    stderr = jobdir / f"stderr{rank}.txt"
+    if not stderr.exists():  # the zygote failed before it started this rank: its own stderr
+        stderr = jobdir / "stderr.txt"
+    tail = stderr.read_text().strip().splitlines()[-3:] if stderr.exists() else []
     return f"rank {rank} died ({how})" + (f": {' | '.join(tail)}" if tail else "") + "; all ranks were stopped"
 
 
-def _kill(ps: list[subprocess.Popen]) -> None:
+def _kill(ps: list[Any]) -> None:
+    """SIGKILL every rank's process group (each rank leads its own) and a zygote's, and reap them."""
+    leaders = list({id(q): q for q in (getattr(p, "zygote", p) for p in ps)}.values())
     for p in ps:
+        if isinstance(p, _Forked) and p.poll() is None and (pid := p.rank_pid()) is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for p in leaders:
         if p.poll() is None:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 p.kill()
-    for p in ps:
+    for p in leaders:
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -289,7 +358,7 @@ def _kill(ps: list[subprocess.Popen]) -> None:
 
 def _worker(jobdir: Path, rank: int) -> int:
     with open(jobdir / "job.pkl", "rb") as f:
-        sys.path[:], main, carried = pickle.load(f)
+        sys.path[:], main, carried, _ = pickle.load(f)
         plugins.adopt(carried)  # plugins registered in the parent: the registries import them on first use
         if main:  # fn lives in the parent's script: load it the way multiprocessing's spawn does
             import runpy
@@ -324,8 +393,102 @@ def _worker(jobdir: Path, rank: int) -> int:
     return 0
 
 
+_FORK_SAFE_THREADS = {"jemalloc_bg_thd"}  # an allocator's helper that handles fork itself (pthread_atfork)
+
+
+def _forkable() -> bool:
+    """True when this process runs no thread but the main one (and fork-safe helpers): fork then
+    copies nothing half-done (Linux: read from /proc; elsewhere never)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in tasks if int(t) != os.getpid()]
+    except (OSError, ValueError):
+        return False
+    return all(n in _FORK_SAFE_THREADS for n in names)
+
+
+def _zygote(jobdir: Path, procs: int) -> int:
+    """The ranks' parent: import what every rank imports once, start the ranks (fork when that is
+    safe, else fresh processes), reap them and write each one's exit status to JOBDIR/exit<r>."""
+    with open(jobdir / "job.pkl", "rb") as f:
+        sys.path[:], _, carried, preload = pickle.load(f)
+    plugins.adopt(carried)
+    try:
+        import torch.distributed  # noqa: F401
+
+        from . import dist  # noqa: F401
+        if preload:
+            importlib.import_module(preload)
+    except BaseException:  # noqa: BLE001  each rank imports it again and reports what failed
+        pass
+    fork = _forkable()
+    zygote = os.getpid()
+    ranks: dict[int, int] = {}
+    for r in range(procs):
+        sys.argv[1:] = [str(jobdir), str(r)]  # what a rank's own process sees (at-fork handlers too)
+        if fork:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _forked_rank(jobdir, r, zygote)
+        else:
+            pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)],
+                                 os.environ, file_actions=[
+                                     (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                     (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"),
+                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)], setsid=True)
+        ranks[pid] = r
+        tmp = jobdir / f"pid{r}.tmp"
+        tmp.write_text(str(pid))
+        tmp.replace(jobdir / f"pid{r}")
+    while ranks:
+        pid, status = os.wait()
+        if pid in ranks:
+            r = ranks.pop(pid)
+            tmp = jobdir / f"exit{r}.tmp"
+            tmp.write_text(str(os.waitstatus_to_exitcode(status)))
+            tmp.replace(jobdir / f"exit{r}")
+    return 0
+
+
+def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
+    """In a child of the zygote: become rank `rank` (its own session, stdout/stderr and random seeds,
+    dead with the zygote), run it and leave without the interpreter's teardown."""
+    code = 1
+    try:
+        os.setsid()
+        try:
+            import ctypes  # imported by torch already
+
+            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG: a killed zygote takes its ranks along
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != zygote:  # the zygote was killed before the line above
+            os._exit(1)
+        err = os.open(jobdir / f"stderr{rank}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        out = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(err, 2)
+        os.dup2(out, 1)
+        os.close(err)
+        os.close(out)
+        torch.seed()  # as a fresh process would be: its own default torch and NumPy streams
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        code = _worker(jobdir, rank)
+    except BaseException:  # noqa: BLE001  reported on this rank's stderr; the parent names the rank
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    code = _worker(Path(sys.argv[1]), int(sys.argv[2]))
+    if sys.argv[2] == ZYGOTE:
+        code = _zygote(Path(sys.argv[1]), int(sys.argv[3]))
+    else:
+        code = _worker(Path(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.flush()
     sys.stderr.flush()
     # The result file is written and the group destroyed: skip interpreter teardown, where a

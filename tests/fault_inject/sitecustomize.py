@@ -1,7 +1,8 @@
 """Test-only fault injection for rank processes started by the real CLI (tests/test_faults.py).
 
 On PYTHONPATH, Python imports this module at start-up in every process. It acts only in a rank
-process (`python -m lab.comm.launch JOBDIR RANK`) whose RANK matches PARALAB_FAULT_RANK: that
+process (`python -m lab.comm.launch JOBDIR RANK`, or a rank forked by `python -m lab.comm.launch
+JOBDIR zygote P`, whose argv the zygote sets to JOBDIR RANK before it forks) whose RANK matches PARALAB_FAULT_RANK: that
 rank SIGKILLs itself on its PARALAB_FAULT_AT-th call of PARALAB_FAULT_IN, one of
   isend     TorchComm's point-to-point sends of encoded (uint8) payloads, counted in its batched
             exchanges: inside a compressed ring allreduce
@@ -13,7 +14,13 @@ import os
 import sys
 
 
+_installed = []  # a rank's own forks (data loader workers) inherit it: they are not ranks
+
+
 def _install() -> None:
+    if _installed:
+        return
+    _installed.append(True)
     argv = getattr(sys, "argv", [])
     pids = os.environ.get("PARALAB_FAULT_PIDS")
     if not pids or len(argv) < 3 or not os.path.isdir(argv[-2]):
@@ -51,4 +58,12 @@ def _install() -> None:
         raise ValueError(f"PARALAB_FAULT_IN={where!r}; allowed: isend, ddp_hook")
 
 
-_install()
+def _start() -> None:
+    argv = getattr(sys, "argv", [])
+    if os.environ.get("PARALAB_FAULT_PIDS") and len(argv) >= 4 and argv[-2] == "zygote" and os.path.isdir(argv[-3]):
+        os.register_at_fork(after_in_child=_install)  # the zygote's forked ranks
+    else:
+        _install()
+
+
+_start()

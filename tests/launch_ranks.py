@@ -1,0 +1,15 @@
+"""Rank functions for test_launch.py (module level, so that rank processes can import them)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+
+def identity(comm) -> dict:
+    """How this rank process was started: its parent, session, command line and random streams."""
+    return {"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "argv": sys.argv[1:],
+            "cmdline": Path("/proc/self/cmdline").read_bytes().split(b"\0")[-2].decode(),
+            "randn": torch.randn(4), "omp": os.environ.get("OMP_NUM_THREADS")}

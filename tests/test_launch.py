@@ -1,0 +1,34 @@
+"""lab.comm.launch starts a job's ranks from one zygote process (torch imported once, then fork), each rank
+in its own session with its own random streams; a zygote that runs a thread starts fresh processes instead."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from lab.comm.launch import run
+
+
+def _check(out: list[dict], P: int) -> None:
+    assert [o["argv"][-1] for o in out] == [str(r) for r in range(P)]  # what each rank's own process sees
+    assert all(o["sid"] == o["pid"] for o in out)  # each rank leads its own session, as before
+    assert len({o["pid"] for o in out}) == P
+    assert all(not torch.equal(out[0]["randn"], o["randn"]) for o in out[1:])  # fresh random streams per rank
+
+
+def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller() -> None:
+    import launch_ranks
+
+    out = run(launch_ranks.identity, 3, timeout=60)
+    _check(out, 3)
+    parents = {o["ppid"] for o in out}
+    assert len(parents) == 1 and os.getpid() not in parents  # one zygote forked them all
+    assert all(o["cmdline"] == "3" for o in out)  # the zygote's command line: `... JOBDIR zygote 3`
+
+
+def test_a_zygote_with_a_thread_starts_fresh_rank_processes() -> None:
+    import threaded_ranks
+
+    out = run(threaded_ranks.identity, 2, timeout=60)
+    _check(out, 2)
+    assert [o["cmdline"] for o in out] == ["0", "1"]  # `python -m lab.comm.launch JOBDIR RANK`, not forked
