@@ -47,23 +47,44 @@ def real_system_data(monkeypatch):
     monkeypatch.delenv(ENV_ROOT, raising=False)
 
 
+#: The emulated kernel families and the check that, together, they launched every kernel and looped every loop:
+#: one worker runs them, in this order (the check reads what its own process launched).
+EMULATED_FAMILIES = ("test_block_scaled_kernels.py", "test_collective_kernels.py", "test_kernels.py",
+                     "test_kernels_emulated_coverage.py")
+
+
+def scheduling_unit(nodeid: str) -> str:
+    """The unit pytest-xdist gives one worker: a test's module (its module-scoped fixtures, a launch of rank
+    processes shared by its tests, start once); all the test_browser* modules together (the one shared
+    Streamlit server and Chromium); the emulated kernel families with their coverage check."""
+    path = nodeid.split("::", 1)[0]
+    name = os.path.basename(path)
+    if name.startswith("test_browser"):
+        return "browser"
+    return "emulated kernels" if name in EMULATED_FAMILIES else path
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist: a module's tests run on one worker (its module-scoped fixtures, a launch of rank
-    processes shared by its tests, start once), and so do all the tests of the one shared Streamlit server
-    and Chromium (the test_browser* modules), which start first: the longest unit, so it never runs last."""
+    """pytest-xdist: whole `scheduling_unit`s per worker, the longest first (tests/durations.json, measured;
+    a unit it does not know counts 0.3 s a test), so no long unit starts last."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleScheduling(LoadScopeScheduling):
+    from durations import load
+
+    seconds = load()
+
+    class UnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "browser" if os.path.basename(path).startswith("test_browser") else path
+            return scheduling_unit(nodeid)
 
         def _assign_work_unit(self, node) -> None:
-            if "browser" in self.workqueue:
-                self.workqueue.move_to_end("browser", last=False)
+            queue = self.workqueue
+            if queue:
+                longest = max(queue, key=lambda unit: seconds.get(unit, 0.3 * len(queue[unit])))
+                queue.move_to_end(longest, last=False)
             super()._assign_work_unit(node)
 
-    return ModuleScheduling(config, log)
+    return UnitScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -258,7 +258,7 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
 
     from lab.experiments import reproduction
 
-    config = {"reproduce": which, "seeds": seeds, "smoke": smoke, **asdict(cfg)}
+    config = {"reproduce": which, "seeds": seeds, "smoke": smoke, **_config("sim", cfg)}
     with session("train", config, out, as_json) as s:
         s.what, s.shape = "runs", _partial_reproduction
         rep = reproduction(which, seeds=seeds, smoke=smoke, progress=s.progress,

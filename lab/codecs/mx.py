@@ -114,7 +114,7 @@ def pack_lanes(code_of, x2d: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.stack([w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF], 2).to(torch.uint8).reshape(-1)
 
 
-def _own_code(fn: types.FunctionType, name: str) -> types.FunctionType:
+def own_code(fn: types.FunctionType, name: str) -> types.FunctionType:
     """`fn` with a code object of its own. torch.compile keeps its graphs, and counts recompiles
     against torch._dynamo.config.recompile_limit (8), per code object, and every closure made by one
     `def` shares one: the 6 formats x 2 scale rules x 3 input dtypes of `_encode_mx_fn` would
@@ -142,7 +142,7 @@ def _encode_mx_fn(key: tuple[str, str, torch.dtype]):
         return out + (codes,) if fmt.bits < 8 else out
 
     dtype = str(key[2]).removeprefix("torch.")
-    return torch.compile(_own_code(fn, f"mx_encode_{key[0]}_{rule}_{dtype}"), dynamic=True)
+    return torch.compile(own_code(fn, f"mx_encode_{key[0]}_{rule}_{dtype}"), dynamic=True)
 
 
 @functools.cache
@@ -164,7 +164,7 @@ def _encode_mx_into_fn(key: tuple[str, str, torch.dtype]):
         return b.view(-1).to(torch.uint8), (~torch.isfinite(amax)).any()
 
     dtype = str(key[2]).removeprefix("torch.")
-    return torch.compile(_own_code(fn, f"mx_encode_into_{key[0]}_{rule}_{dtype}"), dynamic=True)
+    return torch.compile(own_code(fn, f"mx_encode_into_{key[0]}_{rule}_{dtype}"), dynamic=True)
 
 
 @functools.cache
@@ -178,7 +178,7 @@ def _decode_mx_into_fn(name: str):
     def fn(packed, scales, values, e8m0, out2d):
         decode_mx_into(packed, scales, values, e8m0, out2d, bits)
 
-    return torch.compile(_own_code(fn, f"mx_decode_into_{name}"), dynamic=True)
+    return torch.compile(own_code(fn, f"mx_decode_into_{name}"), dynamic=True)
 
 
 _F32_MAX = torch.finfo(torch.float32).max

@@ -25,7 +25,7 @@ from .registry import CodecInfo, OptionSpec, WorkModel, nonfinite_option, regist
 from . import cpu
 from .block_scaled import (FORMATS, blocks, decode_blocks, noise_from_index, pack_codes, round_elements, uniform_noise,
                            unpack_codes, value_table)
-from .mx import _own_code, pack_lanes, pack_rows, round_elements_bits
+from .mx import own_code, pack_lanes, pack_rows, round_elements_bits
 from .cuda_block import block_decode_cuda, nvfp4_encode_cuda, on_kernel_device
 
 NV_BLOCK = 16
@@ -253,7 +253,7 @@ def _encode_nvfp4_into_fn(stochastic: bool):
         codes_out.copy_(pack_lanes(code_of, xf, 4))
         return bscale
 
-    return torch.compile(_own_code(fn, f"nvfp4_encode_into_{'sr' if stochastic else 'rne'}"), dynamic=True)
+    return torch.compile(own_code(fn, f"nvfp4_encode_into_{'sr' if stochastic else 'rne'}"), dynamic=True)
 
 
 @functools.cache
@@ -270,7 +270,7 @@ def _decode_nvfp4_into_fn(_: None):
         v = (values[codes.to(torch.int32)] * e4m3[bscale.to(torch.int32)].view(nb, 1)) * tscale
         out2d.copy_(v.clamp(-big, big))
 
-    return torch.compile(_own_code(fn, "nvfp4_decode_into"), dynamic=True)
+    return torch.compile(own_code(fn, "nvfp4_decode_into"), dynamic=True)
 
 
 @functools.cache

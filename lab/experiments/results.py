@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-RESULTS_ENV = "PARALAB_RESULTS"
-"""Environment variable naming the folder benchmarks write to when not given --out."""
+from lab.data.results import RESULTS_ENV, results_dir  # noqa: F401  (where results go; re-exported)
+
 
 
 def jsonable(obj: Any) -> Any:
@@ -34,14 +34,6 @@ def jsonable(obj: Any) -> Any:
     if obj is pd.NA or obj is pd.NaT:
         return None
     return str(obj)
-
-
-def results_dir() -> Path:
-    """The folder a benchmark writes its default result to: $PARALAB_RESULTS when set, else
-    bench/results under the current directory (relative, so messages name it as the user sees it).
-    Never inside the package: an installed paralab has no business writing into site-packages."""
-    env = os.environ.get(RESULTS_ENV, "").strip()
-    return Path(env).expanduser() if env else Path("bench", "results")
 
 
 def _create_exclusive(folder: Path, stem: str) -> Path:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.experiments.results import RESULTS_ENV
+from lab.data.results import RESULTS_ENV, results_dir
 
 from .layers import ModelSpec, get_model
 
@@ -33,10 +33,8 @@ NEVER = "never reaches the target"
 
 
 def results_dirs() -> list[Path]:
-    """Folders searched for converge results: where results go (`lab.experiments.results.results_dir`:
+    """Folders searched for converge results: where results go (`lab.data.results.results_dir`:
     $PARALAB_RESULTS, else ./bench/results), then the repo's."""
-    from lab.experiments.results import results_dir
-
     user = results_dir()
     out = [user]
     shipped = REPO / "bench" / "results"
