@@ -47,9 +47,10 @@ def real_system_data(monkeypatch):
     monkeypatch.delenv(ENV_ROOT, raising=False)
 
 
-#: The emulated kernel families and the check that, together, they launched every kernel and looped every loop:
-#: one worker runs them, in this order (the check reads what its own process launched).
-EMULATED_FAMILIES = ("test_block_scaled_kernels.py", "test_collective_kernels.py", "test_kernels.py",
+#: The emulated kernel tests and the check after them that, together, they launched every kernel and looped
+#: every loop: one worker runs them, in this (name) order; the check reads what its own process launched.
+EMULATED_FAMILIES = ("test_block_scaled_kernels.py", "test_block_scaled_midpoints.py", "test_collective_kernels.py",
+                     "test_cuda_emu.py", "test_cuda_emu_concurrency.py", "test_kernels.py",
                      "test_kernels_emulated_coverage.py")
 
 
