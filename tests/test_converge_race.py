@@ -131,12 +131,17 @@ def test_one_canonical_spec_for_converge_and_the_verdicts():
 
 
 def test_converge_results_are_found_where_results_go(monkeypatch, tmp_path):
-    """lab.plan.accuracy looks first where every result is written (lab.experiments.results.results_dir),
-    not in its own reading of $PARALAB_RESULTS."""
-    from lab.experiments import results
+    """lab.plan.accuracy looks first where every result is written (lab.data.results.results_dir, which
+    lab.experiments.results writes to), not in its own reading of $PARALAB_RESULTS."""
+    from lab.data import results
+    from lab.experiments import results as written
     from lab.plan import accuracy
 
-    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    assert written.results_dir is results.results_dir
+    monkeypatch.setattr(accuracy, "results_dir", lambda: tmp_path)
+    assert accuracy.results_dirs() == [tmp_path, RESULTS]
+    monkeypatch.undo()
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
     assert accuracy.results_dirs() == [tmp_path, RESULTS]
     (tmp_path / "converge-gpt-cpu.json").write_text("{}")
     assert accuracy.find_result("gpt") == tmp_path / "converge-gpt-cpu.json"

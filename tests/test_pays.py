@@ -207,7 +207,7 @@ def test_page_reacts_and_says_bad_input():
 def test_powersgd_is_priced_from_each_layers_matrix_shapes():
     """PowerSGD (rank 1) on GPT-2 small: three fp32 allreduces per layer (uncompressed tensors, P, Q) of the
     sizes Vogels et al.'s Algorithm 1 sends, by hand for one transformer block; loses across NDR400 (the bf16
-    baseline reduces in the switch), is the best codec across 10 GbE."""
+    baseline reduces in the switch), is the best codec per step across 10 GbE."""
     assert "powersgd" in pp.candidate_codecs()
     dev, c = pp.get_device("h100"), cl.make_cluster("8x8", "nvlink4", "eth10g")
     psgd = pp.codec_cost("powersgd", dev)
@@ -224,8 +224,11 @@ def test_powersgd_is_priced_from_each_layers_matrix_shapes():
     fast = pp.pays("gpt2_small", "8x8", inter="ib_ndr", codecs=["powersgd", "dynamic_tree"]).summary.set_index("codec")
     slow = pp.pays("gpt2_small", "8x8", inter="eth10g", codecs=["powersgd", "dynamic_tree"]).summary.set_index("codec")
     assert fast.loc["powersgd", "bits_per_value"] < 0.1 and not fast.loc["powersgd", "pays"]
-    assert slow.loc["powersgd", "pays"] and slow.loc["powersgd", "speedup_vs_bf16"] > slow.loc["dynamic_tree",
-                                                                                            "speedup_vs_bf16"] > 1.2
+    assert slow.loc["powersgd", "speedup_vs_bf16"] > slow.loc["dynamic_tree", "speedup_vs_bf16"] > 1.2
+    # per step the best; but rank 1 misses fp32's target on the transformer task (converge-gpt-cpu.json: 2 of
+    # 3 seeds), so in time to accuracy it never pays, and dynamic tree (penalty within noise of 1) does
+    assert slow.loc["powersgd", "accuracy"] == "never reaches the target" and not slow.loc["powersgd", "pays"]
+    assert slow.loc["dynamic_tree", "pays"]
     assert 1.0 < fast.loc["powersgd", "break_even_GBps"] < 50.0  # pays below some NIC bandwidth slower than NDR's 50
 
 

@@ -271,3 +271,15 @@ def test_page_opens_on_time_to_accuracy_per_step_one_click_away():
     at = app_page("pays", guess="skip")  # gpt2_small: priced with the committed gpt task's penalties
     assert not at.exception and not at.error
     assert "converge-gpt-cpu.json" in " ".join(str(s.value) for s in at.success)
+
+
+def test_a_penalty_below_one_within_noise_is_not_credited():
+    """Time to accuracy never credits a codec with training faster than bf16 from noise: a penalty below 1
+    whose CI reaches 1 counts as 1; one below 1 with its whole CI below counts; above 1 always stands."""
+    from lab.plan.pays import credited_penalty
+
+    assert credited_penalty(0.93, (0.49, 1.37)) == 1.0
+    assert credited_penalty(0.93, None) == 1.0
+    assert credited_penalty(0.90, (0.85, 0.95)) == 0.90
+    assert credited_penalty(1.87, (0.76, 2.97)) == 1.87
+    assert credited_penalty(float("inf"), None) == float("inf")

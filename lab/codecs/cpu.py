@@ -147,6 +147,22 @@ def _compile(fn):
     return torch.compile(fn, dynamic=None, options=_OPTIONS)
 
 
+#: torch._dynamo's recompile limit per code object for these passes. Dynamo specialises a tensor's storage
+#: offset 0 and 1, and the passes write into views of reused wire buffers at any offset, of three dtypes,
+#: with per-tensor or per-block scales: a long-lived process (the dashboard, the test suite) passes the
+#: default 8 variants, after which dynamo would run the pass eagerly, silently (issue 27 item 10).
+RECOMPILE_LIMIT = 64
+
+
+@functools.cache
+def _allow_recompiles() -> None:
+    """Raise the limit to RECOMPILE_LIMIT once per process (a limit set lower later, as a test does, stands)."""
+    import torch._dynamo
+
+    if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
+        torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
+
+
 def _rows_dynamic(*ts: torch.Tensor) -> None:
     import torch._dynamo
     for t in ts:
@@ -226,6 +242,7 @@ def try_compiled(make, key, *args, rows: tuple[int, ...] = (), returns: bool = F
     if _compile_failed or not compile_enabled():
         return False if returns else None
     try:
+        _allow_recompiles()
         fn = make(key)
         _rows_dynamic(*(args[i] for i in rows))
         out = fn(*args)
