@@ -48,9 +48,8 @@ class WireFormat:
                                            sum(f.nbytes for f in fields))
         return fmt
 
-    def pack(self, enc: Encoded) -> torch.Tensor:
-        """The payload as one uint8 tensor of `nbytes` bytes."""
-        parts = []
+    def _raw_fields(self, enc: Encoded):
+        """(field, its bytes) of every wire field of enc, in order, each checked against the format."""
         for f in self.fields:
             if not f.wire:
                 continue
@@ -60,7 +59,11 @@ class WireFormat:
                                  f"format {f.dtype} of shape {f.shape}")
             if f.packed_bits:
                 t = pack_bits(t, f.packed_bits)
-            parts.append(t.contiguous().reshape(-1).view(torch.uint8))
+            yield f, t.contiguous().reshape(-1).view(torch.uint8)
+
+    def pack(self, enc: Encoded) -> torch.Tensor:
+        """The payload as one uint8 tensor of `nbytes` bytes."""
+        parts = [raw for _, raw in self._raw_fields(enc)]
         if not parts:
             return torch.zeros(0, dtype=torch.uint8)
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -105,16 +108,7 @@ class WireFormat:
         if buf.numel() != self.nbytes:
             raise ValueError(f"wire buffer has {buf.numel()} bytes, the format {self.nbytes}")
         off = 0
-        for f in self.fields:
-            if not f.wire:
-                continue
-            t = enc.tensors[f.name]
-            if t.dtype != f.dtype or tuple(t.shape) != f.shape:
-                raise ValueError(f"payload field {f.name!r} is {t.dtype} of shape {tuple(t.shape)}, its wire "
-                                 f"format {f.dtype} of shape {f.shape}")
-            if f.packed_bits:
-                t = pack_bits(t, f.packed_bits)
-            raw = t.contiguous().reshape(-1).view(torch.uint8)
+        for f, raw in self._raw_fields(enc):
             if raw.data_ptr() != buf[off:].data_ptr():  # already in place (written by encode_into)
                 buf[off:off + f.nbytes].copy_(raw)
             off += f.nbytes
