@@ -64,7 +64,8 @@ def _check_split(rows: list[dict], P: int) -> None:
         for s in r["split"]:
             total = s["wire_s"] + s["wait_s"] + s["codec_s"] + s["python_s"]
             assert min(s["wire_s"], s["wait_s"], s["codec_s"], s["python_s"]) >= 0, s
-            assert math.isclose(total, s["seconds"], rel_tol=0.10), (r["codec"], s)  # adds up within 10 %
+            # adds up within 10 %, or 1 ms (a scheduler tick: a sub-millisecond call on a loaded machine)
+            assert math.isclose(total, s["seconds"], rel_tol=0.10, abs_tol=1e-3), (r["codec"], s)
             if r["codec"] != "fp32":
                 assert s["encode_s"] > 0 and s["codec_s"] > 0, s
             else:

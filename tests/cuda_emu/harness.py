@@ -15,6 +15,7 @@ out-of-bounds write is an error rather than silent corruption.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import hashlib
 import os
@@ -119,9 +120,21 @@ def _cache_dir() -> Path:
     return path
 
 
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    """subprocess.run, again on EFAULT: CPython starts the child with vfork, and a build thread's vfork can
+    fail with "Bad address" while the test thread's emulated CTAs map and unmap their fiber stacks."""
+    for attempt in range(3):
+        try:
+            return subprocess.run(cmd, **kw)
+        except OSError as e:
+            if e.errno != errno.EFAULT or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _extern_c(path: Path, cxx: str, include: Path | None = None) -> list[str]:
     """Names of the extern "C" functions of a preprocessed C++ file."""
-    run = subprocess.run([cxx, "-std=c++17", "-E", "-P", *(["-include", str(include)] if include else []),
+    run = _run([cxx, "-std=c++17", "-E", "-P", *(["-include", str(include)] if include else []),
                           "-x", "c++", str(path)], capture_output=True, text=True)
     if run.returncode:
         raise EmuError(f"preprocessing {path.name} failed:\n{run.stderr[-4000:]}")
@@ -174,9 +187,9 @@ def _compile(name: str, text: str, cxx: str, lib: Path) -> Path:
                         f"  static std::vector<emu::Kernel> k = {{\n    {table}}};\n  return k;\n}}\n")
         out = tmp / lib.name
         obj = tmp / f"{name}.o"
-        run = subprocess.run([cxx, *FLAGS, "-c", "-o", str(obj), str(main)], capture_output=True, text=True)
+        run = _run([cxx, *FLAGS, "-c", "-o", str(obj), str(main)], capture_output=True, text=True)
         if run.returncode == 0:
-            run = subprocess.run([cxx, *LINK, "-o", str(out), str(obj), "-ldl"], capture_output=True, text=True)
+            run = _run([cxx, *LINK, "-o", str(out), str(obj), "-ldl"], capture_output=True, text=True)
         if run.returncode:
             raise EmuError(f"g++ could not build {path.name} for the emulator:\n{run.stderr[-6000:]}")
         os.replace(out, lib)  # atomic: a concurrent build never sees half a library
