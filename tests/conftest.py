@@ -14,6 +14,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 _FRESH_ROOT: str | None = None
+_EMU_RECORDS: str | None = None
 
 
 def pytest_configure(config):
@@ -21,8 +22,21 @@ def pytest_configure(config):
     processes and CLI subprocesses inherit it), so the suite sees what a fresh machine has here
     too. Set it yourself to run against other data (PARALAB_SYSTEM_DATA_ROOT=/ for this
     machine's real installs); a test that wants the real root uses the `real_system_data` fixture."""
-    global _FRESH_ROOT
+    global _FRESH_ROOT, _EMU_RECORDS
     from lab.data.system import ENV_ROOT
+
+    if not hasattr(config, "workerinput"):  # the session's first process: pytest-xdist's workers inherit these
+        from cuda_emu import RECORDS_ENV
+
+        # One OpenMP thread per process: the workers, rank processes, CLI runs and the Streamlit server share the
+        # cores, and torch's spinning OpenMP threads made a small training test 3x slower beside a busy core.
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        # and torch.compile compiles in the process that asks (no pool of compile workers per process): 0.92x
+        # the CPU of test_wire_into.py's cold compiles
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+        _EMU_RECORDS = tempfile.mkdtemp(prefix="paralab-emu-records-")
+        os.environ[RECORDS_ENV] = _EMU_RECORDS
 
     if os.environ.get(ENV_ROOT):
         return
@@ -32,6 +46,9 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     from lab.data.system import ENV_ROOT
+
+    if _EMU_RECORDS is not None:
+        shutil.rmtree(_EMU_RECORDS, ignore_errors=True)
 
     if _FRESH_ROOT is not None:
         if os.environ.get(ENV_ROOT) == _FRESH_ROOT:
@@ -47,22 +64,17 @@ def real_system_data(monkeypatch):
     monkeypatch.delenv(ENV_ROOT, raising=False)
 
 
-#: The emulated kernel tests and the check after them that, together, they launched every kernel and looped
-#: every loop: one worker runs them, in this (name) order; the check reads what its own process launched.
-EMULATED_FAMILIES = ("test_block_scaled_kernels.py", "test_block_scaled_midpoints.py", "test_collective_kernels.py",
-                     "test_cuda_emu.py", "test_cuda_emu_concurrency.py", "test_kernels.py",
-                     "test_kernels_emulated_coverage.py")
+#: The check that the emulated tests of every worker together launched every kernel and looped every loop:
+#: it waits for their records (cuda_emu.harness.report), so it starts after every other unit.
+LAST_UNITS = ("tests/test_kernels_emulated_coverage.py",)
 
 
 def scheduling_unit(nodeid: str) -> str:
     """The unit pytest-xdist gives one worker: a test's module (its module-scoped fixtures, a launch of rank
     processes shared by its tests, start once); all the test_browser* modules together (the one shared
-    Streamlit server and Chromium); the emulated kernel families with their coverage check."""
+    Streamlit server and Chromium)."""
     path = nodeid.split("::", 1)[0]
-    name = os.path.basename(path)
-    if name.startswith("test_browser"):
-        return "browser"
-    return "emulated kernels" if name in EMULATED_FAMILIES else path
+    return "browser" if os.path.basename(path).startswith("test_browser") else path
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -81,7 +93,8 @@ def pytest_xdist_make_scheduler(config, log):
         def _assign_work_unit(self, node) -> None:
             queue = self.workqueue
             if queue:
-                longest = max(queue, key=lambda unit: seconds.get(unit, 0.3 * len(queue[unit])))
+                longest = max(queue, key=lambda unit: -1.0 if unit in LAST_UNITS else
+                              seconds.get(unit, 0.3 * len(queue[unit])))
                 queue.move_to_end(longest, last=False)
             super()._assign_work_unit(node)
 
@@ -101,8 +114,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """Stop the browser tests' shared server and browser once no further test uses them."""
+    """Report an emulated test's launches to the coverage check (whichever worker runs it). Stop the browser
+    tests' shared server and browser once no further test uses them."""
     import sys
+
+    if item.get_closest_marker("emu") and "cuda_emu.harness" in sys.modules:
+        sys.modules["cuda_emu.harness"].report(item.nodeid)
 
     fixtures = sys.modules.get("browser_fixtures")
     if fixtures is not None:
@@ -188,3 +205,4 @@ def target(request) -> KernelTarget:
     if request.param == "emu":
         request.getfixturevalue("cuda_emu")
     return KernelTarget(request.param)
+

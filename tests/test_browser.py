@@ -4,6 +4,7 @@ one control changes a number; screenshots go to the test's temporary directory (
 $PARALAB_SCREENSHOTS when set). Skipped when /usr/bin/chromium is absent (CI installs it)."""
 import contextlib
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,22 @@ _serve = serve
 
 def _settle(page, timeout: float = 120_000) -> None:
     settle(page, timeout)
+
+
+def _click_live(page, locate, timeout: float = 60.0) -> None:
+    """Click what `locate()` finds once only its live copy is left: a rerun can leave the previous render's
+    element on screen (hidden, soon detached) beside the new one, which fails Playwright's strict mode."""
+    from playwright.sync_api import Error
+
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            locate().click(timeout=5_000)
+            return
+        except Error:
+            if time.monotonic() > end:
+                raise
+            page.wait_for_timeout(200)
 
 
 def test_every_page_in_a_browser(server, browser, tmp_path):
@@ -295,10 +312,7 @@ def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, b
     _settle(page)
     page.get_by_role("button", name="Train", exact=True).click()
     page.get_by_text("running…").wait_for(timeout=120_000)  # the run has started (not a fixed wait)
-    # a rerun can leave the previous render's radio on screen for a moment: wait for the one live copy
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stRadio] label')]"
-                           ".filter(e => e.innerText.trim() === 'Search trace').length === 1", timeout=60_000)
-    page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True).click()  # elsewhere
+    _click_live(page, lambda: page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True))
     _settle(page)
     assert page.get_by_text("running…").count() == 1  # not restarted, not killed
     page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)

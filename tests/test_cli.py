@@ -324,7 +324,8 @@ def test_ctrl_c_keeps_finished_rows(tmp_path):
     codecs = ["fp16"] + ["dynamic_tree"] * 30
     cmd = [sys.executable, "-m", "lab", "errors", *[a for c in codecs for a in ("--codec", c)],
            "--dist", "normal(0,1)", "--samples", "200000", "--out", str(out)]
-    p = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_as_from_a_shell)
     seen = []
     deadline = time.monotonic() + 240
     for line in p.stderr:
@@ -353,12 +354,20 @@ STOPPABLE = {
 }
 
 
+def _as_from_a_shell() -> None:
+    """In the child before exec: Ctrl-C's default disposition, unblocked, as an interactive shell starts a
+    command (an ignored or blocked SIGINT is inherited through exec, and the test process's may not be
+    the default)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def stop_at(args: list[str], marker: str, out, env: dict | None = None) -> str:
     """Run `paralab <args> --out <out>`, press Ctrl-C when a stderr line starts with `marker`, and check
     the stop: exit 130, 'interrupted', the partial result written, no traceback. Returns stderr after
     the stop."""
     p = subprocess.Popen([sys.executable, "-m", "lab", *args, "--out", str(out)], cwd=REPO, env=env or ENV,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_shell)
     seen = []
     deadline = time.monotonic() + 240
     for line in p.stderr:

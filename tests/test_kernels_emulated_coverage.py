@@ -1,5 +1,6 @@
-"""Runs after the emulated kernel tests (files run in name order): every kernel of kernels/*.cu
-was launched, unchanged, by at least one of them."""
+"""Runs after the emulated kernel tests (conftest's scheduler starts this module last; it waits for the
+records every pytest-xdist worker writes after each emulated test, `harness.report`): every kernel of
+kernels/*.cu was launched, unchanged, by at least one of them, and every counted loop looped."""
 import pytest
 
 from cuda_emu import harness
@@ -19,6 +20,13 @@ def _families() -> dict[str, int]:
             "test_block_scaled_kernels.py::test_nvfp4_kernels_match_cpu": len(TB.ROUNDINGS) * len(TB.DTYPES)}
 
 
+def _records(request) -> tuple[set[str], dict]:
+    """What every process of this session launched and looped, once all its other emulated tests are done."""
+    here = request.node.path
+    expected = {i.nodeid for i in request.session.items if i.get_closest_marker("emu") and i.path != here}
+    return harness.gathered(expected)
+
+
 @pytest.mark.emu
 def test_every_kernel_ran_under_the_emulator(request) -> None:
     """Every kernel found in the sources was launched by an emulated test of this run."""
@@ -28,7 +36,8 @@ def test_every_kernel_ran_under_the_emulator(request) -> None:
         if ran < cases:
             pytest.skip(f"only {ran} of the {cases} emulated cases of {family} ran in this session "
                         "(run the whole suite or -m emu)")
-    missing = {k for name in (p.stem for p in KERNEL_DIR.glob("*.cu")) for k in harness.module(name).kernels} - harness.LAUNCHED
+    launched, _ = _records(request)
+    missing = {k for name in (p.stem for p in KERNEL_DIR.glob("*.cu")) for k in harness.module(name).kernels} - launched
     assert not missing, f"kernels with no emulated test: {sorted(missing)}"
 
 
@@ -41,6 +50,7 @@ def test_every_grid_and_block_loop_looped(request) -> None:
     for family, cases in _families().items():
         if sum(family + "[emu-" in n for n in emu) < cases:
             pytest.skip("run the whole suite or -m emu: the loop counts need every emulated family")
-    assert any(v[0] for v in harness.LOOPS.values()), "no counted loop ran"
-    once = harness.loops_once()
+    _, loops = _records(request)
+    assert any(v[0] for v in loops.values()), "no counted loop ran"
+    once = harness.loops_once(loops=loops)
     assert not once, f"loops that never went round twice: {once}"

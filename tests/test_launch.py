@@ -32,3 +32,16 @@ def test_a_zygote_with_a_thread_starts_fresh_rank_processes() -> None:
     out = run(threaded_ranks.identity, 2, timeout=60)
     _check(out, 2)
     assert [o["cmdline"] for o in out] == ["0", "1"]  # `python -m lab.comm.launch JOBDIR RANK`, not forked
+
+
+def test_ranks_get_a_share_of_the_cores_for_openmp_and_torch_compile(monkeypatch) -> None:
+    """Unless set, each of P ranks gets cores // P OpenMP threads and as many torch.compile workers (on a
+    2-core machine: none beside the rank, not a pool of compile processes per rank)."""
+    import launch_ranks
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    out = run(launch_ranks.identity, 2, timeout=60)
+    share = str(max(1, (os.cpu_count() or 1) // 2))
+    assert [(o["omp"], o["compile_threads"]) for o in out] == [(share, share)] * 2
+

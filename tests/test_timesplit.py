@@ -64,8 +64,9 @@ def _check_split(rows: list[dict], P: int) -> None:
         for s in r["split"]:
             total = s["wire_s"] + s["wait_s"] + s["codec_s"] + s["python_s"]
             assert min(s["wire_s"], s["wait_s"], s["codec_s"], s["python_s"]) >= 0, s
-            # adds up within 10 %, or 1 ms (a scheduler tick: a sub-millisecond call on a loaded machine)
-            assert math.isclose(total, s["seconds"], rel_tol=0.10, abs_tol=1e-3), (r["codec"], s)
+            # adds up within 10 %, or 4 ms (one scheduler tick at Linux's usual 250 Hz: the traced call is one
+            # sample, `seconds` a median, and a call of a few ms on a loaded machine can lose a tick to another)
+            assert math.isclose(total, s["seconds"], rel_tol=0.10, abs_tol=4e-3), (r["codec"], s)
             if r["codec"] != "fp32":
                 assert s["encode_s"] > 0 and s["codec_s"] > 0, s
             else:

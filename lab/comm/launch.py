@@ -104,6 +104,8 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     threads = max(1, (os.cpu_count() or 1) // procs)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))
+    # torch.compile's own worker pool (one more torch process per rank) only pays with cores to spare
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))
     env["GLOO_SOCKET_IFNAME"] = "lo"
     if net is None:
         zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
@@ -381,6 +383,11 @@ def _worker(jobdir: Path, rank: int) -> int:
             torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group(backend, init_method=f"file://{jobdir}/store", rank=rank, world_size=procs,
                                 timeout=timedelta(seconds=timeout))
+        if backend == "gloo":
+            # Gloo's init returns once this rank's side of every pair is up; a rank that ran fn and
+            # left at once could close a socket a slower peer was still handshaking on
+            # ("Connection closed by peer" in connectFullMesh). NCCL connects lazily.
+            dist.barrier()
         result = fn(TorchComm(), *args, **kwargs)
         torch.save(result, jobdir / f"result{rank}.pt")
     except BaseException as e:  # reported to the parent, which names this rank

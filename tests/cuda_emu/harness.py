@@ -18,11 +18,13 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
@@ -32,6 +34,8 @@ import numpy as np
 import torch
 
 from lab import backend
+
+from . import RECORDS_ENV
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
@@ -332,16 +336,68 @@ def cap_grids(monkeypatch, cap: int = TEST_MAX_GRID, cta: int = TEST_MAX_CTA) ->
     monkeypatch.setattr(cuda, "MAX_CTA", min(cta, cuda.MAX_CTA))
 
 
-def loops_once(before: dict[tuple[str, str, int], list[int]] | None = None) -> list[str]:
-    """Counted loops entered since `before` (a copy of LOOPS) that never went round twice and are
-    not SINGLE_PASS_LOOPS, as 'kernel file:line'."""
+def loops_once(before: dict[tuple[str, str, int], list[int]] | None = None,
+               loops: dict[tuple[str, str, int], list[int]] | None = None) -> list[str]:
+    """Counted loops of `loops` (default: this process's LOOPS) entered since `before` (a copy of LOOPS)
+    that never went round twice and are not SINGLE_PASS_LOOPS, as 'kernel file:line'."""
     before = before or {}
     out = []
-    for key, (entered, again) in sorted(LOOPS.items()):
+    for key, (entered, again) in sorted((LOOPS if loops is None else loops).items()):
         e0, a0 = before.get(key, (0, 0))
         if entered > e0 and again == a0 and not single_pass(*key):
             out.append(f"{key[0]} {key[1]}:{key[2]}")
     return out
+
+
+# ------------------------------------------------------------------ records across test processes
+
+_DONE: list[str] = []  # the emulated tests this process has finished
+
+
+def report(nodeid: str) -> None:
+    """After emulated test `nodeid`: write this process's LAUNCHED, LOOPS and finished tests to
+    $PARALAB_EMU_RECORDS/<pid>.json (whole, replaced atomically), so a check in another pytest-xdist
+    worker sees what every worker launched."""
+    root = os.environ.get(RECORDS_ENV)
+    _DONE.append(nodeid)
+    if not root:
+        return
+    out = Path(root) / f"{os.getpid()}.json"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"launched": sorted(LAUNCHED), "done": _DONE,
+                               "loops": [[*k, *v] for k, v in LOOPS.items()]}))
+    tmp.replace(out)
+
+
+def gathered(expected: set[str], timeout: float = 1200.0) -> tuple[set[str], dict[tuple[str, str, int], list[int]]]:
+    """Every process's LAUNCHED and LOOPS, merged, once the emulated tests `expected` (node ids) have all
+    reported; this process's own when no records directory is set. Fails naming the tests that never did."""
+    root = os.environ.get(RECORDS_ENV)
+    if not root:
+        return set(LAUNCHED), {k: list(v) for k, v in LOOPS.items()}
+    end = time.monotonic() + timeout
+    while True:
+        launched: set[str] = set()
+        loops: dict[tuple[str, str, int], list[int]] = {}
+        done: set[str] = set()
+        for f in Path(root).glob("*.json"):
+            try:
+                rec = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            launched |= set(rec["launched"])
+            done |= set(rec["done"])
+            for kernel, file, line, entered, again in rec["loops"]:
+                tally = loops.setdefault((kernel, file, line), [0, 0])
+                tally[0] += entered
+                tally[1] += again
+        missing = expected - done
+        if not missing:
+            return launched, loops
+        if time.monotonic() > end:
+            raise AssertionError(f"{len(missing)} emulated tests never reported to {root} in {timeout:.0f} s, "
+                                 f"e.g. {sorted(missing)[:3]} (a crashed worker?)")
+        time.sleep(0.5)
 
 
 # ------------------------------------------------------------------ arguments (CuPy's rules)
