@@ -111,6 +111,20 @@ def test_repeated_allreduces_allocate_nothing_per_hop(spec: str, monkeypatch) ->
         assert sizes == [[4 * n] * P] * 2, (algorithm, P, [s[:8] for s in sizes])
 
 
+@pytest.mark.parametrize("algorithm", ["tree", "recursive_doubling", "rabenseifner"])
+def test_tree_and_butterflies_allocate_nothing_per_hop(algorithm: str) -> None:
+    """The same for the binomial tree, recursive doubling and Rabenseifner, with the fold of P = 3 and
+    without it (P = 4): every payload, sent, received or concatenated, lands in a buffer kept on the comm."""
+    from lab.comm.sim import simulate
+    n = 1 << 16
+    for P in (3, 4):
+        def rank(comm):
+            x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank))
+            return _allocations(comm, x, "dynamic_tree:block_size=4096", algorithm, {})
+        sizes = simulate(rank, P, strict=True)[0]
+        assert sizes == [[4 * n] * P] * 2, (algorithm, P, [s[:8] for s in sizes])
+
+
 @pytest.mark.parametrize("spec", ["mxfp8_e5m2", "mxfp6_e3m2", "mxint8", "mxfp4_e2m1:scale_rule=rceil",
                                   "nvfp4", "nvfp4:rounding=stochastic"])
 def test_block_scaled_into_paths_equal_encode_and_decode(spec: str) -> None:

@@ -193,7 +193,11 @@ class Channel:
             if self._scratch is not None and self._scratch.numel() >= offset + n:
                 return self._scratch[offset:offset + n]
             return torch.empty(n, dtype=torch.float32, device=self.comm.device)
-        nbytes = self.nbytes(n)
+        return self.byte_buffer(self.nbytes(n), slot)
+
+    def byte_buffer(self, nbytes: int, slot: object = None) -> torch.Tensor:
+        """A uint8 buffer of `nbytes` (a message of several payloads): with a `slot`, kept on the comm
+        as `buffer`'s; without one, a fresh buffer."""
         if slot is None:
             return torch.empty(nbytes, dtype=torch.uint8, device=self.comm.device)
         pool = payload_pool(self.comm)
@@ -216,22 +220,25 @@ class Channel:
     def send(self, payload: torch.Tensor, dst: int) -> None:
         self.comm.exchange([(payload, dst)]).wait()
 
-    def recv(self, n: int, src: int) -> torch.Tensor:
-        """Receive the payload of n values from `src` into a scratch or fresh buffer."""
-        buf = self.buffer(n)
+    def recv(self, n: int, src: int, slot: object = None) -> torch.Tensor:
+        """Receive the payload of n values from `src` into a scratch, kept (`slot`, as `buffer`'s) or
+        fresh buffer."""
+        buf = self.buffer(n, slot=slot)
         self.comm.exchange(recvs=[(buf, src)]).wait()
         return buf
 
-    def recv_into(self, seg: torch.Tensor, src: int) -> torch.Tensor:
-        """Receive a final payload from `src`, decode it into `seg`, return the payload."""
-        payload = self.final_buffer(seg)
+    def recv_into(self, seg: torch.Tensor, src: int, slot: object = None) -> torch.Tensor:
+        """Receive a final payload from `src` (into the kept buffer `slot`, when given), decode it
+        into `seg`, return the payload."""
+        payload = self.final_buffer(seg, slot=slot)
         self.comm.exchange(recvs=[(payload, src)]).wait()
         self.decode_into(payload, seg)
         return payload
 
-    def exchange(self, payload: torch.Tensor, peer: int, n: int) -> torch.Tensor:
-        """Swap payloads with `peer` in one batch; the received payload of n values."""
-        got = self.buffer(n)
+    def exchange(self, payload: torch.Tensor, peer: int, n: int, slot: object = None) -> torch.Tensor:
+        """Swap payloads with `peer` in one batch; the received payload of n values (in the kept
+        buffer `slot`, when given)."""
+        got = self.buffer(n, slot=slot)
         self.comm.exchange([(payload, peer)], [(got, peer)]).wait()
         return got
 

@@ -26,10 +26,10 @@ class Fold(rank_trees.Fold):
         """Before the core: an even rank of a pair sends its data (and returns False: it only
         waits for the result); the odd one adds it. True for ranks in the core."""
         if self.vrank is None:
-            ch.send(ch.encode(buf), self.partner)
+            ch.send(ch.encode(buf, slot=("fold", "in")), self.partner)
             return False
         if self.partner is not None:
-            ch.add_into(ch.recv(buf.numel(), self.partner), buf)
+            ch.add_into(ch.recv(buf.numel(), self.partner, slot=("fold", "in")), buf)
         return True
 
 

@@ -42,11 +42,11 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         peer = fold.real(v ^ m)
         mid = lo + (hi - lo) // 2
         (klo, khi), (slo, shi) = ((lo, mid), (mid, hi)) if not v & m else ((mid, hi), (lo, mid))
-        got = ch.exchange(ch.encode(buf[slo:shi]), peer, khi - klo)
+        got = ch.exchange(ch.encode(buf[slo:shi], slot=("halving", m)), peer, khi - klo, slot=("halving", m))
         ch.add_into(got, buf[klo:khi])
         lo, hi = klo, khi
         m >>= 1
-    payloads = {v: ch.finalize(buf[lo:hi])}
+    payloads = {v: ch.finalize(buf[lo:hi], slot="owned")}
     m = 1
     while m < core:
         peer = fold.real(v ^ m)
@@ -54,14 +54,15 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
         other = (v ^ m) & ~(m - 1)
         glo, ghi = _range(group, m, core, n)[0], _range(group + m - 1, m, core, n)[1]
         olo, ohi = _range(other, m, core, n)[0], _range(other + m - 1, m, core, n)[1]
-        mine = _cat(ch, [payloads[u] for u in range(group, group + m)], buf[glo:ghi])
+        # every message of the doubling has a kept buffer of its own: the pieces received stay in use
+        mine = _cat(ch, [payloads[u] for u in range(group, group + m)], buf[glo:ghi], ("doubling out", m))
         n_other = sum(_piece_bytes(ch, other + i, core, n) for i in range(m))
-        got = _recv_buffer(ch, n_other, buf[olo:ohi])
+        got = _recv_buffer(ch, n_other, buf[olo:ohi], ("doubling in", m))
         ch.post([(mine, peer)], [(got, peer)]).wait()
         payloads.update(_split(ch, got, other, m, core, n, buf))
         m <<= 1
     if fold.partner is not None:
-        ch.send(_cat(ch, [payloads[u] for u in range(core)], buf), fold.partner)
+        ch.send(_cat(ch, [payloads[u] for u in range(core)], buf, ("fold", "out")), fold.partner)
 
 
 def _piece_bytes(ch: Channel, v: int, core: int, n: int) -> int:
@@ -69,17 +70,20 @@ def _piece_bytes(ch: Channel, v: int, core: int, n: int) -> int:
     return ch.nbytes(hi - lo)
 
 
-def _cat(ch: Channel, payloads: list[torch.Tensor], raw: torch.Tensor) -> torch.Tensor:
-    """The payloads of consecutive pieces as one message (raw: the contiguous fp32 range)."""
+def _cat(ch: Channel, payloads: list[torch.Tensor], raw: torch.Tensor, slot: object) -> torch.Tensor:
+    """The payloads of consecutive pieces as one message, in the kept buffer `slot` (raw: the
+    contiguous fp32 range)."""
     if ch.codec is None:
         return raw
     parts = [p for p in payloads if p.numel()]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.uint8, device=raw.device)
+    out = ch.byte_buffer(sum(p.numel() for p in parts), slot)
+    return torch.cat(parts, out=out) if parts else out
 
 
-def _recv_buffer(ch: Channel, nbytes: int, raw: torch.Tensor) -> torch.Tensor:
-    """Where a message of consecutive pieces lands (raw: straight into their fp32 range)."""
-    return raw if ch.codec is None else torch.empty(nbytes, dtype=torch.uint8, device=raw.device)
+def _recv_buffer(ch: Channel, nbytes: int, raw: torch.Tensor, slot: object) -> torch.Tensor:
+    """Where a message of consecutive pieces lands, the kept buffer `slot` (raw: straight into their
+    fp32 range)."""
+    return raw if ch.codec is None else ch.byte_buffer(nbytes, slot)
 
 
 def _split(ch: Channel, got: torch.Tensor, first: int, count: int, core: int, n: int,
@@ -101,7 +105,7 @@ def _split(ch: Channel, got: torch.Tensor, first: int, count: int, core: int, n:
 def _receive_all(ch: Channel, buf: torch.Tensor, src: int, core: int) -> None:
     n = buf.numel()
     total = sum(_piece_bytes(ch, u, core, n) for u in range(core))
-    got = _recv_buffer(ch, total, buf)
+    got = _recv_buffer(ch, total, buf, ("fold", "out"))
     ch.post(recvs=[(got, src)]).wait()
     _split(ch, got, 0, core, core, n, buf)
 

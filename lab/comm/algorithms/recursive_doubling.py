@@ -21,13 +21,13 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     if comm.size == 1:
         return
     if not fold.hand_in(ch, buf):
-        ch.recv_into(buf, fold.partner)
+        ch.recv_into(buf, fold.partner, slot=("fold", "out"))
         return
     mask = 1
-    while mask < fold.core:
+    while mask < fold.core:  # both payloads are used up within the step: two kept buffers for all steps
         peer = fold.real(fold.vrank ^ mask)
-        mine = ch.encode(buf)
-        theirs = ch.exchange(mine, peer, n)
+        mine = ch.encode(buf, slot=("doubling", "mine"))
+        theirs = ch.exchange(mine, peer, n, slot=("doubling", "theirs"))
         if ch.codec is None:
             buf.add_(theirs)
         else:
@@ -35,7 +35,7 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
             ch.add_into(theirs, buf)
         mask <<= 1
     if fold.extra:
-        payload = ch.finalize(buf)
+        payload = ch.finalize(buf, slot=("fold", "out"))
         if fold.partner is not None:
             ch.send(payload, fold.partner)
 

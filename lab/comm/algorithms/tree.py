@@ -4,6 +4,7 @@
 Rank r sends its partial sum to r - lowbit(r) after adding its children r + 2^k (2^k < lowbit(r),
 in increasing k). The root encodes the sum once; the broadcast forwards that payload unchanged.
 Every transfer is one batch of `Comm.exchange`; a parent's sends to its children are one batch.
+Codec payloads go in buffers kept on the comm (`Channel` slots): no allocation per level.
 """
 from __future__ import annotations
 
@@ -21,13 +22,13 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
     if P == 1:
         return
     parent, kids = binomial(r, P)
-    for k in kids:
-        ch.add_into(ch.recv(n, k), buf)
+    for k in kids:  # each payload is added before the next arrives: one kept buffer for all
+        ch.add_into(ch.recv(n, k, slot=("tree", "in")), buf)
     if parent is None:
-        payload = ch.finalize(buf)
+        payload = ch.finalize(buf, slot=("tree", "down"))
     else:
-        ch.send(ch.encode(buf), parent)
-        payload = ch.recv_into(buf, parent)
+        ch.send(ch.encode(buf, slot=("tree", "up")), parent)
+        payload = ch.recv_into(buf, parent, slot=("tree", "down"))
     ch.post([(payload, k) for k in reversed(kids)]).wait()
 
 
