@@ -116,7 +116,7 @@ def test_tree_and_butterflies_allocate_nothing_per_hop(algorithm: str) -> None:
     """The same for the binomial tree, recursive doubling and Rabenseifner, with the fold of P = 3 and
     without it (P = 4): every payload, sent, received or concatenated, lands in a buffer kept on the comm."""
     from lab.comm.sim import simulate
-    n = 1 << 16
+    n = 1 << 18  # Rabenseifner's quarters at P = 4 are 2^16 values: the compiled passes (lab.codecs.cpu.MIN_COMPILED)
     for P in (3, 4):
         def rank(comm):
             x = torch.randn(n, generator=torch.Generator().manual_seed(comm.rank))
