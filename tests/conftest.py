@@ -205,4 +205,3 @@ def target(request) -> KernelTarget:
     if request.param == "emu":
         request.getfixturevalue("cuda_emu")
     return KernelTarget(request.param)
-

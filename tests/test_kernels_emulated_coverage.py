@@ -21,21 +21,20 @@ def _families() -> dict[str, int]:
 
 
 def _records(request) -> tuple[set[str], dict]:
-    """What every process of this session launched and looped, once all its other emulated tests are done."""
-    here = request.node.path
-    expected = {i.nodeid for i in request.session.items if i.get_closest_marker("emu") and i.path != here}
-    return harness.gathered(expected)
+    """What every process of this session launched and looped, once all its other emulated tests are done;
+    skips unless every emulated case of the families that launch every kernel was selected."""
+    emu = [i for i in request.session.items if i.get_closest_marker("emu")]
+    for family, cases in _families().items():
+        ran = sum(family + "[emu-" in i.nodeid for i in emu)
+        if ran < cases:
+            pytest.skip(f"only {ran} of the {cases} emulated cases of {family} ran in this session "
+                        "(run the whole suite or -m emu)")
+    return harness.gathered({i.nodeid for i in emu if i.path != request.node.path})
 
 
 @pytest.mark.emu
 def test_every_kernel_ran_under_the_emulator(request) -> None:
     """Every kernel found in the sources was launched by an emulated test of this run."""
-    emu = [i.nodeid for i in request.session.items if i.get_closest_marker("emu")]
-    for family, cases in _families().items():
-        ran = sum(family + "[emu-" in n for n in emu)
-        if ran < cases:
-            pytest.skip(f"only {ran} of the {cases} emulated cases of {family} ran in this session "
-                        "(run the whole suite or -m emu)")
     launched, _ = _records(request)
     missing = {k for name in (p.stem for p in KERNEL_DIR.glob("*.cu")) for k in harness.module(name).kernels} - launched
     assert not missing, f"kernels with no emulated test: {sorted(missing)}"
@@ -46,10 +45,6 @@ def test_every_grid_and_block_loop_looped(request) -> None:
     """Under the test grid cap (`harness.cap_grids`) every grid-stride and block loop of every kernel
     that ran went round more than once in some thread of this run: a loop that only ever runs once
     hides what happens to the state it carries (a max that keeps only the last chunk, say)."""
-    emu = [i.nodeid for i in request.session.items if i.get_closest_marker("emu")]
-    for family, cases in _families().items():
-        if sum(family + "[emu-" in n for n in emu) < cases:
-            pytest.skip("run the whole suite or -m emu: the loop counts need every emulated family")
     _, loops = _records(request)
     assert any(v[0] for v in loops.values()), "no counted loop ran"
     once = harness.loops_once(loops=loops)

@@ -16,7 +16,6 @@ import pandas as pd
 from lab.data.results import RESULTS_ENV, results_dir  # noqa: F401  (where results go; re-exported)
 
 
-
 def jsonable(obj: Any) -> Any:
     """Plain JSON values: NaN/inf -> null, numpy scalars -> Python, tuples -> lists, paths -> str."""
     if isinstance(obj, dict):
