@@ -1,7 +1,7 @@
 """The dashboard's speed as a person sees it: each page of app/page_list.py opened in Debian's Chromium
 (Playwright) on a warm `streamlit run app/Home.py`, timed to a finished render (the script done, every
-plotly chart drawn), and one control change per page timed the same way. Median of 3 visits after one
-warm-up visit. Writes bench/results/app-browser-<device>.json with the machine's load at the time.
+plotly chart drawn but those app/chart.js leaves for later, far below the window), and one control change per
+page timed the same way. Median of 3 visits after one warm-up visit. Writes bench/results/app-browser-<device>.json with the machine's load at the time.
 
     python bench/app_browser.py [--pages codecs,transfer] [--visits 3] [--out PATH]
     python bench/app_browser.py --shots docs/screenshots      # each page at 1400 px, small PNGs
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -91,6 +92,8 @@ def launch():
             b.close()
 
 
+# How near the window app/chart.js draws a chart (its NEAR_PX): one further down is left for later.
+NEAR_PX = int(re.search(r"const NEAR_PX = (\d+);", (ROOT / "app" / "chart.js").read_text()).group(1))
 # True once the script has finished and every plotly chart on the page is drawn.
 _DONE = """() => {
   const app = document.querySelector("[data-test-script-state]");
@@ -99,9 +102,12 @@ _DONE = """() => {
   if (document.querySelector("[data-testid='stSpinner']")) return false;
   // a widget whose code is still being fetched (lazy-loaded on a tab's first use) is a grey skeleton
   if (document.querySelector("[data-testid='stMain'] [data-testid='stSkeleton']")) return false;
+  // every chart drawn, but those app/chart.js keeps for later: more than NEAR_PX below the window
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'], .paralab-chart")];
-  return charts.every(c => c.querySelector(".main-svg"));
-}"""
+  // (and those not shown at all, as in a closed expander: drawn when opened)
+  return charts.every(c => c.querySelector(".main-svg") || !c.checkVisibility()
+                           || c.getBoundingClientRect().top > window.innerHeight + NEAR_PX);
+}""".replace("NEAR_PX", str(NEAR_PX))
 # Records each change of the script state after a control is touched.
 _WATCH = """() => {
   window.__states = [];
@@ -136,6 +142,18 @@ def settle(page, timeout_ms: float = 120_000) -> float:
     return page.evaluate("() => window.__lastMut || performance.now()")
 
 
+def draw_all(page, timeout_ms: float = 60_000) -> None:
+    """Scroll to each chart in turn (app/chart.js draws those far below the window only as they come near it),
+    wait for it to be drawn, then scroll back to the top."""
+    charts = page.locator(".paralab-chart")
+    for i in range(charts.count()):
+        if not charts.nth(i).evaluate("c => c.checkVisibility()"):
+            continue  # not shown (a closed expander): drawn once it is
+        charts.nth(i).scroll_into_view_if_needed()
+        charts.nth(i).locator(".main-svg").first.wait_for(timeout=timeout_ms)
+    page.evaluate("() => document.querySelector(\"[data-testid='stMain']\")?.scrollTo(0, 0)")
+
+
 def open_page(browser, url: str, width: int = 1400, context=None):
     """A new tab at `url`, timed from navigation to its last DOM change once the render is finished:
     (page, seconds). In `context` (a browser profile that keeps its HTTP and code caches between tabs),
@@ -164,11 +182,16 @@ def page_controls(page, url_path: str):
         fwd, back = CONTROL[url_path]
         return (main.get_by_text(fwd, exact=True).first.click, main.get_by_text(back, exact=True).first.click,
                 f"'{fwd}' and back")
-    radio = main.locator("[data-testid='stRadio']:visible").first
+    # the first radio with a choice made (a prediction's radio starts with none: there is nothing to go back to)
+    radio = main.locator("[data-testid='stRadio']:visible").filter(
+        has=page.locator("[data-testid='stRadioOption'][data-selected='true']")).first
     if radio.count():
-        other = radio.locator("[data-testid='stRadioOption']:not([data-selected='true'])").first
-        chosen = radio.locator("[data-testid='stRadioOption'][data-selected='true']").first
-        return other.click, chosen.click, f"radio '{other.inner_text().strip()}' and back"
+        # the two options by their text, read now: a locator by selection state would find the option just
+        # chosen when asked to go back, and its click would change nothing
+        other = radio.locator("[data-testid='stRadioOption']:not([data-selected='true'])").first.inner_text().strip()
+        chosen = radio.locator("[data-testid='stRadioOption'][data-selected='true']").first.inner_text().strip()
+        option = lambda text: radio.get_by_text(text, exact=True).first  # noqa: E731
+        return (lambda: option(other).click()), (lambda: option(chosen).click()), f"radio '{other}' and back"
     box = main.locator("[data-testid='stSelectbox']:visible").first
     if box.count() and box.locator("[data-baseweb='select']").count():
         label = box.locator("[data-testid='stWidgetLabel']").inner_text().strip()
@@ -321,6 +344,7 @@ def screenshots(url: str, browser, pages: list[page_list.PageInfo], folder: Path
     saved = []
     for p in pages:
         page, _ = open_page(browser, f"{url}/{p.url_path}", width)
+        draw_all(page)
         page.wait_for_timeout(500)  # fonts and the last chart transitions
         tmp = folder / f".{p.url_path or 'home'}.raw.png"
         page.screenshot(path=str(tmp), full_page=True)

@@ -181,7 +181,7 @@ def _until(at: AppTest, done, timeout: float = 180.0) -> AppTest:
 
 
 def test_collectives_page_model_and_limits():
-    at = page("collectives")
+    at = page("collectives", part="Measured here")
     assert not at.exception
     t8 = number(metric(at, "ring time"))
     at.number_input(key="w_P").set_value(64).run()

@@ -5,13 +5,14 @@ $PARALAB_SCREENSHOTS when set). Skipped when /usr/bin/chromium is absent (CI ins
 import contextlib
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from app_browser import serve, settle  # noqa: E402  (the browser benchmark's own helpers)
+from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
 from browser_fixtures import browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
@@ -31,6 +32,10 @@ SMALL_RUNS = {
     "deep_image": "tp_batch=1",
     "fusion": "epochs=1&train_n=500&test_n=500",
 }
+
+
+# Pages whose Run buttons sit in tabs other than the one a default view opens: (URL key, those tabs)
+RUN_TABS = {"collectives": ("part", ["Measured here", "Error as P grows", "Where the time goes"])}
 
 
 def small(path: str, query: str = "") -> str:
@@ -80,9 +85,12 @@ def test_every_page_in_a_browser(server, browser, tmp_path):
         if path:
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
             assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path}"
-            # every chart is drawn by the bundled plotly.js (app/chart.py), none left empty or failed
+            # every chart is drawn by the bundled plotly.js (app/chart.py), none left empty or failed; those far
+            # below the window are drawn as they come near it, so each is scrolled to first
+            draw_all(page)
             charts = page.locator(".paralab-chart")
-            assert charts.count() >= 1 and charts.count() == page.locator(".paralab-chart .main-svg").evaluate_all(
+            shown = charts.evaluate_all("els => els.filter(e => e.checkVisibility()).length")
+            assert shown >= 1 and shown == page.locator(".paralab-chart .main-svg").evaluate_all(
                 "els => new Set(els.map(e => e.closest('.paralab-chart'))).size"), path
             assert page.get_by_text("This chart could not be drawn").count() == 0, path
         _shot(page, tmp_path, path or "home")
@@ -216,26 +224,31 @@ def _primary_buttons(page):
                          ids=[p.url_path for p in page_list.PAGES if p is not page_list.HOME])
 def test_every_run_button_reaches_a_result(server, browser, info):
     """Press each Run button the default view shows (in turn, on the page with its runs sized down by
-    SMALL_RUNS: the same buttons) and wait for its result: no exception box."""
+    SMALL_RUNS: the same buttons) and wait for its result: no exception box. A page whose runs sit in tabs
+    (RUN_TABS) is pressed through in each of those tabs."""
+    key, tabs = RUN_TABS.get(info.url_path, ("", [""]))
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
-    page.goto(f"{server}/{info.url_path}")
-    _settle(page)
-    labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
-    if info.url_path in SMALL_RUNS:
-        page.goto(f"{server}/{small(info.url_path)}")
+    for tab in tabs:
+        query = f"{key}={urllib.parse.quote(tab)}" if tab else ""
+        page.goto(f"{server}/{info.url_path}" + (f"?{query}" if query else ""))
         _settle(page)
-        _no_exception(page, small(info.url_path))
-        assert [b.inner_text().strip() for b in _primary_buttons(page).all()] == labels, small(info.url_path)
-    for label in labels:
-        button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
-                              has_text=label).first
-        if not button.count() or button.is_disabled():
-            continue
-        button.click()
-        page.wait_for_timeout(300)
-        page.wait_for_function(_RUN_DONE, timeout=240_000, polling=250)
-        _settle(page, 240_000)
-        _no_exception(page, f"{info.title} after '{label}'")
+        labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
+        assert labels or not tab, f"no Run button in {info.title}'s tab {tab!r}"
+        if info.url_path in SMALL_RUNS:
+            page.goto(f"{server}/{small(info.url_path, query)}")
+            _settle(page)
+            _no_exception(page, small(info.url_path, query))
+            assert [b.inner_text().strip() for b in _primary_buttons(page).all()] == labels, small(info.url_path)
+        for label in labels:
+            button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
+                                  has_text=label).first
+            if not button.count() or button.is_disabled():
+                continue
+            button.click()
+            page.wait_for_timeout(300)
+            page.wait_for_function(_RUN_DONE, timeout=240_000, polling=250)
+            _settle(page, 240_000)
+            _no_exception(page, f"{info.title}{' ' + tab if tab else ''} after '{label}'")
     page.close()
 
 

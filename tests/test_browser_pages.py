@@ -58,3 +58,19 @@ def test_step_through_controls_are_usable_at_800px(server, browser, tmp_path, wi
     assert play["y"] + play["height"] <= slider["y"] or play["x"] >= slider["x"] + slider["width"]  # not on it
     _shot(page, tmp_path, f"step_through_{width}")
     page.close()
+
+
+def test_a_chart_far_below_the_window_is_drawn_as_it_comes_near(server, browser):
+    """Issue 28.8: a page's charts far below the window cost a first visit nothing (app/chart.js draws each as
+    it comes within NEAR_PX of the window), and scrolling to one draws it. Fails where every chart is drawn at once."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/collectives?part=Where%20the%20time%20goes")
+    settle(page)
+    charts = page.locator(".paralab-chart")
+    assert charts.count() >= 3  # the model's chart, the split's timeline and its bars
+    drawn = lambda: [c.locator(".main-svg").count() > 0 for c in charts.all()]  # noqa: E731
+    assert drawn()[0] and not drawn()[-1], drawn()  # the first in view, the last far below: not yet
+    charts.last.scroll_into_view_if_needed()
+    charts.last.locator(".main-svg").first.wait_for(timeout=30_000)
+    assert all(drawn())
+    page.close()

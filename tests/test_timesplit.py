@@ -175,7 +175,7 @@ def test_collectives_page_shows_where_the_time_went():
 
     from chart import figures
 
-    at = page("collectives")
+    at = page("collectives", part="Where the time goes")
     assert not at.exception, at.exception
     timeline = next(f for f in figures(at) if "one ring allreduce" in str(f["layout"].get("title", "")))
     kinds = {t["name"] for t in timeline["data"]}
@@ -201,7 +201,7 @@ def test_collectives_page_measures_the_split_live():
     def title(a) -> str:
         return " ".join(str(f["layout"].get("title", "")) for f in figures(a))
 
-    at = page("collectives", split_values=str(1 << 14), split_codecs="fp16")
+    at = page("collectives", split_values=str(1 << 14), split_codecs="fp16", part="Where the time goes")
     at.button(key="run_split_run").click().run()
     end = time.time() + 300
     while "measured here" not in title(at) and not at.error and time.time() < end:

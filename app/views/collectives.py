@@ -99,6 +99,7 @@ def _scale_takeaway(edf) -> str:
 
 
 ASK_P, ASK_CODEC, ASK_N = 64, "dynamic_tree", 1024  # the prediction's setting (SimComm, seed 0)
+PARTS = ["Every collective", "Measured here", "Error as P grows", "Where the time goes"]
 GAPS = {"about 1x (the same)": 1.0, "about 2x": 2.0, "about 5x": 5.0, "about 10x": 10.0, "about 60x": 60.0}
 
 
@@ -145,8 +146,9 @@ def render() -> None:
     ui.lesson("Which allreduce algorithm is fastest for your message size and GPU count, and how close does it "
               "come to the best any algorithm can do?",
               "Look at the gap between each dashed line (an algorithm's modelled time) and the black line (the "
-              "lower bound): small messages are ruled by latency (rounds), large ones by bytes per rank. Below, "
-              "the same algorithms measured here, and how a codec's error grows with the number of ranks.")
+              "lower bound): small messages are ruled by latency (rounds), large ones by bytes per rank. In the tabs "
+              "below: every other collective, the same algorithms measured here, how a codec's error grows with "
+              "the number of ranks, and where a measured allreduce spends its time.")
 
     def preset_ring_vs_tree():
         ui.set_state(algorithm="ring", P=64, size=1 << 26, link="ib_fdr", compare=["ring", "tree", "rabenseifner"])
@@ -198,11 +200,21 @@ def render() -> None:
     st.markdown(f"To watch each message of {algorithm} move between ranks, round by round: "
                 "[Step through an allreduce](./step_through).")
 
-    if P > 1:
-        _ops_section(P, size, link)
-        st.fragment(_released(_measured_section, "meas_run"))(algorithm, P, size, link)
-    st.fragment(_released(_scale_section, "err_run"))(algorithm, CODECS)
-    st.fragment(_released(render_time_split, "split_run"))()  # "Where did the time go?" (views/_time_split.py)
+    _predict_gap()
+    # The rest of the page in tabs, only the open one drawn: all four at once made a first visit ~0.6 s slower
+    # in the browser (issue 28: 2.2 s against a 2 s target, bench/app_browser.py)
+    boxes, part = ui.tabs(PARTS, "part")
+    with boxes[PARTS.index(part)]:
+        if part in PARTS[:2] and P == 1:
+            st.info(f"{part}: needs P ≥ 2 ranks (up to 1024); with P = 1 no collective moves a byte.")
+        elif part == "Every collective":
+            _ops_section(P, size, link)
+        elif part == "Measured here":
+            st.fragment(_released(_measured_section, "meas_run"))(algorithm, P, size, link)
+        elif part == "Error as P grows":
+            st.fragment(_released(_scale_section, "err_run"))(algorithm, CODECS)
+        else:  # "Where did the time go?" (views/_time_split.py)
+            st.fragment(_released(render_time_split, "split_run"))()
 
 
 def _released(section, key: str):
@@ -290,7 +302,6 @@ def _measured_section(algorithm: str, P: int, size: int, link: str) -> None:
 
 def _scale_section(algorithm: str, CODECS: list) -> None:
     st.subheader("Error of compressed allreduce as P grows (simulator)")
-    _predict_gap()
     st.caption(f"Each of P simulated ranks holds n normal values (n under More settings); the {algorithm} "
                "allreduce sends them through the codec, and the result is compared with the exact sum.")
     e1, e2 = st.columns([3, 1])
