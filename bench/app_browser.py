@@ -102,11 +102,12 @@ _DONE = """() => {
   if (document.querySelector("[data-testid='stSpinner']")) return false;
   // a widget whose code is still being fetched (lazy-loaded on a tab's first use) is a grey skeleton
   if (document.querySelector("[data-testid='stMain'] [data-testid='stSkeleton']")) return false;
-  // every chart drawn, but those app/chart.js keeps for later: more than NEAR_PX below the window
+  // every chart drawn, but those app/chart.js keeps for later: more than NEAR_PX above or below the window, or
+  // not shown at all (a closed expander: drawn when opened)
   const charts = [...document.querySelectorAll("[data-testid='stPlotlyChart'], .paralab-chart")];
-  // (and those not shown at all, as in a closed expander: drawn when opened)
-  return charts.every(c => c.querySelector(".main-svg") || !c.checkVisibility()
-                           || c.getBoundingClientRect().top > window.innerHeight + NEAR_PX);
+  const away = (c) => { const r = c.getBoundingClientRect();
+                        return r.top > window.innerHeight + NEAR_PX || r.bottom < -NEAR_PX; };
+  return charts.every(c => c.querySelector(".main-svg") || !c.checkVisibility() || away(c));
 }""".replace("NEAR_PX", str(NEAR_PX))
 # Records each change of the script state after a control is touched.
 _WATCH = """() => {
@@ -142,16 +143,19 @@ def settle(page, timeout_ms: float = 120_000) -> float:
     return page.evaluate("() => window.__lastMut || performance.now()")
 
 
-def draw_all(page, timeout_ms: float = 60_000) -> None:
-    """Scroll to each chart in turn (app/chart.js draws those far below the window only as they come near it),
-    wait for it to be drawn, then scroll back to the top."""
+def draw_all(page, timeout_ms: float = 60_000) -> int:
+    """Scroll to each chart in turn (app/chart.js draws a chart only as it comes near the window), wait for it to
+    be drawn, then scroll back to the top; the number of charts drawn (a TimeoutError names one that is not)."""
     charts = page.locator(".paralab-chart")
+    drawn = 0
     for i in range(charts.count()):
         if not charts.nth(i).evaluate("c => c.checkVisibility()"):
             continue  # not shown (a closed expander): drawn once it is
         charts.nth(i).scroll_into_view_if_needed()
         charts.nth(i).locator(".main-svg").first.wait_for(timeout=timeout_ms)
+        drawn += 1
     page.evaluate("() => document.querySelector(\"[data-testid='stMain']\")?.scrollTo(0, 0)")
+    return drawn
 
 
 def open_page(browser, url: str, width: int = 1400, context=None):
@@ -384,14 +388,15 @@ def main() -> None:
            "load_avg_1_5_15_before": load_before, "load_avg_1_5_15_after": os.getloadavg(),
            "targets_s": {"view": TARGET_VIEW_S, "change": TARGET_CHANGE_S},
            "timing": "median of visits after one warm-up visit on a warm server; a view is finished at its last "
-                     "DOM change once the script has stopped, every plotly chart is drawn and nothing changed for "
+                     "DOM change once the script has stopped, every plotly chart in the window is drawn (app/chart.js "
+                     "draws the others as they scroll into view) and nothing changed for "
                      f"{QUIET_MS} ms. view_s: a new tab at the page's URL in a browser that has shown the dashboard "
                      "before (one profile: its HTTP and code caches warm), timed from navigation; first_visit_s: the "
                      "same in a fresh browser profile each time (nothing cached: Streamlit's JavaScript and the "
                      "bundled plotly.js, app/static, fetched, compiled and run); navigate_s: a click on the "
                      "page's sidebar link from Home in one tab that has shown every page once (timed from the "
-                     "click); a change is a click on the page's control (CONTROL, else its first radio, else its "
-                     "first number input) and the click that undoes it, each timed to the rerun's finished render "
+                     "click); a change is a click on the page's control (CONTROL, else its first radio with a choice made, "
+                     "else its first selectbox, number input, slider or preset button) and the click that undoes it, each timed to the rerun's finished render "
                      "after 1.5 s idle, in one tab",
            "rows": rows}
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

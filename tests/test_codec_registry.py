@@ -182,18 +182,21 @@ def test_plugin_codec_is_the_hook_of_a_two_rank_ddp_run(plugin, tmp_path, monkey
     assert len(encoded) >= 2 and all(n > 0 for n in encoded)
 
 
+TAB = {"collectives": {"part": "Error as P grows"}}  # the tab a page's codec choice is in, where it has tabs
+
+
 @pytest.mark.parametrize("page_name, key", [("codecs", "w_codecs"), ("transfer", "w_codecs"),
                                             ("collectives", "w_err_codecs"), ("training", "w_codecs")])
 def test_plugin_codec_in_every_pages_codec_choice(plugin, page_name, key):
     from test_app import page
 
-    at = page(page_name)
+    at = page(page_name, **TAB.get(page_name, {}))
     assert not at.exception
     assert "meansign" in at.multiselect(key=key).options
 
 
 @pytest.mark.parametrize("page_name, key, query", [
-    ("codecs", "codecs", {"samples": "10000"}), ("transfer", "codecs", {}), ("collectives", "err_codecs", {"err_maxP": "8"}),
+    ("codecs", "codecs", {"samples": "10000"}), ("transfer", "codecs", {}), ("collectives", "err_codecs", {"err_maxP": "8", "part": "Error as P grows"}),
     ("training", "codecs", {"epochs": "0.25", "workers": "2", "hidden": "32"})])
 def test_plugin_codec_options_are_widgets_and_reach_the_run(plugin, page_name, key, query):
     """The plugin's option (gain, float in [0, 10]) is a number input drawn from its OptionSpec, its
