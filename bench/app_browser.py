@@ -1,7 +1,8 @@
 """The dashboard's speed as a person sees it: each page of app/page_list.py opened in Debian's Chromium
 (Playwright) on a warm `streamlit run app/Home.py`, timed to a finished render (the script done, every
-plotly chart drawn but those app/chart.js leaves for later, far below the window), and one control change per
-page timed the same way. Median of 3 visits after one warm-up visit. Writes bench/results/app-browser-<device>.json with the machine's load at the time.
+plotly chart drawn but those app/chart.js leaves for later, away from the window), and one control change per
+page timed the same way. Median of 3 visits after one warm-up visit. Writes
+bench/results/app-browser-<device>.json with the machine's load at the time.
 
     python bench/app_browser.py [--pages codecs,transfer] [--visits 3] [--out PATH]
     python bench/app_browser.py --shots docs/screenshots      # each page at 1400 px, small PNGs
@@ -94,7 +95,7 @@ def launch():
 
 # How near the window app/chart.js draws a chart (its NEAR_PX): one further down is left for later.
 NEAR_PX = int(re.search(r"const NEAR_PX = (\d+);", (ROOT / "app" / "chart.js").read_text()).group(1))
-# True once the script has finished and every plotly chart on the page is drawn.
+# True once the script has finished and every plotly chart in (or near) the window is drawn.
 _DONE = """() => {
   const app = document.querySelector("[data-test-script-state]");
   if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
@@ -395,9 +396,9 @@ def main() -> None:
                      "same in a fresh browser profile each time (nothing cached: Streamlit's JavaScript and the "
                      "bundled plotly.js, app/static, fetched, compiled and run); navigate_s: a click on the "
                      "page's sidebar link from Home in one tab that has shown every page once (timed from the "
-                     "click); a change is a click on the page's control (CONTROL, else its first radio with a choice made, "
-                     "else its first selectbox, number input, slider or preset button) and the click that undoes it, each timed to the rerun's finished render "
-                     "after 1.5 s idle, in one tab",
+                     "click); a change is a click on the page's control (CONTROL, else its first radio with a "
+                     "choice made, else its first selectbox, number input, slider or preset button) and the click "
+                     "that undoes it, each timed to the rerun's finished render after 1.5 s idle, in one tab",
            "rows": rows}
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {a.out}")
