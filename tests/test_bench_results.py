@@ -67,3 +67,15 @@ def test_the_codec_rides_under_the_wire(procs: int, goal: float) -> None:
     assert on["dynamic_tree"]["seconds"] < on["fp16"]["seconds"]
     assert off["dynamic_tree"]["seconds"] > on["dynamic_tree"]["seconds"]
     assert {"mxfp8_e4m3", "mxfp4_e2m1", "nvfp4"} <= on.keys() & off.keys()
+
+
+@pytest.mark.parametrize("name", ["h4096-cpu", "h4096-dynamic_tree-cpu", "h4096-dynamic_tree-cpu-rerun"])
+def test_eight_bit_fsdp_is_twice_as_fast_as_fp32_fsdp(name: str) -> None:
+    """Issue 31's goal, `paralab train --mode fsdp --procs 4 --ranks-per-node 2 --link-rate 1gbit --hidden 4096,4096`
+    alone on 2 cores: 8-bit weights and gradients (MXFP8, the dynamic tree) on FSDP2's all-gathers and
+    reduce-scatters step at least 2x as fast as fp32 FSDP2 in the same command, with a quarter of its bytes and
+    the test loss within 2 % after the same steps (docs/fsdp.md)."""
+    s = json.loads((REPO / "bench" / "results" / f"train-fsdp4-2x2-shaped-1gbit-{name}.json").read_text())["summary"]
+    assert s["procs"] == 4 and s["ranks_per_node"] == 2 and s["weights_codec"] and s["grads_codec"]
+    assert s["speedup"] >= 2.0 and s["bytes_ratio"] <= 0.26, (s["speedup"], s["bytes_ratio"])
+    assert s["test_loss_ratio"] <= 1.02 and s["late_test_loss_ratio"] <= 1.02
