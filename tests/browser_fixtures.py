@@ -48,6 +48,9 @@ class _Shared:
 
 
 SHARED = _Shared()
+
+#: the pages whose result waits for a button (nothing is drawn before it): the button, by its label
+RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}
 NEEDS = {"server", "browser"}
 
 

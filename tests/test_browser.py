@@ -13,13 +13,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
-from browser_fixtures import browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import RUN_FIRST, browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
 # URL path -> text of the page's h1 (Home's is the lab's name): every page of the one page list
 PAGES = {p.url_path: p.title if p.url_path else "ParaLab" for p in page_list.PAGES}
-RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}  # nothing is drawn before these buttons
 # URL settings that size each page's Run buttons' work down to seconds: the same buttons, code paths, result views
 # and takeaways as the default view's (a test checks the buttons are the same); the numbers of the default runs
 # are asserted by the AppTest page tests (test_page_*.py), not here
@@ -84,6 +83,10 @@ def test_every_page_in_a_browser(server, browser, tmp_path):
             page.wait_for_timeout(300)
             page.wait_for_function(_RUN_DONE, timeout=240_000, polling=250)  # its result drawn, not the run's start
             _settle(page)
+            # its lesson with the run's settings, and the takeaway the run's result teaches (test_browser_nav checks
+            # every other page's lesson and takeaway on its default view)
+            assert page.locator(".st-key-lesson").count() == 1, f"{title}: no lesson with the run's settings"
+            assert "Takeaway." in page.locator(".st-key-takeaway").first.inner_text(), f"{title}: no takeaway"
         if path:
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
             assert page.locator("[data-testid='stException']").count() == 0, f"exception on {path}"
@@ -148,27 +151,6 @@ def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path
 def _no_exception(page, where: str) -> None:
     boxes = page.locator("[data-testid='stException']")
     assert boxes.count() == 0, f"exception on {where}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
-
-
-@pytest.mark.parametrize("info", page_list.PAGES, ids=[p.url_path or "home" for p in page_list.PAGES])
-def test_every_page_opens_with_its_lesson_and_takeaway(server, browser, info):
-    page = browser.new_page(viewport={"width": 1400, "height": 1400})
-    page.goto(f"{server}/{info.url_path}")
-    _settle(page)
-    _no_exception(page, info.title)
-    assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
-    if info.url_path in RUN_FIRST:  # nothing is on screen to draw a lesson from before its button
-        page.goto(f"{server}/{small(info.url_path)}")  # its run sized down
-        _settle(page)
-        assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson with the run's settings"
-        page.get_by_role("button", name=RUN_FIRST[info.url_path], exact=True).click()
-        page.wait_for_selector(".st-key-takeaway", timeout=240_000)
-        _settle(page, 240_000)
-        _no_exception(page, info.title)
-    if info is not page_list.HOME:
-        assert page.locator(".st-key-takeaway").count() >= 1, f"{info.title}: no takeaway (ui.takeaway)"
-        assert "Takeaway." in page.locator(".st-key-takeaway").first.inner_text()
-    page.close()
 
 
 PAPER_AFTER_RUN = {"dropout": "Train"}

@@ -1,7 +1,7 @@
 """Issue 28 in a real browser (Playwright + Debian's Chromium, as tests/test_browser.py): each page owns its
 settings (a page reached by the sidebar, after another page's controls were touched, shows exactly what a
-fresh visit shows; a tour step carries only what it says), and every page is usable at 800 px (no
-horizontal overflow of the page, no control squeezed to a sliver)."""
+fresh visit shows; a tour step carries only what it says), and every page opens with its lesson and takeaway
+and is usable at 800 px (no horizontal overflow of the page, no control squeezed to a sliver)."""
 import os
 import sys
 from pathlib import Path
@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import nav_link, page_controls, settle  # noqa: E402
-from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import RUN_FIRST, browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
 
@@ -147,10 +147,20 @@ _LAYOUT = """(minPx) => {
 
 
 @pytest.mark.parametrize("info", page_list.PAGES, ids=[p.url_path or "home" for p in page_list.PAGES])
-def test_every_page_is_usable_at_800_px(server, browser, info):
+def test_every_page_opens_with_its_lesson_and_takeaway_and_is_usable_at_800_px(server, browser, info):
+    """A page's default view, fresh, in an 800 px window: its one lesson at the top and (but on Home, and on the
+    pages whose result waits for a button: test_browser's every-page test checks theirs after the run) its
+    takeaway, no exception box; and the layout checks below."""
     page = browser.new_page(viewport={"width": 800, "height": 1200})
     page.goto(f"{server}/{info.url_path}")
     settle(page)
+    boxes = page.locator("[data-testid='stException']")
+    assert boxes.count() == 0, f"exception on {info.title}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
+    assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
+    if info is not page_list.HOME and info.url_path not in RUN_FIRST:
+        takeaways = page.locator(".st-key-takeaway")
+        assert takeaways.count() >= 1, f"{info.title}: no takeaway (ui.takeaway)"
+        assert "Takeaway." in takeaways.first.inner_text()
     got = page.evaluate(_LAYOUT, MIN_CONTROL_PX)
     shots = os.environ.get("PARALAB_SCREENSHOTS")
     if shots:
