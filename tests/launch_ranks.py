@@ -13,4 +13,5 @@ def identity(comm) -> dict:
     return {"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "argv": sys.argv[1:],
             "cmdline": Path("/proc/self/cmdline").read_bytes().split(b"\0")[-2].decode(),
             "randn": torch.randn(4), "omp": os.environ.get("OMP_NUM_THREADS"),
-            "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")}
+            "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
+            "thp": os.environ.get("THP_MEM_ALLOC_ENABLE")}

@@ -26,22 +26,26 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller() -> None:
     assert all(o["cmdline"] == "3" for o in out)  # the zygote's command line: `... JOBDIR zygote 3`
 
 
-def test_a_zygote_with_a_thread_starts_fresh_rank_processes() -> None:
+def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None:
     import threaded_ranks
 
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")  # a user's own page setting reaches the ranks unchanged
     out = run(threaded_ranks.identity, 2, timeout=60)
     _check(out, 2)
     assert [o["cmdline"] for o in out] == ["0", "1"]  # `python -m lab.comm.launch JOBDIR RANK`, not forked
+    assert [o["thp"] for o in out] == ["0", "0"]
 
 
 def test_ranks_get_a_share_of_the_cores_for_openmp_and_torch_compile(monkeypatch) -> None:
     """Unless set, each of P ranks gets cores // P OpenMP threads and as many torch.compile workers (on a
-    2-core machine: none beside the rank, not a pool of compile processes per rank)."""
+    2-core machine: none beside the rank, not a pool of compile processes per rank), and torch's CPU tensors of
+    2 MB and more on transparent huge pages (a fresh 64 MB buffer is 16,384 page faults of 4 kB)."""
     import launch_ranks
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
     out = run(launch_ranks.identity, 2, timeout=60)
     share = str(max(1, (os.cpu_count() or 1) // 2))
-    assert [(o["omp"], o["compile_threads"]) for o in out] == [(share, share)] * 2
+    assert [(o["omp"], o["compile_threads"], o["thp"]) for o in out] == [(share, share, "1")] * 2
 
