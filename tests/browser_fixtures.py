@@ -51,6 +51,7 @@ SHARED = _Shared()
 
 #: the pages whose result waits for a button (nothing is drawn before it): the button, by its label
 RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}
+
 NEEDS = {"server", "browser"}
 
 
