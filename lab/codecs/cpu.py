@@ -124,14 +124,21 @@ def decode_reference(codes: torch.Tensor, values: torch.Tensor, scale: torch.Ten
 
 # ------------------------------------------------------------------ fused (torch.compile)
 
+def _lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """table[index] for a 1-D table and indices known to be in range, as a gather: Inductor wraps a negative
+    index of `table[index]` (int64 compares and blends per value), not a gather's (0.60 -> 0.48 ns per value
+    for the compiled encode pass at 2^22-2^24 values, 2 threads)."""
+    return torch.gather(table, 0, index.reshape(-1).long()).view(index.shape)
+
+
 def _search(a: torch.Tensor, lut: torch.Tensor, bpad: torch.Tensor, K: int) -> torch.Tensor:
     """Codes of scaled float32 a; K = 0 means `lut` is `packed_table`'s (bpad unused)."""
     bits = a.view(torch.int32)
     if K == 0:
-        e = lut[(bits >> 16) & 0xFFFF]
+        e = _lookup(lut, (bits >> 16) & 0xFFFF)
         q = (bits ^ (e >> 31)) & 0xFFFF  # e >> 31 is -1 in a negative bucket: q counts down there
         return ((e & 0xFF) + (q >= ((e >> 8) & 0x1FFFF)).int()).to(torch.uint8)
-    c = lut[(bits >> 16) & 0xFFFF].int()
+    c = _lookup(lut, (bits >> 16) & 0xFFFF).int()
     for _ in range(K):
         c = c + (a >= bpad[c]).int()
     return c.to(torch.uint8)
