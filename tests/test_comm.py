@@ -335,6 +335,40 @@ def test_deadlock_is_reported() -> None:
         simulate(body, 3)
 
 
+class _Interrupt(BaseException):
+    """Like Streamlit's stop and rerun: a BaseException raised inside a rank (its progress callback)."""
+
+
+def test_no_rank_is_left_suspended_when_a_run_stops_early() -> None:
+    """Ranks still blocked when simulate leaves (a deadlock, a rank that raised, an interrupt) are unwound in the
+    caller's thread (their `finally` runs there), not left for another thread to free: the dashboard's server
+    once died in _greenlet (Streamlit runs each rerun in a new thread)."""
+    from greenlet import getcurrent
+
+    for stop, caught in ((lambda c: c.recv(torch.empty(1), 0), CommError),
+                         (lambda c: _raise(c, ValueError("rank 2 fails")), CommError),
+                         (lambda c: _raise(c, _Interrupt()), _Interrupt)):
+        ranks, unwound = [], []
+
+        def body(comm, stop=stop):
+            ranks.append(getcurrent())
+            try:
+                if comm.rank == 2:  # the last rank to start: ranks 0 and 1 are waiting for it by then
+                    stop(comm)
+                comm.recv(torch.empty(1), 2)
+            finally:
+                unwound.append(comm.rank)
+
+        with pytest.raises(caught):
+            simulate(body, 3)
+        assert len(ranks) == 3 and all(g.dead for g in ranks), [g.dead for g in ranks]
+        assert sorted(unwound) == [0, 1, 2]
+
+
+def _raise(comm, e: BaseException) -> None:
+    raise e
+
+
 def test_bounds_cover_the_vector() -> None:
     for n in (0, 1, 5, 17):
         for parts in (1, 2, 3, 8):

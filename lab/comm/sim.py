@@ -19,7 +19,7 @@ from collections import defaultdict, deque
 from typing import Any, Callable
 
 import torch
-from greenlet import getcurrent, greenlet
+from greenlet import GreenletExit, getcurrent, greenlet
 
 from .base import Comm, CommError, Done, Work
 
@@ -198,6 +198,19 @@ class _Op(Work):
         return f"{'send to' if self.is_send else 'receive from'} rank {self.peer}"
 
 
+def _unwind(lets: list[greenlet]) -> None:
+    """Kill the ranks still suspended (a rank raised, or the caller was interrupted: Streamlit's stop and rerun are
+    BaseExceptions raised inside a rank's progress callback) here, in the thread that made them. Left alive, they
+    were freed later by another thread (Streamlit runs each rerun in a new one), which greenlet does not survive
+    reliably: the dashboard's server died once in a suite run with a segfault inside _greenlet."""
+    for g in lets:
+        if not g.dead:
+            try:
+                g.throw(GreenletExit)
+            except Exception:  # what a rank's own clean-up raised while unwinding
+                pass
+
+
 def simulate(fn: Callable[..., Any], procs: int, *args: Any, device: str | torch.device = "cpu",
              strict: bool = False, **kwargs: Any) -> list[Any]:
     """Run fn(comm, *args, **kwargs) on `procs` virtual ranks; return the results in rank order.
@@ -217,22 +230,25 @@ def simulate(fn: Callable[..., Any], procs: int, *args: Any, device: str | torch
 
     lets = [greenlet(lambda r=r: body(r)) for r in range(procs)]
     world.ready.extend(lets)
-    while world.ready:
-        g = world.ready.popleft()
-        try:
-            g.switch()
-        except CommError as e:
-            raise CommError(f"rank {lets.index(g)}: {e}") from e
-        except Exception as e:
-            raise CommError(f"rank {lets.index(g)} raised {type(e).__name__}: {e}") from e
-    stuck = [r for r, g in enumerate(lets) if not g.dead]
-    if stuck:
-        what = ", ".join(f"rank {r} waits for " + (repr(world.waiting[r][1]) if world.waiting[r][0] == "op"
-                                                   else f"{world.waiting[r][0]} {world.waiting[r][1]}")
-                         for r in stuck[:8] if r in world.waiting)
-        raise CommError(f"deadlock: {len(stuck)} rank(s) blocked forever ({what})")
-    left = [(r, op) for r, stream in enumerate(world.streams) for b in stream for op in b.ops if not op.done]
-    if left:
-        what = ", ".join(f"rank {r}: {op!r}" for r, op in left[:8])
-        raise CommError(f"deadlock: {len(left)} operation(s) never matched ({what})")
-    return results
+    try:
+        while world.ready:
+            g = world.ready.popleft()
+            try:
+                g.switch()
+            except CommError as e:
+                raise CommError(f"rank {lets.index(g)}: {e}") from e
+            except Exception as e:
+                raise CommError(f"rank {lets.index(g)} raised {type(e).__name__}: {e}") from e
+        stuck = [r for r, g in enumerate(lets) if not g.dead]
+        if stuck:
+            what = ", ".join(f"rank {r} waits for " + (repr(world.waiting[r][1]) if world.waiting[r][0] == "op"
+                                                       else f"{world.waiting[r][0]} {world.waiting[r][1]}")
+                             for r in stuck[:8] if r in world.waiting)
+            raise CommError(f"deadlock: {len(stuck)} rank(s) blocked forever ({what})")
+        left = [(r, op) for r, stream in enumerate(world.streams) for b in stream for op in b.ops if not op.done]
+        if left:
+            what = ", ".join(f"rank {r}: {op!r}" for r, op in left[:8])
+            raise CommError(f"deadlock: {len(left)} operation(s) never matched ({what})")
+        return results
+    finally:
+        _unwind(lets)
