@@ -99,3 +99,9 @@ def shot(page, tmp_path: Path, name: str) -> None:
     if extra:
         Path(extra).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(extra) / path.name)
+
+
+def no_exception(page, where: str) -> None:
+    """No exception box on the page (`where` names it in the failure, with the box's first 500 characters)."""
+    boxes = page.locator("[data-testid='stException']")
+    assert boxes.count() == 0, f"exception on {where}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
 from browser_fixtures import RUN_FIRST, browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import no_exception as _no_exception  # noqa: E402
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -147,11 +148,6 @@ def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path
 
 
 # -- issue 17: every page teaches one lesson, every paper-named view has its callout, no Run flow breaks
-
-def _no_exception(page, where: str) -> None:
-    boxes = page.locator("[data-testid='stException']")
-    assert boxes.count() == 0, f"exception on {where}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
-
 
 PAPER_AFTER_RUN = {"dropout": "Train"}
 PAPER_VIEWS = [(p, q) for p in page_list.PAGES for q in p.paper_views]

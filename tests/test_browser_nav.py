@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import nav_link, page_controls, settle  # noqa: E402
-from browser_fixtures import RUN_FIRST, browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import RUN_FIRST, browser, needs_chromium, no_exception, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
 
@@ -154,8 +154,7 @@ def test_every_page_opens_with_its_lesson_and_takeaway_and_is_usable_at_800_px(s
     page = browser.new_page(viewport={"width": 800, "height": 1200})
     page.goto(f"{server}/{info.url_path}")
     settle(page)
-    boxes = page.locator("[data-testid='stException']")
-    assert boxes.count() == 0, f"exception on {info.title}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
+    no_exception(page, info.title)
     assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
     if info is not page_list.HOME and info.url_path not in RUN_FIRST:
         takeaways = page.locator(".st-key-takeaway")
