@@ -2,9 +2,11 @@
 Streamlit server and one browser for all the browser tests of a run. Import the fixtures into a module:
 `from browser_fixtures import browser, needs_chromium, server`; `shot` saves a screenshot."""
 import os
+import re
 import shutil
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,95 @@ def browser():
     """The run's one Debian Chromium under Playwright (a test opens its own pages and closes them)."""
     pytest.importorskip("playwright.sync_api")
     return SHARED.browser()
+
+
+# What a person sees of a page's state: every control's value, every metric, every message, the URL's query.
+_VIEW = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const q = (s) => [...main.querySelectorAll(s)];
+  return {
+    inputs: q("input, textarea").filter(e => e.type !== "file")
+              .map(e => (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value),
+    selects: q("[data-baseweb='select']").map(e => e.innerText.trim()),
+    sliders: q("[role='slider']").map(e => e.getAttribute("aria-valuetext") || e.getAttribute("aria-valuenow")),
+    metrics: q("[data-testid='stMetric']").map(e => e.innerText.trim()),
+    alerts: q("[data-testid='stAlert']").map(e => e.innerText.trim()),
+    query: [...new URLSearchParams(location.search).entries()].sort().map(kv => kv.join("=")),
+  };
+}"""
+
+# At 800 px: the page never scrolls sideways (tables scroll inside their own box), no control is squeezed
+# narrower than MIN_CONTROL_PX (columns wrap instead), and no metric or button label is cut short with "…".
+MIN_CONTROL_PX = 120
+_LAYOUT = """(minPx) => {
+  const doc = document.scrollingElement;
+  const main = document.querySelector("[data-testid='stMain']");
+  const label = (e) => (e.closest("[data-testid='stElementContainer']") || e).innerText.trim().split("\\n")[0]
+    .slice(0, 40);
+  const inputs = [...main.querySelectorAll("[data-testid='stNumberInput'], [data-testid='stSelectbox'],"
+    + "[data-testid='stMultiSelect'], [data-testid='stSlider'], [data-testid='stTextInput']")]
+    .filter(e => e.offsetParent !== null)
+    .map(e => [e.dataset.testid, Math.round(e.getBoundingClientRect().width), label(e)]);
+  // a button is as wide as its label: it is a sliver when the label does not fit in it
+  const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
+  // a metric's label or value, or a button's label, cut short with "…" (its text wider than its box)
+  const boxes = "[data-testid='stMetricLabel'], [data-testid='stMetricValue'], [data-testid='stButton'] button";
+  const cut = [...main.querySelectorAll(boxes)].filter(e => e.offsetParent !== null)
+    .filter(e => [e, ...e.querySelectorAll("*")].some(c => c.scrollWidth > c.clientWidth + 1))
+    .map(e => e.innerText.trim().slice(0, 40));
+  return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
+          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons], cut};
+}"""
+
+
+def view(page) -> dict:
+    """What a person sees of `page`'s state (_VIEW): control values, metrics, messages, the URL's query."""
+    return page.evaluate(_VIEW)
+
+
+@dataclass
+class FreshView:
+    """A page as a first visit shows it (its URL opened in a new tab, no session before it), at 800 px."""
+    view: dict  # view(): its state, as a person sees it
+    buttons: list[str]  # the labels of its primary (Run) buttons
+    layout: dict  # _LAYOUT at 800 px: sideways overflow, squeezed controls, cut labels
+    lessons: int  # its ui.lesson boxes
+    takeaway: str  # its first ui.takeaway's text ("" when none)
+    exception: str  # its first exception box's text ("" when none)
+
+
+_FRESH: dict[tuple[str, str], FreshView] = {}
+
+
+def fresh_view(browser, server: str, target: str) -> FreshView:
+    """The fresh view of `target` (a URL path with its query) at 800 px wide, opened once a run: the tests that
+    compare with a fresh view (test_browser_nav), check its lesson and layout (test_browser_nav) and press its Run
+    buttons (test_browser) share the one visit. (A page's state is the same at any width; the URL fixes it.)"""
+    from app_browser import settle
+
+    key = (server, target)
+    if key not in _FRESH:
+        page = browser.new_page(viewport={"width": 800, "height": 1200})
+        page.goto(f"{server}/{target}")
+        settle(page)
+        boxes = page.locator("[data-testid='stException']")
+        takeaways = page.locator(".st-key-takeaway")
+        _FRESH[key] = FreshView(
+            view=view(page),
+            buttons=[b.inner_text().strip() for b in page.locator(
+                "[data-testid='stMain'] [data-testid='stBaseButton-primary']").all()],
+            layout=page.evaluate(_LAYOUT, MIN_CONTROL_PX),
+            lessons=page.locator(".st-key-lesson").count(),
+            takeaway=takeaways.first.inner_text() if takeaways.count() else "",
+            exception=boxes.first.inner_text()[:500] if boxes.count() else "")
+        shots = os.environ.get("PARALAB_SCREENSHOTS")
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            name = re.sub(r"[^\w=-]+", "_", target) or "home"
+            page.screenshot(path=str(Path(shots) / f"{name}-800.png"), full_page=True)
+        page.close()
+    return _FRESH[key]
 
 
 def log_of(url: str) -> Path:

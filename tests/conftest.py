@@ -116,8 +116,11 @@ def pytest_collection(session):
 
 
 def pytest_collection_modifyitems(config, items):
+    """LAST_UNITS after every other test (in one process, `-n 0`, the coverage check would otherwise wait for the
+    records of emulated tests that run after it); GPU tests skip without a GPU."""
     from lab.backend import gpu_available
 
+    items.sort(key=lambda item: scheduling_unit(item.nodeid) in LAST_UNITS)  # stable: the rest keep their order
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU with CuPy")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
 from browser_fixtures import RUN_FIRST, browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
-from browser_fixtures import no_exception as _no_exception  # noqa: E402
+from browser_fixtures import fresh_view, no_exception as _no_exception  # noqa: E402
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -206,15 +206,18 @@ def test_every_run_button_reaches_a_result(server, browser, info):
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     for tab in tabs:
         query = f"{key}={urllib.parse.quote(tab)}" if tab else ""
-        page.goto(f"{server}/{info.url_path}" + (f"?{query}" if query else ""))
-        _settle(page)
-        labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
-        assert labels or not tab, f"no Run button in {info.title}'s tab {tab!r}"
-        if info.url_path in SMALL_RUNS:
+        target = info.url_path + (f"?{query}" if query else "")
+        if info.url_path in SMALL_RUNS:  # the default view's buttons (its fresh visit, shared with test_browser_nav)
+            labels = fresh_view(browser, server, target).buttons
             page.goto(f"{server}/{small(info.url_path, query)}")
             _settle(page)
             _no_exception(page, small(info.url_path, query))
             assert [b.inner_text().strip() for b in _primary_buttons(page).all()] == labels, small(info.url_path)
+        else:
+            page.goto(f"{server}/{target}")
+            _settle(page)
+            labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
+        assert labels or not tab, f"no Run button in {info.title}'s tab {tab!r}"
         for label in labels:
             button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
                                   has_text=label).first

@@ -2,7 +2,6 @@
 settings (a page reached by the sidebar, after another page's controls were touched, shows exactly what a
 fresh visit shows; a tour step carries only what it says), and every page opens with its lesson and takeaway
 and is usable at 800 px (no horizontal overflow of the page, no control squeezed to a sliver)."""
-import os
 import sys
 from pathlib import Path
 
@@ -11,45 +10,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import nav_link, page_controls, settle  # noqa: E402
-from browser_fixtures import RUN_FIRST, browser, needs_chromium, no_exception, server  # noqa: E402,F401  (shared fixtures)
+from browser_fixtures import MIN_CONTROL_PX, RUN_FIRST, fresh_view, view  # noqa: E402
+from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
 
 pytestmark = needs_chromium
 
 
-# What a person sees of a page's state: every control's value, every metric, every message, the URL's query.
-_VIEW = """() => {
-  const main = document.querySelector("[data-testid='stMain']");
-  const q = (s) => [...main.querySelectorAll(s)];
-  return {
-    inputs: q("input, textarea").filter(e => e.type !== "file")
-              .map(e => (e.type === "checkbox" || e.type === "radio") ? String(e.checked) : e.value),
-    selects: q("[data-baseweb='select']").map(e => e.innerText.trim()),
-    sliders: q("[role='slider']").map(e => e.getAttribute("aria-valuetext") || e.getAttribute("aria-valuenow")),
-    metrics: q("[data-testid='stMetric']").map(e => e.innerText.trim()),
-    alerts: q("[data-testid='stAlert']").map(e => e.innerText.trim()),
-    query: [...new URLSearchParams(location.search).entries()].sort().map(kv => kv.join("=")),
-  };
-}"""
-
-
-def view(page) -> dict:
-    return page.evaluate(_VIEW)
-
-
-_fresh: dict[str, dict] = {}
-
-
 def fresh(browser, server: str, target: str) -> dict:
     """The view of `target` (a path with its query) opened in a new tab, no session before it."""
-    if target not in _fresh:
-        page = browser.new_page(viewport={"width": 1400, "height": 1400})
-        page.goto(f"{server}/{target}")
-        settle(page)
-        _fresh[target] = view(page)
-        page.close()
-    return _fresh[target]
+    return fresh_view(browser, server, target).view
 
 
 def _touch(page, url_path: str) -> None:
@@ -121,51 +92,17 @@ def test_a_tour_step_carries_only_what_it_says(server, browser):
     page.close()
 
 
-# At 800 px: the page never scrolls sideways (tables scroll inside their own box), no control is squeezed
-# narrower than MIN_CONTROL_PX (columns wrap instead), and no metric or button label is cut short with "…".
-MIN_CONTROL_PX = 120
-_LAYOUT = """(minPx) => {
-  const doc = document.scrollingElement;
-  const main = document.querySelector("[data-testid='stMain']");
-  const label = (e) => (e.closest("[data-testid='stElementContainer']") || e).innerText.trim().split("\\n")[0]
-    .slice(0, 40);
-  const inputs = [...main.querySelectorAll("[data-testid='stNumberInput'], [data-testid='stSelectbox'],"
-    + "[data-testid='stMultiSelect'], [data-testid='stSlider'], [data-testid='stTextInput']")]
-    .filter(e => e.offsetParent !== null)
-    .map(e => [e.dataset.testid, Math.round(e.getBoundingClientRect().width), label(e)]);
-  // a button is as wide as its label: it is a sliver when the label does not fit in it
-  const buttons = [...main.querySelectorAll("[data-testid='stButton'] button")].filter(e => e.offsetParent !== null)
-    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => ["button", e.clientWidth, e.innerText.trim()]);
-  // a metric's label or value, or a button's label, cut short with "…" (its text wider than its box)
-  const boxes = "[data-testid='stMetricLabel'], [data-testid='stMetricValue'], [data-testid='stButton'] button";
-  const cut = [...main.querySelectorAll(boxes)].filter(e => e.offsetParent !== null)
-    .filter(e => [e, ...e.querySelectorAll("*")].some(c => c.scrollWidth > c.clientWidth + 1))
-    .map(e => e.innerText.trim().slice(0, 40));
-  return {page: doc.scrollWidth - doc.clientWidth, main: main.scrollWidth - main.clientWidth,
-          slivers: [...inputs.filter(c => c[1] < minPx), ...buttons], cut};
-}"""
-
-
 @pytest.mark.parametrize("info", page_list.PAGES, ids=[p.url_path or "home" for p in page_list.PAGES])
 def test_every_page_opens_with_its_lesson_and_takeaway_and_is_usable_at_800_px(server, browser, info):
     """A page's default view, fresh, in an 800 px window: its one lesson at the top and (but on Home, and on the
     pages whose result waits for a button: test_browser's every-page test checks theirs after the run) its
     takeaway, no exception box; and the layout checks below."""
-    page = browser.new_page(viewport={"width": 800, "height": 1200})
-    page.goto(f"{server}/{info.url_path}")
-    settle(page)
-    no_exception(page, info.title)
-    assert page.locator(".st-key-lesson").count() == 1, f"{info.title}: no lesson (ui.lesson) at the top"
+    fresh = fresh_view(browser, server, info.url_path)  # shared with the tests that compare with a fresh view
+    assert not fresh.exception, f"exception on {info.title}: {fresh.exception}"
+    assert fresh.lessons == 1, f"{info.title}: no lesson (ui.lesson) at the top"
     if info is not page_list.HOME and info.url_path not in RUN_FIRST:
-        takeaways = page.locator(".st-key-takeaway")
-        assert takeaways.count() >= 1, f"{info.title}: no takeaway (ui.takeaway)"
-        assert "Takeaway." in takeaways.first.inner_text()
-    got = page.evaluate(_LAYOUT, MIN_CONTROL_PX)
-    shots = os.environ.get("PARALAB_SCREENSHOTS")
-    if shots:
-        Path(shots).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(shots) / f"{info.url_path or 'home'}-800.png"), full_page=True)
-    page.close()
+        assert "Takeaway." in fresh.takeaway, f"{info.title}: no takeaway (ui.takeaway)"
+    got = fresh.layout
     assert got["page"] <= 0 and got["main"] <= 0, f"{info.title} scrolls sideways at 800 px: {got}"
     assert not got["slivers"], f"{info.title}: controls narrower than {MIN_CONTROL_PX} px at 800 px: {got['slivers']}"
     assert not got["cut"], f"{info.title}: labels cut short with '…' at 800 px: {got['cut']}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -35,7 +34,7 @@ import torch
 
 from lab import backend
 
-from . import RECORDS_ENV
+from . import RECORDS_ENV, compile_cache
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "cuda_emu.h"
@@ -117,13 +116,6 @@ def count_loops(source: str) -> str:
     return "".join(out)
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("PARALAB_EMU_CACHE") or Path.home() / ".cache" / "paralab" / "cuda-emu"
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     """subprocess.run, again on EFAULT: CPython starts the child with vfork, and a build thread's vfork can
     fail with "Bad address" while the test thread's emulated CTAs map and unmap their fiber stacks."""
@@ -160,9 +152,9 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
     path = KERNEL_DIR / f"{name}.cu"
     text = backend.kernel_source(name) if source is None else source  # the shared header expanded
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([text, HEADER.read_text(), Path(__file__).read_text(), " ".join(FLAGS + LINK),
-                                     version, name]).encode()).hexdigest()
-    lib = _cache_dir() / f"{label or name}-{key[:20]}.so"
+    # the key leaves out where the checkout is: a clone elsewhere on this machine reuses the libraries
+    key = compile_cache.key(text, HEADER.read_text(), Path(__file__).read_text(), " ".join(FLAGS + LINK), version, name)
+    lib = compile_cache.cache_dir() / f"{label or name}-{key[:20]}.so"
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)

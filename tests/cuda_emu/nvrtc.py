@@ -8,6 +8,8 @@ import ctypes
 import importlib.util
 from pathlib import Path
 
+from . import compile_cache
+
 
 def library_path() -> Path | None:
     """libnvrtc.so.12 of the installed nvidia-cuda-nvrtc-cu12 wheel, or None."""
@@ -26,10 +28,17 @@ class NvrtcError(RuntimeError):
 
 
 def compile_ptx(source: str, name: str, arch: str, options: tuple[str, ...] = ("--std=c++17",)) -> str:
-    """PTX of `source` for `arch` (e.g. 'compute_90'), compiled with NVRTC's defaults plus `options`."""
+    """PTX of `source` for `arch` (e.g. 'compute_90'), compiled with NVRTC's defaults plus `options` (kept in
+    compile_cache: compiled again when the source, options or the NVRTC library change)."""
     path = library_path()
     if path is None:
         raise NvrtcError("NVRTC is not installed: pip install nvidia-cuda-nvrtc-cu12")
+    made = compile_cache.cached(f"{name}-{arch}.ptx", lambda out: out.write_text(_compile(path, source, name, arch, options)),
+                                source, name, arch, " ".join(options), str(path.resolve()), str(path.stat().st_size))
+    return made.read_text()
+
+
+def _compile(path: Path, source: str, name: str, arch: str, options: tuple[str, ...]) -> str:
     lib = ctypes.CDLL(str(path))
     lib.nvrtcGetErrorString.restype = ctypes.c_char_p
     prog = ctypes.c_void_p()
