@@ -158,16 +158,11 @@ def fresh_view(browser, server: str, target: str) -> FreshView:
         page = browser.new_page(viewport={"width": 800, "height": 1200})
         page.goto(f"{server}/{target}")
         settle(page)
-        boxes = page.locator("[data-testid='stException']")
         takeaways = page.locator(".st-key-takeaway")
         _FRESH[key] = FreshView(
-            view=view(page),
-            buttons=[b.inner_text().strip() for b in page.locator(
-                "[data-testid='stMain'] [data-testid='stBaseButton-primary']").all()],
-            layout=page.evaluate(_LAYOUT, MIN_CONTROL_PX),
+            view=view(page), buttons=run_buttons(page), layout=page.evaluate(_LAYOUT, MIN_CONTROL_PX),
             lessons=page.locator(".st-key-lesson").count(),
-            takeaway=takeaways.first.inner_text() if takeaways.count() else "",
-            exception=boxes.first.inner_text()[:500] if boxes.count() else "")
+            takeaway=takeaways.first.inner_text() if takeaways.count() else "", exception=exception_text(page))
         shots = os.environ.get("PARALAB_SCREENSHOTS")
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)
@@ -192,7 +187,19 @@ def shot(page, tmp_path: Path, name: str) -> None:
         shutil.copy(path, Path(extra) / path.name)
 
 
+def exception_text(page) -> str:
+    """The first 500 characters of the page's first exception box ("" when there is none)."""
+    boxes = page.locator("[data-testid='stException']")
+    return boxes.first.inner_text()[:500] if boxes.count() else ""
+
+
+def run_buttons(page) -> list[str]:
+    """The labels of the primary (Run) buttons in the page's main area."""
+    buttons = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']")
+    return [b.inner_text().strip() for b in buttons.all()]
+
+
 def no_exception(page, where: str) -> None:
     """No exception box on the page (`where` names it in the failure, with the box's first 500 characters)."""
-    boxes = page.locator("[data-testid='stException']")
-    assert boxes.count() == 0, f"exception on {where}: {boxes.first.inner_text()[:500] if boxes.count() else ''}"
+    text = exception_text(page)
+    assert not text and page.locator("[data-testid='stException']").count() == 0, f"exception on {where}: {text}"

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
 from browser_fixtures import RUN_FIRST, browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
-from browser_fixtures import fresh_view, no_exception as _no_exception  # noqa: E402
+from browser_fixtures import fresh_view, run_buttons, no_exception as _no_exception  # noqa: E402
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -192,10 +192,6 @@ _RUN_DONE = """() => {
 }"""
 
 
-def _primary_buttons(page):
-    return page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']")
-
-
 @pytest.mark.parametrize("info", [p for p in page_list.PAGES if p is not page_list.HOME],
                          ids=[p.url_path for p in page_list.PAGES if p is not page_list.HOME])
 def test_every_run_button_reaches_a_result(server, browser, info):
@@ -212,11 +208,11 @@ def test_every_run_button_reaches_a_result(server, browser, info):
             page.goto(f"{server}/{small(info.url_path, query)}")
             _settle(page)
             _no_exception(page, small(info.url_path, query))
-            assert [b.inner_text().strip() for b in _primary_buttons(page).all()] == labels, small(info.url_path)
+            assert run_buttons(page) == labels, small(info.url_path)
         else:
             page.goto(f"{server}/{target}")
             _settle(page)
-            labels = [b.inner_text().strip() for b in _primary_buttons(page).all()]
+            labels = run_buttons(page)
         assert labels or not tab, f"no Run button in {info.title}'s tab {tab!r}"
         for label in labels:
             button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",

@@ -33,7 +33,8 @@ def compile_ptx(source: str, name: str, arch: str, options: tuple[str, ...] = ("
     path = library_path()
     if path is None:
         raise NvrtcError("NVRTC is not installed: pip install nvidia-cuda-nvrtc-cu12")
-    made = compile_cache.cached(f"{name}-{arch}.ptx", lambda out: out.write_text(_compile(path, source, name, arch, options)),
+    made = compile_cache.cached(f"{name}-{arch}.ptx",
+                                lambda out: out.write_text(_compile(path, source, name, arch, options)),
                                 source, name, arch, " ".join(options), str(path.resolve()), str(path.stat().st_size))
     return made.read_text()
 
