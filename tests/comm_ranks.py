@@ -96,8 +96,18 @@ def dies_mid_compressed_allreduce(comm, victim, n, pid_dir):
 
 def live_children(pid: int | None = None) -> list[int]:
     """Live (non-zombie) child processes of `pid` (default: this process), from /proc: what a
-    run of ranks may leave behind. Unlike `pgrep -f lab.comm.launch`, blind to other users' runs."""
-    pid = os.getpid() if pid is None else pid
+    run of ranks may leave behind. Unlike `pgrep -f lab.comm.launch`, blind to other users' runs.
+    This process's warm launch servers (lab.comm.launch.servers(), kept on purpose) are looked
+    through: their children count, they do not."""
+    from lab.comm.launch import servers
+
+    if pid is not None:
+        return _children(pid)
+    warm = set(servers())
+    return [c for child in _children(os.getpid()) for c in (_children(child) if child in warm else [child])]
+
+
+def _children(pid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():

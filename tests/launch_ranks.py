@@ -14,4 +14,17 @@ def identity(comm) -> dict:
             "cmdline": Path("/proc/self/cmdline").read_bytes().split(b"\0")[-2].decode(),
             "randn": torch.randn(4), "omp": os.environ.get("OMP_NUM_THREADS"),
             "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
-            "thp": os.environ.get("THP_MEM_ALLOC_ENABLE")}
+            "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
+            "test": os.environ.get("PYTEST_CURRENT_TEST"),
+            "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid())}
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
+def _parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[1])

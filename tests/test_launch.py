@@ -1,5 +1,6 @@
-"""lab.comm.launch starts a job's ranks from one zygote process (torch imported once, then fork), each rank
-in its own session with its own random streams; a zygote that runs a thread starts fresh processes instead."""
+"""lab.comm.launch starts a job's ranks from one zygote process, forked by the caller's warm server (torch imported
+once per caller, then fork), each rank in its own session with its own random streams, the caller's environment,
+directory and umask; a zygote that runs a thread starts fresh processes instead."""
 from __future__ import annotations
 
 import os
@@ -16,14 +17,32 @@ def _check(out: list[dict], P: int) -> None:
     assert all(not torch.equal(out[0]["randn"], o["randn"]) for o in out[1:])  # fresh random streams per rank
 
 
-def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller() -> None:
+def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tmp_path) -> None:
     import launch_ranks
 
     out = run(launch_ranks.identity, 3, timeout=60)
     _check(out, 3)
     parents = {o["ppid"] for o in out}
     assert len(parents) == 1 and os.getpid() not in parents  # one zygote forked them all
-    assert all(o["cmdline"] == "3" for o in out)  # the zygote's command line: `... JOBDIR zygote 3`
+    assert all(o["cmdline"] == "serve" for o in out)  # forked by the warm `python -m lab.comm.launch - serve`
+    # the next job: a zygote of its own from the same warm server, which hands it this process's working
+    # directory, umask and environment as they are now
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes at every test: not a server of its own
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0o027)
+    try:
+        again = run(launch_ranks.identity, 2, timeout=60)
+    finally:
+        os.umask(old)
+    _check(again, 2)
+    assert len({o["ppid"] for o in again}) == 1 and not parents & {o["ppid"] for o in again}
+    assert len({o["server"] for o in out + again}) == 1
+    assert [(o["cwd"], o["umask"], o["test"]) for o in again] == [(str(tmp_path), 0o027, "another test")] * 2
+    # any other change of the environment reaches the ranks too (from a server started with it: torch reads
+    # some variables when it is imported)
+    monkeypatch.setenv("PARALAB_LAUNCH_PROBE", "42")
+    probed = run(launch_ranks.identity, 2, timeout=60)
+    assert [o["probe"] for o in out + probed] == [None] * 3 + ["42"] * 2
 
 
 def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None:

@@ -1,8 +1,10 @@
 """Start P real processes on this machine, run fn(comm, *args) on every rank, gather the results.
 
-One fresh `python -m lab.comm.launch JOBDIR zygote P` process imports torch, the comm code and fn's
-module once, then forks the P ranks (so a launch pays one interpreter and torch start-up, not P);
-it forks only while it is single-threaded (no torch or OpenMP thread yet: jemalloc's background
+One zygote process imports fn's module, then forks the P ranks. The zygote is itself forked by this
+process's warm server (`python -m lab.comm.launch - serve`, started at the first launch, kept for the
+next: torch and the comm code imported once), so a launch pays no interpreter or torch start-up after the
+first (where no server can run, a fresh `python -m lab.comm.launch JOBDIR zygote P` does the same). The
+zygote forks only while it is single-threaded (no torch or OpenMP thread yet: jemalloc's background
 thread aside, whose allocator handles fork), otherwise each rank is a fresh `python -m
 lab.comm.launch JOBDIR RANK` process, as is every rank of a `ShapedLink` (started inside its
 network namespace). The ranks meet through a file store in a private directory and talk
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -112,9 +115,11 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     # (32 ms -> 10 ms per 64 MB copy alone). THP_MEM_ALLOC_ENABLE=0 keeps 4 kB pages.
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     if net is None:
-        zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
-                                  env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                  stderr=open(jobdir / "stderr.txt", "w"))
+        zygote = _served_zygote(env, jobdir, procs)
+        if zygote is None:  # no warm server here: a fresh zygote for this job
+            with open(jobdir / "stderr.txt", "w") as err:
+                zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
+                                          env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
         return [_Forked(zygote, jobdir, r) for r in range(procs)]
     ps = []
     for r in range(procs):
@@ -126,6 +131,115 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
 
 
 ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR zygote P` the ranks' parent
+SERVE = "serve"  # `python -m lab.comm.launch - serve`: the warm server that forks a zygote per job
+ZYGOTE_EXIT = "exit"  # JOBDIR/exit: a served zygote's exit status, written by the server that reaped it
+
+
+class _Server:
+    """A warm `python -m lab.comm.launch - serve` of this process: torch and the comm code imported once, it
+    forks one zygote per job (`_serve`), so a job after the first pays a fork, not an interpreter and torch
+    start-up (~1.4 s of CPU here). One per environment (what torch read when it was imported: OpenMP threads,
+    page settings); it leaves when this process does (its stdin closes)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", "-", SERVE], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.ready = self._line() == "ready"  # not forkable (a thread at start-up) or failed: not used
+
+    def _line(self) -> str:
+        return self.proc.stdout.readline().decode().strip()
+
+    def start(self, jobdir: Path, procs: int, env: dict[str, str]) -> int | None:
+        """The pid of the zygote forked for this job (its own session), or None if the server is gone."""
+        try:
+            request = {"jobdir": str(jobdir), "procs": procs, "cwd": os.getcwd(), "umask": _umask(), "env": env}
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            return int(self._line())
+        except (OSError, ValueError):  # gone, or out of step: not used again
+            self.ready = False
+            self.close()
+            return None
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would change it for every thread meanwhile)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise OSError("no Umask line in /proc/self/status")
+
+
+_SERVERS: dict[tuple, _Server] = {}
+_SERVERS_LOCK = threading.Lock()
+_SERVERS_KEPT = 2  # environments with a warm server at once (the oldest is stopped for a third)
+# variables that change from call to call and nothing reads at start-up: a job's zygote gets the caller's whole
+# environment anyway, so these alone do not need a server of their own
+_PER_CALL_ENV = {"PYTEST_CURRENT_TEST"}
+
+
+def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZygote | None":
+    """This job's zygote, forked by this process's warm server for `env` (started on first use); None
+    where there is none (not Linux, or the server could not start)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    key = (os.getpid(), sys.executable, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CALL_ENV)))
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is None or server.proc.poll() is not None:
+            for old in [k for k in _SERVERS if k[0] != os.getpid()]:  # a forked copy of this process: not ours
+                del _SERVERS[old]
+            while len(_SERVERS) >= _SERVERS_KEPT:
+                _SERVERS.pop(next(iter(_SERVERS))).close()
+            server = _SERVERS[key] = _Server(env)
+        if not server.ready:
+            return None
+        pid = server.start(jobdir, procs, env)
+    return None if pid is None else _ServedZygote(server, pid, jobdir)
+
+
+def servers() -> list[int]:
+    """The process ids of this process's warm launch servers (kept between runs on purpose; each leaves when
+    this process does)."""
+    with _SERVERS_LOCK:
+        return [s.proc.pid for k, s in _SERVERS.items() if k[0] == os.getpid() and s.proc.poll() is None]
+
+
+class _ServedZygote:
+    """The parent's handle on a zygote its warm server forked (what _Forked and _kill use of a Popen): the server
+    reaps it and writes its exit status to JOBDIR/exit (Popen's convention: -N for killed by signal N)."""
+
+    def __init__(self, server: _Server, pid: int, jobdir: Path) -> None:
+        self.server, self.pid, self.jobdir = server, pid, jobdir
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            server_gone = self.server.proc.poll() is not None  # it writes the status before it leaves
+            code = _read_code(self.jobdir / ZYGOTE_EXIT)
+            self.returncode = -signal.SIGKILL if code is None and server_gone else code
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(f"zygote {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _Forked:
@@ -135,7 +249,7 @@ class _Forked:
     leads its own session, as a rank started on its own does (the kernel's autogroup scheduler then
     gives each rank its own share of the CPU, not one share for all)."""
 
-    def __init__(self, zygote: subprocess.Popen, jobdir: Path, rank: int) -> None:
+    def __init__(self, zygote: "subprocess.Popen | _ServedZygote", jobdir: Path, rank: int) -> None:
         self.zygote, self.jobdir, self.rank = zygote, jobdir, rank
         self.returncode: int | None = None
 
@@ -167,8 +281,12 @@ class _Forked:
 
 
 def _exit_code(jobdir: Path, rank: int) -> int | None:
+    return _read_code(jobdir / f"exit{rank}")
+
+
+def _read_code(path: Path) -> int | None:
     try:
-        return int((jobdir / f"exit{rank}").read_text())
+        return int(path.read_text())
     except (OSError, ValueError):
         return None
 
@@ -495,7 +613,88 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
         os._exit(code)
 
 
+def _serve() -> int:
+    """The warm server: import what every zygote imports, then for each request line on stdin (a job's directory,
+    ranks, cwd and umask as JSON) fork a zygote in its own session and answer its pid; reap the zygotes, writing
+    each exit status to JOBDIR/exit. Leaves when stdin closes (its parent is gone, or stopped it) once the zygotes it started have."""
+    import select
+
+    import torch.distributed  # noqa: F401
+
+    from . import dist  # noqa: F401
+    if not _forkable():
+        print("no fork", flush=True)
+        return 1
+    print("ready", flush=True)
+    jobs: dict[int, Path] = {}
+    pending = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.05 if jobs else 1.0)
+        _reap(jobs, block=False)
+        if not readable:
+            continue
+        data = os.read(0, 65536)
+        if not data:
+            break
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            req = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _served_job(req)
+            jobs[pid] = Path(req["jobdir"])
+            print(pid, flush=True)
+    _reap(jobs, block=True)
+    return 0
+
+
+def _reap(jobs: dict[int, Path], block: bool) -> None:
+    """Reap the server's finished zygotes (all of them, waiting, with block), each exit status to JOBDIR/exit."""
+    while jobs:
+        pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        if pid == 0:
+            return
+        if pid in jobs:
+            tmp = jobs[pid] / (ZYGOTE_EXIT + ".tmp")
+            try:
+                tmp.write_text(str(os.waitstatus_to_exitcode(status)))
+                tmp.replace(jobs[pid] / ZYGOTE_EXIT)
+            except OSError:  # its caller has cleaned up already
+                pass
+            del jobs[pid]
+
+
+def _served_job(req: dict) -> None:
+    """In a child of the warm server: become this job's zygote (what `python -m lab.comm.launch JOBDIR zygote P`
+    runs) in its own session, with the caller's cwd and umask, and leave without the interpreter's teardown."""
+    code = 1
+    try:
+        os.setsid()
+        os.environ.clear()
+        os.environ.update(req["env"])
+        os.chdir(req["cwd"])
+        os.umask(req["umask"])
+        jobdir = Path(req["jobdir"])
+        err = os.open(jobdir / "stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd, to in ((0, null), (1, null), (2, err)):
+            os.dup2(to, fd)
+        os.close(err)
+        os.close(null)
+        sys.argv[1:] = [str(jobdir), ZYGOTE, str(req["procs"])]
+        code = _zygote(jobdir, int(req["procs"]))
+    except BaseException:  # noqa: BLE001  on the job's stderr.txt, which the parent reads when a rank is missing
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
+    if sys.argv[2] == SERVE:
+        sys.exit(_serve())
     if sys.argv[2] == ZYGOTE:
         code = _zygote(Path(sys.argv[1]), int(sys.argv[3]))
     else:

@@ -1,8 +1,9 @@
 """Test-only fault injection for rank processes started by the real CLI (tests/test_faults.py).
 
 On PYTHONPATH, Python imports this module at start-up in every process. It acts only in a rank
-process (`python -m lab.comm.launch JOBDIR RANK`, or a rank forked by `python -m lab.comm.launch
-JOBDIR zygote P`, whose argv the zygote sets to JOBDIR RANK before it forks) whose RANK matches PARALAB_FAULT_RANK: that
+process (`python -m lab.comm.launch JOBDIR RANK`, or a rank forked by a zygote, `python -m lab.comm.launch
+JOBDIR zygote P` or one forked by the warm `python -m lab.comm.launch - serve`, which sets argv to JOBDIR RANK before it
+forks) whose RANK matches PARALAB_FAULT_RANK: that
 rank SIGKILLs itself on its PARALAB_FAULT_AT-th call of PARALAB_FAULT_IN, one of
   isend     TorchComm's point-to-point sends of encoded (uint8) payloads, counted in its batched
             exchanges: inside a compressed ring allreduce
@@ -20,11 +21,11 @@ _installed = []  # a rank's own forks (data loader workers) inherit it: they are
 def _install() -> None:
     if _installed:
         return
-    _installed.append(True)
     argv = getattr(sys, "argv", [])
     pids = os.environ.get("PARALAB_FAULT_PIDS")
-    if not pids or len(argv) < 3 or not os.path.isdir(argv[-2]):
+    if not pids or len(argv) < 3 or not os.path.isdir(argv[-2]) or not argv[-1].isdigit():
         return  # not a rank process of lab.comm.launch (argv: ['-m', JOBDIR, RANK])
+    _installed.append(True)
     rank = int(argv[-1])
     with open(os.path.join(pids, f"rank{rank}.pid"), "w") as f:
         f.write(str(os.getpid()))
@@ -60,8 +61,9 @@ def _install() -> None:
 
 def _start() -> None:
     argv = getattr(sys, "argv", [])
-    if os.environ.get("PARALAB_FAULT_PIDS") and len(argv) >= 4 and argv[-2] == "zygote" and os.path.isdir(argv[-3]):
-        os.register_at_fork(after_in_child=_install)  # the zygote's forked ranks
+    zygote = len(argv) >= 4 and argv[-2] == "zygote" and os.path.isdir(argv[-3])
+    if os.environ.get("PARALAB_FAULT_PIDS") and (zygote or argv[-2:] == ["-", "serve"]):
+        os.register_at_fork(after_in_child=_install)  # the forked ranks (a server's zygotes are not ranks)
     else:
         _install()
 
