@@ -303,6 +303,10 @@ def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, b
     _click_live(page, lambda: page.locator("[data-testid='stRadio']").get_by_text("Search trace", exact=True))
     _settle(page)
     assert page.get_by_text("running…").count() == 1  # not restarted, not killed
+    # Stop once the first epoch's points are in (its progress says epoch 2): a Stop before the first point keeps
+    # no partial curve, rightly
+    page.wait_for_function(r"() => /epoch ([2-9]|\d\d)\/50/.test(document.body.innerText)", timeout=120_000,
+                           polling=100)
     page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
     page.get_by_text("stopped after").wait_for(timeout=120_000)  # the run ends at its next report
     assert page.get_by_text("stopped after").count() == 1

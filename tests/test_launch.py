@@ -68,3 +68,38 @@ def test_ranks_get_a_share_of_the_cores_for_openmp_and_torch_compile(monkeypatch
     share = str(max(1, (os.cpu_count() or 1) // 2))
     assert [(o["omp"], o["compile_threads"], o["thp"]) for o in out] == [(share, share, "1")] * 2
 
+
+
+def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import launch_ranks
+    from lab.comm.launch import servers
+
+    (old,) = {o["server"] for o in run(launch_ranks.identity, 2, timeout=60)}
+    assert old in servers()
+    os.kill(old, signal.SIGKILL)
+    out = run(launch_ranks.identity, 2, timeout=60)  # a new server (a job is never handed to a dead one)
+    _check(out, 2)
+    (new,) = {o["server"] for o in out}
+    assert new != old and new in servers() and old not in servers()
+    # a caller that exits takes its server along: the server's stdin closes and it leaves
+    code = ("import sys, launch_ranks; from lab.comm.launch import run, servers; "
+            "run(launch_ranks.identity, 2, timeout=60); print(servers()[0])")
+    pid = int(subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout)
+    end = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -192,17 +192,20 @@ def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZyg
         return None
     key = (os.getpid(), sys.executable, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CALL_ENV)))
     with _SERVERS_LOCK:
-        server = _SERVERS.get(key)
-        if server is None or server.proc.poll() is not None:
-            for old in [k for k in _SERVERS if k[0] != os.getpid()]:  # a forked copy of this process: not ours
-                del _SERVERS[old]
-            while len(_SERVERS) >= _SERVERS_KEPT:
-                _SERVERS.pop(next(iter(_SERVERS))).close()
-            server = _SERVERS[key] = _Server(env)
-        if not server.ready:
-            return None
-        pid = server.start(jobdir, procs, env)
-    return None if pid is None else _ServedZygote(server, pid, jobdir)
+        for fresh in (False, True):  # a server that died since its last job is replaced once
+            server = _SERVERS.get(key)
+            if fresh or server is None or server.proc.poll() is not None:
+                for old in [k for k in _SERVERS if k[0] != os.getpid() or k == key]:  # forked copies: not ours
+                    _SERVERS.pop(old).close()
+                while len(_SERVERS) >= _SERVERS_KEPT:
+                    _SERVERS.pop(next(iter(_SERVERS))).close()
+                server = _SERVERS[key] = _Server(env)
+            if not server.ready:
+                return None
+            pid = server.start(jobdir, procs, env)
+            if pid is not None:
+                return _ServedZygote(server, pid, jobdir)
+    return None
 
 
 def servers() -> list[int]:
