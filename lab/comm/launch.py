@@ -618,8 +618,9 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
 
 def _serve() -> int:
     """The warm server: import what every zygote imports, then for each request line on stdin (a job's directory,
-    ranks, cwd and umask as JSON) fork a zygote in its own session and answer its pid; reap the zygotes, writing
-    each exit status to JOBDIR/exit. Leaves when stdin closes (its parent is gone, or stopped it) once the zygotes it started have."""
+    ranks, and the caller's cwd, umask and environment, as JSON) fork a zygote in its own session and answer its
+    pid; reap the zygotes, writing each exit status to JOBDIR/exit. Leaves when stdin closes (its caller is gone,
+    or stopped it), once the zygotes it started have."""
     import select
 
     import torch.distributed  # noqa: F401
@@ -670,7 +671,8 @@ def _reap(jobs: dict[int, Path], block: bool) -> None:
 
 def _served_job(req: dict) -> None:
     """In a child of the warm server: become this job's zygote (what `python -m lab.comm.launch JOBDIR zygote P`
-    runs) in its own session, with the caller's cwd and umask, and leave without the interpreter's teardown."""
+    runs) in its own session, with the caller's environment, cwd and umask, and leave without the interpreter's
+    teardown."""
     code = 1
     try:
         os.setsid()
