@@ -69,7 +69,6 @@ def test_ranks_get_a_share_of_the_cores_for_openmp_and_torch_compile(monkeypatch
     assert [(o["omp"], o["compile_threads"], o["thp"]) for o in out] == [(share, share, "1")] * 2
 
 
-
 def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tmp_path) -> None:
     import signal
     import subprocess
@@ -77,6 +76,7 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
     import time
 
     import launch_ranks
+    from comm_ranks import alive
     from lab.comm.launch import servers
 
     (old,) = {o["server"] for o in run(launch_ranks.identity, 2, timeout=60)}
@@ -92,14 +92,6 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
     pid = int(subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout)
     end = time.monotonic() + 30
-    while _alive(pid) and time.monotonic() < end:
+    while alive(pid) and time.monotonic() < end:
         time.sleep(0.05)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert not alive(pid)
