@@ -252,3 +252,9 @@ def simulate(fn: Callable[..., Any], procs: int, *args: Any, device: str | torch
         return results
     finally:
         _unwind(lets)
+        # nothing of the run keeps a greenlet, this thread's own included: a result or an error may outlive the
+        # thread (Streamlit's reruns), and greenlets freed from another thread are what _greenlet crashes on
+        world.scheduler = None
+        world.waiting.clear()
+        world.ready.clear()
+        lets.clear()
