@@ -34,6 +34,7 @@ def pytest_configure(config):
         # and torch.compile compiles in the process that asks (no pool of compile workers per process): 0.92x
         # the CPU of test_wire_into.py's cold compiles
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        _probe_vector_isas_once()
 
         _EMU_RECORDS = tempfile.mkdtemp(prefix="paralab-emu-records-")
         os.environ[RECORDS_ENV] = _EMU_RECORDS
@@ -42,6 +43,25 @@ def pytest_configure(config):
         return
     _FRESH_ROOT = tempfile.mkdtemp(prefix="paralab-fresh-root-")
     os.environ[ENV_ROOT] = _FRESH_ROOT
+
+
+def _probe_vector_isas_once() -> None:
+    """torch.compile's CPU vector-ISA probe, once for the session instead of in each of its ~25 compiling
+    processes (ranks, CLI runs, torchrun ranks): inductor builds a test library per ISA the CPU's flags name and
+    dlopens it in a child Python, ~1.3 core-seconds a process here. When every named ISA passes, the processes
+    of the run get TORCHINDUCTOR_VEC_ISA_OK=1, which gives them the same ISA list without probing; when only
+    some pass, nothing is set and each process probes as before."""
+    import platform
+
+    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or platform.machine() not in ("x86_64", "AMD64"):
+        return
+    from torch._inductor import cpu_vec_isa
+
+    flags = cpu_vec_isa.x86_isa_checker()
+    named = [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list
+             if all(flag in flags for flag in str(isa).split())]
+    if named and [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == named:
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
 
 def pytest_unconfigure(config):

@@ -16,7 +16,20 @@ def identity(comm) -> dict:
             "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
             "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
             "test": os.environ.get("PYTEST_CURRENT_TEST"),
-            "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid())}
+            "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
+            "compile_ready": _compile_ready()}
+
+
+def imports_inductor(comm) -> None:
+    """A rank that uses torch.compile, as far as its warm server can tell: it imported inductor."""
+    import torch._inductor  # noqa: F401
+
+
+def _compile_ready() -> bool:
+    """torch.compile's CPU start-up already done before this rank ran: inductor imported and its vector-ISA
+    probe's answer cached (by the warm server)."""
+    isa = sys.modules.get("torch._inductor.cpu_vec_isa")
+    return isa is not None and isa.valid_vec_isa_list.cache_info().currsize == 1
 
 
 def _umask() -> int:

@@ -45,6 +45,29 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     assert [o["probe"] for o in out + probed] == [None] * 3 + ["42"] * 2
 
 
+def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkeypatch) -> None:
+    """A warm server whose ranks have imported inductor (torch.compile) imports it and probes the CPU's vector
+    ISAs itself once it has been idle for a second, so later ranks that compile a codec pass do not (~4
+    core-seconds of each such rank here); a server whose ranks never compiled does not."""
+    import time
+    import uuid
+
+    import launch_ranks
+
+    monkeypatch.setenv("PARALAB_LAUNCH_PROBE", str(uuid.uuid4()))  # a server of this test's own
+    first = run(launch_ranks.identity, 2, timeout=60)
+    time.sleep(1.5)  # idle for longer than the server waits
+    assert not any(o["compile_ready"] for o in run(launch_ranks.identity, 2, timeout=60))
+    run(launch_ranks.imports_inductor, 2, timeout=60)
+    end = time.monotonic() + 60
+    out = run(launch_ranks.identity, 2, timeout=60)
+    while not all(o["compile_ready"] for o in out) and time.monotonic() < end:
+        time.sleep(0.5)  # the server warms once it has been idle for a second
+        out = run(launch_ranks.identity, 2, timeout=60)
+    assert all(o["compile_ready"] for o in out)
+    assert {o["server"] for o in first} == {o["server"] for o in out}  # the same server, readied in place
+
+
 def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None:
     import threaded_ranks
 
@@ -95,3 +118,21 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
     while alive(pid) and time.monotonic() < end:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+def test_the_session_skips_torch_compile_s_isa_probe_only_where_it_would_pass() -> None:
+    """conftest probes the CPU's vector ISAs once and hands TORCHINDUCTOR_VEC_ISA_OK=1 to the run's processes only
+    when every ISA the CPU names passed: a process without it, probing, finds the same list."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") != "1":
+        pytest.skip("TORCHINDUCTOR_VEC_ISA_OK is not 1 (set otherwise, or an ISA failed its probe): no shortcut taken")
+    from torch._inductor import cpu_vec_isa
+
+    code = "from torch._inductor import cpu_vec_isa; print([str(i) for i in cpu_vec_isa.valid_vec_isa_list()])"
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_VEC_ISA_OK"}
+    probed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert probed.strip() == str([str(i) for i in cpu_vec_isa.valid_vec_isa_list()])
