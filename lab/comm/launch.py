@@ -628,8 +628,8 @@ def _serve() -> int:
     """The warm server: import what every zygote imports, then for each request line on stdin (a job's directory,
     ranks, and the caller's cwd, umask and environment, as JSON) fork a zygote in its own session and answer its
     pid; reap the zygotes, writing each exit status to JOBDIR/exit. The first second it is idle after a rank of
-    its own has used torch.compile, it readies torch.compile for later ranks (`_warm_compiler`). Leaves when stdin closes (its caller is gone,
-    or stopped it), once the zygotes it started have."""
+    its own has used torch.compile, it readies torch.compile for later ranks (`_warm_compiler`). Leaves when stdin
+    closes (its caller is gone, or stopped it), once the zygotes it started have."""
     import select
 
     import torch.distributed  # noqa: F401
