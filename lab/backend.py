@@ -71,14 +71,27 @@ def device_slug(device: torch.device | str | None = None) -> str:
     return "".join(c if c.isalnum() else "-" for c in device_name(device).lower()).strip("-")
 
 
+# module -> the distributions that install it (CuPy's wheels are named per CUDA version)
+_DISTRIBUTIONS = {"cupy": ("cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x", "cupy"), "bitsandbytes": ("bitsandbytes",),
+                  "numpy": ("numpy",)}
+
+
 def versions() -> dict[str, str | None]:
-    """Versions of the libraries a measurement depends on."""
+    """Versions of the libraries a measurement depends on (None: not installed). A module not imported yet is not
+    imported for this: its distribution's metadata says the version (importing bitsandbytes to read it cost ~1
+    core-second of every benchmark command)."""
+    import importlib.metadata
+    import sys
+
     out: dict[str, str | None] = {"torch": torch.__version__, "python": platform.python_version()}
-    for mod in ("cupy", "bitsandbytes", "numpy"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:
-            out[mod] = None
+    for mod, dists in _DISTRIBUTIONS.items():
+        out[mod] = getattr(sys.modules.get(mod), "__version__", None)
+        for dist in dists if out[mod] is None else ():
+            try:
+                out[mod] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                pass
     out["cuda"] = torch.version.cuda
     return out
 

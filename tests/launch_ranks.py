@@ -17,7 +17,17 @@ def identity(comm) -> dict:
             "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
             "test": os.environ.get("PYTEST_CURRENT_TEST"),
             "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
-            "compile_ready": _compile_ready()}
+            "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS}}
+
+
+# modules a warm server imports ahead of its ranks: the allreduce algorithms (with the cost model's pandas) always,
+# torch._dynamo once a rank of its own has imported it (test_launch)
+PRELOADS = ("lab.comm.algorithms.ring", "pandas", "torch._dynamo")
+
+
+def makes_an_optimizer(comm) -> None:
+    """A rank that makes an optimizer: torch imports torch._dynamo at the first one."""
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 
 
 def imports_inductor(comm) -> None:

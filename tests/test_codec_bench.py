@@ -95,3 +95,18 @@ def test_torchao_import_noise_stays_out_of_the_output():
     assert p.returncode == 0, p.stderr
     assert "Failed to load" not in p.stderr and "Enum subclass" not in p.stderr, p.stderr
     assert json.loads(p.stdout)["command"] == "bench codecs"
+
+
+def test_a_result_s_library_versions_are_read_without_importing_them():
+    """backend.versions() names the installed bitsandbytes and numpy (the versions their modules report) without
+    importing a module that is not loaded yet (bitsandbytes' import cost ~1 core-second of each benchmark command).
+    (Checked in one fresh process, so this test's worker imports nothing more.)"""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from lab import backend; v = backend.versions(); "
+            "imported = 'bitsandbytes' in sys.modules; import bitsandbytes, numpy; "
+            "print(json.dumps([imported, v['bitsandbytes'] == bitsandbytes.__version__, "
+            "v['numpy'] == numpy.__version__, v['cupy'] is None or isinstance(v['cupy'], str)]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == [False, True, True, True], out

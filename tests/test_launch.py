@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 
 from lab.comm.launch import run
@@ -45,10 +46,13 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     assert [o["probe"] for o in out + probed] == [None] * 3 + ["42"] * 2
 
 
-def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkeypatch) -> None:
-    """A warm server whose ranks have imported inductor (torch.compile) imports it and probes the CPU's vector
-    ISAs itself once it has been idle for a second, so later ranks that compile a codec pass do not (~4
-    core-seconds of each such rank here); a server whose ranks never compiled does not."""
+@pytest.mark.parametrize("uses", ["imports_inductor", "makes_an_optimizer"])
+def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkeypatch, uses) -> None:
+    """A warm server imports what every rank imports (the allreduce algorithms, pandas with them: ~0.4 core-seconds
+    a rank). One whose ranks have imported inductor (torch.compile; torch._dynamo imports it, at a first optimizer)
+    imports it and probes the CPU's vector ISAs itself once it has been idle for a second, so later ranks do not
+    (~1.5 core-seconds of a rank that makes an optimizer, ~4 of one that compiles a codec pass, here); a server whose
+    ranks never did does not."""
     import time
     import uuid
 
@@ -56,15 +60,17 @@ def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkey
 
     monkeypatch.setenv("PARALAB_LAUNCH_PROBE", str(uuid.uuid4()))  # a server of this test's own
     first = run(launch_ranks.identity, 2, timeout=60)
+    assert all(o["loaded"]["lab.comm.algorithms.ring"] and o["loaded"]["pandas"] for o in first)
     time.sleep(1.5)  # idle for longer than the server waits
-    assert not any(o["compile_ready"] for o in run(launch_ranks.identity, 2, timeout=60))
-    run(launch_ranks.imports_inductor, 2, timeout=60)
+    assert not any(o["compile_ready"] or o["loaded"]["torch._dynamo"] for o in run(launch_ranks.identity, 2,
+                                                                                   timeout=60))
+    run(getattr(launch_ranks, uses), 2, timeout=60)
     end = time.monotonic() + 60
     out = run(launch_ranks.identity, 2, timeout=60)
     while not all(o["compile_ready"] for o in out) and time.monotonic() < end:
         time.sleep(0.5)  # the server warms once it has been idle for a second
         out = run(launch_ranks.identity, 2, timeout=60)
-    assert all(o["compile_ready"] for o in out)
+    assert all(o["compile_ready"] and o["loaded"]["torch._dynamo"] for o in out)
     assert {o["server"] for o in first} == {o["server"] for o in out}  # the same server, readied in place
 
 

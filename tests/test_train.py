@@ -117,6 +117,31 @@ def test_digits_is_the_instant_default_and_seeded():
     assert not torch.equal(a.test_y, load_dataset("digits", seed=2).test_y)
 
 
+def test_the_digits_are_scikit_learn_s_without_importing_it():
+    """digits_table() reads the file scikit-learn ships the digits in: the same arrays as load_digits(), and a
+    process that loads them (a rank that trains on them) imports neither scikit-learn nor SciPy (~2 core-s).
+    (One fresh process checks both, so this test's worker does not import scikit-learn either.)"""
+    import json
+    import subprocess
+    import sys
+
+    code = """if True:
+        import json, sys
+        import numpy as np
+        from lab.data import load_dataset
+        from lab.data.images import digits_table
+        load_dataset("digits")
+        imported = sorted(m for m in ("sklearn", "scipy") if m in sys.modules)
+        data, target = digits_table()
+        from sklearn.datasets import load_digits
+        bunch = load_digits()
+        same = (data.dtype == bunch.data.dtype and np.array_equal(data, bunch.data)
+                and target.dtype == bunch.target.dtype and np.array_equal(target, bunch.target))
+        print(json.dumps([imported, bool(same), data.shape]))"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [[], True, [1797, 64]], out
+
+
 # ---------------------------------------------------------------- models and bad input
 
 def test_paper_mlp_shape_and_bad_settings():

@@ -134,7 +134,8 @@ ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR z
 SERVE = "serve"  # `python -m lab.comm.launch - serve`: the warm server that forks a zygote per job
 ZYGOTE_EXIT = "exit"  # JOBDIR/exit: a served zygote's exit status, written by the server that reaped it
 # In a warm server and the processes it forks: the file a rank touches when it imported torch.compile's inductor
-# (so the server readies torch.compile for the ranks after it; `_warm_compiler`). None elsewhere.
+# (so the server readies torch.compile for the ranks after it; `_warm_compiler`). None elsewhere. torch imports
+# inductor with torch._dynamo, at a process's first optimizer, FSDP or torch.compile call.
 _COMPILED_SEEN: Path | None = None
 
 
@@ -625,16 +626,23 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
 
 
 def _serve() -> int:
-    """The warm server: import what every zygote imports, then for each request line on stdin (a job's directory,
-    ranks, and the caller's cwd, umask and environment, as JSON) fork a zygote in its own session and answer its
-    pid; reap the zygotes, writing each exit status to JOBDIR/exit. The first second it is idle after a rank of
-    its own has used torch.compile, it readies torch.compile for later ranks (`_warm_compiler`). Leaves when stdin
-    closes (its caller is gone, or stopped it), once the zygotes it started have."""
+    """The warm server: import what every zygote imports (torch, the comm code, the allreduce algorithms and so the
+    cost model's pandas), then for each request line on stdin (a job's directory, ranks, and the caller's cwd,
+    umask and environment, as JSON) fork a zygote in its own session and answer its pid; reap the zygotes, writing
+    each exit status to JOBDIR/exit. The first second it is idle after a rank of its own has used torch.compile
+    (or torch._dynamo, which imports it), it readies torch.compile for later ranks (`_warm_compiler`). Leaves when
+    stdin closes (its caller is gone, or stopped it), once the zygotes it started have."""
     import select
 
     import torch.distributed  # noqa: F401
 
     from . import dist  # noqa: F401
+    try:  # the plugin scan of every rank that runs a collective (~0.4 core-s a rank, pandas mostly)
+        from .algorithms import algorithm_names
+
+        algorithm_names()
+    except Exception:  # noqa: BLE001  a broken plugin is for the rank that uses the registry to report
+        pass
     if not _forkable():
         print("no fork", flush=True)
         return 1
