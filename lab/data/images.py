@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .system import system_path
+
 if TYPE_CHECKING:
     import numpy as np
-
-from .system import system_path
 
 DATASETS = ("auto", "mnist", "fashion-mnist", "digits")
 ENV_PATH = "PARALAB_DATA"
@@ -155,11 +155,11 @@ def load_idx_dir(directory: str | Path, name: str = "mnist") -> Dataset:
     return Dataset(name, *out["train"], *out["test"], classes, (h, w), str(d))
 
 
-def digits_table() -> tuple["np.ndarray", "np.ndarray"]:
+def digits_table() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 8x8 digits as `sklearn.datasets.load_digits()` gives them: (data (1797, 64) float64 pixel
     counts 0-16, target (1797,) int). Read from the file scikit-learn ships them in (sklearn/datasets/data/
     digits.csv.gz, parsed as load_digits parses it) without importing scikit-learn, whose import, with SciPy's,
-    cost ~1.5 core-seconds in every process that trained on the digits (rank processes included); load_digits
+    cost ~2 core-seconds in every process that trained on the digits (rank processes included); load_digits
     itself where that file is not found."""
     import importlib.util
 
