@@ -132,8 +132,6 @@ def test_the_session_skips_torch_compile_s_isa_probe_only_where_it_would_pass() 
     import subprocess
     import sys
 
-    import pytest
-
     if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") != "1":
         pytest.skip("TORCHINDUCTOR_VEC_ISA_OK is not 1 (set otherwise, or an ISA failed its probe): no shortcut taken")
     from torch._inductor import cpu_vec_isa

@@ -684,8 +684,8 @@ def _warm_compiler() -> None:
     """torch.compile's start-up, done once in the server so that every rank it forks has it: inductor's import and
     its probe of the CPU's vector instruction sets (a test library built and loaded per set). A rank that compiles a
     codec's CPU pass (lab.codecs.cpu) then starts it 2.8 instead of 6.7 core-seconds here. Only a server whose
-    ranks have compiled does it (~1.5 core-seconds of the server's). A failure is left for the rank that compiles
-    to meet and report."""
+    ranks have imported inductor (to compile, or with torch._dynamo at a first optimizer) does it (~1.5 core-seconds
+    of the server's). A failure is left for the rank that compiles to meet and report."""
     try:
         from torch._inductor import cpu_vec_isa
 
