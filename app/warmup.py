@@ -9,6 +9,7 @@ Each page it warmed, and the seconds it took, is printed to the server's log ("p
 PARALAB_WARMUP=0 switches it off (to time a cold server)."""
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -60,7 +61,12 @@ def _warm(url: str, pages: Sequence[str] | None, hooks: Sequence[str] | None) ->
             t0 = time.perf_counter()
             importlib.import_module(module).warm()
             print(f"paralab warm-up: {module}.warm() {time.perf_counter() - t0:.2f} s", flush=True)
-        print(f"paralab warm-up: done, {len(done)} pages in {sum(done.values()):.1f} s", flush=True)
+        # Every page's modules and caches now live as long as the server: frozen, the garbage collector's full
+        # collections (~12 % of the server's CPU) skip them from here on
+        gc.collect()
+        gc.freeze()
+        print(f"paralab warm-up: done, {len(done)} pages in {sum(done.values()):.1f} s; "
+              f"{gc.get_freeze_count()} objects frozen", flush=True)
     except Exception as e:  # a warm-up must never take the server down: say why and stop
         print(f"paralab warm-up: stopped ({type(e).__name__}: {e})", flush=True)
 

@@ -1,6 +1,7 @@
 """Rank functions for test_launch.py (module level, so that rank processes can import them)."""
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ def identity(comm) -> dict:
             "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
             "test": os.environ.get("PYTEST_CURRENT_TEST"),
             "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
-            "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS}}
+            "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS},
+            "gc": (gc.isenabled(), gc.get_freeze_count())}
 
 
 # modules a warm server imports ahead of its ranks: the allreduce algorithms (with the cost model's pandas) always,

@@ -3,7 +3,10 @@ train --mode ddp) and on the long single-process ones not covered in test_cli.py
 train --reproduce): the run stops at once with exit 130, says where it was, and the rows rank 0 had
 finished are written, marked partial, in the command's schema. Rank 0 streams each finished row to
 the parent (lab.comm.launch's on_row), so the parent has them when the stop comes."""
+import importlib
+import inspect
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -79,8 +82,31 @@ def test_a_stopped_benchmark_never_overwrites_its_complete_result():
 
 def test_the_paralab_script_is_the_entry_that_leaves_cleanly():
     """`paralab` runs lab.cli:main (one-line errors for failed ranks, os._exit(130) after a stop), not the bare
-    typer app (test_train's CliRunner stop checks that an in-process stop returns 130 and leaves pytest alive)."""
+    typer app (test_train's CliRunner stop checks that an in-process stop returns 130 and leaves pytest alive),
+    through lab.__main__:run, as `python -m lab` and torchrun's `-m lab` do."""
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["paralab"] == "lab.cli:main"
+    assert scripts["paralab"] == "lab.__main__:run"
+    assert "main()" in inspect.getsource(importlib.import_module("lab.__main__").run)
+
+
+def test_the_cli_imports_with_the_garbage_collector_off_and_freezes_what_they_made():
+    """A CLI process imports torch, pandas and typer (~2 core-seconds) without a garbage collection, then freezes
+    those objects: the collector is on again for the command's own, and its full collections skip the imports'."""
+    code = ("import gc, sys\n"
+            "starts = []\n"
+            "gc.callbacks.append(lambda phase, info: phase == 'start' and starts.append(info['generation']))\n"
+            "sys.argv = ['paralab', '--help']\n"
+            "import lab.__main__\n"
+            "try:\n"
+            "    lab.__main__.run()\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(len(starts), starts.count(2), gc.isenabled(), gc.get_freeze_count(), 'torch' in sys.modules)\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    collections, full, enabled, frozen, torch_loaded = p.stdout.split()[-5:]
+    assert torch_loaded == "True" and enabled == "True", p.stdout
+    assert int(frozen) > 100_000, p.stdout  # torch's, pandas' and the lab's objects
+    assert int(full) == 0 and int(collections) < 50, p.stdout  # the default collector ran ~450 times importing

@@ -26,6 +26,9 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     parents = {o["ppid"] for o in out}
     assert len(parents) == 1 and os.getpid() not in parents  # one zygote forked them all
     assert all(o["cmdline"] == "serve" for o in out)  # forked by the warm `python -m lab.comm.launch - serve`
+    # the objects the server and zygote imported are frozen (gc.freeze) before the fork: a rank's collections skip
+    # them and leave the pages it shares with them unwritten; its own objects are still collected
+    assert all(o["gc"][0] and o["gc"][1] > 100_000 for o in out), [o["gc"] for o in out]
     # the next job: a zygote of its own from the same warm server, which hands it this process's working
     # directory, umask and environment as they are now
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes at every test: not a server of its own
@@ -82,6 +85,7 @@ def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None
     _check(out, 2)
     assert [o["cmdline"] for o in out] == ["0", "1"]  # `python -m lab.comm.launch JOBDIR RANK`, not forked
     assert [o["thp"] for o in out] == ["0", "0"]
+    assert all(o["gc"][0] and o["gc"][1] > 100_000 for o in out), [o["gc"] for o in out]  # froze its imports
 
 
 def test_ranks_get_a_share_of_the_cores_for_openmp_and_torch_compile(monkeypatch) -> None:

@@ -1,6 +1,7 @@
 """app/warmup.py (issue 28.8): the dashboard warms every page's default view when its server starts, before any
 session opens, once per server process."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -50,6 +51,8 @@ def test_the_server_warms_every_page_when_it_starts(tmp_path):
         assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
     assert "views.collectives.warm()" in text
     assert text.count("paralab warm-up: done") == 1 and text.count("paralab warm-up: codecs ") == 1
+    # what the pages imported and cached is frozen for the garbage collector once they are warm
+    assert int(re.search(r"warm-up: done, .*; (\d+) objects frozen", text).group(1)) > 100_000, text[-2000:]
 
 
 def test_one_warm_up_per_process(monkeypatch):
