@@ -151,6 +151,13 @@ def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatc
     assert not once, f"loops that never went round twice in the batteries: {once}"
 
 
+def test_ucontext_fibers_pass_the_codec_battery_too(cuda_emu) -> None:
+    """Flag 4: the threads are ucontext fibers, as on a machine that is not x86-64 (x86-64 switches them with the
+    header's emu_switch, which makes no system call): the same kernels give the same checked results that way."""
+    cuda_emu.flags = 4 | 1
+    _codec_battery()
+
+
 # ------------------------------------------------------------------ planted bugs
 
 def _sub(text: str, old: str, new: str) -> str:

@@ -71,14 +71,93 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
 
 // ------------------------------------------------------------------ the scheduler
 
+// Switching between fibers. glibc's swapcontext saves and restores the signal mask with a system call at every
+// switch (and getcontext at every thread's start). On x86-64 `emu_switch` saves only what the ABI says a callee
+// keeps (rbx, rbp, r12-r15, the stack pointer) and the SSE and x87 control words: the emulated thread-order tests
+// took 0.63x the CPU with it (and the shadow memory below). Elsewhere, and on x86-64 for a launch with flag 4
+// (`emu_ucontext`: tests/test_cuda_emu.py runs the same batteries both ways), the fibers use ucontext.
+static bool emu_ucontext = false;
+#if defined(__x86_64__)
+extern "C" __attribute__((visibility("hidden"))) void emu_switch(void** save_sp, void* to_sp);
+asm(R"(
+    .text
+    .weak emu_switch
+    .hidden emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+#endif
+
 namespace emu {
 
+struct Context {
+    void* sp = nullptr;  // x86-64: where emu_switch left this fiber's registers
+    ucontext_t uc;
+};
+
+inline void switch_to(Context& from, const Context& to) {
+#if defined(__x86_64__)
+    if (!emu_ucontext) {
+        emu_switch(&from.sp, to.sp);
+        return;
+    }
+#endif
+    swapcontext(&from.uc, &to.uc);
+}
+
+// A context that starts `entry` (which never returns) on the `size` bytes of stack at `stack`. For emu_switch: the
+// frame it pops (control words, six registers, then `entry` as the return address) at the stack's top, with the
+// stack aligned as at a call (rsp % 16 == 8 on entry).
+inline void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+#if defined(__x86_64__)
+    if (!emu_ucontext) {
+        void** sp = (void**)((((uintptr_t)stack + size) & ~(uintptr_t)15) - 72);
+        unsigned control[2] = {0, 0};
+        asm volatile("stmxcsr %0" : "=m"(control[0]));
+        asm volatile("fnstcw %0" : "=m"(control[1]));
+        memcpy(&sp[0], control, sizeof control);
+        for (int k = 1; k <= 6; ++k) sp[k] = nullptr;
+        sp[7] = (void*)entry;
+        c.sp = sp;
+        return;
+    }
+#endif
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = stack;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+
 enum State { RUNNABLE, AT_BARRIER, AT_SHFL, DONE };
+
 
 struct Block;
 
 struct Fiber {
-    ucontext_t ctx;
+    Context ctx;
     unsigned tid = 0;
     State state = RUNNABLE;
     Block* blk = nullptr;
@@ -99,11 +178,13 @@ struct Block {
 };
 
 // Shadow state of one byte of a global buffer for the race detector: the last writer CTA and up
-// to two reader CTAs of this launch (-1: none), with the code offsets of those accesses.
+// to two reader CTAs of this launch (each as block + 1; 0: none, so a fresh shadow is all zero bytes: calloc's
+// pages, mapped as the kernel touches them, with no constructor pass over them), with the code addresses of those
+// accesses.
 struct Shadow {
-    int w = -1, r1 = -1, r2 = -1;
-    uintptr_t wpc = 0, r1pc = 0, r2pc = 0;  // return addresses of the hooks
-    unsigned char watomic = 0, r1atomic = 0, r2atomic = 0;
+    unsigned w, r1, r2;
+    unsigned char watomic, r1atomic, r2atomic;
+    uintptr_t wpc, r1pc, r2pc;  // return addresses of the hooks
 };
 
 // A global buffer of a launch (the harness's guarded copy of one tensor's storage).
@@ -130,7 +211,7 @@ struct Launch {
     std::vector<Block*> resident;
     Fiber* current = nullptr;
     Block* in_shared = nullptr;  // the CTA whose shared memory the static arrays hold
-    ucontext_t scheduler;
+    Context scheduler;
     bool failed = false;
     std::string error;
     void (*body)(void**) = nullptr;
@@ -145,7 +226,7 @@ struct Launch {
     size_t nbufs = 0;
     std::vector<std::pair<const char*, std::vector<LoopStat>>> loop_files;  // per source file, by line
     ~Launch() {
-        for (Buffer& b : buffers) delete[] b.shadow;
+        for (Buffer& b : buffers) free(b.shadow);
     }
 };
 
@@ -240,13 +321,13 @@ inline std::string where() {
         l->error = msg + " (" + where() + ")";
     }
     Fiber* f = l->current;
-    swapcontext(&f->ctx, &l->scheduler);
+    switch_to(f->ctx, l->scheduler);
     abort();  // never resumed
 }
 
 inline void yield() {
     Launch* l = active();
-    swapcontext(&l->current->ctx, &l->scheduler);
+    switch_to(l->current->ctx, l->scheduler);
     if (l->failed) fail(l->error);
 }
 
@@ -254,7 +335,8 @@ inline void fiber_main() {
     Launch* l = active();
     l->body(l->args);
     l->current->state = DONE;
-    swapcontext(&l->current->ctx, &l->scheduler);
+    switch_to(l->current->ctx, l->scheduler);
+    abort();  // never resumed
 }
 
 inline unsigned live_threads(const Block* b) {
@@ -403,24 +485,27 @@ EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, voi
     if (!l || !l->current || (l->in_atomic && !atomic)) return;
     Buffer* b = buffer_of(l, a);
     if (!b) return;
-    if (!b->shadow) b->shadow = new Shadow[b->hi - b->lo];
-    const int me = (int)l->current->blk->idx.x;
+    if (!b->shadow) {
+        b->shadow = (Shadow*)calloc(b->hi - b->lo, sizeof(Shadow));
+        if (!b->shadow) fail("cannot allocate the race detector's shadow of a buffer");
+    }
+    const unsigned me = l->current->blk->idx.x + 1;
     const uintptr_t pc = (uintptr_t)ret;
     const size_t end = n < b->hi - a ? n : b->hi - a;
     Shadow* sh = b->shadow + (a - b->lo);
     for (size_t i = 0; i < end; ++i) {
         Shadow& s = sh[i];
-        if (s.w >= 0 && s.w != me && !(atomic && s.watomic))
-            race(l, *b, a + i, "written", s.w, s.wpc, write ? "written" : "read", pc);
+        if (s.w && s.w != me && !(atomic && s.watomic))
+            race(l, *b, a + i, "written", s.w - 1, s.wpc, write ? "written" : "read", pc);
         if (write) {
-            if (s.r1 >= 0 && s.r1 != me && !(atomic && s.r1atomic))
-                race(l, *b, a + i, "read", s.r1, s.r1pc, "written", pc);
-            if (s.r2 >= 0 && s.r2 != me && !(atomic && s.r2atomic))
-                race(l, *b, a + i, "read", s.r2, s.r2pc, "written", pc);
+            if (s.r1 && s.r1 != me && !(atomic && s.r1atomic))
+                race(l, *b, a + i, "read", s.r1 - 1, s.r1pc, "written", pc);
+            if (s.r2 && s.r2 != me && !(atomic && s.r2atomic))
+                race(l, *b, a + i, "read", s.r2 - 1, s.r2pc, "written", pc);
             s.w = me, s.wpc = pc, s.watomic = atomic;
-        } else if (s.r1 < 0 || s.r1 == me) {
+        } else if (!s.r1 || s.r1 == me) {
             s.r1 = me, s.r1pc = pc, s.r1atomic = atomic;
-        } else if (s.r2 < 0 || s.r2 == me) {
+        } else if (!s.r2 || s.r2 == me) {
             s.r2 = me, s.r2pc = pc, s.r2atomic = atomic;
         }
     }
@@ -502,11 +587,7 @@ inline Block* admit(Launch* l, unsigned idx, unsigned slot, char* st) {
         Fiber& f = b->fibers[t];
         f.tid = t;
         f.blk = b;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = st + ((size_t)slot * n + t) * STACK;
-        f.ctx.uc_stack.ss_size = STACK;
-        f.ctx.uc_link = &l->scheduler;
-        makecontext(&f.ctx, fiber_main, 0);
+        make_context(f.ctx, st + ((size_t)slot * n + t) * STACK, STACK, fiber_main);
     }
     return b;
 }
@@ -586,7 +667,7 @@ inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
         switch_shared(l, b);
         l->current = f;
         l->want_switch = false;
-        swapcontext(&l->scheduler, &f->ctx);
+        switch_to(l->scheduler, f->ctx);
         l->current = nullptr;
         if (l->failed) {
             ok = false;
@@ -813,7 +894,7 @@ long emu_shared_bytes() {  // registered so far
 }
 
 // Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks admitted
-// in reverse order. Up to `window` CTAs are resident at once; `seed` drives which resident CTA
+// in reverse order, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are resident at once; `seed` drives which resident CTA
 // runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
 // never). buffers: nbuf (start, end, parameter) triples of the global buffers, for the race
 // detector. Returns 0, or -1 with the message in err.
@@ -827,6 +908,7 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
     l.body = emu::kernels()[k].call;
     l.args = args;
     l.reverse = flags & 1;
+    emu_ucontext = flags & 4;
     l.rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     l.switch_mask = switch_mask;
     for (int i = 0; i < nbuf; ++i) {
