@@ -37,8 +37,8 @@ st.html("""<style>
 </style>""")
 nav = st.navigation(navigation(page_list.PAGES))
 ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the page's URL, nothing carried
-if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so Streamlit's
-    gc.collect()               # full gc.collect after every run skips it (0.23 s -> 0.09 s a run here)
-    gc.freeze()
+if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so the collector's
+    gc.collect()               # full collections skip it (Streamlit's own one after every run is off:
+    gc.freeze()                # .streamlit/config.toml; warmup.py freezes again once every page is warm)
 warmup.start()  # once per server; app/serve.py starts it with the server, before this first session
 nav.run()

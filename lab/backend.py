@@ -86,7 +86,9 @@ def versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"torch": torch.__version__, "python": platform.python_version()}
     for mod, dists in _DISTRIBUTIONS.items():
         out[mod] = getattr(sys.modules.get(mod), "__version__", None)
-        for dist in dists if out[mod] is None else ():
+        if out[mod] is not None:
+            continue
+        for dist in dists:
             try:
                 out[mod] = importlib.metadata.version(dist)
                 break

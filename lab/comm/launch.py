@@ -658,8 +658,7 @@ def _serve() -> int:
     if not _forkable():
         print("no fork", flush=True)
         return 1
-    gc.collect()  # once: the imports' own garbage is not frozen with them
-    _freeze_for_fork()
+    gc.collect()  # once: the imports' own garbage is not frozen with them (before each fork, _freeze_for_fork)
     global _COMPILED_SEEN
     flags = tempfile.mkdtemp(prefix="paralab-serve-")
     _COMPILED_SEEN = Path(flags) / "compiled"
@@ -683,7 +682,7 @@ def _serve() -> int:
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 req = json.loads(line)
-                _freeze_for_fork()  # what the compiler's warm-up imported since
+                _freeze_for_fork()  # the preloads, and what the compiler's warm-up imported since
                 pid = os.fork()
                 if pid == 0:
                     _served_job(req)

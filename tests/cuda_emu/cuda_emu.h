@@ -153,7 +153,6 @@ inline void make_context(Context& c, char* stack, size_t size, void (*entry)()) 
 
 enum State { RUNNABLE, AT_BARRIER, AT_SHFL, DONE };
 
-
 struct Block;
 
 struct Fiber {
@@ -894,8 +893,8 @@ long emu_shared_bytes() {  // registered so far
 }
 
 // Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks admitted
-// in reverse order, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are resident at once; `seed` drives which resident CTA
-// runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
+// in reverse order, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are
+// resident at once; `seed` drives which resident CTA runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
 // never). buffers: nbuf (start, end, parameter) triples of the global buffers, for the race
 // detector. Returns 0, or -1 with the message in err.
 int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, unsigned char poison,

@@ -447,8 +447,8 @@ class _Guarded:
 @dataclass
 class Launcher:
     """`lab.backend.launch_kernel` on the emulator. flags: 1 = threads of a block in reverse
-    order, 2 = blocks in reverse order, 4 = threads as ucontext fibers (what non-x86-64 machines use). Up to `window` CTAs run at once; `seed` fixes the
-    interleaving (which resident CTA runs next; a global access switches CTA with probability
+    order, 2 = blocks in reverse order, 4 = threads as ucontext fibers (what non-x86-64 machines use). Up to
+    `window` CTAs run at once; `seed` fixes the interleaving (which resident CTA runs next; a global access switches CTA with probability
     1/switch_every, an atomic with 1/2). `sources` replaces a module's text (mutation tests).
     `launches` lists every launch (module, kernel, grid, threads)."""
 
