@@ -211,8 +211,10 @@ def codec_infos() -> list[CodecInfo]:
 
 def codec_info(name: str) -> CodecInfo:
     """The CodecInfo of `name`; ValueError listing the known names."""
-    REGISTRY.load()
     info = REGISTRY.items.get(name)
+    if info is None:  # discovery only adds: a name known already needs none
+        REGISTRY.load()
+        info = REGISTRY.items.get(name)
     if info is None:
         raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(REGISTRY.items))}")
     return info

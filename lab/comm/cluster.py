@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from numbers import Integral
 
 from . import cost
@@ -169,7 +170,7 @@ class Cluster:
     def name(self) -> str:
         return f"{self.nodes}x{self.gpus_per_node} ({self.intra.name} inside, {self.inter.name} across)"
 
-    @property
+    @cached_property  # a frozen machine's; the cost model asks ~10^4 times a call
     def inter_per_gpu(self) -> Link:
         """One GPU's share of its node's network: the NIC's latency, bandwidth × nics / g."""
         bw = self.inter.bandwidth_Bps * self.nics_per_node / self.gpus_per_node
@@ -181,14 +182,14 @@ class Cluster:
             return self.intra
         return Link(name, max(self.intra.L, e.L), min(self.intra.bandwidth_Bps, e.bandwidth_Bps), source)
 
-    @property
+    @cached_property
     def slowest(self) -> Link:
         """The link a flat algorithm's every hop is modelled on: the slower of the intra link and one GPU's
         share of the network."""
         return self._slower(self.inter_per_gpu, f"slowest of {self.intra.name}, {self.inter.name}",
                             "the slower of the two levels")
 
-    @property
+    @cached_property
     def ring_link(self) -> Link:
         """The link a single ring over consecutive ranks is modelled on: the slower of the intra link and
         one whole NIC (one flow crosses each node boundary per direction)."""
@@ -500,8 +501,10 @@ def cluster_allreduce(cluster: Cluster, n_values: float, codec: CodecCost = BF16
     inside unless intra_codec is given, alltoall_quantized the codec at both levels, as ZeRO++)."""
     if algorithm == IN_NETWORK:
         return in_network_time(cluster, n_values, codec)
-    if not isinstance(algorithm, str) or algorithm not in cost.ALGORITHMS:
-        raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(algorithms())}")
+    try:
+        get_algorithm(algorithm)
+    except ValueError:
+        raise ValueError(f"unknown two-level algorithm {algorithm!r}; allowed: {', '.join(algorithms())}") from None
     return algorithm_time(cluster, algorithm, n_values, codec, intra_codec=intra_codec, raw=raw, **options)
 
 

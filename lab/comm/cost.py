@@ -42,6 +42,16 @@ def __getattr__(name: str):
 MODES: tuple[str, ...] = ("requantize", "gather")
 
 
+def _real(x) -> bool:
+    """A real number (bool included): float and int by their type, the numbers ABC (numpy scalars) otherwise;
+    the cost model checks ~10^5 numbers a call and the ABC's check is the slow one."""
+    return type(x) in (float, int) or isinstance(x, Real)
+
+
+def _integral(x) -> bool:
+    return type(x) is int or isinstance(x, Integral)
+
+
 # -- links
 
 @dataclass(frozen=True)
@@ -55,9 +65,9 @@ class Link:
     shared: bool = False  # one medium for all ranks: the bandwidth term counts every rank's bytes
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.latency_s, Real) and math.isfinite(self.latency_s) and self.latency_s >= 0):
+        if not (_real(self.latency_s) and math.isfinite(self.latency_s) and self.latency_s >= 0):
             raise ValueError(f"Link {self.name!r}: latency_s must be a finite number >= 0, got {self.latency_s!r}")
-        if not (isinstance(self.bandwidth_Bps, Real) and math.isfinite(self.bandwidth_Bps)
+        if not (_real(self.bandwidth_Bps) and math.isfinite(self.bandwidth_Bps)
                 and self.bandwidth_Bps > 0):
             raise ValueError(f"Link {self.name!r}: bandwidth_Bps must be a finite number > 0, "
                              f"got {self.bandwidth_Bps!r}")
@@ -135,13 +145,13 @@ def custom_link(latency_us: float, bandwidth_GBps: float, name: str = "custom") 
 # -- input checks
 
 def check_P(P: int) -> int:
-    if isinstance(P, bool) or not isinstance(P, Integral) or P < 1:
+    if isinstance(P, bool) or not _integral(P) or P < 1:
         raise ValueError(f"P (ranks or GPUs) must be an int >= 1, got {P!r}")
     return int(P)
 
 
 def _check_nonneg(what: str, x: float) -> float:
-    if isinstance(x, bool) or not isinstance(x, Real) or not math.isfinite(x) or x < 0:
+    if isinstance(x, bool) or not _real(x) or not math.isfinite(x) or x < 0:
         raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
     return float(x)
 
@@ -253,7 +263,7 @@ def transfer_time(nbytes: float, link: Link | str) -> float:
 
 def _check_codec(n_values: int, wire_bytes_per_value: float, encode_s_per_value: float,
                  decode_s_per_value: float, side_bytes: float) -> tuple[int, float, float, float, float]:
-    if isinstance(n_values, bool) or not isinstance(n_values, Integral) or n_values < 0:
+    if isinstance(n_values, bool) or not _integral(n_values) or n_values < 0:
         raise ValueError(f"n_values must be an int >= 0, got {n_values!r}")
     return (int(n_values), _check_nonneg("wire_bytes_per_value", wire_bytes_per_value),
             _check_nonneg("encode_s_per_value", encode_s_per_value),
