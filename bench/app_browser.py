@@ -81,12 +81,12 @@ def serve(threads: int = 1, env: dict[str, str] | None = None) -> Iterator[str]:
 
 
 @contextmanager
-def launch():
-    """Debian's Chromium driven by Playwright (never `playwright install`)."""
+def launch(extra_args: tuple[str, ...] = ()):
+    """Debian's Chromium driven by Playwright (never `playwright install`), with ARGS plus `extra_args`."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[*ARGS, *extra_args])
         try:
             yield b
         finally:
