@@ -97,7 +97,8 @@ def discover(name: str) -> None:
     """Find every plugin of kind `name` not handed to its registry yet (package scan, entry points,
     environment, modules carried from the parent); cheap when nothing changed since the last call."""
     kind = _kinds[name]
-    pkg = sys.modules.get(kind.package) or importlib.import_module(kind.package)  # the cost model asks ~10^5 times a call
+    # read for every list of plugins (the cost model's many): the package from sys.modules, not import_module
+    pkg = sys.modules.get(kind.package) or importlib.import_module(kind.package)
     key = (tuple(sys.path), tuple(getattr(pkg, "__path__", ())), os.environ.get(kind.env, ""), len(kind.runtime))
     if key == kind.key:
         return
