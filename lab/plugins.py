@@ -198,6 +198,15 @@ class Registry(Generic[T]):
         """Every plugin of the kind found (`discover`)."""
         discover(self.kind.name)
 
+    def get(self, key: Hashable) -> Optional[T]:
+        """The plugin under `key`, or None; discovers only when `key` is not registered yet (discovery only adds,
+        and the cost model looks names up ~10^5 times a call)."""
+        item = self.items.get(key)
+        if item is None:
+            self.load()
+            item = self.items.get(key)
+        return item
+
     def builtin(self, item: T) -> bool:
         """Whether `item` is defined in the kind's built-in package."""
         return self.module_of(item).startswith(self.kind.package + ".")

@@ -211,10 +211,7 @@ def codec_infos() -> list[CodecInfo]:
 
 def codec_info(name: str) -> CodecInfo:
     """The CodecInfo of `name`; ValueError listing the known names."""
-    info = REGISTRY.items.get(name)
-    if info is None:  # discovery only adds: a name known already needs none
-        REGISTRY.load()
-        info = REGISTRY.items.get(name)
+    info = REGISTRY.get(name)
     if info is None:
         raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(REGISTRY.items))}")
     return info

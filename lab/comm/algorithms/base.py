@@ -174,10 +174,7 @@ def algorithm_names() -> list[str]:
 
 def get_algorithm(name: str) -> Algorithm:
     """The registered algorithm called `name`; ValueError naming the known ones otherwise."""
-    algo = REGISTRY.items.get(name) if isinstance(name, str) else None
-    if algo is None:  # discovery only adds: a name known already needs none (the cost model asks ~10^5 times)
-        REGISTRY.load()
-        algo = REGISTRY.items.get(name) if isinstance(name, str) else None
+    algo = REGISTRY.get(name) if isinstance(name, str) else None
     if algo is None:
         raise ValueError(f"unknown algorithm {name!r}: known are {', '.join(algorithm_names())}")
     return algo

@@ -165,8 +165,7 @@ def collective_names(op: str) -> list[str]:
 def get_collective(op: str, name: str) -> Collective:
     """The algorithm `name` of `op`; ValueError naming the ones `op` has."""
     check_op(op)
-    REGISTRY.load()
-    c = REGISTRY.items.get((op, name)) if isinstance(name, str) else None
+    c = REGISTRY.get((op, name)) if isinstance(name, str) else None
     if c is None:
         raise ValueError(f"{op} has no algorithm {name!r}; allowed: {', '.join(collective_names(op))}")
     return c
