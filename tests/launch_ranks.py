@@ -19,7 +19,8 @@ def identity(comm) -> dict:
             "test": os.environ.get("PYTEST_CURRENT_TEST"),
             "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
             "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS},
-            "gc": (gc.isenabled(), gc.get_freeze_count())}
+            "gc": (gc.isenabled(), gc.get_freeze_count()),
+            "netns": os.readlink("/proc/self/ns/net"), "gloo_if": os.environ.get("GLOO_SOCKET_IFNAME")}
 
 
 # modules a warm server imports ahead of its ranks: the allreduce algorithms (with the cost model's pandas) always,

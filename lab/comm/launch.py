@@ -6,8 +6,9 @@ next: torch and the comm code imported once), so a launch pays no interpreter or
 first (where no server can run, a fresh `python -m lab.comm.launch JOBDIR zygote P` does the same). The
 zygote forks only while it is single-threaded (no torch or OpenMP thread yet: jemalloc's background
 thread aside, whose allocator handles fork), otherwise each rank is a fresh `python -m
-lab.comm.launch JOBDIR RANK` process, as is every rank of a `ShapedLink` (started inside its
-network namespace). The ranks meet through a file store in a private directory and talk
+lab.comm.launch JOBDIR RANK` process. A rank of a `ShapedLink` joins its network namespace itself
+(setns(2) on the link's `netns_file`, right after the fork, with the link's `env`); a fresh one starts
+inside it (the link's `command_prefix`). The ranks meet through a file store in a private directory and talk
 over Gloo (loopback, or the veth links of a `ShapedLink`) or NCCL. The parent watches them: the
 first rank that raises or dies stops the run, every other rank is killed, and the error names
 the rank (a rank that hangs makes its peers' transfers time out, which names it too). Nothing
@@ -103,8 +104,9 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
 
 
 def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
-    """The rank processes: forked by one zygote on this host, or (a shaped network) one
-    `python -m lab.comm.launch JOBDIR RANK` per rank inside its namespace."""
+    """The rank processes: forked by one zygote on this host (each rank of a shaped network joins its
+    namespace: `_enter`), or (a network whose namespaces a process cannot join itself) one
+    `python -m lab.comm.launch JOBDIR RANK` per rank started inside its namespace."""
     threads = max(1, (os.cpu_count() or 1) // procs)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))
@@ -115,7 +117,11 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     # 64 MB allreduce buffer took 16,384 page faults, 73 ms of a 0.33 s 8-bit hierarchical call on 4 ranks / 2 cores
     # (32 ms -> 10 ms per 64 MB copy alone). THP_MEM_ALLOC_ENABLE=0 keeps 4 kB pages.
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    if net is None:
+    if net is None or _joinable(net, procs):
+        if net is not None:
+            (jobdir / NET).write_text(json.dumps({"netns": [net.netns_file(r) for r in range(procs)],
+                                                  "env": [net.env(r) for r in range(procs)],
+                                                  "prefix": [net.command_prefix(r) for r in range(procs)]}))
         zygote = _served_zygote(env, jobdir, procs)
         if zygote is None:  # no warm server here: a fresh zygote for this job
             with open(jobdir / "stderr.txt", "w") as err:
@@ -131,7 +137,41 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     return ps
 
 
+def _joinable(net: Any, procs: int) -> bool:
+    """Can a forked rank join `net`'s namespaces itself: Linux, and a namespace file for every rank."""
+    if not sys.platform.startswith("linux") or not hasattr(net, "netns_file"):
+        return False
+    return all(os.path.exists(net.netns_file(r)) for r in range(procs))
+
+
+def _setns(path: str) -> None:
+    """Move this (single-threaded) process into the network namespace `path` names (setns(2), CLONE_NEWNET)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if hasattr(os, "setns"):  # Python 3.12+
+            os.setns(fd, os.CLONE_NEWNET)
+            return
+        import ctypes  # imported by torch already
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot join the network namespace {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _net(jobdir: Path) -> dict | None:
+    """The job's shaped network as `_start` wrote it (each rank's namespace file, env and command prefix), or
+    None on loopback."""
+    try:
+        return json.loads((jobdir / NET).read_text())
+    except FileNotFoundError:
+        return None
+
+
 ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR zygote P` the ranks' parent
+NET = "net.json"  # JOBDIR/net.json: the ranks' namespaces, when they run on a shaped network (`_net`)
 SERVE = "serve"  # `python -m lab.comm.launch - serve`: the warm server that forks a zygote per job
 ZYGOTE_EXIT = "exit"  # JOBDIR/exit: a served zygote's exit status, written by the server that reaped it
 # In a warm server and the processes it forks: the file a rank touches when it imported torch.compile's inductor
@@ -567,6 +607,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
             importlib.import_module(preload)
     except BaseException:  # noqa: BLE001  each rank imports it again and reports what failed
         pass
+    net = _net(jobdir)
     fork = _forkable()
     if fork:
         _freeze_for_fork()
@@ -579,10 +620,11 @@ def _zygote(jobdir: Path, procs: int) -> int:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                _forked_rank(jobdir, r, zygote)
+                _forked_rank(jobdir, r, zygote, net)
         else:
-            pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)],
-                                 os.environ, file_actions=[
+            prefix = net["prefix"][r] if net else []
+            argv = [*prefix, sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
+            pid = os.posix_spawnp(argv[0], argv, {**os.environ, **(net["env"][r] if net else {})}, file_actions=[
                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                                      (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"),
                                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)], setsid=True)
@@ -600,9 +642,10 @@ def _zygote(jobdir: Path, procs: int) -> int:
     return 0
 
 
-def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
+def _forked_rank(jobdir: Path, rank: int, zygote: int, net: dict | None = None) -> None:
     """In a child of the zygote: become rank `rank` (its own session, stdout/stderr and random seeds,
-    dead with the zygote), run it and leave without the interpreter's teardown."""
+    dead with the zygote, in its namespace of the shaped network `net` with its environment), run it and leave
+    without the interpreter's teardown."""
     code = 1
     try:
         os.setsid()
@@ -620,6 +663,9 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int) -> None:
         os.dup2(out, 1)
         os.close(err)
         os.close(out)
+        if net:
+            _setns(net["netns"][rank])
+            os.environ.update(net["env"][rank])
         torch.seed()  # as a fresh process would be: its own default torch and NumPy streams
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()

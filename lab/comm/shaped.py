@@ -263,6 +263,11 @@ class ShapedLink:
     def command_prefix(self, rank: int) -> list[str]:
         return ["ip", "netns", "exec", self.namespace(rank)]
 
+    def netns_file(self, rank: int) -> str:
+        """The file `ip netns add` made for rank's namespace: a forked process joins it with setns(2)
+        (lab.comm.launch's ranks do, instead of a fresh `command_prefix` process each)."""
+        return f"/run/netns/{self.namespace(rank)}"
+
     def env(self, rank: int) -> dict[str, str]:
         return {"GLOO_SOCKET_IFNAME": self.interface(rank), "MASTER_ADDR": self.address(0)}
 
