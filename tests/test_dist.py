@@ -55,13 +55,14 @@ def test_an_exchange_beyond_any_buffer_completes() -> None:
 
 
 def test_ring_in_chunks_on_real_ranks() -> None:
-    """Segments of 1.5 M values cross Gloo as two pipelined chunks each (channel.CHUNK = 2^20); the
+    """Segments of 512 K values cross Gloo as PIECES (4) pipelined chunks each (channel.chunk_count); the
     unpipelined run gives the same numbers, the payload buffers are reused, threads = cores // P."""
     import os
 
-    from lab.comm.channel import CHUNK
+    from lab.comm.channel import MIN_CHUNK, PIECES, chunk_count
 
-    P, n = 2, 3 * CHUNK
+    P, n = 2, 2 * PIECES * MIN_CHUNK
+    assert chunk_count(n // P) == PIECES
     out = run(R.chunked_ring, P, n, timeout=120)
     exact = sum(R.x_for(r, n).double() for r in range(P))
     share = max(1, len(os.sched_getaffinity(0)) // P)
