@@ -38,6 +38,24 @@ def imports_inductor(comm) -> None:
     import torch._inductor  # noqa: F401
 
 
+def runs_a_codec_pass(comm) -> dict:
+    """An 8-bit encode of 2^16 values onto a wire buffer (the compiled CPU pass of lab.codecs.cpu); the graphs
+    torch._dynamo had compiled in this process before it, and after."""
+    from lab.codecs import get_codec
+    from lab.codecs.wire import WireFormat
+
+    fmt = WireFormat.of(get_codec("linear"), 1 << 16)
+    x = torch.randn(1 << 16, generator=torch.Generator().manual_seed(comm.rank))
+    before = _graphs()
+    fmt.encode_into(x, torch.zeros(fmt.nbytes, dtype=torch.uint8))
+    return {"before": before, "after": _graphs()}
+
+
+def _graphs() -> int:
+    utils = sys.modules.get("torch._dynamo.utils")
+    return utils.counters["stats"]["unique_graphs"] if utils else 0
+
+
 def _compile_ready() -> bool:
     """torch.compile's CPU start-up already done before this rank ran: inductor imported and its vector-ISA
     probe's answer cached (by the warm server)."""

@@ -77,6 +77,29 @@ def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkey
     assert {o["server"] for o in first} == {o["server"] for o in out}  # the same server, readied in place
 
 
+def test_an_idle_server_compiles_the_codec_passes_its_ranks_ran(monkeypatch) -> None:
+    """A rank forked by a warm server compiles the codec passes it runs (torch._dynamo's import and trace, Inductor's
+    cached kernel: ~3-4.5 core-seconds a rank, against 0.08 s for a ring's allreduces here) and records them
+    (lab.codecs.warm_passes); the server compiles them once it is idle, so the ranks it forks later find them
+    compiled and trace nothing, and it can still fork (no compile worker thread)."""
+    import time
+    import uuid
+
+    import launch_ranks
+
+    monkeypatch.setenv("PARALAB_LAUNCH_PROBE", str(uuid.uuid4()))  # a server of this test's own
+    first = run(launch_ranks.runs_a_codec_pass, 2, timeout=120)
+    assert all(o["before"] == 0 < o["after"] for o in first)  # each rank compiled the pass itself
+    end = time.monotonic() + 60
+    while True:
+        time.sleep(1.5)  # idle for longer than the server waits
+        out = run(launch_ranks.runs_a_codec_pass, 2, timeout=120)
+        if all(o["before"] > 0 for o in out) or time.monotonic() > end:
+            break
+    assert all(0 < o["before"] == o["after"] for o in out), out  # compiled before the fork: nothing traced
+    assert all(o["cmdline"] == "serve" for o in run(launch_ranks.identity, 2, timeout=60))  # still forks
+
+
 def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None:
     import threaded_ranks
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Any, Callable
 
 import torch
 
@@ -25,6 +26,9 @@ from ..backend import compile_enabled
 MIN_COMPILED = 1 << 15  # below this many values the eager path is faster than a compiled call
 _compile_failed = False
 _compile_error = ""
+#: told (make, key, args, rows, returns) after each compiled pass this process runs (lab.codecs.warm_passes records
+#: them for a warm launch server); None: nobody listens
+on_compiled_call: Callable[..., None] | None = None
 
 
 def _as_f32(bits: torch.Tensor) -> torch.Tensor:
@@ -240,6 +244,15 @@ def _decode_into_fn(dtype: torch.dtype):
     return torch.compile(fn, dynamic=True)
 
 
+def call_compiled(make: Callable[[Any], Callable], key: Any, *args: Any, rows: tuple[int, ...] = ()) -> Any:
+    """make(key)(*args), recompiles allowed (RECOMPILE_LIMIT) and the arguments at the indices `rows` with a dynamic
+    leading dimension; raises what compilation raises."""
+    _allow_recompiles()
+    fn = make(key)
+    _rows_dynamic(*(args[i] for i in rows))
+    return fn(*args)
+
+
 def try_compiled(make, key, *args, rows: tuple[int, ...] = (), returns: bool = False):
     """Run the compiled function make(key), or return None (and warn once) when compilation is
     unavailable or off; make() is not called then, so PARALAB_COMPILE=0 never imports torch._dynamo.
@@ -249,17 +262,16 @@ def try_compiled(make, key, *args, rows: tuple[int, ...] = (), returns: bool = F
     if _compile_failed or not compile_enabled():
         return False if returns else None
     try:
-        _allow_recompiles()
-        fn = make(key)
-        _rows_dynamic(*(args[i] for i in rows))
-        out = fn(*args)
-        return True if returns else out
+        out = call_compiled(make, key, *args, rows=rows)
     except Exception as e:  # a missing C++ compiler, an unsupported platform
         global _compile_error
         _compile_failed, _compile_error = True, f"{type(e).__name__}: {e}"
         warnings.warn(f"torch.compile unavailable ({type(e).__name__}: {e}); "
                       "table codecs use the slower eager path", RuntimeWarning, stacklevel=3)
         return False if returns else None
+    if on_compiled_call is not None:
+        on_compiled_call(make, key, args, rows, returns)
+    return True if returns else out
 
 
 def _fast(lut: torch.Tensor, K: int, packed: torch.Tensor | None) -> tuple[torch.Tensor, int]:

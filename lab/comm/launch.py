@@ -669,11 +669,20 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int, net: dict | None = None) 
         torch.seed()  # as a fresh process would be: its own default torch and NumPy streams
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
+        passes: list = []
+        if _COMPILED_SEEN is not None:
+            from lab.codecs import warm_passes
+
+            warm_passes.record(passes.append)
         code = _worker(jobdir, rank)
         if _COMPILED_SEEN is not None and "torch._inductor" in sys.modules:
             try:
                 _COMPILED_SEEN.touch()
-            except OSError:  # the server has left
+                if passes:  # for the server to compile ahead of the ranks it forks next (`_compile_passes`)
+                    tmp = _COMPILED_SEEN.parent / f".passes-{os.getpid()}"
+                    tmp.write_bytes(pickle.dumps(passes))
+                    tmp.replace(_COMPILED_SEEN.parent / f"passes-{os.getpid()}")
+            except (OSError, pickle.PicklingError):  # the server has left; a key that does not pickle
                 pass
     except BaseException:  # noqa: BLE001  reported on this rank's stderr; the parent names the rank
         traceback.print_exc()
@@ -688,8 +697,10 @@ def _serve() -> int:
     cost model's pandas), then for each request line on stdin (a job's directory, ranks, and the caller's cwd,
     umask and environment, as JSON) fork a zygote in its own session and answer its pid; reap the zygotes, writing
     each exit status to JOBDIR/exit. The first second it is idle after a rank of its own has used torch.compile
-    (or torch._dynamo, which imports it), it readies torch.compile for later ranks (`_warm_compiler`). Leaves when
-    stdin closes (its caller is gone, or stopped it), once the zygotes it started have."""
+    (or torch._dynamo, which imports it), it readies torch.compile for later ranks (`_warm_compiler`), and whenever
+    it is idle it compiles the codec passes its ranks ran (`_compile_passes`). Leaves when stdin closes (its caller
+    is gone, or stopped it), once the zygotes it started have, or when a compile left it unable to fork (its caller
+    then starts another)."""
     import select
 
     import torch.distributed  # noqa: F401
@@ -712,6 +723,7 @@ def _serve() -> int:
     jobs: dict[int, Path] = {}
     pending = b""
     warm = False
+    compiled: set = set()
     try:
         while True:
             readable, _, _ = select.select([0], [], [], 0.05 if jobs else 1.0)
@@ -720,6 +732,8 @@ def _serve() -> int:
                 if not jobs and not warm and _COMPILED_SEEN.exists():  # idle, and a rank has compiled
                     warm = True
                     _warm_compiler()
+                if not jobs and not _compile_passes(Path(flags), compiled):
+                    break
                 continue
             data = os.read(0, 65536)
             if not data:
@@ -752,6 +766,29 @@ def _warm_compiler() -> None:
         cpu_vec_isa.valid_vec_isa_list()
     except Exception:  # noqa: BLE001
         pass
+
+
+def _compile_passes(flags: Path, done: set) -> bool:
+    """Compile the codec passes the server's ranks recorded (FLAGS/passes-PID, lab.codecs.warm_passes) and it has
+    not compiled yet, so the ranks it forks from now on run them at once (~3-4.5 core-seconds a rank here otherwise:
+    torch._dynamo's import, its trace, Inductor's cached kernel loaded). False when that left this process with a
+    thread (it must not fork then)."""
+    files = sorted(flags.glob("passes-*"))
+    if not files:
+        return True
+    from lab.codecs import warm_passes
+
+    for f in files:
+        try:
+            records = pickle.loads(f.read_bytes())
+        except Exception:  # noqa: BLE001  half-written by a rank that was killed: its passes are compiled later
+            records = []
+        f.unlink(missing_ok=True)
+        for rec in records:
+            if rec not in done:
+                done.add(rec)
+                warm_passes.replay(rec)
+    return _forkable()
 
 
 def _reap(jobs: dict[int, Path], block: bool) -> None:
