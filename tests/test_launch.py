@@ -80,8 +80,9 @@ def test_an_idle_server_readies_torch_compile_once_its_ranks_have_used_it(monkey
 def test_an_idle_server_compiles_the_codec_passes_its_ranks_ran(monkeypatch) -> None:
     """A rank forked by a warm server compiles the codec passes it runs (torch._dynamo's import and trace, Inductor's
     cached kernel: ~3-4.5 core-seconds a rank, against 0.08 s for a ring's allreduces here) and records them
-    (lab.codecs.warm_passes); the server compiles them once it is idle, so the ranks it forks later find them
-    compiled and trace nothing, and it can still fork (no compile worker thread)."""
+    (lab.codecs.warm_passes); once its caller has come back (a second job: a one-shot CLI's server compiles nothing)
+    the server compiles them when it is idle, so the ranks it forks later find them compiled and trace nothing, and
+    it can still fork (no compile worker thread)."""
     import time
     import uuid
 

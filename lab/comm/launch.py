@@ -698,9 +698,9 @@ def _serve() -> int:
     umask and environment, as JSON) fork a zygote in its own session and answer its pid; reap the zygotes, writing
     each exit status to JOBDIR/exit. The first second it is idle after a rank of its own has used torch.compile
     (or torch._dynamo, which imports it), it readies torch.compile for later ranks (`_warm_compiler`), and whenever
-    it is idle it compiles the codec passes its ranks ran (`_compile_passes`). Leaves when stdin closes (its caller
-    is gone, or stopped it), once the zygotes it started have, or when a compile left it unable to fork (its caller
-    then starts another)."""
+    it is idle after a second job it compiles the codec passes its ranks ran (`_compile_passes`; a one-shot caller,
+    a CLI run, gets none: it leaves). Leaves when stdin closes (its caller is gone, or stopped it), once the zygotes
+    it started have, or when a compile left it unable to fork (its caller then starts another)."""
     import select
 
     import torch.distributed  # noqa: F401
@@ -724,6 +724,7 @@ def _serve() -> int:
     pending = b""
     warm = False
     compiled: set = set()
+    served = 0  # jobs so far: a caller that came back (served > 1) gets its ranks' passes compiled ahead
     try:
         while True:
             readable, _, _ = select.select([0], [], [], 0.05 if jobs else 1.0)
@@ -732,7 +733,7 @@ def _serve() -> int:
                 if not jobs and not warm and _COMPILED_SEEN.exists():  # idle, and a rank has compiled
                     warm = True
                     _warm_compiler()
-                if not jobs and not _compile_passes(Path(flags), compiled):
+                if not jobs and served > 1 and not _compile_passes(Path(flags), compiled):
                     break
                 continue
             data = os.read(0, 65536)
@@ -747,6 +748,7 @@ def _serve() -> int:
                 if pid == 0:
                     _served_job(req)
                 jobs[pid] = Path(req["jobdir"])
+                served += 1
                 print(pid, flush=True)
         _reap(jobs, block=True)
     finally:
