@@ -4,7 +4,8 @@ A rank forked by lab.comm.launch's warm server compiles each codec pass it runs 
 import, its trace, Inductor's cached kernel loaded): ~3-4.5 core-seconds here for a ring with one 8-bit codec,
 against 0.08 s for the allreduces themselves. Each rank `record`s the passes it ran (which function, its key, and
 each argument's shape, strides, storage offset and dtype, what dynamo's guards look at); the server `replay`s them
-once on zero tensors of the same layout when it is idle, and every rank it forks after that inherits them compiled
+once on zero tensors of the same layout when it is idle (after its caller's second job: a one-shot CLI run's server
+compiles nothing), and every rank it forks after that inherits them compiled
 (a pass compiled before a fork runs at once in the child, at any row count). A pass whose guards the replay does not
 meet (arguments that share memory in the rank, say) is simply compiled by the rank again, as before.
 """

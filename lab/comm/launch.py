@@ -105,7 +105,7 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
 
 def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     """The rank processes: forked by one zygote on this host (each rank of a shaped network joins its
-    namespace: `_enter`), or (a network whose namespaces a process cannot join itself) one
+    namespace itself: `_forked_rank`), or (a network whose namespaces a process cannot join itself) one
     `python -m lab.comm.launch JOBDIR RANK` per rank started inside its namespace."""
     threads = max(1, (os.cpu_count() or 1) // procs)
     env = dict(os.environ)
@@ -624,10 +624,10 @@ def _zygote(jobdir: Path, procs: int) -> int:
         else:
             prefix = net["prefix"][r] if net else []
             argv = [*prefix, sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
-            pid = os.posix_spawnp(argv[0], argv, {**os.environ, **(net["env"][r] if net else {})}, file_actions=[
-                                     (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                                     (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"),
-                                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)], setsid=True)
+            env = {**os.environ, **(net["env"][r] if net else {})}
+            pid = os.posix_spawnp(argv[0], argv, env, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
         ranks[pid] = r
         tmp = jobdir / f"pid{r}.tmp"
         tmp.write_text(str(pid))
@@ -682,7 +682,7 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int, net: dict | None = None) 
                     tmp = _COMPILED_SEEN.parent / f".passes-{os.getpid()}"
                     tmp.write_bytes(pickle.dumps(passes))
                     tmp.replace(_COMPILED_SEEN.parent / f"passes-{os.getpid()}")
-            except (OSError, pickle.PicklingError):  # the server has left; a key that does not pickle
+            except Exception:  # noqa: BLE001  the server has left, or a key does not pickle: nothing compiled ahead
                 pass
     except BaseException:  # noqa: BLE001  reported on this rank's stderr; the parent names the rank
         traceback.print_exc()
