@@ -328,6 +328,16 @@ class _Forked:
             return None
 
 
+def _publish(path: Path, data: str | bytes) -> None:
+    """Write `path` whole or not at all, for a process that polls it: a hidden temporary file, then a rename."""
+    tmp = path.parent / f".{path.name}.tmp"
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
+    tmp.replace(path)
+
+
 def _exit_code(jobdir: Path, rank: int) -> int | None:
     return _read_code(jobdir / f"exit{rank}")
 
@@ -436,9 +446,7 @@ class _FileProgress:
         self.path = path
 
     def __call__(self, frac: float, msg: str) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(f"{frac}\t{msg}")
-        tmp.replace(self.path)
+        _publish(self.path, f"{frac}\t{msg}")
 
 
 ROWS = "rows.jsonl"
@@ -629,16 +637,12 @@ def _zygote(jobdir: Path, procs: int) -> int:
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 2, str(jobdir / f"stderr{r}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
         ranks[pid] = r
-        tmp = jobdir / f"pid{r}.tmp"
-        tmp.write_text(str(pid))
-        tmp.replace(jobdir / f"pid{r}")
+        _publish(jobdir / f"pid{r}", str(pid))
     while ranks:
         pid, status = os.wait()
         if pid in ranks:
             r = ranks.pop(pid)
-            tmp = jobdir / f"exit{r}.tmp"
-            tmp.write_text(str(os.waitstatus_to_exitcode(status)))
-            tmp.replace(jobdir / f"exit{r}")
+            _publish(jobdir / f"exit{r}", str(os.waitstatus_to_exitcode(status)))
     return 0
 
 
@@ -679,9 +683,7 @@ def _forked_rank(jobdir: Path, rank: int, zygote: int, net: dict | None = None) 
             try:
                 _COMPILED_SEEN.touch()
                 if passes:  # for the server to compile ahead of the ranks it forks next (`_compile_passes`)
-                    tmp = _COMPILED_SEEN.parent / f".passes-{os.getpid()}"
-                    tmp.write_bytes(pickle.dumps(passes))
-                    tmp.replace(_COMPILED_SEEN.parent / f"passes-{os.getpid()}")
+                    _publish(_COMPILED_SEEN.parent / f"passes-{os.getpid()}", pickle.dumps(passes))
             except Exception:  # noqa: BLE001  the server has left, or a key does not pickle: nothing compiled ahead
                 pass
     except BaseException:  # noqa: BLE001  reported on this rank's stderr; the parent names the rank
@@ -800,10 +802,8 @@ def _reap(jobs: dict[int, Path], block: bool) -> None:
         if pid == 0:
             return
         if pid in jobs:
-            tmp = jobs[pid] / (ZYGOTE_EXIT + ".tmp")
             try:
-                tmp.write_text(str(os.waitstatus_to_exitcode(status)))
-                tmp.replace(jobs[pid] / ZYGOTE_EXIT)
+                _publish(jobs[pid] / ZYGOTE_EXIT, str(os.waitstatus_to_exitcode(status)))
             except OSError:  # its caller has cleaned up already
                 pass
             del jobs[pid]
