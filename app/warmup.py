@@ -5,7 +5,8 @@ calls and the caches those views need are paid before a learner arrives. Once pe
 - `python app/serve.py [streamlit options]` (`serve`) starts it with the server, before anyone connects;
 - under a plain `streamlit run app/Home.py` Streamlit runs no code of ours until a session opens, so Home starts
   it at the first session (`start`).
-Each page it warmed, and the seconds it took, is printed to the server's log ("paralab warm-up: <page> <s> s").
+How it started, each page it warmed and the seconds it took are printed to the server's log ("paralab warm-up:
+started with the server", "paralab warm-up: <page> <s> s").
 PARALAB_WARMUP=0 switches it off (to time a cold server)."""
 from __future__ import annotations
 
@@ -99,6 +100,7 @@ def start(pages: Sequence[str] | None = None, hooks: Sequence[str] | None = None
 
     def run() -> None:
         time.sleep(delay_s)  # let the session that started it draw first
+        print("paralab warm-up: started by the first session", flush=True)
         _warm(url, pages, hooks)
     threading.Thread(target=run, name="paralab-warmup", daemon=True).start()
     return True
@@ -116,6 +118,7 @@ def _when_up(timeout_s: float = 120.0) -> None:
             try:
                 with urllib.request.urlopen(f"{_server_url('http')}/_stcore/health", timeout=2) as r:
                     if r.read() == b"ok":
+                        print("paralab warm-up: started with the server", flush=True)
                         _warm(_server_url(), None, None)
                         return
             except OSError:

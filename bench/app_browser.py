@@ -47,14 +47,17 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(threads: int = 1, env: dict[str, str] | None = None) -> Iterator[str]:
+def serve(threads: int = 1, env: dict[str, str] | None = None, warm_from_start: bool = False) -> Iterator[str]:
     """`streamlit run app/Home.py` on a free loopback port (the repository's .streamlit/config.toml
-    applies), its environment this one's plus `env`; yields its URL and stops it after. Raises RuntimeError
-    if it does not come up."""
+    applies), its environment this one's plus `env`; yields its URL and stops it after. warm_from_start:
+    `python app/serve.py` instead (the same server, its warm-up of every page started with it, not at the first
+    session). Raises RuntimeError if it does not come up."""
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), **(env or {}))
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
+    start = ([str(ROOT / "app" / "serve.py")] if warm_from_start else
+             ["-m", "streamlit", "run", str(ROOT / "app" / "Home.py")])
+    proc = subprocess.Popen([sys.executable, *start,
                              "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

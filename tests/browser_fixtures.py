@@ -21,7 +21,8 @@ class _Shared:
     """One Streamlit server and one Chromium for every browser test of a run: started by the first test that
     asks, stopped after the last test that uses one (`release_unless_needed`, called by conftest after each
     test). One start per run where a module scope made one per module (each fresh server also redoes its
-    background warm-up of every page)."""
+    background warm-up of every page). The server is `python app/serve.py`, as README starts the dashboard: its
+    warm-up starts with it, and test_warmup checks that warm-up in its log (no server of its own)."""
 
     def __init__(self) -> None:
         self._stack: ExitStack | None = None
@@ -35,7 +36,7 @@ class _Shared:
 
     def url(self) -> str:
         if self._url is None:
-            self._url = self._open().enter_context(serve())
+            self._url = self._open().enter_context(serve(warm_from_start=True))
         return self._url
 
     def browser(self) -> "Tabs":
@@ -79,6 +80,9 @@ class Tabs:
 TEST_ARGS = ("--process-per-site",)
 
 SHARED = _Shared()
+
+#: a paper callout (ui.paper_callout: the paper's numbers beside ours)
+PAPER_CALLOUT = "[class*='st-key-paper-']"
 
 #: the pages whose result waits for a button (nothing is drawn before it): the button, by its label
 RUN_FIRST = {"training": "Train", "fusion": "Train and fuse"}
@@ -172,6 +176,7 @@ class FreshView:
     lessons: int  # its ui.lesson boxes
     takeaway: str  # its first ui.takeaway's text ("" when none)
     exception: str  # its first exception box's text ("" when none)
+    papers: list[str]  # the text of each of its paper callouts (ui.paper_callout)
 
 
 _FRESH: dict[tuple[str, str], FreshView] = {}
@@ -179,8 +184,9 @@ _FRESH: dict[tuple[str, str], FreshView] = {}
 
 def fresh_view(browser, server: str, target: str) -> FreshView:
     """The fresh view of `target` (a URL path with its query) at 800 px wide, opened once a run: the tests that
-    compare with a fresh view (test_browser_nav), check its lesson and layout (test_browser_nav) and press its Run
-    buttons (test_browser) share the one visit. (A page's state is the same at any width; the URL fixes it.)"""
+    compare with a fresh view (test_browser_nav), check its lesson and layout (test_browser_nav), press its Run
+    buttons and read its paper callout (test_browser) share the one visit. (A page's state is the same at any width;
+    the URL fixes it.)"""
     from app_browser import settle
 
     key = (server, target)
@@ -192,7 +198,8 @@ def fresh_view(browser, server: str, target: str) -> FreshView:
         _FRESH[key] = FreshView(
             view=view(page), buttons=run_buttons(page), layout=page.evaluate(_LAYOUT, MIN_CONTROL_PX),
             lessons=page.locator(".st-key-lesson").count(),
-            takeaway=takeaways.first.inner_text() if takeaways.count() else "", exception=exception_text(page))
+            takeaway=takeaways.first.inner_text() if takeaways.count() else "", exception=exception_text(page),
+            papers=page.locator(PAPER_CALLOUT).all_inner_texts())
         shots = os.environ.get("PARALAB_SCREENSHOTS")
         if shots:
             Path(shots).mkdir(parents=True, exist_ok=True)

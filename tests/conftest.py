@@ -90,12 +90,16 @@ def real_system_data(monkeypatch):
 LAST_UNITS = ("tests/test_kernels_emulated_coverage.py",)
 
 
+#: the modules that use the run's one Streamlit server and Chromium (browser_fixtures.SHARED): one unit, one worker
+SHARED_SERVER_MODULES = ("test_browser", "test_warmup")
+
+
 def scheduling_unit(nodeid: str) -> str:
     """The unit pytest-xdist gives one worker: a test's module (its module-scoped fixtures, a launch of rank
-    processes shared by its tests, start once); all the test_browser* modules together (the one shared
+    processes shared by its tests, start once); all the SHARED_SERVER_MODULES together (the one shared
     Streamlit server and Chromium)."""
     path = nodeid.split("::", 1)[0]
-    return "browser" if os.path.basename(path).startswith("test_browser") else path
+    return "browser" if os.path.basename(path).startswith(SHARED_SERVER_MODULES) else path
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -16,7 +16,7 @@ def identity(comm) -> dict:
             "randn": torch.randn(4), "omp": os.environ.get("OMP_NUM_THREADS"),
             "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
             "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
-            "test": os.environ.get("PYTEST_CURRENT_TEST"),
+            "test": os.environ.get("PYTEST_CURRENT_TEST"), "mpl": os.environ.get("MPLBACKEND"),
             "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
             "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS},
             "gc": (gc.isenabled(), gc.get_freeze_count()),

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from lab.comm.launch import run
+from lab.comm.launch import run, servers
 
 
 def _check(out: list[dict], P: int) -> None:
@@ -32,6 +32,10 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     # the next job: a zygote of its own from the same warm server, which hands it this process's working
     # directory, umask and environment as they are now
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes at every test: not a server of its own
+    # nor what the caller's libraries set in its environment as they go (Streamlit's import, Inductor's compile)
+    monkeypatch.setenv("MPLBACKEND", "a backend of a library imported since")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR", "140329507015712")
     monkeypatch.chdir(tmp_path)
     old = os.umask(0o027)
     try:
@@ -41,7 +45,8 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     _check(again, 2)
     assert len({o["ppid"] for o in again}) == 1 and not parents & {o["ppid"] for o in again}
     assert len({o["server"] for o in out + again}) == 1
-    assert [(o["cwd"], o["umask"], o["test"]) for o in again] == [(str(tmp_path), 0o027, "another test")] * 2
+    assert [(o["cwd"], o["umask"], o["test"], o["mpl"]) for o in again] == \
+        [(str(tmp_path), 0o027, "another test", "a backend of a library imported since")] * 2
     # any other change of the environment reaches the ranks too (from a server started with it: torch reads
     # some variables when it is imported)
     monkeypatch.setenv("PARALAB_LAUNCH_PROBE", "42")
@@ -91,14 +96,31 @@ def test_an_idle_server_compiles_the_codec_passes_its_ranks_ran(monkeypatch) -> 
     monkeypatch.setenv("PARALAB_LAUNCH_PROBE", str(uuid.uuid4()))  # a server of this test's own
     first = run(launch_ranks.runs_a_codec_pass, 2, timeout=120)
     assert all(o["before"] == 0 < o["after"] for o in first)  # each rank compiled the pass itself
+    server = servers()[-1]
+    run(launch_ranks.identity, 2, timeout=60)  # the caller comes back (a second job, one that compiles nothing)
     end = time.monotonic() + 60
     while True:
-        time.sleep(1.5)  # idle for longer than the server waits
+        _until_idle(server, end)  # the server compiled the first job's passes once it was idle
         out = run(launch_ranks.runs_a_codec_pass, 2, timeout=120)
         if all(o["before"] > 0 for o in out) or time.monotonic() > end:
             break
     assert all(0 < o["before"] == o["after"] for o in out), out  # compiled before the fork: nothing traced
     assert all(o["cmdline"] == "serve" for o in run(launch_ranks.identity, 2, timeout=60))  # still forks
+
+
+def _until_idle(pid: int, end: float, quiet_s: float = 1.5) -> None:
+    """Wait until process `pid` has used no CPU for `quiet_s` seconds (longer than a warm server waits, idle, before
+    it compiles), or until `end` (time.monotonic)."""
+    import time
+
+    def cpu() -> int:
+        return sum(int(f) for f in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[11:13])
+
+    last, since = cpu(), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < end:
+        time.sleep(0.25)
+        if (now := cpu()) != last:
+            last, since = now, time.monotonic()
 
 
 def test_a_zygote_with_a_thread_starts_fresh_rank_processes(monkeypatch) -> None:
@@ -157,7 +179,6 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
 
     import launch_ranks
     from comm_ranks import alive
-    from lab.comm.launch import servers
 
     (old,) = {o["server"] for o in run(launch_ranks.identity, 2, timeout=60)}
     assert old in servers()

@@ -1,52 +1,34 @@
 """app/warmup.py (issue 28.8): the dashboard warms every page's default view when its server starts, before any
 session opens, once per server process."""
-import os
 import re
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import page_list
+from browser_fixtures import log_of, server  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    import socket
+def test_the_server_warms_every_page_when_it_starts(server):  # noqa: F811
+    """`python app/serve.py` (the run's one dashboard server, as README starts it): its warm-up starts with the
+    server, not at a first session, the server's log names every page warmed and the warm() hooks run, and the
+    sessions opened since (this run's browser tests, and one here) start no second warm-up."""
+    log_path = log_of(server)
+    deadline = time.monotonic() + 600  # a loaded 2-core machine; returns as soon as the log says done
+    while "paralab warm-up: done" not in (text := log_path.read_text()):
+        assert "warm-up: stopped" not in text, text[-2000:]
+        assert time.monotonic() < deadline, text[-2000:]
+        time.sleep(0.5)
+    assert urllib.request.urlopen(f"{server}/_stcore/health", timeout=5).read() == b"ok"
+    sys.path.insert(0, str(ROOT / "app"))
+    import warmup
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_the_server_warms_every_page_when_it_starts(tmp_path):
-    """`python app/serve.py`: with no browser and no session opened, the server's log names every page warmed
-    and the warm() hooks run; a session opened afterwards starts no second warm-up."""
-    port = _free_port()
-    log_path = tmp_path / "streamlit.log"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PARALAB_WARMUP="1")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "app" / "serve.py"), "--server.headless", "true",
-                                 "--server.port", str(port), "--server.address", "127.0.0.1",
-                                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 600  # a loaded 2-core machine; returns as soon as the log says done
-        while "paralab warm-up: done" not in (text := log_path.read_text()):
-            assert "warm-up: stopped" not in text and proc.poll() is None, text[-2000:]
-            assert time.monotonic() < deadline, text[-2000:]
-            time.sleep(0.5)
-        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5).read() == b"ok"
-        sys.path.insert(0, str(ROOT / "app"))
-        import warmup
-
-        warmup._visit(f"ws://127.0.0.1:{port}", [""])  # a first session: Home runs warmup.start() again
-        text = log_path.read_text()
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    warmup._visit(server.replace("http://", "ws://"), [""])  # a session: Home runs warmup.start() again
+    text = log_path.read_text()
+    assert "paralab warm-up: started with the server" in text and "started by the first session" not in text
     for p in page_list.PAGES[1:]:
         assert f"paralab warm-up: {p.url_path} " in text, (p.url_path, text[-2000:])
     assert "views.collectives.warm()" in text

@@ -225,9 +225,15 @@ def _umask() -> int:
 _SERVERS: dict[tuple, _Server] = {}
 _SERVERS_LOCK = threading.Lock()
 _SERVERS_KEPT = 2  # environments with a warm server at once (the oldest is stopped for a third)
-# variables that change from call to call and nothing reads at start-up: a job's zygote gets the caller's whole
-# environment anyway, so these alone do not need a server of their own
-_PER_CALL_ENV = {"PYTEST_CURRENT_TEST"}
+# Variables that alone do not need a server of their own: a job's zygote gets the caller's whole environment anyway,
+# and nothing a server imports reads these. Some change from call to call; the others a library of the caller sets
+# in its own environment partway through its life (a new server each time cost a start-up, ~3 core-seconds, and its
+# ranks' first torch.compile again): Streamlit's import (MPLBACKEND=Agg), Inductor's first compile (its cache
+# directory, as the server would find it itself), its passes' import (CUBLAS_WORKSPACE_CONFIG, read by cuBLAS in
+# a rank, after the fork) and each compiled library it loads (an address in the caller's own memory, which Inductor
+# sets again in any process before it loads one).
+_PER_CALL_ENV = {"PYTEST_CURRENT_TEST", "MPLBACKEND", "TORCHINDUCTOR_CACHE_DIR", "CUBLAS_WORKSPACE_CONFIG",
+                 "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
 
 
 def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZygote | None":
