@@ -107,12 +107,18 @@ def live_children(pid: int | None = None) -> list[int]:
     return [c for child in _children(os.getpid()) for c in (_children(child) if child in warm else [child])]
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command's closing parenthesis (proc(5)): state, ppid, ...; utime and
+    stime (clock ticks) at 11 and 12. Raises OSError once the process is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                state, ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+                state, ppid = proc_stat(int(d.name))[:2]
             except (OSError, ValueError):
                 continue
             if int(ppid) == pid and state != "Z":
@@ -123,6 +129,6 @@ def _children(pid: int) -> list[int]:
 def alive(pid: int) -> bool:
     """True while process `pid` runs (a zombie counts as gone)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return proc_stat(pid)[0] != "Z"
     except OSError:
         return False

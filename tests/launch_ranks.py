@@ -70,5 +70,6 @@ def _umask() -> int:
 
 
 def _parent_of(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2:].split()[1])
+    from comm_ranks import proc_stat
+
+    return int(proc_stat(pid)[1])

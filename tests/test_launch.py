@@ -112,10 +112,11 @@ def _until_idle(pid: int, end: float, quiet_s: float = 1.5) -> None:
     """Wait until process `pid` has used no CPU for `quiet_s` seconds (longer than a warm server waits, idle, before
     it compiles), or until `end` (time.monotonic)."""
     import time
-    from pathlib import Path
 
-    def cpu() -> int:  # utime + stime, in clock ticks (proc(5): the fields after the command's closing parenthesis)
-        return sum(int(f) for f in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+    from comm_ranks import proc_stat
+
+    def cpu() -> int:  # utime + stime, clock ticks
+        return sum(int(f) for f in proc_stat(pid)[11:13])
 
     last, since = cpu(), time.monotonic()
     while time.monotonic() - since < quiet_s and time.monotonic() < end:

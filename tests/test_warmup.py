@@ -18,11 +18,13 @@ def test_the_server_warms_every_page_when_it_starts(server):  # noqa: F811
     sessions opened since (this run's browser tests, and one here) start no second warm-up."""
     log_path = log_of(server)
     deadline = time.monotonic() + 600  # a loaded 2-core machine; returns as soon as the log says done
-    while "paralab warm-up: done" not in (text := log_path.read_text()):
+    while True:
+        assert urllib.request.urlopen(f"{server}/_stcore/health", timeout=5).read() == b"ok"  # the server is up
+        if "paralab warm-up: done" in (text := log_path.read_text()):
+            break
         assert "warm-up: stopped" not in text, text[-2000:]
         assert time.monotonic() < deadline, text[-2000:]
         time.sleep(0.5)
-    assert urllib.request.urlopen(f"{server}/_stcore/health", timeout=5).read() == b"ok"
     sys.path.insert(0, str(ROOT / "app"))
     import warmup
 

@@ -232,7 +232,7 @@ _SERVERS_KEPT = 2  # environments with a warm server at once (the oldest is stop
 # directory, as the server would find it itself), its passes' import (CUBLAS_WORKSPACE_CONFIG, read by cuBLAS in
 # a rank, after the fork) and each compiled library it loads (an address in the caller's own memory, which Inductor
 # sets again in any process before it loads one).
-_PER_CALL_ENV = {"PYTEST_CURRENT_TEST", "MPLBACKEND", "TORCHINDUCTOR_CACHE_DIR", "CUBLAS_WORKSPACE_CONFIG",
+_ENV_NO_SERVER_READS = {"PYTEST_CURRENT_TEST", "MPLBACKEND", "TORCHINDUCTOR_CACHE_DIR", "CUBLAS_WORKSPACE_CONFIG",
                  "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
 
 
@@ -241,7 +241,8 @@ def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZyg
     where there is none (not Linux, or the server could not start)."""
     if not sys.platform.startswith("linux"):
         return None
-    key = (os.getpid(), sys.executable, tuple(sorted((k, v) for k, v in env.items() if k not in _PER_CALL_ENV)))
+    read = tuple(sorted((k, v) for k, v in env.items() if k not in _ENV_NO_SERVER_READS))
+    key = (os.getpid(), sys.executable, read)
     with _SERVERS_LOCK:
         for fresh in (False, True):  # a server that died since its last job is replaced once
             server = _SERVERS.get(key)
