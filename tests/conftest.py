@@ -16,6 +16,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _FRESH_ROOT: str | None = None
 _EMU_RECORDS: str | None = None
+_RUN_CACHES = None  # the run's first process: tests/run_caches.py in the background (a Popen)
 
 
 def pytest_configure(config):
@@ -35,10 +36,9 @@ def pytest_configure(config):
         # and torch.compile compiles in the process that asks (no pool of compile workers per process): 0.92x
         # the CPU of test_wire_into.py's cold compiles
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        _probe_vector_isas_once()
-
         _EMU_RECORDS = tempfile.mkdtemp(prefix="paralab-emu-records-")
         os.environ[RECORDS_ENV] = _EMU_RECORDS
+        _start_run_caches()
 
     if os.environ.get(ENV_ROOT):
         return
@@ -46,23 +46,22 @@ def pytest_configure(config):
     os.environ[ENV_ROOT] = _FRESH_ROOT
 
 
-def _probe_vector_isas_once() -> None:
-    """torch.compile's CPU vector-ISA probe, once for the session instead of in each of its ~25 compiling
-    processes (ranks, CLI runs, torchrun ranks): inductor builds a test library per ISA the CPU's flags name and
-    dlopens it in a child Python, ~1.3 core-seconds a process here. When every named ISA passes, the processes
-    of the run get TORCHINDUCTOR_VEC_ISA_OK=1, which gives them the same ISA list without probing; when only
-    some pass, nothing is set and each process probes as before."""
-    import platform
+def _start_run_caches() -> None:
+    """Start tests/run_caches.py in the background (the lab's bytecode, torch.compile's vector-ISA probe): it
+    overlaps the workers' start, which waited ~5 s for the probe and its torch import when this process ran them.
+    Each process of the run takes the probe's answer before its first test (`pytest_runtest_setup`)."""
+    global _RUN_CACHES
+    import subprocess
+    import sys
 
-    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or platform.machine() not in ("x86_64", "AMD64"):
-        return
-    from torch._inductor import cpu_vec_isa
+    from run_caches import ISA_FILE_ENV
 
-    flags = cpu_vec_isa.x86_isa_checker()
-    named = [str(isa) for isa in cpu_vec_isa.supported_vec_isa_list
-             if all(flag in flags for flag in str(isa).split())]
-    if named and [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()] == named:
-        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+    answer = os.path.join(tempfile.mkdtemp(prefix="paralab-run-caches-"), "vec-isa-ok")
+    os.environ[ISA_FILE_ENV] = answer
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # (1): write the bytecode
+    _RUN_CACHES = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "run_caches.py"), answer],
+                                   env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
 
 
 def pytest_unconfigure(config):
@@ -70,6 +69,14 @@ def pytest_unconfigure(config):
 
     if _EMU_RECORDS is not None:
         shutil.rmtree(_EMU_RECORDS, ignore_errors=True)
+
+    if _RUN_CACHES is not None:
+        from run_caches import ISA_FILE_ENV
+
+        if _RUN_CACHES.poll() is None:
+            _RUN_CACHES.kill()
+        _RUN_CACHES.wait()
+        shutil.rmtree(os.path.dirname(os.environ.pop(ISA_FILE_ENV)), ignore_errors=True)
 
     if _FRESH_ROOT is not None:
         if os.environ.get(ENV_ROOT) == _FRESH_ROOT:
@@ -152,6 +159,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+_ISA_TAKEN = False
+
+
+def pytest_runtest_setup(item):
+    """Before this process's first test: TORCHINDUCTOR_VEC_ISA_OK=1 from the run's one probe (tests/run_caches.py),
+    when every ISA passed, so the processes the tests start skip theirs."""
+    global _ISA_TAKEN
+    if not _ISA_TAKEN:
+        _ISA_TAKEN = True
+        from run_caches import take_isa_probe
+
+        take_isa_probe()
 
 
 @pytest.hookimpl(trylast=True)

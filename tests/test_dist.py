@@ -94,6 +94,36 @@ def test_a_hung_rank_is_named_within_the_timeout() -> None:
     assert _no_rank_processes()
 
 
+def test_the_hung_rank_is_named_once_every_other_rank_gave_up_on_it(tmp_path, monkeypatch) -> None:
+    """The launcher waits up to a timeout to see which rank is at fault, and stops waiting once the only rank still
+    running is the one the others' failed transfers name: the message came ~7 s after the peers' own timeout
+    with nobody left to hear from. Counted in the launcher's waits on a fake clock, not timed."""
+    from lab.comm import launch
+
+    class Exited:
+        def __init__(self, code: int | None) -> None:
+            self.code = code
+
+        def poll(self) -> int | None:
+            return self.code
+
+    waits: list[float] = []
+    monkeypatch.setattr(launch.time, "sleep", waits.append)
+    monkeypatch.setattr(launch.time, "monotonic", iter(range(0, 10**6, 100)).__next__)  # 100 s a look
+    (tmp_path / "error0.txt").write_text("rank 0: receive from rank 1 failed; rank 1 may have died or hung "
+                                         "(RuntimeError: Timed out waiting 5000ms for recv operation to complete)")
+    (tmp_path / "error2.txt").write_text("rank 2: send to rank 0 failed; rank 0 may have died or hung "
+                                         "(RuntimeError: Connection closed by peer)")
+    ps = [Exited(1), Exited(None), Exited(1)]
+    assert launch._diagnose(ps, tmp_path, timeout=3600).startswith("rank 1 hung: it was still running after")
+    assert waits == [0.3]  # the first look only
+
+    ps[0] = Exited(None)  # two running (rank 0 waiting on rank 1): it may yet fail, so the launcher looks on
+    (tmp_path / "error0.txt").unlink()
+    assert "hung" in launch._diagnose(ps, tmp_path, timeout=3600)
+    assert len(waits) > 2
+
+
 def test_lengths_that_differ_are_refused_before_traffic() -> None:
     with pytest.raises(CommError, match="ranks disagree on \\(length, algorithm, codec, mode\\)"):
         run(R.mismatched, 2, timeout=20)

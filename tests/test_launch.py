@@ -200,9 +200,35 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
     assert not alive(pid)
 
 
+def test_the_run_writes_the_bytecode_its_fresh_processes_import() -> None:
+    """tests/run_caches.py, started with the run, leaves an up-to-date .pyc beside every module of the lab, the
+    dashboard and the helpers rank processes import (with PYTHONDONTWRITEBYTECODE set, as on this project's
+    machines, each fresh process of the run compiled them again), before the first test."""
+    import importlib.util
+    import struct
+    from pathlib import Path
+
+    from run_caches import ROOT
+
+    sources = [p for folder in ("lab", "app", "tests/cuda_emu") for p in (ROOT / folder).rglob("*.py")]
+    sources += list((ROOT / "tests").glob("*_ranks.py"))
+    stale = []
+    for source in sources:
+        try:
+            header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
+        except OSError:
+            stale.append(source)
+            continue
+        flags, mtime, size = struct.unpack("<III", header[4:16])
+        st = source.stat()
+        if flags or mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF:
+            stale.append(source)
+    assert not stale, [str(p.relative_to(ROOT)) for p in stale]
+
+
 def test_the_session_skips_torch_compile_s_isa_probe_only_where_it_would_pass() -> None:
-    """conftest probes the CPU's vector ISAs once and hands TORCHINDUCTOR_VEC_ISA_OK=1 to the run's processes only
-    when every ISA the CPU names passed: a process without it, probing, finds the same list."""
+    """The run probes the CPU's vector ISAs once (tests/run_caches.py) and hands TORCHINDUCTOR_VEC_ISA_OK=1 to its
+    processes only when every ISA the CPU names passed: a process without it, probing, finds the same list."""
     import subprocess
     import sys
 

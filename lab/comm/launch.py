@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -412,6 +413,8 @@ def _diagnose(ps: list[subprocess.Popen], jobdir: Path, timeout: float) -> str:
         still = [r for r, p in enumerate(ps) if p.poll() is None]
         if all((jobdir / f"error{r}.txt").exists() for r in still):
             break
+        if len(still) == 1 and still[0] in _waited_on(ps, jobdir):
+            break  # every other rank has given up on this one: there is nobody left to hear from
         time.sleep(0.05)
     culprit = _culprit(ps, jobdir)
     if culprit:
@@ -424,6 +427,16 @@ def _diagnose(ps: list[subprocess.Popen], jobdir: Path, timeout: float) -> str:
         return (f"rank {hung[0]} hung: it was still running after the ranks waiting on it timed out "
                 f"({timeout:.0f} s), e.g. {_failure(first, codes[first], jobdir)}")
     return _failure(first, codes[first], jobdir)
+
+
+_PEER_OF_FAILED_TRANSFER = re.compile(r"(?:receive from|send to) rank (\d+)")
+
+
+def _waited_on(ps: list[subprocess.Popen], jobdir: Path) -> set[int]:
+    """The ranks the exited ranks' error reports name as the peer of a transfer that failed (lab.comm.dist's
+    'receive from rank N failed')."""
+    return {int(r) for text in _errors(ps, jobdir).values()
+            for r in _PEER_OF_FAILED_TRANSFER.findall(text.split("\n\n")[0])}
 
 
 def _errors(ps: list[subprocess.Popen], jobdir: Path) -> dict[int, str]:
