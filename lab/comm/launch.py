@@ -602,7 +602,7 @@ def _worker(jobdir: Path, rank: int) -> int:
 _FORK_SAFE_THREADS = {"jemalloc_bg_thd"}  # an allocator's helper that handles fork itself (pthread_atfork)
 
 
-def _forkable() -> bool:
+def forkable() -> bool:
     """True when this process runs no thread but the main one (and fork-safe helpers): fork then
     copies nothing half-done (Linux: read from /proc; elsewhere never)."""
     try:
@@ -636,7 +636,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
     except BaseException:  # noqa: BLE001  each rank imports it again and reports what failed
         pass
     net = _net(jobdir)
-    fork = _forkable()
+    fork = forkable()
     if fork:
         _freeze_for_fork()
     zygote = os.getpid()
@@ -734,7 +734,7 @@ def _serve() -> int:
         algorithm_names()
     except Exception:  # noqa: BLE001  a broken plugin is for the rank that uses the registry to report
         pass
-    if not _forkable():
+    if not forkable():
         print("no fork", flush=True)
         return 1
     gc.collect()  # once: the imports' own garbage is not frozen with them (before each fork, _freeze_for_fork)
@@ -812,7 +812,7 @@ def _compile_passes(flags: Path, done: set) -> bool:
             if rec not in done:
                 done.add(rec)
                 warm_passes.replay(rec)
-    return _forkable()
+    return forkable()
 
 
 def _reap(jobs: dict[int, Path], block: bool) -> None:
