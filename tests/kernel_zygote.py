@@ -121,8 +121,14 @@ def request(path: str, argv: list[str]) -> int:
     if not reply:
         raise SystemExit(f"the kernel zygote at {path} closed the connection without starting a kernel")
     pid = int(reply)
+    def relay(signum: int, _frame: object) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # the kernel has just left: its status follows
+            pass
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, _frame: os.kill(pid, signum))
+        signal.signal(sig, relay)
     status = conn.recv(64)
     return int(status) if status else 1
 
