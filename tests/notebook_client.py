@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,26 +28,37 @@ _zygote: subprocess.Popen | None = None
 
 
 def kernel_zygote() -> subprocess.Popen | None:
-    """This process's kernel zygote (started on first use, gone with this process; its socket is its `args[-1]`),
+    """This process's kernel zygote (started on first use, stopped with this process; its socket is its `args[-1]`),
     or None if it could not start (kernels then start afresh)."""
     global _zygote
     if _zygote is None or _zygote.poll() is not None:
+        close_kernel_zygote()
         path = os.path.join(tempfile.mkdtemp(prefix="paralab-kernels-"), "zygote")
         _zygote = subprocess.Popen([sys.executable, str(ZYGOTE), "serve", path], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, text=True)
-        atexit.register(_zygote.kill)
         if _zygote.stdout.readline().strip() != "ready":
             close_kernel_zygote()
     return _zygote
 
 
 def close_kernel_zygote() -> None:
-    """Stop this process's kernel zygote (and any kernel it still runs), if there is one."""
+    """Stop this process's kernel zygote, if there is one: its stdin closed, it kills any kernel it still runs and
+    leaves (killed if it has not within 10 s); its socket's folder is removed."""
     global _zygote
-    if _zygote is not None:
-        _zygote.kill()
-        _zygote.wait()
-        _zygote = None
+    if _zygote is None:
+        return
+    zygote, _zygote = _zygote, None
+    zygote.stdin.close()
+    try:
+        zygote.wait(10)
+    except subprocess.TimeoutExpired:
+        zygote.kill()
+        zygote.wait()
+    zygote.stdout.close()
+    shutil.rmtree(os.path.dirname(zygote.args[-1]), ignore_errors=True)
+
+
+atexit.register(close_kernel_zygote)
 
 
 def notebook_client(nb: Any, **kwargs: Any):
