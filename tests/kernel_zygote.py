@@ -97,8 +97,10 @@ def _kernel(request: dict, fds: list[int]) -> None:
         sys.argv = [module, *args]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
-    except SystemExit as e:
+    except SystemExit as e:  # as the interpreter treats it: a message goes to stderr and exits 1
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
     except BaseException:
         import traceback
 
@@ -121,6 +123,7 @@ def request(path: str, argv: list[str]) -> int:
     if not reply:
         raise SystemExit(f"the kernel zygote at {path} closed the connection without starting a kernel")
     pid = int(reply)
+
     def relay(signum: int, _frame: object) -> None:
         try:
             os.kill(pid, signum)

@@ -28,13 +28,17 @@ _HELPER = re.compile(r"(?!test_|conftest).*\.py")
 ISA_FILE_ENV = "PARALAB_TEST_VEC_ISA_FILE"
 
 
+def bytecode_sources() -> list[Path]:
+    """What the run's processes import from the checkout: the lab, the dashboard, the benchmarks, the emulator and the
+    test helpers."""
+    sources = [p for folder in ("lab", "app", "bench", "tests/cuda_emu") for p in sorted((ROOT / folder).rglob("*.py"))]
+    return sources + [p for p in sorted((ROOT / "tests").glob("*.py")) if _HELPER.fullmatch(p.name)]
+
+
 def write_bytecode() -> None:
-    """Compile what the run's processes import (an up-to-date .pyc is left as it is)."""
-    for folder in ("lab", "app", "bench", "tests/cuda_emu"):
-        compileall.compile_dir(ROOT / folder, quiet=1, workers=1)
-    for path in (ROOT / "tests").glob("*.py"):
-        if _HELPER.fullmatch(path.name):
-            compileall.compile_file(path, quiet=1)
+    """Compile `bytecode_sources` (an up-to-date .pyc is left as it is)."""
+    for path in bytecode_sources():
+        compileall.compile_file(path, quiet=1)
 
 
 def every_named_isa_passes() -> bool:

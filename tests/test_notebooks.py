@@ -1,6 +1,5 @@
 """Every teaching notebook executes headless (nbclient) in smoke mode, and none is committed
 with outputs."""
-import os
 from pathlib import Path
 
 import pytest
@@ -100,7 +99,7 @@ def test_a_notebook_kernel_is_forked_warm_and_its_namespace_is_clean(tmp_path):
     """The kernels come from this process's kernel zygote (tests/kernel_zygote.py): forked with torch and plotly
     already imported, yet a notebook that uses a module it did not import still fails, and the kernel leaves with
     its notebook."""
-    from comm_ranks import proc_stat
+    from comm_ranks import live_children
     from notebook_client import kernel_zygote, notebook_client
 
     zygote = kernel_zygote()
@@ -114,12 +113,4 @@ def test_a_notebook_kernel_is_forked_warm_and_its_namespace_is_clean(tmp_path):
     parent, warm = nb.cells[0].outputs[0]["text"].split()
     assert (int(parent), warm) == (zygote.pid, "True")
     assert nb.cells[1].outputs[0]["ename"] == "NameError"
-
-    def child_of_zygote(pid: str) -> bool:
-        try:
-            state, ppid = proc_stat(int(pid))[:2]
-        except OSError:
-            return False
-        return int(ppid) == zygote.pid and state != "Z"
-
-    assert not [p for p in os.listdir("/proc") if p.isdigit() and child_of_zygote(p)]
+    assert not live_children(zygote.pid)
