@@ -119,3 +119,27 @@ def test_switch_every_is_checked() -> None:
         harness.Launcher(sources={"atomics": ATOMICS}, switch_every=3)("atomics", "racy_max", 1, 32,
                                                                           (torch.zeros(1, dtype=torch.int32),))
     assert np.log2(harness.Launcher().switch_every).is_integer()
+
+
+BARRIERS = r'''
+extern "C" __global__ void early_exit(float* out) {
+    out[blockIdx.x * blockDim.x + threadIdx.x] = 1.f;
+    __syncthreads();
+    if (threadIdx.x >= 24) return;
+    __syncthreads();
+    if (threadIdx.x % 2) return;
+    __syncthreads();
+}
+'''
+
+
+def test_a_barrier_after_some_threads_exited_names_how_many() -> None:
+    """A __syncthreads some threads of the CTA never reach (they returned first) stops the launch with its line, the
+    CTA, the thread and how many threads had left by then (counted as they leave: at most the 8 that return)."""
+    launcher = harness.Launcher(sources={"barriers": BARRIERS})
+    lines = [i + 1 for i, s in enumerate(BARRIERS.splitlines()) if "__syncthreads" in s]
+    with pytest.raises(harness.EmuError) as caught:
+        launcher("barriers", "early_exit", 3, 32, (torch.zeros(96),))
+    m = re.fullmatch(rf"__syncthreads at line {lines[1]} reached while (\d) of 32 threads have exited "
+                     r"\(kernel early_exit, block \d, thread \d+\)", str(caught.value))
+    assert m and 1 <= int(m.group(1)) <= 8, str(caught.value)

@@ -172,6 +172,7 @@ struct Block {
     unsigned slot = 0;     // which fiber stacks it uses
     unsigned cursor = 0;   // round robin over its threads
     unsigned at_barrier = 0;
+    unsigned done = 0;  // threads that have exited
     std::vector<Fiber> fibers;
     std::vector<std::vector<unsigned char>> shared;  // per registered region; missing: poison
 };
@@ -334,14 +335,13 @@ inline void fiber_main() {
     Launch* l = active();
     l->body(l->args);
     l->current->state = DONE;
+    ++l->current->blk->done;
     switch_to(l->current->ctx, l->scheduler);
     abort();  // never resumed
 }
 
 inline unsigned live_threads(const Block* b) {
-    unsigned n = 0;
-    for (const Fiber& f : b->fibers) n += f.state != DONE;
-    return n;
+    return (unsigned)b->fibers.size() - b->done;
 }
 
 inline void syncthreads(int line) {
@@ -477,13 +477,9 @@ EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
     fail(buf);
 }
 
-// Record an access of n bytes at a by the running CTA; a conflict with another CTA of this
+// Record an access of n bytes at a (in buffer b) by the running CTA; a conflict with another CTA of this
 // launch (at least one side a write, not both atomic) stops the launch.
-EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
-    Launch* l = active();
-    if (!l || !l->current || (l->in_atomic && !atomic)) return;
-    Buffer* b = buffer_of(l, a);
-    if (!b) return;
+EMU_PLAIN inline void record(Launch* l, Buffer* b, uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
     if (!b->shadow) {
         b->shadow = (Shadow*)calloc(b->hi - b->lo, sizeof(Shadow));
         if (!b->shadow) fail("cannot allocate the race detector's shadow of a buffer");
@@ -510,19 +506,26 @@ EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, voi
     }
 }
 
+EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
+    Launch* l = active();
+    if (!l || !l->current || (l->in_atomic && !atomic)) return;
+    if (Buffer* b = buffer_of(l, a)) record(l, b, a, n, write, atomic, ret);
+}
+
 // A global-memory access: maybe let another CTA run first (the seeded interleaving).
 EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
     Launch* l = active();
     if (!l || !l->current || l->in_atomic) return;
     const uintptr_t a = (uintptr_t)p;
-    if (!buffer_of(l, a)) return;
+    Buffer* b = buffer_of(l, a);
+    if (!b) return;
     if (l->switch_mask != ~0u && (next_random(l) & l->switch_mask) == 0) {
         emu_in_hook = false;
         l->want_switch = true;
         yield();
         emu_in_hook = true;
     }
-    access(a, n, write, false, ret);
+    record(l, b, a, n, write, false, ret);
 }
 
 EMU_PLAIN inline void hook(void* p, size_t n, bool write, void* ret) {
