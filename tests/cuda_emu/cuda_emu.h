@@ -506,12 +506,6 @@ EMU_PLAIN inline void record(Launch* l, Buffer* b, uintptr_t a, size_t n, bool w
     }
 }
 
-EMU_PLAIN inline void access(uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
-    Launch* l = active();
-    if (!l || !l->current || (l->in_atomic && !atomic)) return;
-    if (Buffer* b = buffer_of(l, a)) record(l, b, a, n, write, atomic, ret);
-}
-
 // A global-memory access: maybe let another CTA run first (the seeded interleaving).
 EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
     Launch* l = active();
@@ -551,7 +545,7 @@ EMU_PLAIN inline void atomic_begin(void* p, size_t n) {
         yield();
         emu_in_hook = true;
     }
-    access((uintptr_t)p, n, true, true, ret);
+    if (Buffer* b = buffer_of(l, (uintptr_t)p)) record(l, b, (uintptr_t)p, n, true, true, ret);
     l->in_atomic = true;
 }
 
