@@ -230,9 +230,14 @@ def exception_text(page) -> str:
     return boxes.first.inner_text()[:500] if boxes.count() else ""
 
 
+#: the primary (Run) buttons a person sees in the page's main area: a button with a help tooltip is drawn twice by
+#: Streamlit, the second copy hidden (display: none) beside the one in its tooltip target
+RUN_BUTTON = "[data-testid='stMain'] [data-testid='stBaseButton-primary']:visible"
+
+
 def run_buttons(page) -> list[str]:
-    """The labels of the primary (Run) buttons in the page's main area."""
-    buttons = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']")
+    """The labels of the primary (Run) buttons a person sees in the page's main area, each once."""
+    buttons = page.locator(RUN_BUTTON)
     return [b.inner_text().strip() for b in buttons.all()]
 
 

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from app_browser import draw_all, serve, settle  # noqa: E402  (the browser benchmark's own helpers)
 from browser_fixtures import RUN_FIRST, browser, needs_chromium, server, shot as _shot  # noqa: E402,F401  (shared fixtures)
-from browser_fixtures import PAPER_CALLOUT, fresh_view, run_buttons, no_exception as _no_exception  # noqa: E402
+from browser_fixtures import PAPER_CALLOUT, RUN_BUTTON, fresh_view, run_buttons  # noqa: E402
+from browser_fixtures import no_exception as _no_exception  # noqa: E402
 
 import page_list  # noqa: E402  app/ is on pytest's pythonpath
 
@@ -219,9 +220,10 @@ def test_every_run_button_reaches_a_result(server, browser, info):
                 _settle(page)
                 assert run_buttons(page) == labels, target
         assert labels or not tab, f"no Run button in {info.title}'s tab {tab!r}"
+        # a label found twice would press its first button twice and the other never
+        assert len(set(labels)) == len(labels), f"{info.title}: Run buttons {labels}"
         for label in labels:
-            button = page.locator("[data-testid='stMain'] [data-testid='stBaseButton-primary']",
-                                  has_text=label).first
+            button = page.locator(RUN_BUTTON, has_text=label).first
             if not button.count() or button.is_disabled():
                 continue
             button.click()
