@@ -38,7 +38,7 @@ def pytest_configure(config):
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         _EMU_RECORDS = tempfile.mkdtemp(prefix="paralab-emu-records-")
         os.environ[RECORDS_ENV] = _EMU_RECORDS
-        _start_run_caches()
+        _start_run_caches(config)
 
     if os.environ.get(ENV_ROOT):
         return
@@ -46,7 +46,7 @@ def pytest_configure(config):
     os.environ[ENV_ROOT] = _FRESH_ROOT
 
 
-def _start_run_caches() -> None:
+def _start_run_caches(config) -> None:
     """Start tests/run_caches.py in the background (the lab's bytecode, torch.compile's vector-ISA probe): it
     overlaps the workers' start, which waited ~5 s for the probe and its torch import when this process ran them.
     Each process of the run takes the probe's answer before its first test (`pytest_runtest_setup`)."""
@@ -56,10 +56,16 @@ def _start_run_caches() -> None:
 
     from run_caches import ISA_FILE_ENV
 
+    from rewrite_share import collectors, modules_to_collect
+
     answer = os.path.join(tempfile.mkdtemp(prefix="paralab-run-caches-"), "vec-isa-ok")
     os.environ[ISA_FILE_ENV] = answer
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # (1): write the bytecode
-    _RUN_CACHES = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "run_caches.py"), answer],
+    # (3): its share of the rewriting, the last of the collectors' (none where asserts call a pass hook)
+    share = [] if config.getini("enable_assertion_pass_hook") else [str(collectors(config) - 1),
+                                                                     *map(str, modules_to_collect(config))]
+    _RUN_CACHES = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "run_caches.py"), answer,
+                                    *share],
                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
 
@@ -137,11 +143,20 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection(session):
     """Keep pytest's rewritten test modules (tests/__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is
     set (as on this project's machines): rewriting the asserts of every test module took ~3 s of each collection,
-    in every process. Only the modules imported while collecting are written; the setting is restored after."""
+    in every process. Only the modules imported while collecting are written; the setting is restored after.
+    A pytest-xdist worker first rewrites its share of them (tests/rewrite_share.py), as every worker collects them
+    all."""
     import sys
 
     before, sys.dont_write_bytecode = sys.dont_write_bytecode, False
     try:
+        worker = getattr(session.config, "workerinput", None)
+        if worker is not None:
+            from rewrite_share import collectors, modules_to_collect, rewrite_share
+
+            config = session.config
+            rewrite_share(modules_to_collect(config), int(worker["workerid"].removeprefix("gw")), collectors(config),
+                          config)
         return (yield)
     finally:
         sys.dont_write_bytecode = before

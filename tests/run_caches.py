@@ -1,5 +1,5 @@
 """What a test run's first process starts in the background (tests/conftest.py), so that it overlaps the workers'
-start instead of delaying it: `python tests/run_caches.py RESULT`.
+start instead of delaying it: `python tests/run_caches.py RESULT [INDEX MODULE...]`.
 
 1. The bytecode (__pycache__) of the lab, the dashboard, the benchmarks and the test helpers that rank and CLI
    processes import, written as Python writes it by default. This project's machines set PYTHONDONTWRITEBYTECODE,
@@ -10,6 +10,8 @@ start instead of delaying it: `python tests/run_caches.py RESULT`.
    a process here. RESULT gets "1" when every named ISA passed (the run's processes then get
    TORCHINDUCTOR_VEC_ISA_OK=1, which gives them the same ISA list without probing: `take_isa_probe`), else "0"
    (each process probes as before). RESULT is written last, whatever happened.
+3. First of all, its share of pytest's assertion rewriting of the run's test modules (tests/rewrite_share.py):
+   the last of the collectors' shares, INDEX, of the MODULEs.
 """
 from __future__ import annotations
 
@@ -74,9 +76,13 @@ def take_isa_probe(timeout_s: float = 60.0) -> None:
             config.cpp.vec_isa_ok = True
 
 
-def main(result: str) -> None:
+def main(result: str, share: list[str]) -> None:
     passed = False
     try:
+        if share:  # (3) first: the collections need it at once
+            from rewrite_share import rewrite_share
+
+            rewrite_share([Path(p) for p in share[1:]], int(share[0]), int(share[0]) + 1)
         write_bytecode()
         passed = "TORCHINDUCTOR_VEC_ISA_OK" not in os.environ and every_named_isa_passes()
     finally:
@@ -86,4 +92,4 @@ def main(result: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
