@@ -30,6 +30,9 @@ def modules_to_collect(config) -> list[Path]:
 def collectors(config) -> int:
     """How many processes share the rewriting: the run's pytest-xdist workers (or its one collecting process) and
     the background tests/run_caches.py."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return int(worker["workercount"]) + 1
     workers = getattr(config.option, "numprocesses", None)
     spread = getattr(config.option, "dist", "no") != "no" and isinstance(workers, int) and workers > 0
     return (workers if spread else 1) + 1

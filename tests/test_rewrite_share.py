@@ -68,3 +68,16 @@ def test_the_shares_split_the_modules_and_skip_what_is_written(tmp_path, monkeyp
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     modules[3].write_text(SOURCE + "\n# changed\n")  # a changed source is rewritten again
     assert rewrite_share(modules, 1, 2) == 2  # and the one left above
+
+
+def test_every_collector_counts_the_same_collectors():
+    """The run's first process (which starts run_caches' share, the last) and each worker agree: the workers, or the
+    one collecting process of `-n 0` or `--collect-only`, and run_caches."""
+    from types import SimpleNamespace as NS
+
+    from rewrite_share import collectors
+
+    assert collectors(NS(option=NS(numprocesses=2, dist="loadscope"))) == 3
+    assert collectors(NS(workerinput={"workerid": "gw1", "workercount": 2}, option=NS(numprocesses=2, dist="no"))) == 3
+    assert collectors(NS(option=NS(numprocesses=0, dist="no"))) == 2
+    assert collectors(NS(option=NS())) == 2
