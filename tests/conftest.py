@@ -47,8 +47,9 @@ def pytest_configure(config):
 
 
 def _start_run_caches(config) -> None:
-    """Start tests/run_caches.py in the background (the lab's bytecode, torch.compile's vector-ISA probe): it
-    overlaps the workers' start, which waited ~5 s for the probe and its torch import when this process ran them.
+    """Start tests/run_caches.py in the background (its share of pytest's assertion rewriting, the lab's bytecode,
+    torch.compile's vector-ISA probe): it overlaps the workers' start, which waited ~5 s for the probe and its torch
+    import when this process ran them.
     Each process of the run takes the probe's answer before its first test (`pytest_runtest_setup`)."""
     global _RUN_CACHES
     import subprocess

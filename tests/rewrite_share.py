@@ -59,7 +59,10 @@ def rewrite_share(modules: list[Path], index: int, count: int, config=None) -> i
             continue
         if sys.dont_write_bytecode or not rewrite.try_makedirs(cache):
             return done
-        key, code = rewrite._rewrite_test(fn, config)
+        try:
+            key, code = rewrite._rewrite_test(fn, config)
+        except Exception:  # (a syntax error, a file gone) left to the collection, which reports it as pytest does
+            continue
         rewrite._write_pyc(state, code, key, pyc)
         done += 1
     return done

@@ -81,3 +81,11 @@ def test_every_collector_counts_the_same_collectors():
     assert collectors(NS(workerinput={"workerid": "gw1", "workercount": 2}, option=NS(numprocesses=2, dist="no"))) == 3
     assert collectors(NS(option=NS(numprocesses=0, dist="no"))) == 2
     assert collectors(NS(option=NS())) == 2
+
+
+def test_a_module_that_does_not_parse_is_left_to_the_collection(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    modules = _modules(tmp_path, 3)
+    modules[1].write_text("def test_broken(:\n")
+    assert rewrite_share([*modules, tmp_path / "test_gone.py"], 0, 1) == 2  # pytest reports those when it collects
+    assert not _pyc(modules[1]).exists()
