@@ -14,6 +14,8 @@ import sys
 import types
 from pathlib import Path
 
+from _pytest.assertion import rewrite
+
 
 def modules_to_collect(config) -> list[Path]:
     """The test modules under the run's command-line paths (or `testpaths`), in pytest's order: files whose name
@@ -38,26 +40,26 @@ def collectors(config) -> int:
     return (workers if spread else 1) + 1
 
 
+def pyc_of(module: Path) -> Path:
+    """Where pytest keeps `module`'s rewritten code (as its import hook names it)."""
+    return rewrite.get_cache_dir(module) / (module.name[:-3] + rewrite.PYC_TAIL)
+
+
 def rewrite_share(modules: list[Path], index: int, count: int, config=None) -> int:
     """Rewrite, as pytest would on import, `modules` from `index`/`count` of the way through onwards (wrapping
-    round) whose rewritten code is not cached yet; the number rewritten. `config` None is pytest's rewriting without
-    `enable_assertion_pass_hook`."""
-    try:
-        from _pytest.assertion import rewrite
-    except ImportError:
-        return 0
+    round) whose rewritten code is not cached yet; the number rewritten (none where bytecode is not written, as
+    pytest). `config` None is pytest's rewriting without `enable_assertion_pass_hook`."""
     names = ("get_cache_dir", "try_makedirs", "PYC_TAIL", "_read_pyc", "_rewrite_test", "_write_pyc")
-    if not all(hasattr(rewrite, n) for n in names):
+    if sys.dont_write_bytecode or not all(hasattr(rewrite, n) for n in names):
         return 0
     start = len(modules) * index // max(count, 1)
     state = types.SimpleNamespace(trace=lambda message: None)
     done = 0
     for fn in modules[start:] + modules[:start]:
-        cache = rewrite.get_cache_dir(fn)
-        pyc = cache / (fn.name[:-3] + rewrite.PYC_TAIL)
+        pyc = pyc_of(fn)
         if rewrite._read_pyc(fn, pyc) is not None:
             continue
-        if sys.dont_write_bytecode or not rewrite.try_makedirs(cache):
+        if not rewrite.try_makedirs(pyc.parent):
             return done
         try:
             key, code = rewrite._rewrite_test(fn, config)

@@ -7,17 +7,13 @@ from pathlib import Path
 
 from _pytest.assertion import rewrite
 
-from rewrite_share import rewrite_share
+from rewrite_share import pyc_of as _pyc, rewrite_share
 
 SOURCE = '''
 def test_sum():
     values = [1, 2, 3]
     assert sum(values) == 6, values
 '''
-
-
-def _pyc(fn: Path) -> Path:
-    return rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
 
 
 def _modules(folder: Path, n: int) -> list[Path]:
