@@ -283,3 +283,17 @@ def test_race_cli_bad_input_is_one_line(tmp_path, monkeypatch):
     r = _cli("race", "--task", "cnn")
     assert r.exit_code == 2 and "no converge result for task 'cnn'" in " ".join(r.output.split())
     assert "give --results FILE" in " ".join(r.output.split())
+
+
+def test_race_figure_before_any_arrival():
+    """A live race draws its curves before any spec has arrived (an empty arrivals table): no star, no error."""
+    import math
+
+    import pandas as pd
+
+    from lab.plots import race_figure
+
+    curves = pd.DataFrame({"spec": ["fp32", "fp32"], "step": [1, 2], "val_loss": [2.0, 1.5], "modelled_s": [0.1, 0.2]})
+    arrivals = pd.DataFrame(columns=["spec", "arrival_step", "arrival_modelled_s", "arrival_val_loss"])
+    fig = race_figure(curves, arrivals, math.nan)
+    assert [t.name for t in fig.data] == ["fp32"]

@@ -30,7 +30,9 @@ def race_figure(curves: pd.DataFrame, arrivals: pd.DataFrame, target: float, x: 
                         hovertemplate=f"{spec}: loss %{{y:.4g}} at %{{x:.4g}}<extra></extra>")
         fig.add_trace(tr)
         colors[spec] = i
-    hits = arrivals[arrivals["arrival_step"].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v))]
+    # a bool mask even when there are no arrivals yet (a live race): an empty object-dtype one selects columns
+    hits = arrivals[arrivals["arrival_step"].map(lambda v: isinstance(v, (int, float)) and math.isfinite(v))
+                    .astype(bool)]
     hits = hits[hits["spec"].isin(colors)]
     if len(hits):
         xs = hits["arrival_step"] if x == "step" else hits["arrival_modelled_s"]
