@@ -1,10 +1,12 @@
-"""Driving a page's background run (app/_runs.py) from Streamlit's AppTest by its events, not by sleeps: wait
-for the run's first streamed rows, press Stop, wait for the run to end (issue 27 item 11). AppTest runs the
-page in this process, so the page's `Job` (in the session state) is the run itself."""
+"""Driving a page's background run (app/_runs.py) from Streamlit's AppTest by its events, not by sleeps: hold the
+run at its Nth streamed row, press Stop, wait for the run to end (issue 27 item 11). AppTest runs the page in this
+process, so the page's `Job` (in the session state) is the run itself."""
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 _COMPONENTS: Any = None  # Streamlit's registry of installed v2 components, scanned once per test process
 
@@ -43,12 +45,45 @@ def wait_for(event: Callable[[], Any], what: str, timeout: float = TIMEOUT_S, po
     return got
 
 
-def stop_after_rows(at: Any, key: str, rows: int = 1, timeout: float = TIMEOUT_S) -> Any:
-    """Once the run of `key` has streamed `rows` rows (a partial result to keep), press its Stop button and
-    wait until the run has ended; then rerun the page once, so it draws the stopped state. Returns the job."""
+_HELD: dict[str, Callable[[list], bool]] = {}  # key -> when its run holds (the rows it has streamed)
+
+
+@contextmanager
+def held(key: str, rows: int | Callable[[list], bool] = 1, timeout: float = TIMEOUT_S) -> Iterator[None]:
+    """Within the block, a run of `key` that has streamed `rows` rows (or whose rows satisfy `rows(rows)`) waits
+    there until Stop is pressed (at most `timeout` s, or until the block ends), then goes on to its next progress
+    report or row, where Stop ends it: a test's Stop always finds the run going, however fast this machine runs
+    the rest of it. The run's own code is unchanged (the hold wraps `Job.on_row`); enter the block before Run."""
+    import _runs
+
+    enough = rows if callable(rows) else (lambda got, n=rows: len(got) >= n)
+    original = _runs.Job.on_row
+    done = threading.Event()
+
+    def on_row(run: Any, row: dict) -> None:
+        original(run, row)
+        if run.key == key and enough(run.rows):
+            end = time.monotonic() + timeout
+            while not (run.stop_event.wait(0.05) or done.is_set() or time.monotonic() > end):
+                pass
+
+    _runs.Job.on_row, _HELD[key] = on_row, enough
+    try:
+        yield
+    finally:
+        _runs.Job.on_row = original
+        del _HELD[key]
+        done.set()
+
+
+def stop_after_rows(at: Any, key: str, timeout: float = TIMEOUT_S) -> Any:
+    """Within `held(key, ...)`: once the run of `key` holds at its rows (a partial result to keep), press its Stop
+    button and wait until the run has ended; then rerun the page once, so it draws the stopped state. Returns the
+    job."""
+    assert key in _HELD, f"stop_after_rows({key!r}) outside `with held({key!r}):` would race the run"
     run = wait_for(lambda: job(at, key), f"the run of {key!r} to start", timeout)
-    wait_for(lambda: len(run.rows) >= rows or not run.running, f"{rows} streamed row(s) of {key!r}", timeout)
-    assert run.running and len(run.rows) >= rows, f"{key!r} ended before its partial result: {run.state}, {run.msg}"
+    wait_for(lambda: _HELD[key](run.curve()) or not run.running, f"the held rows of {key!r}", timeout)
+    assert run.running, f"{key!r} ended before its partial result: {run.state}, {run.msg}"
     at.run()  # Stop is drawn live by a rerun that sees the run going
     at.button(key=f"stop_{key}").click().run()
     wait_for(lambda: not run.running, f"the run of {key!r} to stop", timeout)

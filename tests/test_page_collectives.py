@@ -2,7 +2,7 @@
 modelled numbers, P = 1 as a message, the measurement compared with the model on the link fitted to it,
 and the error-at-scale section as a background run (Run / Stop keeps the partial curve; a finished result
 survives other controls; a click elsewhere does not restart it)."""
-from apptest_runs import rerun_until, stop_after_rows
+from apptest_runs import held, rerun_until, stop_after_rows
 from test_app import page as app_page
 from lazy_import import lazy
 
@@ -78,10 +78,11 @@ def test_error_at_scale_default_shows_growing_and_flat_error():
 def test_error_at_scale_run_stop_keeps_partial_curve_and_clicks_elsewhere_do_not_restart():
     at = page(err_maxP="256", err_codecs="linear", part="Error as P grows")
     assert "Press Run" in texts(at, "info")  # too long to start without a click
-    at.button(key="run_err_run").click().run()
-    at.number_input(key="w_P").set_value(16).run()  # a click elsewhere: the run goes on
-    assert "running" in texts(at, "caption")
-    stop_after_rows(at, "err_run")  # once its first points are in
+    with held("err_run"):  # once its first points are in, it waits for the Stop below
+        at.button(key="run_err_run").click().run()
+        at.number_input(key="w_P").set_value(16).run()  # a click elsewhere: the run goes on
+        assert "running" in texts(at, "caption")
+        stop_after_rows(at, "err_run")
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
     assert figures(at)  # the partial curve
     assert not at.exception
@@ -112,8 +113,9 @@ def test_stop_keeps_the_last_finished_result_too():
     at = page(err_codecs="linear", err_maxP="8", part="Error as P grows")
     at = wait(at, lambda a: "Measured from P = 2 to 8" in texts(a, "success"))
     at.select_slider(key="w_err_maxP").set_value(256).run()
-    at.button(key="run_err_run").click().run()
-    stop_after_rows(at, "err_run")
+    with held("err_run"):
+        at.button(key="run_err_run").click().run()
+        stop_after_rows(at, "err_run")
     at = wait(at, lambda a: "Stopped at P =" in texts(a, "warning"), 60)
     assert "Last finished result" in " ".join(e.label for e in at.expander)
     assert "Measured from P = 2 to 8" in texts(at, "markdown")
@@ -121,12 +123,13 @@ def test_stop_keeps_the_last_finished_result_too():
 
 def test_stop_on_measure_keeps_the_finished_rows():
     at = page(P="2", size=str(1 << 24), algorithm="ring", part="Measured here")
-    at.button(key="run_meas_run").click().run()
     def rows(a: AppTest):
         return next((d for d in tables(a) if "Bus bandwidth (GB/s)" in d), None)
 
-    at = wait(at, lambda a: rows(a) is not None or a.error, 300, rows=True)  # rank 0's first finished sizes, streamed
-    at.button(key="stop_meas_run").click().run()
+    with held("meas_run"):  # rank 0's first finished size, streamed: the run waits there for Stop
+        at.button(key="run_meas_run").click().run()
+        at = wait(at, lambda a: rows(a) is not None or a.error, 300, rows=True)
+        at.button(key="stop_meas_run").click().run()
     fitted = lambda a: any(m.label.startswith("Fitted") for m in a.metric)  # noqa: E731
     at = wait(at, lambda a: "Stopped before the measurement finished" in texts(a, "warning") or fitted(a), 60)
     assert not at.exception and not fitted(at)  # stopped, not finished: no link fitted

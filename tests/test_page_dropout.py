@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from apptest_runs import stop_after_rows
+from apptest_runs import held, stop_after_rows
 from test_app import finish, metric, number, page
 from lazy_import import lazy
 
@@ -89,8 +89,9 @@ def test_stop_keeps_the_last_result_and_the_partial_curve_and_a_result_survives_
     at.select_slider(key="w_net_hidden").set_value(1024).run()
     assert metric(at, "RDP (row)") == first
     assert any(c.value.startswith("These results are from the last run") for c in at.caption)
-    at.button(key="run_net_run").click().run()  # 50 epochs of 1024 units: minutes; stopped after its first point
-    stop_after_rows(at, "net_run")
+    with held("net_run"):  # 50 epochs of 1024 units: minutes; stopped after its first point
+        at.button(key="run_net_run").click().run()
+        stop_after_rows(at, "net_run")
     assert not at.exception
     assert any(c.value.startswith("stopped after") for c in at.caption)
     assert any(c.value.startswith("Partial curve of the stopped run") for c in at.caption)

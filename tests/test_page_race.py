@@ -3,7 +3,7 @@ modelled time with the lessons computed from its numbers, the seed and cluster f
 whose Stop keeps the finished runs (the unfinished codec not measured)."""
 import math
 
-from apptest_runs import job, wait_for
+from apptest_runs import held, stop_after_rows
 from test_app import page as app_page
 
 RACE = "Race to the target"
@@ -46,16 +46,11 @@ def test_committed_race_shows_both_views_and_lessons_from_its_numbers():
 def test_live_race_stop_keeps_finished_runs():
     at = page(race_source="live race (small)", race_seeds="1", race_live_specs=["dynamic_tree", "randomk:ratio=0.01"])
     assert not at.exception and not at.error
-    at.button(key="run_race_run").click().run()
-    run = wait_for(lambda: job(at, "race_run"), "the race to start")
-    # Stop once fp32 and the first codec have finished: the second is still training
-    wait_for(lambda: sum(r.get("_kind") == "run" for r in run.rows) >= 2 or not run.running, "two finished runs")
-    assert run.running, (run.state, run.msg)
-    at.run()
-    at.button(key="stop_race_run").click().run()
-    wait_for(lambda: not run.running, "the race to stop")
-    at.run()
-    assert run.state == "stopped" and not at.exception
+    # Stop once fp32 and the first codec have finished: the second has not
+    with held("race_run", lambda rows: sum(r.get("_kind") == "run" for r in rows) >= 2):
+        at.button(key="run_race_run").click().run()
+        run = stop_after_rows(at, "race_run")
+    assert not at.exception
     assert any("Stopped: the race below keeps the 2 finished run(s)" in w.value for w in at.warning)
     md = texts(at, "markdown")
     assert "dynamic_tree" in md and "not measured" in md  # random-k: no finished run

@@ -8,7 +8,7 @@ import pytest
 
 from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
-from apptest_runs import rerun_until, stop_after_rows
+from apptest_runs import held, rerun_until, stop_after_rows
 from test_app import page as app_page
 from lazy_import import lazy
 
@@ -121,8 +121,9 @@ def test_train_shows_results_and_a_takeaway_from_them():
 
 def test_stop_keeps_the_partial_curve():
     at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
-    at.button(key="run_train_run").click().run()
-    stop_after_rows(at, "train_run")  # once its first curve points are in
+    with held("train_run"):  # once its first curve points are in
+        at.button(key="run_train_run").click().run()
+        stop_after_rows(at, "train_run")
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
     assert figures(at)
@@ -181,12 +182,9 @@ def test_stop_keeps_a_curve_for_every_run():
     about the same epoch; the takeaway compares them with the noise a single seed and test set allow."""
     runs = ["32-bit", "dynamic_tree", "onebit"]
     at = page(codecs=runs, epochs="20", workers="2", hidden="32")
-    at.button(key="run_train_run").click().run()
-    end = time.time() + 120
-    while len(_job(at).curve()) < 2 * len(runs) and _job(at).running:  # every run past its first evaluation
-        assert time.time() < end, "no evaluations came"
-        time.sleep(0.05)
-    at.button(key="stop_train_run").click().run()
+    with held("train_run", 2 * len(runs)):  # every run past its first evaluation
+        at.button(key="run_train_run").click().run()
+        stop_after_rows(at, "train_run")
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
     curves = figures(at)[-1]
@@ -229,18 +227,17 @@ def test_running_timer_advances():
     from apptest_runs import job, wait_for
 
     at = page(codecs=["32-bit", "dynamic_tree", "linear"], epochs="20", workers="2", hidden="256")
-    at.button(key="run_train_run").click().run()
-    run = wait_for(lambda: job(at, "train_run"), "the run to start")
-    wait_for(lambda: run.rows or not run.running, "the run's first curve point")  # it has begun: its clock runs
-    assert run.running, (run.state, run.msg)
-    at.run()
-    first = _shown_seconds(at)
-    wait_for(lambda: not run.running or time.perf_counter() - run.started >= first + 1.5,
-             "the run's clock to pass the shown seconds")
-    assert run.running, "the run ended before a second reading"
-    at.run()
-    assert _shown_seconds(at) > first
-    run.stop()
+    with held("train_run"):  # at its first curve point (it has begun: its clock runs) it waits for the stop below
+        at.button(key="run_train_run").click().run()
+        run = wait_for(lambda: job(at, "train_run"), "the run to start")
+        wait_for(lambda: run.rows or not run.running, "the run's first curve point")
+        assert run.running, (run.state, run.msg)
+        at.run()
+        first = _shown_seconds(at)
+        wait_for(lambda: time.perf_counter() - run.started >= first + 1.5, "the run's clock to pass the shown seconds")
+        at.run()
+        assert _shown_seconds(at) > first
+        run.stop()
     wait_for(lambda: not run.running, "the run to stop")
 
 
