@@ -28,10 +28,14 @@ def shared_components(at: Any) -> Any:
     return at
 
 
+def runs_of(at: Any) -> dict:
+    """The page's background runs: key -> its slot (`{"job": _runs.Job, ...}`), empty before the first Run."""
+    return at.session_state["_runs"] if "_runs" in at.session_state else {}
+
+
 def job(at: Any, key: str) -> Any:
     """The page's latest background run of `key` (`_runs.Job`), or None before its first Run."""
-    runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
-    return runs.get(key, {}).get("job")
+    return runs_of(at).get(key, {}).get("job")
 
 
 def wait_for(event: Callable[[], Any], what: str, timeout: float = TIMEOUT_S, poll: float = 0.05) -> Any:
@@ -94,8 +98,7 @@ def stop_after_rows(at: Any, key: str, timeout: float = TIMEOUT_S) -> Any:
 
 def running(at: Any) -> list:
     """The page's background runs (`_runs.Job`) that are going now."""
-    runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
-    return [s["job"] for s in runs.values() if s.get("job") is not None and s["job"].running]
+    return [s["job"] for s in runs_of(at).values() if s.get("job") is not None and s["job"].running]
 
 
 def rerun_until(at: Any, done: Callable[[Any], Any], what: str = "the page's background run",
@@ -112,8 +115,7 @@ def rerun_until(at: Any, done: Callable[[Any], Any], what: str = "the page's bac
     while not done(at):
         now = time.monotonic()
         if now > end:
-            runs = at.session_state["_runs"] if "_runs" in at.session_state else {}
-            states = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs.items() if s.get("job")}
+            states = {k: (s["job"].state, s["job"].msg, s["job"].error) for k, s in runs_of(at).items() if s.get("job")}
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; runs: {states}")
         live = running(at)
         if live:  # an event the last rerun did not see: a run ended, or (with `rows`) streamed a row since

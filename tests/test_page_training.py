@@ -172,10 +172,6 @@ def test_many_workers_measure_one_step_on_demand():
     assert _metric(at, "32-bit: bytes per step").value == si_bytes_label(64 * 2 * 63 / 64 * 4 * n)
 
 
-def _job(at: AppTest):
-    return at.session_state["_runs"]["train_run"]["job"]
-
-
 def test_stop_keeps_a_curve_for_every_run():
     """Issue 28.5: runs went one after another, so Stop kept only the first curve. They now take turns (a quarter
     epoch each): Stop, as soon as each run has reached its second evaluation, keeps every run's curve, each up to
@@ -184,7 +180,7 @@ def test_stop_keeps_a_curve_for_every_run():
     at = page(codecs=runs, epochs="20", workers="2", hidden="32")
     with held("train_run", 2 * len(runs)):  # every run past its first evaluation
         at.button(key="run_train_run").click().run()
-        stop_after_rows(at, "train_run")
+        run = stop_after_rows(at, "train_run")
     at = wait(at, lambda a: "Stopped" in texts(a, "warning"), 120)
     assert not at.exception
     curves = figures(at)[-1]
@@ -192,7 +188,7 @@ def test_stop_keeps_a_curve_for_every_run():
     assert set(runs) <= drawn, drawn
     import pandas as pd
 
-    epochs = pd.DataFrame(_job(at).curve()).groupby("variant").epoch.max()
+    epochs = pd.DataFrame(run.curve()).groupby("variant").epoch.max()
     assert set(epochs.index) == set(runs) and epochs.max() - epochs.min() <= 0.3, epochs  # side by side: one interval apart at most
     take = texts(at, "success")
     assert "test images" in take and "two standard errors" in take
