@@ -7,7 +7,7 @@ import importlib
 import streamlit as st
 
 import _common as ui
-import nodelay
+import asyncio_private
 import page_list
 import warmup
 
@@ -22,9 +22,9 @@ def navigation(pages: list[page_list.PageInfo]) -> list:
     return nav
 
 
-nodelay.install()  # the server's responses without Nagle's 40 ms waits (app/nodelay.py)
+asyncio_private.install()  # the server's responses without Nagle's 40 ms waits
 st.set_page_config(page_title="ParaLab", layout="wide")
-# Narrow windows (issue 28: 800 px): a row of controls wraps instead of squeezing each to a sliver, and nothing
+# Narrow windows (800 px): a row of controls wraps instead of squeezing each to a sliver, and nothing
 # makes the page scroll sideways (wide tables scroll in their own box, app/static_table.py); metric labels and
 # button labels wrap rather than end in "…" (a cut label such as "Preset: Deep Imag…" no longer says which).
 st.html("""<style>
@@ -39,6 +39,6 @@ nav = st.navigation(navigation(page_list.PAGES))
 ui.arrive(nav.url_path)  # each page owns its settings: arriving starts from the page's URL, nothing carried
 if not gc.get_freeze_count():  # once per process: what the imports made is never garbage, so the collector's
     gc.collect()               # full collections skip it (Streamlit's own one after every run is off:
-    gc.freeze()                # .streamlit/config.toml; warmup.py freezes again once every page is warm)
+    gc.freeze()                # app/.streamlit/config.toml; warmup.py freezes again once every page is warm)
 warmup.start()  # once per server; app/serve.py starts it with the server, before this first session
 nav.run()

@@ -1,6 +1,6 @@
 """Shared widget helpers for the pages: widgets whose state lives in `st.query_params` (so a URL
 reproduces a view), a figure with CSV/JSON downloads, error messages instead of tracebacks, and
-Run/Stop buttons for expensive experiments. No experiment logic here (DESIGN.md rule 3)."""
+Run/Stop buttons for expensive experiments. No experiment logic here (docs/design.md rule 3)."""
 from __future__ import annotations
 
 import hashlib
@@ -410,7 +410,7 @@ def cached_run(name: str, params: Any, fn: Callable[[], Any], max_entries: int =
     return store[key]
 
 
-# --- The lesson frame every page shares (issue 17): question, what to look at, a takeaway computed
+# --- The lesson frame every page shares (docs/design.md rule 7): question, what to look at, a takeaway computed
 # from the data on screen, paper-vs-here callouts, and the settings folded under "More settings".
 # Each piece sits in a keyed container (CSS class `st-key-<key>`), which the browser tests look for.
 
@@ -436,7 +436,7 @@ def paper_callout(text: str, key: str) -> None:
 @contextmanager
 def folded(label: str, key: str, expanded: bool = False) -> Iterator[Any]:
     """An expander whose ui widgets are drawn only while it is open: a closed one costs the browser nothing
-    (issue 17: widgets in a collapsed expander are still built), and each widget in it keeps its value
+    (Streamlit builds the widgets in a collapsed expander all the same), and each widget in it keeps its value
     without being drawn (`_value`). Opening it reruns the page; its open state is in the URL as `key`."""
     box = st.expander(label, expanded=expanded, key=key, bind="query-params")
     token = _FOLDED.set(not box.open)
@@ -475,7 +475,7 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     return list(containers), sync_url(key, chosen)
 
 
-# --- Predict, then reveal (issue 28): one question the learner answers before the page says the answer, the
+# --- Predict, then reveal (docs/design.md rule 7): one question the learner answers before the page says the answer, the
 # reveal explained from the numbers the page computed, the answer in the URL, a per-session scorecard on Home.
 
 PAGE = "_page"        # session-state key: URL path of the page this run renders (set by Home.py)

@@ -1,10 +1,10 @@
-"""Long experiments behind Run / Stop (issue 17), the one place for background runs (DESIGN.md rule 6).
+"""Long experiments behind Run / Stop, the one place for background runs (docs/design.md rule 6).
 
 Run starts the experiment in a thread of the server, so a click elsewhere on the page neither restarts nor
 kills it; a fragment polls it and draws the progress bar and the partial result (the rows it streams);
 Stop asks it to stop at its next progress report or row and keeps those rows; the last finished result
 stays on the page, through unrelated widget changes, until a newer run finishes. With `auto`, a cheap
-default starts without a click. No experiment logic here (DESIGN.md rule 3): the page passes a function
+default starts without a click. No experiment logic here (docs/design.md rule 3): the page passes a function
 of a `Job`.
 
 A run begins only once the page that started it has drawn (`release`), so a run timed while the same

@@ -1,8 +1,8 @@
 """One plotly chart on a dashboard page: the figure's JSON drawn in the page by a plotly.js bundle of just the
 traces the pages draw (app/static/plotly-paralab.min.js, 1.3 MB: scatter, bar, heatmap, image; built by
 app/plotly_bundle) instead of Streamlit's own chart element, whose full plotly.js (4.7 MB) costs every new tab
-~0.5 s more on a 2-core machine (issue 17, bench/app_browser.py). Needs Streamlit's static serving
-(`.streamlit/config.toml`, read when the app is started from the repository root); without it the chart falls
+~0.5 s more on a 2-core machine (measured by bench/app_browser.py). Needs Streamlit's static serving
+(`app/.streamlit/config.toml`, read beside the entry point from any folder); without it the chart falls
 back to `st.plotly_chart`."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The one list of dashboard pages: Home's navigation, the overview's table, bench/app_render.py and
-the tests all read it (DESIGN.md rule 6: a page is one module in views/ plus one entry here).
+the tests all read it (docs/design.md rule 6: a page is one module in views/ plus one entry here).
 
 A page module defines `render() -> None`; its state lives in the URL (`st.query_params`), so a link
 reproduces a view."""

@@ -1,6 +1,6 @@
 """A result table as static HTML in a markdown element: Streamlit's table look, each header's meaning in its
 tooltip, numbers rounded for reading with the exact value on hover. Drawing one costs a new tab ~0.05 s where
-`st.dataframe`'s data grid costs ~0.5 s on a 2-core machine (issue 17, bench/app_browser.py). `read` turns
+`st.dataframe`'s data grid costs ~0.5 s on a 2-core machine (measured by bench/app_browser.py). `read` turns
 the HTML back into a DataFrame (the tests and bench/app_render.py use it through `tables`)."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def html(df: pd.DataFrame, help: Mapping[str, str] | None = None, formats: Mappi
     rows = "".join("<tr>" + "".join(_cell(v.item() if hasattr(v, "item") else v, formats.get(c))
                                     for c, v in zip(cols, r)) + "</tr>" for r in df.itertuples(index=False))
     table = f'<table class="{CLASS}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-    # a wide table scrolls sideways inside its box (never the page: issue 28, 800 px); a long one downwards
+    # a wide table scrolls sideways inside its box (never the page, also in an 800 px window); a long one downwards
     tall = "max-height:30rem;" if len(df) > SCROLL_ROWS else ""
     return f'<div class="{CLASS}-box" style="{tall}overflow:auto;max-width:100%">{table}</div>'
 

@@ -1,4 +1,4 @@
-"""Warm the dashboard when its server starts (issue 28: the first visit after `streamlit run` took 6.3 s on Codecs,
+"""Warm the dashboard when its server starts (measured: the first visit after `streamlit run` took 6.3 s on Codecs,
 later ones ~1.2 s). A background thread opens one session of its own over the server's websocket and runs every
 page's default view, as a first visitor would, then each page's `warm()` hook, so the imports, the first torch
 calls and the caches those views need are paid before a learner arrives. Once per server process:
@@ -94,7 +94,8 @@ def start(pages: Sequence[str] | None = None, hooks: Sequence[str] | None = None
     paths to visit, `hooks`: modules whose `warm()` to run (None: all). True if this call started it."""
     from streamlit.runtime import Runtime
 
-    if type(Runtime._instance) is not Runtime or not _claim():  # not under AppTest's mock runtime
+    real = Runtime.exists() and type(Runtime.instance()) is Runtime  # not under AppTest's mock runtime
+    if not real or not _claim():
         return False
     url = _server_url()
 
@@ -114,7 +115,7 @@ def _when_up(timeout_s: float = 120.0) -> None:
 
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        if Runtime._instance is not None:  # the options are loaded once the runtime exists
+        if Runtime.exists():  # the options are loaded once the runtime exists
             try:
                 with urllib.request.urlopen(f"{_server_url('http')}/_stcore/health", timeout=2) as r:
                     if r.read() == b"ok":

@@ -7,7 +7,7 @@ bench/results/app-browser-<device>.json with the machine's load at the time.
     python bench/app_browser.py [--pages codecs,transfer] [--visits 3] [--out PATH]
     python bench/app_browser.py --shots docs/screenshots      # each page at 1400 px, small PNGs
 
-The issue's targets (issue 17): a default view <= 2 s, a control change <= 1 s on this 2-core machine. A view
+The targets: a default view <= 2 s, a control change <= 1 s on this 2-core machine. A view
 is timed three ways: in a new tab at the page's URL in a browser that has shown the dashboard before (a
 shared link opened by a returning user: the browser's caches warm), the same in a fresh browser profile (a
 first visit: Streamlit's and plotly.js's JavaScript fetched and compiled), and by a click on the sidebar in
@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 @contextmanager
 def serve(threads: int = 1, env: dict[str, str] | None = None, warm_from_start: bool = False) -> Iterator[str]:
-    """`streamlit run app/Home.py` on a free loopback port (the repository's .streamlit/config.toml
+    """`streamlit run app/Home.py` on a free loopback port (app/.streamlit/config.toml
     applies), its environment this one's plus `env`; yields its URL and stops it after. warm_from_start:
     `python app/serve.py` instead (the same server, its warm-up of every page started with it, not at the first
     session). Raises RuntimeError if it does not come up."""

@@ -1,4 +1,5 @@
-"""The docs' result tables, regenerated from the commands that print them (issue 27 item 8).
+"""The docs' result tables, regenerated from the commands that print them (and docs/results.md from the results
+committed in bench/results), so a page never shows a stale number.
 
 Each table sits between markers in its page:
 
@@ -7,31 +8,58 @@ Each table sits between markers in its page:
     <!-- end generated -->
 
 and NAME is one entry of TABLES below: the `paralab` commands it runs (in this process, with `--json`)
-and the function that renders their JSON output as markdown. `python docs/generate.py` rewrites every
-marked table in place; `python docs/generate.py --check` rewrites nothing and exits 1 naming the stale
-ones (tests/test_doc_tables.py runs the check). Only commands that run in seconds are regenerated here.
+and the function that renders their JSON output as markdown (results.md's tables read the JSON files
+instead). `python docs/generate.py` rewrites every marked table in place; `python docs/generate.py --check`
+rewrites nothing and exits 1 naming the stale ones (tests/test_doc_tables.py runs the check). Only commands
+that run in seconds are regenerated here.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 DOCS = Path(__file__).resolve().parent
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 
 
+@contextmanager
+def builtin_plugins_only() -> Iterator[None]:
+    """While the tables render, the registries hold the lab's own plugins only (its package scans): a plugin
+    package installed in this environment (a codec, an algorithm, a collective, a task) changes no page."""
+    from lab.codecs.registry import REGISTRY as codecs
+    from lab.comm.algorithms.base import REGISTRY as algorithms
+    from lab.comm.collectives.base import REGISTRY as collectives
+    from lab.train.tasks.base import REGISTRY as tasks
+
+    saved = []
+    for reg in (codecs, algorithms, collectives, tasks):
+        reg.load()
+        saved.append((reg, dict(reg.items)))
+        for key, item in list(reg.items.items()):
+            if not reg.builtin(item):
+                del reg.items[key]
+    try:
+        yield
+    finally:
+        for reg, items in saved:
+            reg.items.update(items)
+
+
 def paralab(*args: str) -> dict:
-    """`paralab ARGS --json` run in this process: the JSON it prints."""
+    """`paralab ARGS --json` run in this process, with the lab's own plugins only: the JSON it prints."""
     from typer.testing import CliRunner
 
     from lab.cli import app
 
-    r = CliRunner().invoke(app, [*args, "--json"])
+    with builtin_plugins_only():
+        r = CliRunner().invoke(app, [*args, "--json"])
     if r.exit_code != 0:
         raise RuntimeError(f"paralab {' '.join(args)} failed ({r.exit_code}): {r.output.strip()[-500:]}")
     return json.loads(r.stdout)
@@ -223,6 +251,187 @@ def deep_image_counts() -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- docs/results.md: every result committed under bench/results, read from its JSON (no command is run)
+
+RESULTS = DOCS.parent / "bench" / "results"
+ISA_KEYS = ("vector_isa", "vec_isa", "cpu_isa", "isa")  # the CPU's vector ISA, where a benchmark recorded it
+
+
+def _results(prefix: str = "") -> list[tuple[str, dict]]:
+    """(file name, its JSON) of every committed result whose name starts with `prefix`, by name."""
+    return [(p.name, json.loads(p.read_text())) for p in sorted(RESULTS.glob(f"{prefix}*.json"))]
+
+
+def _link(name: str) -> str:
+    return f"[{name.removesuffix('.json')}](../bench/results/{name})"
+
+
+def _kind(name: str, d: dict) -> str:
+    """What produced a result: the `paralab` command (without its options), else the benchmark script's name,
+    else the file name's first word."""
+    cmd = d.get("command")
+    if isinstance(cmd, str):
+        words = cmd.split()
+        words = words[words.index("paralab") + 1:] if "paralab" in words else words
+        return " ".join(itertools.takewhile(lambda w: not w.startswith(("-", "[")), words))
+    if "ratios_vs_native" in d:
+        return "bench collectives"
+    return d.get("benchmark") or d.get("name") or name.split("-")[0]
+
+
+def _device(d: dict) -> str:
+    """The device a result was measured on, with the vector ISA where the file records it."""
+    dev = d.get("device") or "not recorded"
+    for where in (d, d.get("versions") or {}, d.get("config") or {}):
+        isa = next((where[k] for k in ISA_KEYS if isinstance(where, dict) and where.get(k)), None)
+        if isa:
+            return f"{dev}; vector ISA {isa}"
+    return dev
+
+
+def _versions(d: dict) -> str:
+    v = d.get("versions") or {}
+    return ", ".join(f"{k} {v[k]}" for k in ("torch", "cupy", "cuda") if v.get(k)) or "—"
+
+
+def _largest(rows: list[dict], key: str) -> list[dict]:
+    top = max(r[key] for r in rows)
+    return [r for r in rows if r[key] == top]
+
+
+def _headline(kind: str, d: dict) -> str:
+    """The result's main ratios, in one cell."""
+    rows = d.get("rows") if isinstance(d.get("rows"), list) else []
+    if kind == "bench codecs":
+        sizes = sorted({r["n"] for r in rows})
+        return (f"{len({r['contestant'] for r in rows})} contestants, 2^{sizes[0].bit_length() - 1}-"
+                f"2^{sizes[-1].bit_length() - 1} values (the codec table below)")
+    if kind == "bench collectives":
+        best = sorted(d["ratios_vs_native"], key=lambda r: -r["busbw_vs_native"])[:3]
+        return (f"{d.get('op', 'all_reduce')}, P = {d['procs']}, {d['backend']}: busbw vs native at "
+                f"{best[0]['nbytes'] / 2**20:.0f} MiB " + ", ".join(f"{r['algorithm']} {_x(r['busbw_vs_native'])}"
+                                                                  for r in best))
+    if kind == "bench compressed":
+        best = max((r for r in rows if r["codec"] != "fp32" and r.get("overlap", True)),
+                   key=lambda r: r["speedup_vs_fp32"])
+        return (f"P = {d['procs']}, {d.get('link_rate') or 'loopback'}: best {best['codec']} on {best['algorithm']} "
+                f"{_x(best['speedup_vs_fp32'])} fp32")
+    if "widths" in d:  # `bench dropout`
+        wide = [r for r in _largest(rows, "width") if r["contestant"] in ("row", "tile")]
+        return f"width {wide[0]['width']}: " + ", ".join(
+            f"{'RDP' if r['contestant'] == 'row' else 'TDP'} p={r['p']} {_x(r['speedup'])}" for r in wide)
+    if kind in ("bench augment", "augment"):
+        whole = next(r for r in rows if r["op"] == "all")
+        return (f"batched vs a per-image loop: whole pipeline {_x(whole['speedup'])}, ops "
+                f"{_x(min(r['speedup'] for r in rows))}-{_x(max(r['speedup'] for r in rows))}")
+    if "crossover" in d:  # `bench transfer`
+        won = [f"{c.split('[')[0]} from {n:,}" for c, n in d["crossover"].items() if n]
+        return "compression wins: " + (", ".join(won) + " values" if won else "never (no crossover)")
+    if kind == "converge":
+        done = [r for r in rows if r["spec"] != "fp32"]
+        never = [r["spec"] for r in done if r["never_reached"]]
+        return (f"task {d['config']['task']}, {d['config']['mode']} x{d['config']['workers']}, "
+                f"{d['config']['seeds']} seeds: {len(done)} specs, {len(never)} never reach fp32's target")
+    if kind == "train" and "summary" in d and isinstance(d["summary"], dict):
+        s = d["summary"]
+        return (f"{s['label']}: step {_x(s['speedup'])} fp32 FSDP2, bytes {_x(s['bytes_ratio'])}, test loss "
+                f"{_x(s['test_loss_ratio'])}")
+    if kind == "scale":
+        ring = [r for r in rows if r["algorithm"] == "ring" and r["codec"].startswith("dynamic_tree")]
+        lo, hi = min(ring, key=lambda r: r["P"]), max(ring, key=lambda r: r["P"])
+        return (f"dynamic tree on the ring: relative error {lo['rel_error']:.1%} at P = {lo['P']}, "
+                f"{hi['rel_error']:.1%} at P = {hi['P']}")
+    if kind == "app-browser":
+        worst = max(rows, key=lambda r: r["first_visit_s"])
+        return (f"slowest first visit {worst['first_visit_s']:.2f} s ({worst['page']}) against "
+                f"{d['targets_s']['view']:.0f} s")
+    if kind == "app-render":
+        return f"slowest page script {max(r['cold_s'] for r in rows):.2f} s cold, target {d['target_s']:.0f} s"
+    if isinstance(d.get("table"), list) and d["table"] and "pattern" in d["table"][0]:  # `dropout mlp` / `lstm`
+        rows = [r for r in d["table"] if r["kind"] in ("row", "tile")]
+        change = "ppl_change" if "ppl_change" in rows[0] else "acc_change"
+        return (f"{d['experiment']}, RDP and TDP against conventional dropout: epoch "
+                f"{_x(min(r['speedup'] for r in rows))}-{_x(max(r['speedup'] for r in rows))}, "
+                f"{'perplexity' if change == 'ppl_change' else 'test accuracy'} "
+                f"{min(r[change] for r in rows):+.2f} to {max(r[change] for r in rows):+.2f}"
+                f"{'' if change == 'ppl_change' else ' points'}")
+    if kind == "table1" and isinstance(d.get("runs"), list):
+        return f"{len(d['runs'])} seeds of {d['samples']:,} samples, {d['rounding']} rounding"
+    if isinstance(d.get("runs"), list) and d["runs"] and {"label", "final_test_error"} <= set(d["runs"][0]):
+        by = {}
+        for r in d["runs"]:
+            by.setdefault(r["label"], []).append(r["final_test_error"])
+        return "mean final test error: " + ", ".join(f"{k} {sum(v) / len(v):.2f} %" for k, v in by.items())
+    if "max_growth" in d:
+        return f"{d['iters']} calls: time per call grew {d['max_growth']:.1%} at most (limit {d['growth_limit']:.0%})"
+    if isinstance(d.get("mean_test_error"), dict):
+        return "mean test error: " + ", ".join(f"{k} {v:.2f} %" for k, v in d["mean_test_error"].items())
+    if isinstance(d.get("anova"), dict):
+        a = d["anova"]
+        return (f"one-way ANOVA over 32-bit and the 8-bit types: F({a['df_between']}, {a['df_within']}) = "
+                f"{a['F']:.2f}, p = {a['p']:.2f}")
+    return "—"
+
+
+def results_index() -> str:
+    """Every committed result: what produced it, the device (and vector ISA, where recorded), the library
+    versions and its main ratios."""
+    lines = ["| result | what | device | versions | main figures |", "|---|---|---|---|---|"]
+    for name, d in _results():
+        kind = _kind(name, d)
+        lines.append(f"| {_link(name)} | `{kind}` | {_device(d)} | {_versions(d)} | {_headline(kind, d)} |")
+    return "\n".join(lines) + "\n"
+
+
+def results_codecs() -> str:
+    """`paralab bench codecs` per device: each contestant's speed against torch's fp8 cast in the same run, at
+    the largest size measured (> 1: faster than the cast)."""
+    files = _results("codecs-")
+    cols, cells = [], {}
+    for name, d in files:
+        top = _largest(d["rows"], "n")
+        cols.append(f"{_link(name)} ({d['device']}, 2^{top[0]['n'].bit_length() - 1} values)")
+        for r in top:
+            if r["op"] in ("encode", "decode_into") and r.get("speed_vs_fp8_cast") is not None:
+                cells[(r["contestant"], r["op"]), name] = _x(r["speed_vs_fp8_cast"])
+    keys = sorted({k for k, _ in cells})
+    lines = ["| contestant | op | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for c, op in keys:
+        lines.append(f"| {c} | {op} | " + " | ".join(cells.get(((c, op), n), "—") for n, _ in files) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def results_compressed() -> str:
+    """`paralab bench compressed`: one allreduce of each codec against fp32 on the same ranks in the same run
+    (chunk pipelining on), per committed run."""
+    lines = ["| result | ranks | link | algorithm | speedup vs fp32 per codec |", "|---|---|---|---|---|"]
+    for name, d in _results("compressed-"):
+        rows = [r for r in d["rows"] if r["codec"] != "fp32" and r.get("overlap", True)]
+        algos = sorted({r["algorithm"] for r in rows})
+        per = ", ".join(f"{r['codec']}{'' if len(algos) == 1 else ' on ' + r['algorithm']} {_x(r['speedup_vs_fp32'])}"
+                        for r in rows)
+        lines.append(f"| {_link(name)} | {d['procs']} | {d.get('link_rate') or 'loopback'} | {', '.join(algos)} | "
+                     f"{per} |")
+    return "\n".join(lines) + "\n"
+
+
+def results_converge() -> str:
+    """`paralab converge`: each codec spec's steps penalty to fp32's target (steps / fp32's steps, mean over
+    seeds with its t-based 95 % CI; "never" where a seed missed the target), per committed study."""
+    files = _results("converge-")
+    cells = {}
+    for name, d in files:
+        for r in d["rows"]:
+            cells[r["spec"], name] = ("never" if r["never_reached"] else
+                                      f"{r['penalty']:.2f} ({r['penalty_ci_low']:.2f}-{r['penalty_ci_high']:.2f})")
+    specs = list(dict.fromkeys(s for s, _ in cells))
+    cols = [f"{_link(n)} ({d['config']['task']}, {d['config']['mode']} x{d['config']['workers']})" for n, d in files]
+    lines = ["| codec spec | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for s in specs:
+        lines.append(f"| `{s}` | " + " | ".join(cells.get((s, n), "—") for n, _ in files) + " |")
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class Table:
     page: str
@@ -236,6 +445,10 @@ TABLES: dict[str, Table] = {
     "deep_image_counts": Table("deep_image.md", deep_image_counts),
     "sharded_volume": Table("sharded.md", sharded_volume),
     "sharded_throughput": Table("sharded.md", sharded_throughput),
+    "results_index": Table("results.md", results_index),
+    "results_codecs": Table("results.md", results_codecs),
+    "results_compressed": Table("results.md", results_compressed),
+    "results_converge": Table("results.md", results_converge),
 }
 
 

@@ -1,4 +1,4 @@
-"""Device choice, timers and CUDA kernel loading (DESIGN.md "Measuring").
+"""Device choice, timers and CUDA kernel loading (docs/design.md "Measuring").
 
 One array type, `torch.Tensor`; CuPy is only the launcher for `kernels/*.cu`.
 """
@@ -18,11 +18,13 @@ from typing import Any, Callable
 
 import torch
 
+from lab.packaged import shipped
+
 # The progress callback every long experiment takes: (fraction done in [0, 1], message).
 Progress = Callable[[float, str], None]
 RowSink = Callable[[dict], None]  # a finished result row, handed on as soon as it is finished (a stop keeps it)
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_DIR = shipped("kernels")  # kernels/*.cu and their header: package data of `lab` (lab.packaged)
 
 
 @functools.cache
@@ -95,6 +97,25 @@ def versions() -> dict[str, str | None]:
             except importlib.metadata.PackageNotFoundError:
                 pass
     out["cuda"] = torch.version.cuda
+    out.update(vector_isa())
+    return out
+
+
+def vector_isa() -> dict[str, str]:
+    """The CPU vector instruction set a measurement ran with: `vector_isa`, what ATen's kernels dispatch to
+    (torch.backends.cpu.get_cpu_capability(): 'AVX512', 'AVX2', 'DEFAULT' for NEON/SVE-less or scalar builds...),
+    and `inductor_vec_isa`, what torch.compile's C++ passes were built for, where this process has loaded Inductor.
+    Both honour the environment variable ATEN_CPU_CAPABILITY (set it to 'avx2' to measure AVX2 on an AVX-512
+    machine); loading Inductor for this is avoided (it costs seconds)."""
+    import sys
+
+    out = {"vector_isa": torch.backends.cpu.get_cpu_capability()}
+    if "torch._inductor.cpu_vec_isa" in sys.modules:
+        try:
+            isa = sys.modules["torch._inductor.cpu_vec_isa"].pick_vec_isa()
+            out["inductor_vec_isa"] = str(isa) if isa else "none (scalar C++)"
+        except Exception:  # noqa: BLE001  no C++ compiler: Inductor compiles nothing, so it used no ISA
+            pass
     return out
 
 

@@ -1,17 +1,19 @@
-"""How codecs and collective algorithms are found: one mechanism for both (DESIGN.md rule 6).
+"""How plugins are found: one mechanism for every kind (docs/design.md rule 6).
 
-A kind of plugin (`codecs`, `algorithms`) is a registry plus a `Kind` that says where its plugins
-live. `discover(kind)` imports, once each, and hands every module or object to the registry:
+A kind of plugin (`codecs`, `algorithms`, `collectives`, `tasks`) is a registry plus a `Kind` that says
+where its plugins live. `discover(kind)` imports, once each, and hands every module or object to the registry:
 
-1. the package scan: every module of the built-in package (`lab.codecs`, `lab.comm.algorithms`);
-   a module dropped into the package is found, nothing lists it;
-2. entry points of the installed distributions, group `paralab.codecs` / `paralab.algorithms`
-   (`importlib.metadata`): a third-party package declares its plugins in its pyproject.toml,
+1. the package scan: every module of the built-in package (`lab.codecs`, `lab.comm.algorithms`,
+   `lab.comm.collectives`, `lab.train.tasks`); a module dropped into the package is found, nothing lists it;
+2. entry points of the installed distributions, group `paralab.codecs` / `paralab.algorithms` /
+   `paralab.collectives` / `paralab.tasks` (`importlib.metadata`): a third-party package declares its
+   plugins in its pyproject.toml,
        [project.entry-points."paralab.codecs"]
        meansign = "my_codecs.meansign"          # a module, or "module:object"
    and every process that reads the registry finds them, rank processes included;
 3. modules named in the environment variable of the kind (`PARALAB_CODECS`, `PARALAB_ALGORITHMS`,
-   comma-separated), for plugins that are not installed (read only: nothing here writes it);
+   `PARALAB_COLLECTIVES`, `PARALAB_TASKS`, comma-separated), for plugins that are not installed (read only:
+   nothing here writes it);
 4. modules whose plugins were registered at run time (`register(...)` from a test's or a notebook's
    module): the registry records them with `remember`, and the processes this one starts carry them
    along: `lab.comm.launch` hands `carried()` to its rank processes, which `adopt` it before they
@@ -20,8 +22,9 @@ live. `discover(kind)` imports, once each, and hands every module or object to t
 The scan and the entry points are read again when `sys.path` or the package's path changes (a
 distribution or a package directory that appears later is found then).
 
-`Registry` is the registry side, one for every kind (codecs, allreduce algorithms, collectives): its
-plugins by key, what discovery hands it, `register`, `register_module` and `remove`.
+`Registry` is the registry side, one for every kind (codecs, allreduce algorithms, collectives, converge
+tasks): its plugins by key, what discovery hands it, `register`, `register_module`, `remove`, and the
+lists and look-ups every kind's module offers (`ordered`, `names`, `lookup`).
 """
 from __future__ import annotations
 
@@ -182,14 +185,18 @@ class Registry(Generic[T]):
     plugins register themselves at import); an entry point may also give an item or a list of items.
     `check(item)` (optional) validates an item before it is added. `module_of(item)`: the module that
     defines it, carried to child processes when registered at run time. `protect_builtins`: `remove`
-    refuses the built-in package's plugins."""
+    refuses the built-in package's plugins. `order(item)`: the sort key of lists (None: the registry key);
+    `name_of(item)`: what lists and messages call it."""
 
     def __init__(self, name: str, package: str, group: str, env: str, cls: type, *, attr: Optional[str],
                  key: Callable[[T], Hashable], label: Callable[[T], str],
                  module_of: Callable[[T], str] = lambda item: getattr(item, "module", "") or "",
-                 check: Optional[Callable[[T], None]] = None, protect_builtins: bool = True) -> None:
+                 check: Optional[Callable[[T], None]] = None, protect_builtins: bool = True,
+                 order: Optional[Callable[[T], Any]] = None,
+                 name_of: Callable[[T], str] = lambda item: item.name) -> None:
         self.cls, self.attr, self.key, self.label, self.module_of = cls, attr, key, label, module_of
         self.check, self.protect_builtins = check, protect_builtins
+        self.order, self.name_of = order or key, name_of
         self.items: dict[Hashable, T] = {}
         self.lock = threading.RLock()
         self.kind = declare(Kind(name, package, group, env, self.accept))
@@ -199,12 +206,32 @@ class Registry(Generic[T]):
         discover(self.kind.name)
 
     def get(self, key: Hashable) -> Optional[T]:
-        """The plugin under `key`, or None; discovers only when `key` is not registered yet (discovery only adds,
-        and the cost model looks names up ~10^5 times a call)."""
-        item = self.items.get(key)
+        """The plugin under `key`, or None (also for a key that cannot be one: unhashable); discovers only when `key`
+        is not registered yet (discovery only adds, and the cost model looks names up ~10^5 times a call)."""
+        try:
+            item = self.items.get(key)
+        except TypeError:
+            return None
         if item is None:
             self.load()
             item = self.items.get(key)
+        return item
+
+    def ordered(self, where: Optional[Callable[[T], bool]] = None) -> list[T]:
+        """Every plugin (those `where` accepts), after a discovery, sorted by `order`."""
+        self.load()
+        return sorted((i for i in list(self.items.values()) if where is None or where(i)), key=self.order)
+
+    def names(self, where: Optional[Callable[[T], bool]] = None) -> list[str]:
+        """The names of `ordered(where)`, in the same order."""
+        return [self.name_of(i) for i in self.ordered(where)]
+
+    def lookup(self, key: Any, unknown: str, where: Optional[Callable[[T], bool]] = None, **fields: Any) -> T:
+        """The plugin under `key` (as `get`); otherwise ValueError(unknown.format(key=key, known=the names of
+        `ordered(where)` joined by ', ', **fields))."""
+        item = self.get(key)
+        if item is None:
+            raise ValueError(unknown.format(key=key, known=", ".join(self.names(where)), **fields))
         return item
 
     def builtin(self, item: T) -> bool:

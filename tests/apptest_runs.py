@@ -1,5 +1,5 @@
 """Driving a page's background run (app/_runs.py) from Streamlit's AppTest by its events, not by sleeps: hold the
-run at its Nth streamed row, press Stop, wait for the run to end (issue 27 item 11). AppTest runs the page in this
+run at its Nth streamed row, press Stop, wait for the run to end, so a test never races the run's speed. AppTest runs the page in this
 process, so the page's `Job` (in the session state) is the run itself."""
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ dataset-fashion-mnist) for every test."""
 import gc
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -16,7 +17,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _FRESH_ROOT: str | None = None
 _EMU_RECORDS: str | None = None
-_RUN_CACHES = None  # the run's first process: tests/run_caches.py in the background (a Popen)
 
 
 def pytest_configure(config):
@@ -36,9 +36,14 @@ def pytest_configure(config):
         # and torch.compile compiles in the process that asks (no pool of compile workers per process): 0.92x
         # the CPU of test_wire_into.py's cold compiles
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        # The run starts hundreds of fresh Python processes (CLI runs, launch servers, notebook kernels, the
+        # Streamlit server): they write their bytecode (git-ignored __pycache__) as Python does by default, so
+        # each compiles the lab's sources once for the run, not once per process, even where the machine sets
+        # PYTHONDONTWRITEBYTECODE; pytest keeps its rewritten test modules the same way.
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        sys.dont_write_bytecode = False
         _EMU_RECORDS = tempfile.mkdtemp(prefix="paralab-emu-records-")
         os.environ[RECORDS_ENV] = _EMU_RECORDS
-        _start_run_caches(config)
 
     if os.environ.get(ENV_ROOT):
         return
@@ -46,44 +51,11 @@ def pytest_configure(config):
     os.environ[ENV_ROOT] = _FRESH_ROOT
 
 
-def _start_run_caches(config) -> None:
-    """Start tests/run_caches.py in the background (its share of pytest's assertion rewriting, the lab's bytecode,
-    torch.compile's vector-ISA probe): it overlaps the workers' start, which waited ~5 s for the probe and its torch
-    import when this process ran them.
-    Each process of the run takes the probe's answer before its first test (`pytest_runtest_setup`)."""
-    global _RUN_CACHES
-    import subprocess
-    import sys
-
-    from run_caches import ISA_FILE_ENV
-
-    from rewrite_share import collectors, modules_to_collect
-
-    answer = os.path.join(tempfile.mkdtemp(prefix="paralab-run-caches-"), "vec-isa-ok")
-    os.environ[ISA_FILE_ENV] = answer
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # (1): write the bytecode
-    # (3): its share of the rewriting, the last of the collectors' (none where asserts call a pass hook)
-    share = [] if config.getini("enable_assertion_pass_hook") else [str(collectors(config) - 1),
-                                                                     *map(str, modules_to_collect(config))]
-    _RUN_CACHES = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "run_caches.py"), answer,
-                                    *share],
-                                   env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-
-
 def pytest_unconfigure(config):
     from lab.data.system import ENV_ROOT
 
     if _EMU_RECORDS is not None:
         shutil.rmtree(_EMU_RECORDS, ignore_errors=True)
-
-    if _RUN_CACHES is not None:
-        from run_caches import ISA_FILE_ENV
-
-        if _RUN_CACHES.poll() is None:
-            _RUN_CACHES.kill()
-        _RUN_CACHES.wait()
-        shutil.rmtree(os.path.dirname(os.environ.pop(ISA_FILE_ENV)), ignore_errors=True)
 
     if _FRESH_ROOT is not None:
         if os.environ.get(ENV_ROOT) == _FRESH_ROOT:
@@ -100,95 +72,31 @@ def real_system_data(monkeypatch):
 
 
 #: The check that the emulated tests of every worker together launched every kernel and looped every loop:
-#: it waits for their records (cuda_emu.harness.report), so it starts after every other unit.
-LAST_UNITS = ("tests/test_kernels_emulated_coverage.py",)
+#: it waits for their records (cuda_emu.harness.report), so it starts after every other module.
+LAST_MODULES = ("tests/test_kernels_emulated_coverage.py",)
 
-
-#: the modules that use the run's one Streamlit server and Chromium (browser_fixtures.SHARED): one unit, one worker
-SHARED_SERVER_MODULES = ("test_browser", "test_warmup")
-
-
-def scheduling_unit(nodeid: str) -> str:
-    """The unit pytest-xdist gives one worker: a test's module (its module-scoped fixtures, a launch of rank
-    processes shared by its tests, start once); all the SHARED_SERVER_MODULES together (the one shared
-    Streamlit server and Chromium)."""
-    path = nodeid.split("::", 1)[0]
-    return "browser" if os.path.basename(path).startswith(SHARED_SERVER_MODULES) else path
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """pytest-xdist: whole `scheduling_unit`s per worker, the longest first (tests/durations.json, measured;
-    a unit it does not know counts 0.3 s a test), so no long unit starts last."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    from durations import load
-
-    seconds = load()
-
-    class UnitScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return scheduling_unit(nodeid)
-
-        def _assign_work_unit(self, node) -> None:
-            queue = self.workqueue
-            if queue:
-                longest = max(queue, key=lambda unit: -1.0 if unit in LAST_UNITS else
-                              seconds.get(unit, 0.3 * len(queue[unit])))
-                queue.move_to_end(longest, last=False)
-            super()._assign_work_unit(node)
-
-    return UnitScheduling(config, log)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collection(session):
-    """Keep pytest's rewritten test modules (tests/__pycache__, git-ignored) even where PYTHONDONTWRITEBYTECODE is
-    set (as on this project's machines): rewriting the asserts of every test module took ~3 s of each collection,
-    in every process. Only the modules imported while collecting are written; the setting is restored after.
-    A pytest-xdist worker first rewrites its share of them (tests/rewrite_share.py), as every worker collects them
-    all."""
-    import sys
-
-    before, sys.dont_write_bytecode = sys.dont_write_bytecode, False
-    try:
-        worker = getattr(session.config, "workerinput", None)
-        if worker is not None:
-            from rewrite_share import collectors, modules_to_collect, rewrite_share
-
-            config = session.config
-            rewrite_share(modules_to_collect(config), int(worker["workerid"].removeprefix("gw")), collectors(config),
-                          config)
-        return (yield)
-    finally:
-        sys.dont_write_bytecode = before
+#: the modules that run longest (the dashboard's pages in a browser, the notebooks' kernels), by name prefix:
+#: started first, so no long module starts last while the other workers idle
+LONG_MODULES = ("test_browser", "test_warmup", "test_notebooks")
 
 
 def pytest_collection_modifyitems(config, items):
-    """LAST_UNITS after every other test (in one process, `-n 0`, the coverage check would otherwise wait for the
-    records of emulated tests that run after it); GPU tests skip without a GPU."""
+    """LONG_MODULES first and LAST_MODULES after every other test: pytest-xdist (`--dist loadscope
+    --no-loadscope-reorder`) hands out whole modules in this order, and in one process (`-n 0`) the coverage check
+    would otherwise wait for the records of emulated tests that run after it. GPU tests skip without a GPU."""
     from lab.backend import gpu_available
 
-    items.sort(key=lambda item: scheduling_unit(item.nodeid) in LAST_UNITS)  # stable: the rest keep their order
+    def order(item) -> tuple[bool, bool]:
+        path = item.nodeid.split("::", 1)[0]
+        return path in LAST_MODULES, not os.path.basename(path).startswith(LONG_MODULES)
+
+    items.sort(key=order)  # stable: each module's tests, and the modules within each rank, keep their order
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU with CuPy")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-_ISA_TAKEN = False
-
-
-def pytest_runtest_setup(item):
-    """Before this process's first test: TORCHINDUCTOR_VEC_ISA_OK=1 from the run's one probe (tests/run_caches.py),
-    when every ISA passed, so the processes the tests start skip theirs."""
-    global _ISA_TAKEN
-    if not _ISA_TAKEN:
-        _ISA_TAKEN = True
-        from run_caches import take_isa_probe
-
-        take_isa_probe()
 
 
 @pytest.hookimpl(trylast=True)

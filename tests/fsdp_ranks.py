@@ -26,3 +26,20 @@ def hpz_case(comm) -> dict:
     """2x2 ranks, hpZ over nodes of 2, 8-bit weights and gradients, two steps."""
     return _one(comm, FSDPSettings(weights_codec="mxfp8_e4m3", grads_codec="dynamic_tree", hpz=2, baselines=False),
                 0.25, "hpz")
+
+
+def registered_algorithm_cases(comm) -> dict:
+    """FSDP2 through the hooks on the process group's own collectives, then on registered algorithms: a
+    plugin all-gather (`counted_all_gather`, registered by the test) and the ring reduce-scatter; then 8-bit
+    weights on the native all-gather and on Bruck's. The plugin's calls in this rank are counted."""
+    import counted_all_gather
+
+    out = dict(native=_one(comm, FSDPSettings(baselines=False), 0.5, "native"))
+    before = counted_all_gather.CALLS[0]
+    out["registered"] = _one(comm, FSDPSettings(baselines=False, all_gather="counted_ring", reduce_scatter="ring"),
+                             0.5, "registered")
+    out["plugin_calls"] = counted_all_gather.CALLS[0] - before
+    w = dict(weights_codec="mxfp8_e4m3", baselines=False)
+    out["codec_native"] = _one(comm, FSDPSettings(**w), 0.25, "codec")
+    out["codec_bruck"] = _one(comm, FSDPSettings(**w, all_gather="bruck"), 0.25, "codec")
+    return out

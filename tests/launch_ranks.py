@@ -16,11 +16,18 @@ def identity(comm) -> dict:
             "randn": torch.randn(4), "omp": os.environ.get("OMP_NUM_THREADS"),
             "compile_threads": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"),
             "thp": os.environ.get("THP_MEM_ALLOC_ENABLE"), "probe": os.environ.get("PARALAB_LAUNCH_PROBE"),
-            "test": os.environ.get("PYTEST_CURRENT_TEST"), "mpl": os.environ.get("MPLBACKEND"),
+            "test": os.environ.get("CALLER_NOTE"), "mpl": os.environ.get("MPLBACKEND"),
             "cwd": os.getcwd(), "umask": _umask(), "server": _parent_of(os.getppid()),
             "compile_ready": _compile_ready(), "loaded": {m: m in sys.modules for m in PRELOADS},
             "gc": (gc.isenabled(), gc.get_freeze_count()),
             "netns": os.readlink("/proc/self/ns/net"), "gloo_if": os.environ.get("GLOO_SOCKET_IFNAME")}
+
+
+def dist_marker(comm) -> dict:
+    """Which lab.comm.dist this rank runs (its file, and the EDITED_MARK an edit added), and its warm server."""
+    from lab.comm import dist
+
+    return {"file": dist.__file__, "mark": getattr(dist, "EDITED_MARK", None), "server": _parent_of(os.getppid())}
 
 
 # modules a warm server imports ahead of its ranks: the allreduce algorithms (with the cost model's pandas) always,

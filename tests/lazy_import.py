@@ -1,4 +1,4 @@
-"""Heavy test-only packages imported on first use, not at collection (issue 27 item 12: jsonschema alone took
+"""Heavy test-only packages imported on first use, not at collection (measured: jsonschema alone took
 1.4 s of every `pytest --collect-only`, Streamlit's AppTest and the dashboard's modules about 1 s more).
 
 `jsonschema = lazy("jsonschema")` or `AppTest = lazy("streamlit.testing.v1", "AppTest")` at a test module's top

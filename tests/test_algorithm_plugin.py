@@ -1,4 +1,4 @@
-"""Issue 16 B: an allreduce algorithm is one plugin. A trivial algorithm written in one module of a
+"""An allreduce algorithm is one plugin (docs/design.md rule 6). A trivial algorithm written in one module of a
 temporary package and registered through the public API reaches `allreduce`, the cost model, the
 CLI (`paralab bench collectives`, `paralab scale`) and the Collectives page."""
 from __future__ import annotations
@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 PLUGIN = '''
 """star_chain: every rank sends its vector to rank 0 (plain sends, in rank order), rank 0 adds them

@@ -262,7 +262,7 @@ def test_deep_image_pages_render_with_defaults():
     at = page("planner", guess="skip")  # its speedup chart shows once the prediction is made or skipped
     assert not at.exception and not at.error
     assert number(metric(at, "Full synchronisation")) == pytest.approx(127.7, abs=0.1)  # Dettmers §2.3.2
-    assert charts + len(figures(at)) >= 2  # one view at a time (issue 17: fast default views)
+    assert charts + len(figures(at)) >= 2  # one view at a time, so a default view draws fast
     at = page("fusion")
     assert not at.exception and not at.error
     assert not any(m.label.endswith("test error") for m in at.metric)  # fusion waits for its button

@@ -1,4 +1,4 @@
-"""Out-of-range values (issue 28): every refused value, typed or from a link, is a message next to its control
+"""Out-of-range values: every refused value, typed or from a link, is a message next to its control
 naming what is allowed, the same on every page; a control folded into a closed expander says it under the
 expander, where it is seen."""
 import pytest

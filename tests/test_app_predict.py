@@ -1,4 +1,4 @@
-"""Predict, then reveal (issue 28, app/_common.predict): the question is asked before the answer shows, the
+"""Predict, then reveal (app/_common.predict): the question is asked before the answer shows, the
 reveal explains the answer, the answer lives in the URL, and Home's scorecard counts first answers."""
 from apptest_runs import shared_components
 from lazy_import import lazy

@@ -1,4 +1,4 @@
-"""Predict, then reveal on the pages (issue 28): each question is on the page unanswered, nothing of its
+"""Predict, then reveal on the pages: each question is on the page unanswered, nothing of its
 answer is said before an answer, and the reveal names the right answer with the page's own numbers.
 (Pays and Collectives: tests/test_app_state.py.)"""
 from lazy_import import lazy

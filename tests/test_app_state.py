@@ -1,4 +1,4 @@
-"""Each page owns its settings (issue 28): a page reached by the navigation starts from its own defaults (or
+"""Each page owns its settings (docs/design.md rule 7): a page reached by the navigation starts from its own defaults (or
 what its link carries), never from another page's widget of the same name."""
 from test_app import goto, home
 

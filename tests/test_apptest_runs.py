@@ -1,5 +1,5 @@
 """The page tests' hold on a background run (apptest_runs.held): a Stop pressed once the run has streamed its rows
-finds it going, however fast the rest of the run is; the run's own callbacks are unchanged (issue 27 item 11)."""
+finds it going, however fast the rest of the run is; the run's own callbacks are unchanged."""
 import threading
 
 import pytest

@@ -1,5 +1,5 @@
 """Committed benchmark results (bench/results/*.json) that name their command match that command's JSON
-schema (docs/schemas/<command>.schema.json), so what the README and docs quote is what the tools write."""
+schema (docs/schemas/<command>.schema.json), so what the docs quote is what the tools write."""
 import json
 from pathlib import Path
 
@@ -36,7 +36,7 @@ def test_the_two_level_results_carry_their_calibration() -> None:
         assert doc["calibration"]["max_abs_model_error"] == max(abs(r["model_error"]) for r in doc["rows"])
 
 
-# The speed claims the tests no longer time (issue 27 item 11): measured by the benchmarks, as ratios against a
+# The speed claims the tests no longer time (timing them in the suite was slow and noisy): measured by the benchmarks, as ratios against a
 # baseline of the same run, and held here in the committed results.
 
 def test_row_and_tile_dropout_epochs_are_faster_than_conventional() -> None:
@@ -57,7 +57,7 @@ def test_eight_bits_beat_fp32_over_a_shaped_link() -> None:
 
 @pytest.mark.parametrize("procs,goal", [(2, 3.0), (4, 2.5)])
 def test_the_codec_rides_under_the_wire(procs: int, goal: float) -> None:
-    """Issue 30's goals, `paralab bench compressed --values 16M --link-rate 1gbit --baseline` alone on 2 cores: the
+    """The compressed allreduce's goals, `paralab bench compressed --values 16M --link-rate 1gbit --baseline` alone on 2 cores: the
     dynamic tree beats fp32 by `goal` and fp16 outright with chunk pipelining on; off (the same messages, codec work
     not under the wire) it is slower; the MX and NVFP4 codecs ride in the same table."""
     rows = json.loads((REPO / "bench" / "results" / f"compressed-cpu-P{procs}-shaped-1gbit.json").read_text())["rows"]
@@ -71,7 +71,7 @@ def test_the_codec_rides_under_the_wire(procs: int, goal: float) -> None:
 
 @pytest.mark.parametrize("name", ["h4096-cpu", "h4096-dynamic_tree-cpu", "h4096-dynamic_tree-cpu-rerun"])
 def test_eight_bit_fsdp_is_twice_as_fast_as_fp32_fsdp(name: str) -> None:
-    """Issue 31's goal, `paralab train --mode fsdp --procs 4 --ranks-per-node 2 --link-rate 1gbit --hidden 4096,4096`
+    """The 8-bit FSDP goal, `paralab train --mode fsdp --procs 4 --ranks-per-node 2 --link-rate 1gbit --hidden 4096,4096`
     alone on 2 cores: 8-bit weights and gradients (MXFP8, the dynamic tree) on FSDP2's all-gathers and
     reduce-scatters step at least 2x as fast as fp32 FSDP2 in the same command, with a quarter of its bytes and
     the test loss within 2 % after the same steps (docs/fsdp.md)."""
@@ -83,7 +83,7 @@ def test_eight_bit_fsdp_is_twice_as_fast_as_fp32_fsdp(name: str) -> None:
 
 @pytest.mark.parametrize("run", ["a", "b"])
 def test_hierarchical_keeps_two_and_a_half_x_on_huge_pages(run: str) -> None:
-    """Issue 30's hierarchical goal, `paralab bench compressed --procs 4 --algorithm hierarchical --ranks-per-node 2
+    """The hierarchical allreduce's goal, `paralab bench compressed --procs 4 --algorithm hierarchical --ranks-per-node 2
     --intra-codec none --link-rate 1gbit`, alone on 2 cores: with the rank processes' tensors on transparent huge
     pages (lab.comm.launch) the dynamic tree across nodes is >= 2.5x its fp32, per tensor and in blocks, and each
     call is faster than the same command with 4 kB pages (THP_MEM_ALLOC_ENABLE=0) run beside it, the same hour."""

@@ -1,4 +1,4 @@
-"""Infinite and NaN scales of the block-scaled formats (issue 29 item 4): which scale encodings have an
+"""Infinite and NaN scales of the block-scaled formats: which scale encodings have an
 Inf, and that decoding one gives what the CPU reference gives, on the kernel (a real GPU or the emulator).
 
 Only NVFP4's fp32 tensor scale can be infinite. The block scales cannot: E8M0 (every MX format) has no

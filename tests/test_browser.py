@@ -148,7 +148,7 @@ def test_a_shared_page_link_opens_in_the_app_on_a_fresh_server(browser, tmp_path
         page.close()
 
 
-# -- issue 17: every page teaches one lesson, every paper-named view has its callout, no Run flow breaks
+# -- every page teaches one lesson (docs/design.md rule 7), every paper-named view has its callout, no Run flow breaks
 
 PAPER_AFTER_RUN = {"dropout": "Train"}
 PAPER_VIEWS = [(p, q) for p in page_list.PAGES for q in p.paper_views]
@@ -234,7 +234,7 @@ def test_every_run_button_reaches_a_result(server, browser, info):
     page.close()
 
 
-# -- issue 17's bad inputs, as a person gives them in the browser: each is a message on the page, never a
+# -- bad inputs, as a person gives them in the browser: each is a message on the page, never a
 # traceback, and the rest of the page still draws
 
 BAD_URLS = {

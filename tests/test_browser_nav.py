@@ -1,4 +1,4 @@
-"""Issue 28 in a real browser (Playwright + Debian's Chromium, as tests/test_browser.py): each page owns its
+"""Pages as lessons in a real browser (Playwright + Debian's Chromium, as tests/test_browser.py): each page owns its
 settings (a page reached by the sidebar, after another page's controls were touched, shows exactly what a
 fresh visit shows; a tour step carries only what it says), and every page opens with its lesson and takeaway
 and is usable at 800 px (no horizontal overflow of the page, no control squeezed to a sliver)."""

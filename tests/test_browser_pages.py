@@ -1,4 +1,4 @@
-"""Issue 28's page-content findings in a real browser (Playwright on Debian's Chromium, as
+"""Page-content regressions in a real browser (Playwright on Debian's Chromium, as
 tests/test_browser.py): Step through's Play drives the page's one Step slider and metrics; screenshots
 of the changed pages at 1400 and 800 px go to $PARALAB_SCREENSHOTS when set. Skipped without
 /usr/bin/chromium."""
@@ -29,7 +29,7 @@ def _slider(page, label: str):
 
 
 def test_step_through_play_moves_the_one_step(server, browser, tmp_path):
-    """Issue 28.2: Play ran the figure to step 6 of 6 while the Step slider and metrics stayed at 3 of 6."""
+    """Regression: Play ran the figure to step 6 of 6 while the Step slider and metrics stayed at 3 of 6."""
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     page.goto(f"{server}/step_through?algorithm=ring&P=4&step=3")
     settle(page)
@@ -46,7 +46,7 @@ def test_step_through_play_moves_the_one_step(server, browser, tmp_path):
 
 @pytest.mark.parametrize("width", [800])
 def test_step_through_controls_are_usable_at_800px(server, browser, tmp_path, width):
-    """Issue 28.7 on Step through: ◀ ▶ were slivers and Pause covered the slider at 800 px."""
+    """Regression on Step through: ◀ ▶ were slivers and Pause covered the slider at 800 px."""
     page = browser.new_page(viewport={"width": width, "height": 1800})
     page.goto(f"{server}/step_through?algorithm=hierarchical&P=8")
     settle(page)
@@ -61,7 +61,7 @@ def test_step_through_controls_are_usable_at_800px(server, browser, tmp_path, wi
 
 
 def test_a_chart_far_below_the_window_is_drawn_as_it_comes_near(server, browser):
-    """Issue 28.8: a page's charts far below the window cost a first visit nothing (app/chart.js draws each as
+    """A page's charts far below the window cost a first visit nothing (app/chart.js draws each as
     it comes within NEAR_PX of the window), and scrolling to one draws it. Fails where every chart is drawn at once."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/collectives?part=Where%20the%20time%20goes")

@@ -1,4 +1,4 @@
-"""Where `paralab` writes and what it says about bad input (issue 27 items 6 and 7): benchmarks write
+"""Where `paralab` writes and what it says about bad input: benchmarks write
 under the current directory or $PARALAB_RESULTS, never into the package; --out is checked before the
 run; result files follow the umask; the reported bad inputs end as one `error:` line, exit 2."""
 import json
@@ -29,7 +29,7 @@ def _listing(folder: Path) -> dict:
     return {p.name: p.stat().st_mtime_ns for p in folder.glob("*")} if folder.is_dir() else {}
 
 
-# -- item 6: where results go
+# -- where results go
 
 def test_a_benchmark_without_out_writes_under_the_current_directory(tmp_path, monkeypatch):
     before = _listing(PACKAGE_RESULTS)
@@ -72,7 +72,7 @@ def test_an_unwritable_results_folder_fails_before_the_run(tmp_path, monkeypatch
         runner.invoke(app, [*BENCH_AUGMENT, "--json"])
 
 
-# -- item 7: --out checked first, files follow the umask, the reported inputs
+# -- --out checked first, files follow the umask, the reported inputs
 
 @pytest.mark.parametrize("where", ["/sys/r.json", "/proc/r.json", "{file}/r.json", "{dir}", "{ro}/r.json"])
 def test_out_that_cannot_be_written_fails_before_the_run(where, paths, cut_at_run):

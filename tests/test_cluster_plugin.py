@@ -1,4 +1,4 @@
-"""Issue 27 items 1 and 8: every algorithm prices itself on the two-level machine (`Algorithm.cluster_time`),
+"""Every algorithm prices itself on the two-level machine (`Algorithm.cluster_time`),
 so a plugin registered in a test is in `pays`, the cluster model and the planner with its own price; and the
 flat ring's bytes leaving a node are what the ring really sends across a node boundary."""
 from __future__ import annotations
@@ -11,6 +11,9 @@ from lab.comm.algorithms import Algorithm, register, unregister
 from lab.comm.algorithms.ring import reduce as ring_reduce
 from lab.comm.cluster import BF16, Cluster
 from lab.comm.cost import Link
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 PLUGIN_ENV = "PARALAB_ALGORITHMS"  # where register() records a plugin for rank processes: restored after a test
 
@@ -88,7 +91,7 @@ def test_a_plugin_is_priced_by_the_planner_on_a_cluster(teleport):
     assert b.summary.comm_s[0] == pytest.approx(want, rel=1e-9)
 
 
-# -- item 8: the flat ring's bytes leaving a node
+# -- the flat ring's bytes leaving a node
 
 def _count_cross_node(monkeypatch, g: int) -> dict[int, int]:
     """Patch SimComm so every send records its bytes when it leaves the sender's node of g ranks."""

@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 from lab.cli import app
 from lab.codecs import bench
 
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
+
 
 def test_bench_rows_ratios_and_decode_into():
     df, info = bench.run(sizes=[1 << 12], device="cpu", repeats=1)
@@ -110,3 +113,21 @@ def test_a_result_s_library_versions_are_read_without_importing_them():
             "v['numpy'] == numpy.__version__, v['cupy'] is None or isinstance(v['cupy'], str)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.splitlines()[-1]) == [False, True, True, True], out
+
+
+def test_a_result_records_the_vector_isa_and_honours_aten_cpu_capability():
+    """Every result's versions name the vector ISA ATen dispatched to, and ATEN_CPU_CAPABILITY lowers it (how AVX2
+    is measured on an AVX-512 machine; 'default' works on every CPU). (In fresh processes: ATen reads it at import.)"""
+    import os
+    import subprocess
+    import sys
+
+    code = "import json; from lab import backend; print(json.dumps(backend.versions()['vector_isa']))"
+
+    def isa(**env: str) -> str:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, **env})
+        return json.loads(out.stdout.splitlines()[-1])
+
+    assert isa() == torch.backends.cpu.get_cpu_capability()  # the same environment as this process
+    assert isa(ATEN_CPU_CAPABILITY="default") == "DEFAULT"

@@ -1,4 +1,4 @@
-"""The table codecs' compiled CPU passes (issue 30 item 4): the packed one-load search, the absmax
+"""The table codecs' compiled CPU passes: the packed one-load search, the absmax
 pass, and the codec's encode/decode bit for bit equal to the plain-torch reference."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every codec declares its payload layout (issue 16): `Codec.layout(n)` fields match what encode
+"""Every codec declares its payload layout: `Codec.layout(n)` fields match what encode
 produces, the wire format is derived from the declaration alone, and payloads round-trip through it."""
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from lab.codecs import codec_names, get_codec
 from lab.codecs import wire
 from lab.codecs.base import Encoded, Field
 from lab.codecs.wire import WireFormat
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 SPECS = sorted(codec_names()) + ["ef:onebit", "ef:dynamic_tree", "ef:nvfp4"]
 LENGTHS = (0, 1, 33, 4097)

@@ -1,4 +1,4 @@
-"""The codec registry (issue 16): one module registers a codec and every entry point finds it; one
+"""The codec registry (docs/design.md rule 6): one module registers a codec and every entry point finds it; one
 spec-string parser; flags that agree with the codecs; no hard-coded codec lists in the UIs."""
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from lab.codecs.wire import WireFormat
 from lab.codecs import (CodecInfo, ErrorFeedback, codec_infos, codec_names, format_spec, parse_spec,
                         unregister)
 from lazy_import import lazy
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
 

@@ -1,4 +1,4 @@
-"""Issue 19's collectives run for real: alltoall_quantized (ZeRO++ qgZ) and the hierarchical
+"""The two-level cluster's collectives run for real: alltoall_quantized (ZeRO++ qgZ) and the hierarchical
 two-level allreduce on SimComm (NCCL's rules too) and real Gloo processes, their codec counts,
 sub-communicators, error at scale, bad input, and the two-level shaped machine."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`paralab converge` (issue 32): the penalty and CI arithmetic on synthetic curves, error feedback
+"""`paralab converge`: the penalty and CI arithmetic on synthetic curves, error feedback
 rescuing random-k at 1 %, the dynamic tree training like fp32, simulated and DDP workers agreeing,
 bad inputs as one-line messages, and a stopped study keeping its finished runs (marked partial)."""
 import json
@@ -80,8 +80,9 @@ def test_spec_grammar():
 
 def test_error_feedback_rescues_random_k_at_one_percent():
     """Stich et al. 2018: random-k at 1 % without memory barely trains; with error feedback it does."""
-    res = converge(ConvergeConfig(**{**cv.SMOKE, "specs": ("randomk:ratio=0.01", "ef:randomk:ratio=0.01"),
-                                     "seeds": 2, "budget": 4.0}))
+    res = converge(ConvergeConfig(**{**cv.smoke_settings("mlp"),
+                                     "specs": ("randomk:ratio=0.01", "ef:randomk:ratio=0.01"), "seeds": 2,
+                                     "budget": 4.0}))
     rows = {r["spec"]: r for r in res.rows}
     plain, ef = rows["randomk:ratio=0.01"], rows["ef:randomk:ratio=0.01"]
     assert ef["reached"] == 2 and math.isfinite(ef["penalty"]) and ef["penalty"] > 1
@@ -91,7 +92,7 @@ def test_error_feedback_rescues_random_k_at_one_percent():
 
 def test_dynamic_tree_penalty_is_within_its_ci_of_one_on_the_mlp():
     """Dettmers 2016 §3.4: the 8-bit dynamic tree trains like 32-bit."""
-    res = converge(ConvergeConfig(**{**cv.SMOKE, "specs": ("dynamic_tree",), "tolerance": 0.05}))
+    res = converge(ConvergeConfig(**{**cv.smoke_settings("mlp"), "specs": ("dynamic_tree",), "tolerance": 0.05}))
     dt = {r["spec"]: r for r in res.rows}["dynamic_tree"]
     assert dt["seeds"] == 3 and dt["reached"] == 3
     assert dt["penalty_ci_low"] <= 1.0 <= dt["penalty_ci_high"]

@@ -1,4 +1,4 @@
-"""The race to the target (issue 32): modelled time = steps x the pays model's step time (fp32 for a
+"""The race to the target: modelled time = steps x the pays model's step time (fp32 for a
 warm-up), arrivals per seed, and lessons computed from the numbers (they change when the numbers do);
 `--codecs all` reads the registry, a named spec replaces its default twin, the result lists the
 registered codecs measured and not, `--resume` reuses finished runs; the committed results cover
@@ -8,6 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
@@ -132,17 +135,15 @@ def test_one_canonical_spec_for_converge_and_the_verdicts():
 
 def test_converge_results_are_found_where_results_go(monkeypatch, tmp_path):
     """lab.plan.accuracy looks first where every result is written (lab.data.results.results_dir, which
-    lab.experiments.results writes to), not in its own reading of $PARALAB_RESULTS."""
+    lab.experiments.results writes to), then in the shipped reference results."""
     from lab.data import results
     from lab.experiments import results as written
     from lab.plan import accuracy
 
     assert written.results_dir is results.results_dir
-    monkeypatch.setattr(accuracy, "results_dir", lambda: tmp_path)
-    assert accuracy.results_dirs() == [tmp_path, RESULTS]
-    monkeypatch.undo()
+    assert accuracy.results_dirs is results.results_dirs
     monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
-    assert accuracy.results_dirs() == [tmp_path, RESULTS]
+    assert accuracy.results_dirs() == [tmp_path, results.reference_dir()]
     (tmp_path / "converge-gpt-cpu.json").write_text("{}")
     assert accuracy.find_result("gpt") == tmp_path / "converge-gpt-cpu.json"
 
@@ -184,16 +185,19 @@ def test_resume_reuses_finished_runs_and_refuses_other_settings(tmp_path):
 
 
 @pytest.mark.parametrize("task", ["mlp", "cnn", "gpt"])
-def test_committed_results_cover_every_registered_codec_or_list_it_as_not_measured(task):
-    from lab.codecs import codec_names
+def test_committed_results_cover_every_builtin_codec_or_list_it_as_not_measured(task):
+    """The committed studies were made with the lab's own codecs: each lists every one of them as measured or
+    not; a plugin codec installed in the environment is in no committed study and changes none of this."""
+    from lab.codecs.registry import REGISTRY, codec_infos
     from lab.train.converge import coverage
 
+    builtin = [i.name for i in codec_infos() if REGISTRY.builtin(i) and i.name != "fp32"]
     doc = json.loads((RESULTS / f"converge-{task}-cpu.json").read_text())
-    cov = coverage(doc["rows"])
+    cov = coverage(doc["rows"], builtin)
     assert doc.get("codecs") == cov, "the file's list of measured / not measured codecs is stale"
-    assert sorted(cov["measured"] + cov["not_measured"]) == sorted(n for n in codec_names() if n != "fp32")
+    assert sorted(cov["measured"] + cov["not_measured"]) == sorted(builtin)
     if task in ("mlp", "cnn"):
-        assert cov["not_measured"] == [], f"{task}: every registered codec is measured"
+        assert cov["not_measured"] == [], f"{task}: every built-in codec is measured"
 
 
 def test_race_figure_marks_the_target_and_each_arrival():
@@ -264,7 +268,9 @@ def test_race_cli_bad_input_is_one_line(tmp_path, monkeypatch):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"command": "pays", "rows": []}))
     gpt = RESULTS / "converge-gpt-cpu.json"
-    cases = [(["--task", "vit"], "unknown task 'vit'; known: mlp, cnn, gpt"),
+    from lab.train.tasks import task_names
+
+    cases = [(["--task", "vit"], "unknown task 'vit'; known: " + ", ".join(task_names())),
              (["--cluster", "8y8"], "cluster '8y8': give NODESxGPUS"),
              (["--inter", "eth7g"], "unknown inter-node link 'eth7g'"),
              (["--model", "bert"], "unknown model 'bert'"),

@@ -12,6 +12,9 @@ from lab.comm.cost import (ALGORITHMS, LINKS, Link, allreduce_time, busbw_factor
                            coefficients, compressed_time, compressed_transfer_time, custom_link,
                            fit_link, get_link, lower_bound, predict, transfer_time)
 
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
+
 # L = 1 µs, G = 1 ns/byte (1 GB/s), m = 1 MB
 LINK = Link("test", 1e-6, 1e9, "test")
 

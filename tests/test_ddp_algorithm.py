@@ -1,4 +1,4 @@
-"""Issue 27 item 4: `CodecHookState(..., algorithm=...)` runs a DDP job's gradient sums through any
+"""`CodecHookState(..., algorithm=...)` runs a DDP job's gradient sums through any
 registered allreduce algorithm (`lab.comm.allreduce`), plugins included, on real Gloo ranks; without it
 the hook is torch.distributed's all_reduce / all_gather as before."""
 from __future__ import annotations

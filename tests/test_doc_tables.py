@@ -1,4 +1,4 @@
-"""Issue 27 item 8: the docs' result tables are what the commands print now. docs/generate.py renders each
+"""The docs' result tables are what the commands print now. docs/generate.py renders each
 marked table from `paralab ... --json`; the committed pages must equal its output, and a stale number in
 a page is caught."""
 from __future__ import annotations
@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -47,10 +50,22 @@ def test_a_stale_number_is_caught(gen, rendered, tmp_path):
     assert gen.regenerate(page, rendered) == text  # regenerating puts the command's numbers back
 
 
-def test_the_table_counts_every_registered_codec(gen, rendered):
+def test_the_table_counts_every_builtin_codec(gen, rendered):
+    """The table counts what `pays` prices by default with the lab's own plugins: a plugin (here one registered
+    now; in CI also an installed package) changes neither the count nor the committed page, and is back in
+    the registry after."""
+    from lab.codecs import CastCodec, CodecInfo, codec_names, register, unregister
     from lab.plan.pays import default_codecs
 
-    assert f"codecs that pay (of {len(default_codecs('gpt2-small'))})" in rendered["pays_settings"]
+    register(CodecInfo("half_for_test", "fp16 cast (test plugin)", lambda: CastCodec("fp16")))
+    try:
+        with gen.builtin_plugins_only():
+            ours = default_codecs("gpt2-small")
+            assert "half_for_test" not in codec_names() and "fp16" in ours
+        assert f"codecs that pay (of {len(ours)})" in rendered["pays_settings"]
+        assert "half_for_test" in codec_names()
+    finally:
+        unregister("half_for_test")
 
 
 def test_markers_must_name_a_known_table(gen, tmp_path):

@@ -81,6 +81,33 @@ def test_hpz_backward_all_gather_stays_inside_each_node():
         assert all(g["ranks"] == [0, 1, 2, 3] for g in r["groups"] if g["op"] == "reduce_scatter")
 
 
+def test_a_registered_all_gather_and_reduce_scatter_run_inside_fsdp2_and_equal_the_native_ones():
+    from lab.comm import collectives
+    from lab.comm.launch import run
+
+    import fsdp_ranks
+
+    collectives.register_module("counted_all_gather")
+    try:
+        r0, r1 = run(fsdp_ranks.registered_algorithm_cases, 2, timeout=180)
+    finally:
+        collectives.unregister("all_gather", "counted_ring")
+    for r in (r0, r1):
+        native, reg = r["native"], r["registered"]
+        # the plugin all-gather and the ring reduce-scatter: the same parameters, bit for bit, and losses
+        assert reg["digest"] == native["digest"] and reg["losses"] == native["losses"]
+        # the plugin really ran: once per all-gather FSDP2 made (every unshard: forward, backward, evaluation)
+        gathers = sum(g["calls"] for g in reg["groups"] if g["op"] == "all_gather")
+        assert r["plugin_calls"] == gathers > sum(g["calls"] for g in reg["groups"] if g["phase"] == "eval") > 0
+        # a ring on 2 ranks sends what the process group's own collectives pass: one row / one block
+        assert reg["collectives"] == native["collectives"]
+        # 8-bit weights moved by Bruck's all-gather: the payload bytes unchanged, so the same training
+        cn, cb = r["codec_native"], r["codec_bruck"]
+        assert cb["digest"] == cn["digest"] and cb["losses"] == cn["losses"]
+        assert cb["collectives"]["all_gather_forward"] == cn["collectives"]["all_gather_forward"]
+    assert r0["registered"]["digest"] == r1["registered"]["digest"]
+
+
 @pytest.mark.parametrize("args,says", [
     (["--procs", "1"], "allowed: 2 or more"),
     (["--weights-codec", "powersgd"], "cannot carry weights on an all-gather; allowed: bf16"),
@@ -90,6 +117,10 @@ def test_hpz_backward_all_gather_stays_inside_each_node():
     (["--procs", "2", "--hpz", "2"], "allowed: none for this many processes"),
     (["--weights-codec", "ef:dynamic_tree"], "drop 'ef:'"),
     (["--codec", "dynamic_tree"], "not --codec"),
+    (["--all-gather", "nonsense"], "--all-gather 'nonsense'; allowed: native, ring,"),
+    (["--reduce-scatter", "halving"], "--reduce-scatter 'halving'; allowed: native, ring,"),
+    (["--reduce-scatter", "ring", "--grads-codec", "ef:dynamic_tree"], "drop the ef: prefix"),
+    (["--reduce-scatter", "ring", "--grads-codec", "topk"], "cannot be re-encoded at every hop"),
 ])
 def test_bad_fsdp_input_is_one_line_and_starts_no_rank(monkeypatch, args, says):
     from typer.testing import CliRunner

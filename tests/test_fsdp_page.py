@@ -1,4 +1,4 @@
-"""The Training page's sharded view (app/views/_fsdp_training.py, issue 31 item 5): FSDP2 beside DDP, in
+"""The Training page's sharded view (app/views/_fsdp_training.py): FSDP2 beside DDP, in
 Streamlit's AppTest; one tiny real run (2 Gloo ranks) whose bytes per collective and takeaway come from
 its numbers; the takeaway's words follow the numbers."""
 from __future__ import annotations

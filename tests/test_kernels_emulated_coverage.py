@@ -1,10 +1,13 @@
-"""Runs after the emulated kernel tests (conftest's scheduler starts this module last; it waits for the
+"""Runs after the emulated kernel tests (conftest hands this module out last; it waits for the
 records every pytest-xdist worker writes after each emulated test, `harness.report`): every kernel of
 kernels/*.cu was launched, unchanged, by at least one of them, and every counted loop looped."""
 import pytest
 
 from cuda_emu import harness
 from lab.backend import KERNEL_DIR
+
+# a test here waits up to 1200 s for the other workers' emulated tests (harness.gathered): above pytest's timeout
+pytestmark = pytest.mark.timeout(1300)
 
 
 def _families() -> dict[str, int]:

@@ -31,10 +31,10 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     assert all(o["gc"][0] and o["gc"][1] > 100_000 for o in out), [o["gc"] for o in out]
     # the next job: a zygote of its own from the same warm server, which hands it this process's working
     # directory, umask and environment as they are now
-    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # changes at every test: not a server of its own
-    # nor what the caller's libraries set in its environment as they go (Streamlit's import, Inductor's compile)
+    # a variable that changes from call to call (a test runner's current test) is not a server of its own, nor
+    # what the caller's libraries set in its environment as they go (Streamlit's import, Inductor's compile)
+    monkeypatch.setenv("CALLER_NOTE", "another call")
     monkeypatch.setenv("MPLBACKEND", "a backend of a library imported since")
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR", "140329507015712")
     monkeypatch.chdir(tmp_path)
     old = os.umask(0o027)
@@ -46,7 +46,7 @@ def test_ranks_are_forked_from_one_zygote_that_is_not_the_caller(monkeypatch, tm
     assert len({o["ppid"] for o in again}) == 1 and not parents & {o["ppid"] for o in again}
     assert len({o["server"] for o in out + again}) == 1
     assert [(o["cwd"], o["umask"], o["test"], o["mpl"]) for o in again] == \
-        [(str(tmp_path), 0o027, "another test", "a backend of a library imported since")] * 2
+        [(str(tmp_path), 0o027, "another call", "a backend of a library imported since")] * 2
     # any other change of the environment reaches the ranks too (from a server started with it: torch reads
     # some variables when it is imported)
     monkeypatch.setenv("PARALAB_LAUNCH_PROBE", "42")
@@ -200,43 +200,61 @@ def test_a_killed_warm_server_is_replaced_and_a_server_leaves_with_its_caller(tm
     assert not alive(pid)
 
 
-def test_the_run_writes_the_bytecode_its_fresh_processes_import() -> None:
-    """tests/run_caches.py, started with the run, leaves an up-to-date .pyc beside every module of the lab, the
-    dashboard and the helpers rank processes import (with PYTHONDONTWRITEBYTECODE set, as on this project's
-    machines, each fresh process of the run compiled them again), before the first test."""
-    import importlib.util
-    import struct
-    from pathlib import Path
-
-    from run_caches import ROOT, bytecode_sources
-
-    sources = bytecode_sources()
-    assert {"lab/__main__.py", "app/Home.py", "tests/comm_ranks.py"} <= {str(p.relative_to(ROOT)) for p in sources}
-    stale = []
-    for source in sources:
-        try:
-            header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
-        except OSError:
-            stale.append(source)
-            continue
-        flags, mtime, size = struct.unpack("<III", header[4:16])
-        st = source.stat()
-        if flags or mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF:
-            stale.append(source)
-    assert not stale, [str(p.relative_to(ROOT)) for p in stale]
-
-
-def test_the_session_skips_torch_compile_s_isa_probe_only_where_it_would_pass() -> None:
-    """The run probes the CPU's vector ISAs once (tests/run_caches.py) and hands TORCHINDUCTOR_VEC_ISA_OK=1 to its
-    processes only when every ISA the CPU names passed: a process without it, probing, finds the same list."""
+def test_a_run_after_an_edit_runs_the_edited_code(tmp_path) -> None:
+    """A user edits a module the warm server had imported (lab.comm.dist, in a copy of the lab on a tmp path) between
+    two runs from the same parent: the second run runs the edit (the server saw the file change and left; a fresh
+    one imported the edit), and a run with no edit in between reuses the server."""
+    import shutil
     import subprocess
     import sys
+    from pathlib import Path
 
-    if os.environ.get("TORCHINDUCTOR_VEC_ISA_OK") != "1":
-        pytest.skip("TORCHINDUCTOR_VEC_ISA_OK is not 1 (set otherwise, or an ISA failed its probe): no shortcut taken")
-    from torch._inductor import cpu_vec_isa
+    import lab
 
-    code = "from torch._inductor import cpu_vec_isa; print([str(i) for i in cpu_vec_isa.valid_vec_isa_list()])"
-    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_VEC_ISA_OK"}
-    probed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert probed.strip() == str([str(i) for i in cpu_vec_isa.valid_vec_isa_list()])
+    real = Path(lab.__file__).parent
+    shutil.copytree(real, tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    for entry in real.parent.iterdir():  # the rest of the checkout as it is (the kernels and results it reads)
+        if entry.name != "lab" and not entry.name.startswith("."):
+            (tmp_path / entry.name).symlink_to(entry)
+    dist_py = tmp_path / "lab" / "comm" / "dist.py"
+    code = f"""
+import launch_ranks
+from lab.comm.launch import run
+first = run(launch_ranks.dist_marker, 2, timeout=60)
+same = run(launch_ranks.dist_marker, 2, timeout=60)
+with open({str(dist_py)!r}, "a") as f:
+    f.write("\\nEDITED_MARK = 'edited'\\n")
+print([first, same, run(launch_ranks.dist_marker, 2, timeout=60)])
+"""
+    path = os.pathsep.join([str(tmp_path), *sys.path])  # the copy first: it is the lab the parent and ranks import
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": path})
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, same, edited = eval(out.stdout.strip().splitlines()[-1])
+    assert {o["file"] for o in first + same + edited} == {str(dist_py)}
+    assert [o["mark"] for o in first + same + edited] == [None] * 4 + ["edited"] * 2
+    assert len({o["server"] for o in first + same}) == 1  # no edit: the same warm server
+    assert not {o["server"] for o in first} & {o["server"] for o in edited}  # after the edit: a fresh one
+
+
+def test_a_changed_vector_isa_gets_a_server_of_its_own(monkeypatch, tmp_path) -> None:
+    """ATEN_CPU_CAPABILITY is read when torch is imported, as the warm server does once: ranks launched with another
+    ISA (ATEN_CPU_CAPABILITY=avx2 to measure AVX2 on an AVX-512 machine) come from a server started with it, never
+    from one that imported torch with the other."""
+    from lab.comm import launch
+
+    started: list[dict] = []
+
+    class FakeServer:
+        def __init__(self, env: dict[str, str]) -> None:
+            started.append(env)
+            self.ready, self.proc = False, type("P", (), {"poll": staticmethod(lambda: None)})()
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(launch, "_Server", FakeServer)
+    monkeypatch.setattr(launch, "_SERVERS", {})
+    for isa in ("avx2", "avx2", "avx512"):
+        launch._served_zygote({**os.environ, "ATEN_CPU_CAPABILITY": isa}, tmp_path, 2)
+    assert [e["ATEN_CPU_CAPABILITY"] for e in started] == ["avx2", "avx512"]

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md, kept by import-linter: `lint-imports` with pyproject.toml's contracts (the
+"""The layers of docs/design.md, kept by import-linter: `lint-imports` with pyproject.toml's contracts (the
 lab's floors; the CLI goes through lab.experiments / lab.plots / lab.backend only), and the same
 rule for the dashboard (app/) and the notebooks, checked on a copy of them made into a package."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ root_packages =
     uis
 
 [importlinter:contract:ui-door]
-name = app/ and notebooks/ import lab.experiments, lab.plots and lab.backend only (DESIGN.md rule 3)
+name = app/ and notebooks/ import lab.experiments, lab.plots and lab.backend only (docs/design.md rule 3)
 type = forbidden
 source_modules =
     uis

@@ -1,4 +1,4 @@
-"""Issue 27 item 3: no list of codecs or algorithms frozen at import time. A codec or algorithm registered
+"""No list of codecs or algorithms frozen at import time. A codec or algorithm registered
 after `lab.experiments` (and the Planner page) were imported and read is in `lab.experiments.ALGORITHMS`,
 the two-level lists, `plan --advice`'s default candidates and the Planner page's codec choices."""
 from __future__ import annotations
@@ -9,6 +9,9 @@ import torch
 from lab.codecs import Codec, CodecInfo, Encoded, register as register_codec, unregister as unregister_codec
 from lab.comm.algorithms import Algorithm, register, unregister
 from lab.comm.algorithms.ring import reduce as ring_reduce
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 PLUGIN_ENV = "PARALAB_ALGORITHMS"  # where register() records a plugin for rank processes: restored after a test
 

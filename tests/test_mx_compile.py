@@ -1,4 +1,4 @@
-"""The MX CPU encode's torch.compile plumbing (issue 27 item 10): one compiled graph per (format, scale
+"""The MX CPU encode's torch.compile plumbing: one compiled graph per (format, scale
 rule, input dtype) with dynamic shapes, so fp32, bf16 and fp16 inputs of several sizes alternating
 never reach torch._dynamo's recompile limit (past it dynamo silently runs the function eagerly and
 logs a warning into the user's output); the compiled results equal the plain-torch reference."""

@@ -10,15 +10,6 @@ nbformat = lazy("nbformat")  # with jsonschema, 1-2 s: loaded by the first noteb
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _kernel_zygote_leaves_with_the_module():
-    """The notebooks' kernels are forked from one warm process (tests/notebook_client.py): stopped after the last."""
-    yield
-    from notebook_client import close_kernel_zygote
-
-    close_kernel_zygote()
-
-
 def test_there_is_a_notebook_per_capability():
     names = {p.stem for p in NOTEBOOKS}
     assert {"codecs", "collectives", "training", "dropout"} <= names
@@ -60,6 +51,7 @@ def test_the_notebook_client_waits_for_the_kernel_in_short_polls():
     import zmq.asyncio
     from jupyter_client.session import Session
 
+    import fresh_loop
     from notebook_client import SLICE_S, notebook_client
 
     kc = notebook_client(nbformat.v4.new_notebook(), timeout=180, kernel_name="python3").create_kernel_manager().client()
@@ -90,27 +82,6 @@ def test_the_notebook_client_waits_for_the_kernel_in_short_polls():
             await task
             ctx.destroy(linger=0)
 
-    assert asyncio.run(reply_after_a_while())["msg_type"] == "kernel_info_reply"
+    assert fresh_loop.run(reply_after_a_while())["msg_type"] == "kernel_info_reply"
     assert len(polls) >= 2 and max(polls) <= SLICE_S * 1000, polls
     assert kc.iopub_channel_class is kc.shell_channel_class
-
-
-def test_a_notebook_kernel_is_forked_warm_and_its_namespace_is_clean(tmp_path):
-    """The kernels come from this process's kernel zygote (tests/kernel_zygote.py): forked with torch and plotly
-    already imported, yet a notebook that uses a module it did not import still fails, and the kernel leaves with
-    its notebook."""
-    from comm_ranks import live_children
-    from notebook_client import kernel_zygote, notebook_client
-
-    zygote = kernel_zygote()
-    assert zygote is not None
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os, sys\nprint(os.getppid(), 'torch' in sys.modules)"),
-                nbformat.v4.new_code_cell("torch.zeros(1)")]
-    client = notebook_client(nb, timeout=60, kernel_name="python3", allow_errors=True,
-                             resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    parent, warm = nb.cells[0].outputs[0]["text"].split()
-    assert (int(parent), warm) == (zygote.pid, "True")
-    assert nb.cells[1].outputs[0]["ename"] == "NameError"
-    assert not live_children(zygote.pid)

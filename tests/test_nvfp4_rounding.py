@@ -1,4 +1,4 @@
-"""NVFP4's two roundings (issue 27 item 9): stochastic rounding is unbiased, also at the block
+"""NVFP4's two roundings: stochastic rounding is unbiased, also at the block
 maxima whose round-to-nearest E4M3 scale rounded down (they used to clamp at 6), and decode rounds
 once, to the correctly rounded value of value · block scale · tensor scale."""
 from __future__ import annotations

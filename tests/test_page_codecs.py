@@ -1,4 +1,4 @@
-"""The Codecs page as a lesson (issue 17) and its block-scaled views (issue 18): the takeaway is computed
+"""The Codecs page as a lesson and its block-scaled views: the takeaway is computed
 from the numbers shown, Table 1 sits beside the paper, bad input is a message, URL state survives errors,
 unscaled bit layouts, one MX/NVFP4 block drawn, block scaling against the paper's per-tensor types."""
 import io
@@ -176,7 +176,7 @@ def test_table1_shows_the_papers_numbers_beside_ours_with_clear_names():
 
 
 def test_block_view_draws_saturation_and_flush_to_zero():
-    """Issue 18: one block of an MX format: its shared power-of-two scale, which values saturate and which flush."""
+    """One block of an MX format: its shared power-of-two scale, which values saturate and which flush."""
     from lab.experiments import block_view, get_codec
 
     x = torch.full((64,), 0.5)
@@ -211,7 +211,7 @@ def test_block_section_on_the_page():
 
 
 def test_block_scaling_lesson_where_it_wins_and_where_not():
-    """Issue 18's lesson, measured: at 8 bits MXFP8 E4M3 (one scale per 32) beats the paper's dynamic tree on
+    """The block-scaled lesson, measured: at 8 bits MXFP8 E4M3 (one scale per 32) beats the paper's dynamic tree on
     outliers and heavy tails but not on plain N(0,1); the page's takeaway says so from the same numbers."""
     from lab.experiments import block_scaling_lesson
 
@@ -228,7 +228,7 @@ def test_block_scaling_lesson_where_it_wins_and_where_not():
 
 
 def test_best_follows_the_measure_the_learner_ranks_by():
-    """Issue 28.4: Codecs crowned a codec from mean relative error only; linear/int8 had lower largest error and
+    """Regression: Codecs crowned a codec from mean relative error only; linear/int8 had lower largest error and
     the same grid. The learner picks the measure; Best, the takeaway and the bars follow it, the takeaway says what
     the measure means for gradients, which codec another measure crowns, and that linear and int8 are one grid."""
     from test_app import metric
@@ -260,7 +260,7 @@ def test_best_follows_the_measure_the_learner_ranks_by():
 
 
 def test_the_layout_designer_makes_a_normal_6_bit_float():
-    """Issue 28.9: sign, 3 exponent bits and a 2-bit linear mantissa gave 35 distinct values of 64 codes, with no
+    """Regression: sign, 3 exponent bits and a 2-bit linear mantissa gave 35 distinct values of 64 codes, with no
     word why. The page now says why and points to mxfp6_e3m2, and a 'float' mantissa (implicit leading 1,
     subnormals) makes the 6-bit float: 63 distinct values (±0 share one), mxfp6_e3m2's element grid."""
     from lab.codecs.block_scaled import FORMATS, value_table
@@ -286,7 +286,7 @@ def test_the_layout_designer_makes_a_normal_6_bit_float():
 
 
 def test_predict_the_best_codec_before_the_reveal():
-    """Issue 28, predict then reveal on Codecs: which codec has the lowest relative error on Student-t(3)?"""
+    """Predict, then reveal on Codecs: which codec has the lowest relative error on Student-t(3)?"""
     q = dict(dist="student_t", codecs=["dynamic_tree", "linear", "fp8_e4m3"])
     at = app_page("codecs", **q)
     assert not at.exception
@@ -311,7 +311,7 @@ def test_predict_the_best_codec_before_the_reveal():
 
 
 def test_bit_explorer_shows_a_codes_value_neighbours_and_rounding_interval():
-    """Issue 28, a bit explorer (Float Toy) for every table and block-scaled format: flip bits, see the value, its
+    """A bit explorer (Float Toy) for every table and block-scaled format: flip bits, see the value, its
     neighbours and the inputs that round to it; one MX block under a shared scale the learner sets."""
     from lab.experiments.bits import explorable, explore
 

@@ -1,4 +1,4 @@
-"""Issue 31.5: the Collectives page's op choice (every nccl-tests collective): its algorithms' modelled
+"""The Collectives page's op choice (every nccl-tests collective): its algorithms' modelled
 busbw against the op's lower bound, a takeaway from the numbers shown, and the op model itself."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""The Collectives page (issue 17) in Streamlit's AppTest: the lesson frame and a takeaway computed from the
+"""The Collectives page in Streamlit's AppTest: the lesson frame and a takeaway computed from the
 modelled numbers, P = 1 as a message, the measurement compared with the model on the link fitted to it,
 and the error-at-scale section as a background run (Run / Stop keeps the partial curve; a finished result
 survives other controls; a click elsewhere does not restart it)."""
@@ -139,7 +139,7 @@ def test_stop_on_measure_keeps_the_finished_rows():
 
 
 def test_only_the_open_tab_is_drawn_and_the_url_opens_each():
-    """Issue 28: the four parts under the allreduce model are tabs, only the open one drawn (all four at once made a
+    """The four parts under the allreduce model are tabs, only the open one drawn (all four at once made a
     first visit 2.2 s in the browser against the 2 s target), each reachable by its URL; P = 1 says why two need more
     ranks."""
     heads = {"Every collective": "Every collective:", "Measured here": "Measured here:",

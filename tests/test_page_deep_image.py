@@ -1,4 +1,4 @@
-"""The Deep Image, Planner and Fusion pages (Wu et al. 2015) teach one lesson each (issue 17): a question, a
+"""The Deep Image, Planner and Fusion pages (Wu et al. 2015) teach one lesson each: a question, a
 takeaway computed from what is shown, the paper's numbers beside ours with a callout where they differ (Table 1's
 counts; Figure 2's crossover, shown as communication time; Figure 3; §4.2), help on every control, log axes with
 explicit ticks, and the long work behind Run (streamlit AppTest; app/ is on the pythonpath)."""

@@ -1,4 +1,4 @@
-"""The Dropout page teaches Song et al. 2019's lesson (issue 17): its default training run learns and RDP/TDP run
+"""The Dropout page teaches Song et al. 2019's lesson: its default training run learns and RDP/TDP run
 faster than conventional dropout, the takeaway and the Table I callout are computed from that run, Run/Stop keep
 the last finished result and the partial curve, bad input (a missing or unreadable corpus) is a message, and the
 pattern heatmaps carry a colour legend without overlapping ticks (streamlit AppTest; app/ is on the pythonpath)."""
@@ -160,7 +160,7 @@ def test_at_most_six_controls_in_view_and_the_layer_timing_settings_folded():
 
 
 def test_a_speedup_inside_the_epochs_spread_is_said_to_be_noise():
-    """Issue 28.5: at width 128 'no dropout' showed 0.28x of conventional from one noisy run. Each speedup now
+    """Regression: at width 128 'no dropout' showed 0.28x of conventional from one noisy run. Each speedup now
     carries its range over the epochs, and the takeaway calls a range that includes 1x within noise (accuracy
     differences too, against the test set's size)."""
     import pandas as pd
@@ -180,7 +180,7 @@ def test_a_speedup_inside_the_epochs_spread_is_said_to_be_noise():
 
 
 def test_the_takeaway_never_describes_an_earlier_run():
-    """Issue 28.5: after a setting changed, the takeaway kept describing the previous run. A result of other
+    """Regression: after a setting changed, the takeaway kept describing the previous run. A result of other
     settings stays on screen, labelled; the takeaway speaks of the settings shown."""
     at = page("dropout", net_hidden="64", net_epochs="1", kinds=["bernoulli", "row"])
     at.button(key="run_net_run").click().run()
@@ -194,7 +194,7 @@ def test_the_takeaway_never_describes_an_earlier_run():
 
 
 def test_layer_timings_carry_the_repeats_spread():
-    """Issue 28.5: the layer section's 'no dropout' at width 128 showed 0.28x of conventional from one noisy
+    """Regression: the layer section's 'no dropout' at width 128 showed 0.28x of conventional from one noisy
     median. Each speedup now has the range of the repeats' own ratios (error bars, hover) and the page names the
     ones whose range includes 1x as within noise; 'faster' needs every repeat above 1.1x."""
     import pandas as pd

@@ -1,4 +1,4 @@
-"""The Planner page (issues 17 and 19) in Streamlit's AppTest: a two-level cluster (nodes x GPUs per node, a link
+"""The Planner page in Streamlit's AppTest: a two-level cluster (nodes x GPUs per node, a link
 inside a node and one between nodes) gives the numbers `planner_sweep` gives for it, the two-level algorithms are
 offered only there, the takeaway and the lesson name the two-level effect from the numbers shown, bad machines
 are messages, and the default view keeps at most six input controls in view (the rest under More settings)."""
@@ -15,7 +15,7 @@ AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the fi
 INPUTS = ("selectbox", "multiselect", "slider", "select_slider", "number_input", "radio", "checkbox", "text_input",
           "text_area", "toggle", "date_input", "time_input", "color_picker", "file_uploader", "segmented_control",
           "pills", "chat_input")
-MAX_IN_VIEW = 6  # issue 17: "at most about six controls in view at first"
+MAX_IN_VIEW = 6  # at most about six controls in view at first, so the lesson stays in sight
 CLUSTER = "a cluster of nodes"
 
 

@@ -1,4 +1,4 @@
-"""Training's "Race to the target" view (issue 32) in AppTest: the committed result's race against steps and
+"""Training's "Race to the target" view in AppTest: the committed result's race against steps and
 modelled time with the lessons computed from its numbers, the seed and cluster from the URL, and a live race
 whose Stop keeps the finished runs (the unfinished codec not measured)."""
 import math

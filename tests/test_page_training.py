@@ -1,4 +1,4 @@
-"""The Training page (issue 17) in Streamlit's AppTest: which data set and model run is said on the page
+"""The Training page in Streamlit's AppTest: which data set and model run is said on the page
 (the §3.4 preset on a machine without MNIST says digits, 64 inputs), the §3.4 view carries the paper's
 numbers, Train runs in the background with a takeaway from the results, Stop keeps the partial curve, and
 bad input is a message."""
@@ -173,7 +173,7 @@ def test_many_workers_measure_one_step_on_demand():
 
 
 def test_stop_keeps_a_curve_for_every_run():
-    """Issue 28.5: runs went one after another, so Stop kept only the first curve. They now take turns (a quarter
+    """Regression: runs went one after another, so Stop kept only the first curve. They now take turns (a quarter
     epoch each): Stop, as soon as each run has reached its second evaluation, keeps every run's curve, each up to
     about the same epoch; the takeaway compares them with the noise a single seed and test set allow."""
     runs = ["32-bit", "dynamic_tree", "onebit"]
@@ -195,7 +195,7 @@ def test_stop_keeps_a_curve_for_every_run():
 
 
 def test_takeaway_says_when_a_difference_is_noise():
-    """Issue 28.5: '0.22 points' on 449 test images and one seed was reported as a fact."""
+    """Regression: '0.22 points' on 449 test images and one seed was reported as a fact."""
     import pandas as pd
 
     from views.training import _takeaway
@@ -217,7 +217,7 @@ def _shown_seconds(at: AppTest) -> int:
 
 
 def test_running_timer_advances():
-    """Issue 28.5: 'running… 0 s' never advanced. While a run goes, the page's progress bar shows the seconds
+    """Regression: 'running… 0 s' never advanced. While a run goes, the page's progress bar shows the seconds
     since it began, and a later redraw shows more (event-driven: wait until the run's own clock has moved past
     the first reading, then redraw; the run is stopped after)."""
     from apptest_runs import job, wait_for
@@ -238,7 +238,7 @@ def test_running_timer_advances():
 
 
 def test_predict_the_share_of_bytes_before_the_reveal():
-    """Issue 28, predict then reveal on Training: the share of 32-bit's bytes a codec puts on the wire."""
+    """Predict, then reveal on Training: the share of 32-bit's bytes a codec puts on the wire."""
     at = page(codecs=["32-bit", "dynamic_tree"], workers="2")
     assert not at.exception
     assert "What share of 32-bit's bytes per step does dynamic_tree put on the wire?" in texts(at, "markdown")

@@ -1,4 +1,4 @@
-"""The Transfer page as a lesson (issue 17): Figure 2 under the paper's conditions (PCIe 3, GTX Titan codec
+"""The Transfer page as a lesson: Figure 2 under the paper's conditions (PCIe 3, GTX Titan codec
 kernels: memory-bound plus launch time) crosses over where the paper does, the callout says what changes it,
 the winner is named in text, coinciding curves stay visible, axes carry explicit ticks."""
 import pytest
@@ -99,7 +99,7 @@ def _fake_codec_speed(calls: list):
 
 
 def test_measured_speed_callout_quotes_the_charts_numbers(monkeypatch):
-    """Issue 28.3: after 'CPU on 1 Gbit/s' the callout said 8-bit 'beats 32-bit never and is 2.34x at 250,000':
+    """Regression: after 'CPU on 1 Gbit/s' the callout said 8-bit 'beats 32-bit never and is 2.34x at 250,000':
     the chart and the callout each timed the codecs anew. One timing now feeds both."""
     import streamlit as st
 
@@ -122,7 +122,7 @@ def test_measured_speed_callout_quotes_the_charts_numbers(monkeypatch):
 
 
 def test_measurement_is_drawn_against_the_model_of_the_same_link():
-    """Issue 28.3: loopback measurements were drawn against model lines of the chosen link (eth1g): two networks
+    """Regression: loopback measurements were drawn against model lines of the chosen link (eth1g): two networks
     on one axes. The measured chart's model rows are the loopback link fitted from the measurement; the progress
     bar goes away when done."""
     from chart import figures
@@ -141,7 +141,7 @@ def test_measurement_is_drawn_against_the_model_of_the_same_link():
 
 
 def test_predict_the_fastest_before_the_reveal():
-    """Issue 28, predict then reveal on Transfer: which is fastest at the largest size on this link?"""
+    """Predict, then reveal on Transfer: which is fastest at the largest size on this link?"""
     at = app_page("transfer")
     assert not at.exception
     assert any("which is fastest: sending 32-bit, or one of the codecs?" in m.value for m in at.markdown)

@@ -172,7 +172,7 @@ def test_page_default_view_has_a_computed_takeaway():
 
 
 def test_nothing_on_the_page_gives_the_prediction_away_before_it_is_made():
-    """Issue 28: the question "does 1-bit SGD pay across <network>?" sits above the page's verdicts; before an
+    """Predict, then reveal: the question "does 1-bit SGD pay across <network>?" sits above the page's verdicts; before an
     answer no number of the answer (1-bit's speedup, how many codecs pay here, the chart, the tables) is on the
     page; after it (or a skip) they all are."""
     res = pp.pays("gpt2_small", "8x8", gpu="h100", intra="nvlink4", inter="eth10g", batch_per_gpu=8)
@@ -233,7 +233,7 @@ def test_powersgd_is_priced_from_each_layers_matrix_shapes():
 
 
 def test_the_models_notes_use_the_tables_headers_not_column_names():
-    """Issue 28.6: the page's caption showed break_even_GBps, speedup_vs_bf16, time_to_accuracy_speedup."""
+    """Regression: the page's caption showed break_even_GBps, speedup_vs_bf16, time_to_accuracy_speedup."""
     from views.pays import HEADERS, in_words
 
     res = pp.pays("gpt2_small", "8x8", gpu="h100", intra="nvlink4", inter="ib_ndr", batch_per_gpu=8)
@@ -245,7 +245,7 @@ def test_the_models_notes_use_the_tables_headers_not_column_names():
 
 
 def test_table_numbers_have_no_exponents():
-    """Issue 28.6: "1.92e+03 ms" showed through; a column with values of 1000 and more gets one decimal."""
+    """Regression: "1.92e+03 ms" showed through; a column with values of 1000 and more gets one decimal."""
     import pandas as pd
 
     from static_table import html

@@ -1,4 +1,4 @@
-"""Issue 32 item 2: measured steps penalties (`paralab converge` results) feed `pays` and `plan --advice`:
+"""Measured steps penalties (`paralab converge` results) feed `pays` and `plan --advice`:
 time to accuracy beside time per step, a codec that never reaches the target never pays (and cannot be
 crowned), a codec without a measurement is "not measured", the JSON rows say where a penalty came from,
 and the converge task closest to the priced model is the one used."""
@@ -153,7 +153,9 @@ def test_task_matching(tmp_path):
     r = pp.pays("gpt2-small", "8x8", codecs=["randomk"], bandwidths=BW, results=[tmp_path], converge_task="mlp")
     assert r.summary.set_index("codec").loc["randomk", "accuracy"] == acc.NEVER
     assert "mlp (chosen)" in r.accuracy
-    with pytest.raises(ValueError, match="unknown converge task 'rnn'; known: mlp, cnn, gpt"):
+    from lab.train.tasks import task_names
+
+    with pytest.raises(ValueError, match="unknown converge task 'rnn'; known: " + ", ".join(task_names())):
         pp.pays("gpt2-small", "8x8", codecs=["randomk"], bandwidths=BW, results=[tmp_path], converge_task="rnn")
     # simulated workers' file before a DDP one; the user's folder before the shipped one
     write_result(tmp_path, "cnn", {"fp32": 1.0}, name="converge-cnn-cpu-ddp2.json")

@@ -1,4 +1,4 @@
-"""The planner on a two-level cluster (issue 19): data parallelism's gradient allreduce from
+"""The planner on a two-level cluster: data parallelism's gradient allreduce from
 `lab.comm.cluster` (hierarchical, ZeRO++'s alltoall_quantized, in-network, or a flat registered
 algorithm on the slower level), P filling whole nodes, and `paralab plan --cluster`."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 27 items 2 and 5: codecs and algorithms are found by one mechanism (lab/plugins.py): a
+"""Codecs and algorithms are found by one mechanism (lab/plugins.py): a
 module dropped into the package, an entry point of an installed distribution, and a plugin
 registered at run time, which reaches real rank processes; registering writes nothing to the
 environment; a codec's flags are declared once, in its class."""
@@ -19,6 +19,9 @@ from lab import plugins
 from lab.codecs import CodecInfo, codec_info, codec_names, register, unregister
 from lab.comm.algorithms import algorithm_names, get_algorithm
 from lab.comm.algorithms import unregister as unregister_algorithm
+
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
 
 ALGO = '''
 """A plugin allreduce: the ring's, under its own name (test plugin)."""
@@ -226,6 +229,12 @@ def test_one_registry_class_serves_every_kind(tmp_path, monkeypatch):
             reg.remove(reg.items["one"])
         two = reg.register(Widget("two", "paralab_widgets_elsewhere"))
         assert plugins.carried()["widgets_test"] == ["paralab_widgets_elsewhere"]
+        assert reg.names() == ["one", "two"] and reg.ordered(lambda w: w.name != "one") == [two]
+        assert reg.lookup("two", "no widget {key!r}") is two
+        with pytest.raises(ValueError, match=r"^no widget 'three' \(of 2\); known: two$"):
+            reg.lookup("three", "no widget {key!r} (of {n}); known: {known}", lambda w: w.name == "two", n=2)
+        with pytest.raises(ValueError, match=r"^no widget \['x'\]; known: one, two$"):
+            reg.lookup(["x"], "no widget {key!r}; known: {known}")
         reg.remove(two)
         assert "widgets_test" not in plugins.carried() and list(reg.items) == ["one"]
         with pytest.raises(ValueError, match="entry point 'x' gives an int; allowed: a module that defines WIDGET"):

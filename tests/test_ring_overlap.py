@@ -1,4 +1,4 @@
-"""The ring's pipelined chunks (issue 30 item 2): overlapped and unpipelined runs give the same
+"""The ring's pipelined chunks: overlapped and unpipelined runs give the same
 numbers, codec payload buffers are reused (no allocation per hop), chunk counts, rank threads."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ZeRO-3 / FSDP with ZeRO++ on the two-level cluster (issue 31 item 4): the paper's volume arithmetic, the
+"""ZeRO-3 / FSDP with ZeRO++ on the two-level cluster: the paper's volume arithmetic, the
 ring costs, FSDP rows in `paralab pays` / `paralab plan`, and bad input."""
 import json
 import math
@@ -23,7 +23,8 @@ def test_zeropp_volume_3M_to_075M_reproduced_by_the_lab_model():
     assert t.loc["total", "zero3_M"] / t.loc["total", "zeropp_M"] == pytest.approx(4.0)
     assert t.loc["total", "zero3_M"] == pytest.approx(3 * 47 / 48)
     # one flat ring over all 384 GPUs crosses each boundary with (P-1)/P of the tensor
-    r = volume_table("48x8", algorithm="ring").set_index("collective")
+    rings = {"all_gather": ["ring"], "reduce_scatter": ["ring"]}
+    r = volume_table("48x8", algorithm="ring", candidates=rings).set_index("collective")
     assert r.loc["forward_all_gather", "zero3_M"] == pytest.approx(383 / 384)
     assert r.loc["total", "zeropp_M"] == pytest.approx(0.5 * 383 / 384 + 0.25 * 47 / 48)
     # the lab's own codecs carry their scales: a little more than the paper's scale-free INT8 / INT4
@@ -58,13 +59,22 @@ def test_ring_costs_by_hand():
 
     c = make_cluster("2x4", "nvlink4", "eth100g")
     n, P = 8e6, 8
-    lk = c.ring_link
+    lk, e = c.ring_link, c.inter_per_gpu
     want = (P - 1) * (lk.L + 2 * n / P * lk.G)
-    assert all_gather(c, n, BF16, "ring").transfer_s == pytest.approx(want)
-    assert reduce_scatter(c, n, BF16, "ring").transfer_s == pytest.approx(want)
     rings = {"all_gather": ["ring"], "reduce_scatter": ["ring"]}
+    flat = all_gather(c, n, BF16, "ring", candidates=rings)
+    assert flat.transfer_s == pytest.approx(want) and flat.algorithm == "ring"
+    assert reduce_scatter(c, n, BF16, "ring", candidates=rings).transfer_s == pytest.approx(want)
+    # one flow per node boundary: one rank's (P-1) pieces of 2n/P bytes leave the node, its 3 others' stay inside
+    assert (flat.cross_node_bytes, flat.intra_node_bytes) == pytest.approx((7 * 2 * n / P, 3 * 7 * 2 * n / P))
+    # the flat layout asks the registry: every plugin priced by its own cost model, the fastest taken; here
+    # recursive doubling, log2(8) = 3 messages on one GPU's share of the network, its peers on both nodes
+    free = all_gather(c, n, BF16, "ring")
+    assert free.algorithm == "recursive_doubling" and free.where == "recursive_doubling over 8 GPUs"
+    assert free.transfer_s == pytest.approx(3 * e.L + (P - 1) / P * 2 * n * e.G) and free.transfer_s < want
+    node = 4 * (P - 1) * 2 * n / P  # the node's 4 ranks' bytes, 4 of their 7 peers on the other node
+    assert (free.cross_node_bytes, free.intra_node_bytes) == pytest.approx((node * 4 / 7, node * 3 / 7))
     h = all_gather(c, n, BF16, "hierarchical", candidates=rings)
-    e = c.inter_per_gpu
     assert h.transfer_s == pytest.approx((2 - 1) * (e.L + 2 * n / P * e.G) + 3 * (c.intra.L + 2 * n / 4 * c.intra.G))
     assert h.cross_node_bytes == pytest.approx(n)  # (N-1)/N of the tensor's 2n bytes
     assert h.algorithm == "across: ring, inside: ring"

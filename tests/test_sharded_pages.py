@@ -1,4 +1,4 @@
-"""The Pays and Planner pages' FSDP / ZeRO++ choice (issue 31 item 4) in Streamlit's AppTest."""
+"""The Pays and Planner pages' FSDP / ZeRO++ choice in Streamlit's AppTest."""
 from lazy_import import lazy
 from test_app import page
 

@@ -4,6 +4,9 @@ fsdp` and in pays' FSDP rows, and named there; removing it gives the old choice 
 import pytest
 import torch
 
+# iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
+pytestmark = pytest.mark.registries
+
 BW = (0.5, 50.0)
 
 

@@ -45,7 +45,7 @@ def test_text_is_escaped_and_dollars_do_not_start_tex():
 def test_long_tables_scroll_inside_a_box():
     short, long = pd.DataFrame({"x": range(t.SCROLL_ROWS)}), pd.DataFrame({"x": range(t.SCROLL_ROWS + 1)})
     assert "max-height" not in t.html(short) and "max-height" in t.html(long)
-    # every table scrolls sideways inside its box, never the page (issue 28: 800 px)
+    # every table scrolls sideways inside its box, never the page (also in an 800 px window)
     assert all("overflow:auto" in t.html(d) for d in (short, long))
     assert t.read(t.html(long)).x.tolist() == list(range(t.SCROLL_ROWS + 1))
 

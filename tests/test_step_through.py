@@ -1,4 +1,4 @@
-"""Issue 17, "See a collective happen": the step-through of one allreduce (lab.experiments.step_through,
+""""See a collective happen": the step-through of one allreduce (lab.experiments.step_through,
 lab.plots.step_through, app/views/step_through.py). The numbers users read off the page: bytes per
 link against nccl-tests' 2(P−1)/P·n, buffers filling with partial sums until every rank holds the
 exact sum, the codec's error growing at re-quantising hops, algbw vs busbw, and the page itself
@@ -248,10 +248,10 @@ def test_page_every_algorithm(algorithm):
     assert at.get("success") and f"{algorithm.capitalize()} at P = 6" in at.get("success")[0].value
 
 
-# --- issue 28: one step state, a two-level machine, arithmetic on hover ---
+# --- one step state, a two-level machine, arithmetic on hover ---
 
 def test_play_drives_the_pages_own_step(monkeypatch):
-    """Issue 28.2: Play animated the figure to step 6 of 6 while the Step slider and metrics stayed at 3. Now Play
+    """Regression: Play animated the figure to step 6 of 6 while the Step slider and metrics stayed at 3. Now Play
     advances the page's one step: slider, metrics and figure agree at every beat, and it stops at the last."""
     import views.step_through as page_mod
     from chart import figures
@@ -274,7 +274,7 @@ def test_play_drives_the_pages_own_step(monkeypatch):
 
 
 def test_hierarchical_is_drawn_on_a_two_level_machine():
-    """Issue 28.2: hierarchical was drawn on one flat link. Its ranks sit in nodes; arrows inside a node and
+    """Regression: hierarchical was drawn on one flat link. Its ranks sit in nodes; arrows inside a node and
     between nodes are separate traces (fast and slow links); the page counts bytes per level."""
     tr = step_through("hierarchical", 8, 24)
     assert tr.ranks_per_node == 2
@@ -295,7 +295,7 @@ def test_hierarchical_is_drawn_on_a_two_level_machine():
 
 
 def test_hover_shows_the_arithmetic():
-    """Issue 28.2: hovering a bar, an arrow or a cell shows its numbers and the formula with them."""
+    """Hovering a bar, an arrow or a cell shows its numbers and the formula with them."""
     from lab.experiments import algorithm_traffic
 
     tr = step_through("ring", 4, 24)
@@ -310,7 +310,7 @@ def test_hover_shows_the_arithmetic():
 
 
 def test_predict_the_busiest_rank_before_the_reveal():
-    """Issue 28, predict then reveal on Step through: the busiest rank's bytes in multiples of n."""
+    """Predict, then reveal on Step through: the busiest rank's bytes in multiples of n."""
     at = page(algorithm="ring", P="4")
     assert not at.exception
     assert any("How many bytes does the busiest rank of ring move" in m.value for m in at.markdown)

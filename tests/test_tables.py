@@ -85,7 +85,7 @@ def test_paper_bounds_reproduce_the_kernel(table):
 
 
 def test_paper_rounding_quirk_quarter_of_codes_low():
-    """About a quarter of U(0,1) codes land one step below round-to-nearest (notes/codecs.md)."""
+    """About a quarter of U(0,1) codes land one step below round-to-nearest (a quirk of the paper's tree search)."""
     t = tables.dynamic_tree()
     x = torch.rand(200_000, generator=torch.Generator().manual_seed(0))
     a = x / x.max()

@@ -1,4 +1,4 @@
-"""Where the time goes (issue 30 item 1): the named ranges in the comm code cost nothing when off, a trace
+"""Where the time goes: the named ranges in the comm code cost nothing when off, a trace
 is valid Chrome trace JSON with the ranges, each rank's split (wire, waiting, codec, Python) adds up to
 its measured call within 10 %, and the Collectives page's "Where did the time go?" draws real data.
 Real processes: one 2-rank launch per command (tiny tensors)."""

@@ -1,4 +1,4 @@
-"""Two nodes for real: the README's `torchrun --nnodes 2 ...` run on one machine.
+"""Two nodes for real: docs/cli.md's `torchrun --nnodes 2 ...` run on one machine.
 
 Each "node" is a network namespace of a ShapedLink (lab/comm/shaped.py); one torchrun per
 namespace, two ranks each, meets the other over the veth link through a c10d rendezvous on node

@@ -1,4 +1,4 @@
-"""app/warmup.py (issue 28.8): the dashboard warms every page's default view when its server starts, before any
+"""app/warmup.py: the dashboard warms every page's default view when its server starts, before any
 session opens, once per server process."""
 import re
 import sys
@@ -56,14 +56,14 @@ def test_one_warm_up_per_process(monkeypatch):
 
 
 def test_the_dashboard_s_config_names_streamlit_options_and_skips_the_collection_after_every_run():
-    """.streamlit/config.toml (what `streamlit run app/Home.py` reads from the repository root): each key is one of
+    """app/.streamlit/config.toml (what Streamlit reads beside the entry point app/Home.py): each key is one of
     Streamlit's options (a misspelt one would be ignored), and runner.postScriptGC is off: a full garbage
     collection after every script run took ~0.16 s of CPU with torch, pandas and plotly loaded."""
     import tomllib
 
     from streamlit import config
 
-    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    cfg = tomllib.loads((ROOT / "app" / ".streamlit" / "config.toml").read_text())
     names = {f"{section}.{key}" for section, options in cfg.items() for key in options}
     assert names <= set(config.get_config_options()), names - set(config.get_config_options())
     assert cfg["runner"]["postScriptGC"] is False

@@ -1,4 +1,4 @@
-"""Codec payloads written into reused wire buffers (issue 30 item 2, "no per-hop allocation"):
+"""Codec payloads written into reused wire buffers ("no per-hop allocation"):
 `WireFormat.encode_into` / `hop_into` equal `pack(encode)` / `pack(hop_mixed)` byte for byte, and
 repeated compressed allreduces allocate nothing per hop after the first call."""
 from __future__ import annotations

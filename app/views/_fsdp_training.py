@@ -1,4 +1,4 @@
-"""The Training page's sharded view (issue 31): real PyTorch FSDP2 processes with a codec on the weights'
+"""The Training page's sharded view: real PyTorch FSDP2 processes with a codec on the weights'
 all-gather and the gradients' reduce-scatter, beside fp32 FSDP2 and DDP on the same data and seeds; bytes
 per step per collective (counted on the wire), curves, and a takeaway from the numbers on screen.
 Called by app/views/training.py when its "Compare" choice is the sharded one; keys start with fsdp_."""

@@ -1,4 +1,4 @@
-"""Training's "race to the target" view (issue 32): every codec's validation-loss curve against steps and
+"""Training's "race to the target" view (time to accuracy): every codec's validation-loss curve against steps and
 against modelled time on a chosen cluster, fp32's target line, each codec's arrival marked, and the lesson
 each view teaches computed from the numbers shown. The curves come from a committed `paralab converge`
 result (mlp, cnn, gpt) or from a small live race run in the background (Run / Stop keeps the finished
@@ -10,7 +10,7 @@ import _common as ui
 import _runs as jobs
 from lab import plots
 from lab.experiments import (CONVERGE_TASKS, INTER_LINKS, INTRA_LINKS, MODELS, RACE_COMMITTED_DEFAULT, RACE_LIVE_DEFAULT,
-                             committed_race_data, converge, race, race_live_specs)
+                             committed_race_data, converge, converge_task_descriptions, race, race_live_specs)
 from lab.plots.units import seconds_label
 
 SOURCES = ["committed result", "live race (small)"]
@@ -74,8 +74,7 @@ def render() -> None:
     if source == SOURCES[0]:
         d1, d2, d3 = st.columns([1, 4, 1])
         task = ui.select("Task", list(CONVERGE_TASKS), "race_task", "mlp", where=d1,
-                         help="mlp: the paper's MLP on digits; cnn: a small CNN; gpt: a 2-layer transformer on "
-                              "Python's documentation (AdamW)")
+                         help="; ".join(f"{name}: {what}" for name, what in converge_task_descriptions().items()))
         data = _committed(task)
         if data is None:
             st.info(f"No committed result for {task}: run `paralab converge --task {task} --codecs all`.")

@@ -202,7 +202,7 @@ def render() -> None:
 
     _predict_gap()
     # The rest of the page in tabs, only the open one drawn: all four at once made a first visit ~0.6 s slower
-    # in the browser (issue 28: 2.2 s against a 2 s target, bench/app_browser.py)
+    # in the browser (2.2 s against the 2 s target for a default view, bench/app_browser.py)
     boxes, part = ui.tabs(PARTS, "part")
     with boxes[PARTS.index(part)]:
         if part in PARTS[:2] and P == 1:
@@ -374,7 +374,7 @@ def _op_model(op: str, algorithms: tuple, P: int, link: str):
 
 
 def _ops_section(P: int, size: int, link: str) -> None:
-    """Every nccl-tests collective (issue 31): pick an op, see its algorithms' modelled busbw and time
+    """Every nccl-tests collective: pick an op, see its algorithms' modelled busbw and time
     against the op's lower bound, on the page's P, size and link."""
     st.subheader("Every collective: all-gather, reduce-scatter, all-to-all, broadcast, reduce, sendrecv")
     ops = [o for o in op_names() if o != "all_reduce"]

@@ -370,7 +370,7 @@ def _layer_section(p: float, seed: int) -> None:
     st.caption("Forward + backward of Linear(w, w) → ReLU → dropout → Linear(w, w), batch 64: conventional "
                "dropout with full GEMMs against RDP and TDP computing only the kept part (same run, interleaved, "
                "medians). The black tick is the 1/(1−p) ceiling.")
-    # the page keeps about six controls in view (issue 17)
+    # the page keeps about six controls in view, so the lesson stays in sight
     with ui.more_settings("Widths and rates to time", key="more_widths"):
         l1, l2 = st.columns([3, 2])
         widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,

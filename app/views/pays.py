@@ -1,4 +1,4 @@
-"""Does compression pay? (issue 19): every registered codec × allreduce algorithm on a two-level cluster
+"""Does compression pay? Every registered codec × allreduce algorithm on a two-level cluster
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
@@ -12,7 +12,7 @@ from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MO
                              does_compression_pay, nvls_table, pays_takeaway)
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
-MEASURES = ["Time to accuracy", "Per step"]  # the page opens on time to accuracy (issue 32)
+MEASURES = ["Time to accuracy", "Per step"]  # the page opens on time to accuracy: per-step speed alone hides a codec's extra steps
 HIDDEN = ("the verdicts on this cluster (best codec, how many pay, the chart and the tables) show once you answer "
           "the question above, or skip it")
 ASKED = "onebit"  # the codec the prediction asks about (1-bit SGD), else the first compressing codec
@@ -52,7 +52,7 @@ HEADERS = {
     "pays_below_tta": ("Pays below in time to accuracy (NIC)", "the break-even in words"),
     "pays_below": ("Pays below (NIC)", "the NIC bandwidth below which this codec pays"),
 }
-# FSDP / ZeRO++ (issue 31): the training strategy and the columns its rows add
+# FSDP / ZeRO++: the training strategy and the columns its rows add
 STRATEGY_LABELS = {"DDP (allreduce the gradients)": "ddp", "FSDP / ZeRO-3 (shard the model)": "fsdp"}
 FSDP_COLLECTIVE_LABELS = {"forward_all_gather": "Forward all-gather", "backward_all_gather": "Backward all-gather",
                           "reduce_scatter": "Reduce-scatter"}

@@ -1,7 +1,7 @@
 """Parallelism planner page (Wu et al. 2015 §3.3, Figures 2-3; Dettmers 2016 §2.3.2): how many GPUs pay off and
 which way of splitting the work is fastest — speedup against P, the step-time breakdown, one step layer by layer,
 codec advice, and the papers' numbers beside the model's; on one link or on a two-level cluster (nodes x GPUs per
-node, a link inside a node and one between nodes, issue 19) where flat and hierarchical allreduces part ways.
+node, a link inside a node and one between nodes) where flat and hierarchical allreduces part ways.
 Predictions of the cost model (docs/deep_image.md, lab.comm.cluster), not measurements."""
 import pandas as pd
 import streamlit as st

@@ -1,4 +1,4 @@
-"""Step through page (issue 17, "See a collective happen"): one allreduce on 2..8 simulated ranks,
+"""Step through page ("See a collective happen"): one allreduce on 2..8 simulated ranks,
 message by message, for any registered algorithm — arrows between ranks, bytes per link, buffers
 filling with partial sums, the codec's error at each hop — and, beside it, algbw vs busbw for the
 same run: why nccl-tests multiplies by 2(P−1)/P."""

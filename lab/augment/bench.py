@@ -1,5 +1,5 @@
 """Throughput of the augmentations: one batched call per op against a plain per-image loop over
-the same images and parameters, measured in the same run on the same device (DESIGN.md
+the same images and parameters, measured in the same run on the same device (docs/design.md
 "Measuring": medians after warm-up, CUDA events on a GPU)."""
 from __future__ import annotations
 

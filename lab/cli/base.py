@@ -3,6 +3,7 @@ elsewhere), clear errors, Ctrl-C that keeps what finished, and one JSON shape fo
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -21,12 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-try:  # typer >= 0.22 carries its own copy of click; its commands raise that copy's exceptions
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover
-    from click import ClickException
-
 from lab.experiments.results import RESULTS_ENV, check_writable, jsonable, results_dir, write_result
+
+from .typer_private import ClickException
 
 
 def version() -> str:
@@ -56,6 +54,7 @@ class OneLineErrors(typer.core.TyperGroup):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        _refuse_empty(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -74,11 +73,41 @@ class OneLineErrors(typer.core.TyperGroup):
         sys.exit(rv if type(rv) is int else 0)
 
 
+EMPTY_MEANS = {"hidden": "no hidden layer"}
+"""Options whose empty value means something (and their help says what): every other option refuses an
+empty value on the command line, which would otherwise read as its default or as the current folder."""
+
+
+def _refuse_empty(cmd: Any) -> None:
+    """Give every option of `cmd` and its subcommands the empty-value check (once per command tree)."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _refuse_empty(sub)
+    for p in cmd.params:
+        if getattr(p, "is_flag", True) or p.name in EMPTY_MEANS or "process_value" in vars(p):
+            continue
+        p.process_value = _non_empty(p.process_value, p)
+
+
+def _non_empty(process: Callable, param: Any) -> Callable:
+    def process_value(ctx: Any, value: Any) -> Any:
+        given = ctx.get_parameter_source(param.name)
+        if given is not None and given.name == "COMMANDLINE" and not ctx.resilient_parsing:
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(v, str) and not v.strip():
+                    raise typer.BadParameter(f"an empty value ({v!r}); give a value, or leave the option out "
+                                             "for its default", ctx=ctx, param=param)
+        return process(ctx, value)
+    return process_value
+
+
 def _with_range(e: ClickException) -> ClickException:
     """A value outside an option's declared range (or not a number) names the whole range allowed."""
     p = getattr(e, "param", None)
     lo, hi = getattr(p, "min", None), getattr(p, "max", None)
     if lo is not None and hi is not None and str(getattr(e, "message", "")).startswith("Input should be"):
+        if lo == ABOVE_ZERO:
+            e.message = f"Input should be greater than 0; allowed: a number above 0, up to {hi:g}"
+            return e
         whole = isinstance(lo, int) and isinstance(hi, int)
         e.message = f"{e.message}; allowed: {'an integer' if whole else 'a number'} from {lo:{'d' if whole else 'g'}} " \
                     f"to {hi:{'d' if whole else 'g'}}"
@@ -102,10 +131,27 @@ app.add_typer(bench_app, name="bench")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
+
+class _OneLineWarnings(logging.Handler):
+    """The lab's own warnings (e.g. a broken plugin left out) as one `warning: ...` line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(Text.assemble(("warning: ", "yellow"), record.getMessage().replace("\n", " ")),
+                          highlight=False, soft_wrap=True)
+
+
+_lab_log = logging.getLogger("lab")
+_lab_log.addHandler(_OneLineWarnings(logging.WARNING))
+_lab_log.propagate = False  # printed once, in the CLI's own words, whatever a library did to the root logger
+
 # commands that run on torchrun's ranks (`torchrun --nproc-per-node 2 -m lab <command> ...`): their --help says
 # so, and tests/test_cli.py runs each of them under torchrun
 TORCHRUN_COMMANDS: list[str] = []
 TORCHRUN_HELP = "Runs under torchrun too (one process per rank; rank 0 prints and writes the result): "
+
+
+ABOVE_ZERO = 1e-12
+"""The declared lower bound of a number that must be > 0 (a rate, a threshold): typer's ranges are closed."""
 
 
 def json_option() -> Any:

@@ -9,6 +9,7 @@ import typer
 
 from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, deprecated, emit, fail, json_option, out_option, print_frame,
                    result, session)
+from .names import RegistryHelp
 
 
 @app.command()
@@ -82,8 +83,10 @@ def codecs(as_json: bool = json_option(), out: Optional[Path] = out_option()) ->
         print_frame(df, "Codecs")
 
 
-@bench_app.command("codecs")
-def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
+@bench_app.command("codecs", cls=RegistryHelp)
+def bench_codecs(codecs: Optional[str] = typer.Option(None, "--codecs", help="comma-separated codec specs to time "
+                                                      "(default: every registered codec): {codecs}"),
+                 minbytes: str = typer.Option("256K", "-b", "--minbytes",
                                               help="smallest fp32 input, bytes (K/M/G suffixes), nccl-tests' -b"),
                  maxbytes: Optional[str] = typer.Option(None, "-e", "--maxbytes",
                                                         help="largest fp32 input, bytes (K/M/G suffixes), nccl-tests' "
@@ -97,10 +100,10 @@ def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
                                                            min=0, max=31, help="deprecated: -b/--minbytes"),
                  old_max_exp: Optional[int] = typer.Option(None, "--max-exp", hidden=True,
                                                            min=0, max=31, help="deprecated: -e/--maxbytes")) -> None:
-    """Encode/decode speed of the dynamic tree, MX and NVFP4 codecs vs torch's fp8 cast, bitsandbytes and
+    """Encode/decode speed of every registered codec (or --codecs) vs torch's fp8 cast, bitsandbytes and
     torchao's to_mx, same run. Sizes in bytes of the fp32 input, as `bench collectives`: -b 256K -e 64M -f 4."""
     from lab import backend
-    from lab.experiments import codec_bench_sizes, codec_benchmark, parse_size
+    from lab.experiments import check_codec_spec, codec_bench_sizes, codec_benchmark, parse_size
 
     try:
         lo = parse_size(minbytes)
@@ -113,16 +116,23 @@ def bench_codecs(minbytes: str = typer.Option("256K", "-b", "--minbytes",
                        why="nccl-tests' names, as `bench collectives`")
             lo, hi = (4 << value, hi) if old == "--min-exp" else (lo, 4 << value)
         dev, sizes, top = codec_bench_sizes(device, lo, hi, stepfactor, repeats)
+        selected = None if codecs is None else [c.strip() for c in codecs.split(",") if c.strip()]
+        if selected is not None and not selected:
+            raise ValueError(f"--codecs {codecs!r} names no codec; allowed: comma-separated codec specs "
+                             "(`paralab codecs` lists them), or leave it out for every registered codec")
+        for spec in selected or ():
+            check_codec_spec(spec)
     except ValueError as e:
         fail(str(e))
     check_results_dir(out, as_json)
     path = bench_out(out, as_json, f"codecs-{backend.device_slug(dev)}")
-    config = {"minbytes": lo, "maxbytes": top, "stepfactor": stepfactor, "repeats": repeats, "device": dev.type}
+    config = {"minbytes": lo, "maxbytes": top, "stepfactor": stepfactor, "repeats": repeats, "device": dev.type,
+              "codecs": selected}
     info: dict = {}
     notes: list[str] = []
     with session("bench codecs", config, path, as_json, device=backend.device_name(dev)) as s:
         for i, n in enumerate(sizes):  # one size at a time: Ctrl-C keeps the finished sizes
-            part, info = codec_benchmark(n, dev, repeats=repeats, progress=s.part(i, len(sizes)))
+            part, info = codec_benchmark(n, dev, repeats=repeats, progress=s.part(i, len(sizes)), codecs=selected)
             notes += [m for m in info.get("notes", []) if m not in notes]
             s.add(part.to_dict(orient="records"), f"n={n}")
     df = pd.DataFrame(s.rows)

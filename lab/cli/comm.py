@@ -11,6 +11,7 @@ import typer
 
 from .base import (app, bench_app, bench_out, check_results_dir, partial_out, console, deprecated, emit, fail, json_option, numbers,
                    out_option, print_frame, result, runs_under_torchrun, session)
+from .names import RegistryHelp
 
 
 @app.command()
@@ -312,11 +313,11 @@ def bench_transfer(
                   + ", ".join(f"{k}: {v if v is not None else 'never'}" for k, v in cross.items()))
 
 
-@bench_app.command("compressed")
+@bench_app.command("compressed", cls=RegistryHelp)
 def bench_compressed(
     procs: int = typer.Option(4, "--procs", "-p", min=1, max=1024, help="ranks (processes) to start on this machine"),
     values: str = typer.Option("16M", "--values", help="gradient length in values (K/M suffixes)"),
-    algorithm: str = typer.Option("ring", "--algorithm", help="allreduce algorithm"),
+    algorithm: str = typer.Option("ring", "--algorithm", help="allreduce algorithm: {algorithms}"),
     codecs: str = typer.Option("dynamic_tree,linear,fp16,onebit", "--codecs",
                                help="comma-separated codecs (fp32 is always the baseline)"),
     mode: str = typer.Option("auto", "--mode", help="auto | requantize | gather; requantize on butterfly_sync or "

@@ -1,4 +1,4 @@
-"""`paralab converge`: time to accuracy, steps to fp32's target per codec spec with CIs (issue 32)."""
+"""`paralab converge`: time to accuracy, steps to fp32's target per codec spec with CIs."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,13 +6,13 @@ from typing import Optional
 
 import typer
 
-from .base import app, check_results_dir, console, emit, fail, json_option, numbers, out_option, print_frame, result, session
+from .base import ABOVE_ZERO, app, check_results_dir, console, emit, fail, json_option, numbers, out_option, print_frame, result, session
+from .names import RegistryHelp
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def converge(
-    task: str = typer.Option("mlp", help="mlp (the paper's MLP on digits / Fashion-MNIST) | cnn (a small CNN on the "
-                                         "image data) | gpt (a small decoder-only transformer on a word corpus)"),
+    task: str = typer.Option("mlp", help="a registered task: {task_list}"),
     codecs: str = typer.Option("fp32,dynamic_tree", "--codecs",
                                help="comma-separated codec specs ('ef:' = error feedback, '@N' = N fp32 warm-up "
                                     "steps), e.g. 'dynamic_tree,ef:topk:ratio=0.01,powersgd:rank=2'; "
@@ -22,24 +22,25 @@ def converge(
                                          "ddp: real processes, the codec as DDP's communication hook"),
     workers: Optional[int] = typer.Option(None, "--workers", "-k", min=1, max=64, help="workers K (sim: 1..64, default 4) or "
                                                                         "processes P (ddp: 2..4)"),
-    algorithm: str = typer.Option("ring", help="sim: allreduce algorithm of the simulated workers"),
+    algorithm: str = typer.Option("ring", help="sim: allreduce algorithm of the simulated workers: {algorithms}"),
     steps: Optional[int] = typer.Option(None, min=1, max=1_000_000, help="fp32's steps; its validation loss at the last one defines "
                                                    "the target (default: the task's)"),
     budget: Optional[float] = typer.Option(None, min=1.0, max=1000.0, help="codec runs stop at the target or after budget x steps "
                                                       "(default 3)"),
-    tolerance: Optional[float] = typer.Option(None, min=0.0, max=10.0, help="target = fp32's last validation loss x (1 + tolerance) "
-                                                         "(default 0.05)"),
+    tolerance: Optional[float] = typer.Option(None, min=0.0, max=0.999, help="target = fp32's last validation loss x (1 + tolerance), "
+                                                         "0 <= tolerance < 1 (default 0.05)"),
     eval_every: Optional[int] = typer.Option(None, min=1, max=1_000_000, help="steps between evaluations (the steps' resolution)"),
-    lr: Optional[float] = typer.Option(None, min=0.0, max=1000.0, help="learning rate (default: the task's)"),
+    lr: Optional[float] = typer.Option(None, min=ABOVE_ZERO, max=1000.0, help="learning rate (default: the task's)"),
     optimizer: Optional[str] = typer.Option(None, help="sgd | rmsprop | adamw (default: the task's)"),
     momentum: Optional[float] = typer.Option(None, min=0.0, max=1.0, help="sgd momentum (default: the task's)"),
     batch: Optional[int] = typer.Option(None, min=1, max=1 << 20, help="global mini-batch (samples or sequences)"),
     dataset: Optional[str] = typer.Option(None, help="image tasks: auto | mnist | fashion-mnist | digits"),
     train_limit: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="image tasks: a seeded subset of this many training "
                                                          "samples"),
-    hidden: Optional[str] = typer.Option(None, help="mlp: hidden layer widths, e.g. 256,256"),
-    smoke: bool = typer.Option(False, help="a preset in under 2 minutes on 2 CPU cores: the MLP on digits, "
-                                           "fp32, dynamic_tree, random-k 1% with and without error feedback"),
+    hidden: Optional[str] = typer.Option(None, help="mlp: hidden layer widths, e.g. 256,256 ('': no hidden layer)"),
+    smoke: bool = typer.Option(False, help="a preset in under 2 minutes on 2 CPU cores: the task (default the MLP "
+                                           "on digits) small, with its own optimizer settings; fp32, dynamic_tree, "
+                                           "random-k 1% with and without error feedback"),
     resume: Optional[Path] = typer.Option(None, help="an earlier result of the same settings (any specs and seeds): its "
                                                      "finished runs are reused, only the missing ones train"),
     out: Optional[Path] = out_option(" (default: bench/results/converge-<task>-<device>.json, none with --smoke)"),
@@ -55,7 +56,7 @@ def converge(
         check_results_dir(out, as_json)
 
     specs = [c.strip() for c in codecs.split(",") if c.strip()]
-    widths = tuple(numbers(hidden, "--hidden", int, allow_empty=True)) if hidden else None
+    widths = tuple(numbers(hidden, "--hidden", int, allow_empty=True)) if hidden is not None else None
     settings = dict(task=task, specs=specs if specs or not smoke else None, seeds=seeds, mode=mode, workers=workers,
                     algorithm=algorithm, steps=steps, budget=budget, tolerance=tolerance, eval_every=eval_every,
                     lr=lr, optimizer=optimizer, momentum=momentum, batch=batch, dataset=dataset,

@@ -7,11 +7,12 @@ from typing import Optional
 import torch
 import typer
 
-from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (ABOVE_ZERO, app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
                    session)
+from .names import RegistryHelp
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16 | resnet50 | gpt2_small"),
          gpus: str = typer.Option("1,2,4,8,16,32,64", help="GPU counts P, comma-separated"),
          link: str = typer.Option("pcie3", help="link preset (pcie3, nvlink4, ib_fdr, eth10g, ...; dettmers2016: "
@@ -31,8 +32,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                                                                    "mini-batch is P x batch"),
          global_batch: Optional[int] = typer.Option(None, "--global-batch", min=1, max=1 << 34, help="fixed mini-batch split over the "
                                                                                   "GPUs instead of --batch"),
-         algorithm: str = typer.Option("ring", help="allreduce algorithm (the registered ones: "
-                                                    "paralab bench collectives --help)"),
+         algorithm: str = typer.Option("ring", help="allreduce algorithm: {algorithms}"),
          codec: str = typer.Option("none", help="codec for every gradient allreduce (none, dynamic_tree, onebit, ...)"),
          activation_codec: str = typer.Option("none", "--activation-codec",
                                               help="codec for model-parallel / pipeline activations"),
@@ -43,8 +43,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
          layers: bool = typer.Option(False, "--layers", help="also print the per-layer breakdown at the largest P"),
          advice: bool = typer.Option(False, "--advice", help="also print codec advice per layer at the largest P"),
          cluster: Optional[str] = typer.Option(None, "--cluster", help="a two-level machine NODESxGPUS (e.g. 8x8) "
-                                               "instead of --link: P fills whole nodes; --algorithm may then also be "
-                                               "hierarchical | alltoall_quantized | in_network"),
+                                               "instead of --link: P fills whole nodes; --algorithm may then be any "
+                                               "the cluster model prices: {cluster_algorithms}"),
          intra: str = typer.Option("nvlink4", "--intra", help="with --cluster: link inside a node (nvlink3 | nvlink4 "
                                                               "| nvlink5 | pcie3 | pcie4_x16 | pcie5_x16)"),
          inter: str = typer.Option("ib_ndr", "--inter", help="with --cluster: one NIC between nodes (ib_hdr | ib_ndr "
@@ -164,13 +164,18 @@ def fusion(smoke: bool = typer.Option(False, "--smoke", help="digits at 16 and 3
            epochs: int = typer.Option(8, min=1, max=10_000, help="epochs per model"),
            train_size: int = typer.Option(10000, "--train-size", min=0, max=1 << 31, help="training images (0 = all)"),
            test_size: int = typer.Option(2000, "--test-size", min=0, max=1 << 31, help="test images (0 = all)"),
-           lr: float = typer.Option(3e-3, min=0.0, max=1000.0, help="Adam peak learning rate (one-cycle schedule)"),
+           lr: float = typer.Option(3e-3, min=ABOVE_ZERO, max=1000.0, help="Adam peak learning rate (one-cycle schedule)"),
            seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
            out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """Deep Image §4.2: one small CNN per input scale, fused by averaging softmax posteriors; test errors."""
     from lab.experiments.deep_image import multiscale_fusion
-    from lab.experiments import DataError
+    from lab.experiments import DataError, check_dataset
 
+    try:  # before any work; --smoke trains on the digits, its --dataset is checked all the same
+        check_dataset(dataset, locate=False)
+        check_dataset("digits" if smoke else dataset, data_path)
+    except DataError as e:
+        fail(str(e))
     config = {"smoke": smoke, "dataset": dataset, "scales": scales, "epochs": epochs, "train_size": train_size,
               "test_size": test_size, "lr": lr, "seed": seed}
     try:

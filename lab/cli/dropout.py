@@ -10,7 +10,7 @@ import typer
 
 from lab.experiments import DEFAULT_TILE, LAYER_KINDS, MODEL_KINDS
 
-from .base import (app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
+from .base import (ABOVE_ZERO, app, bench_app, bench_out, check_results_dir, console, device_option, emit, fail, json_option, numbers, out_option, print_frame, result,
                    Session, session)
 
 
@@ -71,9 +71,9 @@ def dropout_search(p: float = typer.Option(0.5, "--p", "-p", min=0.0, max=1.0, h
                                                         min=1, max=10_000, help="N, the largest dp (default: the smallest N >= 2 "
                                                              "with (N-1)/N >= p + min(0.025, (1-p)/2); 3 for "
                                                              "p = 0.5, 4 for 0.7, 14 for 0.9)"),
-                   lambda1: float = typer.Option(0.9999, min=0.0, max=1.0, help="weight of the rate term (lambda2 = 1 - lambda1)"),
-                   lr: float = typer.Option(1.0, min=0.0, max=1e6, help="SGD learning rate on v"),
-                   threshold: float = typer.Option(1e-10, min=0.0, max=1.0, help="stop when |loss change| < threshold"),
+                   lambda1: float = typer.Option(0.9999, min=ABOVE_ZERO, max=1.0, help="weight of the rate term (lambda2 = 1 - lambda1)"),
+                   lr: float = typer.Option(1.0, min=ABOVE_ZERO, max=1e6, help="SGD learning rate on v"),
+                   threshold: float = typer.Option(1e-10, min=ABOVE_ZERO, max=1.0, help="stop when |loss change| < threshold"),
                    max_steps: int = typer.Option(100_000, min=1, max=100_000_000, help="give up after this many steps"),
                    trace: bool = typer.Option(False, "--trace", help="also print the loss trace"),
                    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed of v's initialisation"),
@@ -157,7 +157,7 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
                 kinds: str = typer.Option(",".join(LAYER_KINDS), help="bernoulli (conventional), row, tile, none"),
                 epochs: int = typer.Option(1, min=1, max=10_000, help="epochs per run"),
                 batch: int = typer.Option(128, min=1, max=1 << 20, help="mini-batch"),
-                lr: float = typer.Option(0.01, min=0.0, max=1000.0, help="learning rate"),
+                lr: float = typer.Option(0.01, min=ABOVE_ZERO, max=1000.0, help="learning rate"),
                 momentum: float = typer.Option(0.9, min=0.0, max=1.0, help="SGD momentum"),
                 train_samples: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="seeded subset of the training set"),
                 test_samples: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="seeded subset of the test set"),
@@ -167,11 +167,21 @@ def dropout_mlp(dataset: str = typer.Option("auto", help="auto | mnist | fashion
                 seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
                 out: Optional[Path] = out_option(), as_json: bool = json_option()) -> None:
     """§IV-A/B: MLP test accuracy and time per epoch with conventional dropout, RDP and TDP."""
+    from lab.experiments import DataError, check_dataset
     from lab.experiments.dropout import TABLE1_HIDDEN, mlp_table
 
+    try:  # as given, also where --smoke or --table1 replaces them: a bad value is never silently dropped
+        check_dataset(dataset, locate=False)
+    except DataError as e:
+        fail(str(e))
+    _dropout_rate_sets(rates, len(numbers(hidden, "--hidden", int)))
     if smoke:
         dataset, hidden, epochs, batch = "digits", "64,64", 2, 32
         threads = threads or 1
+    try:  # before any work: the data set is found (in --data-path alone when given)
+        check_dataset(dataset, data_path)
+    except DataError as e:
+        fail(str(e))
     hs = [tuple(TABLE1_HIDDEN[i]) for i in range(len(TABLE1_HIDDEN))] if table1 else \
         [tuple(numbers(hidden, "--hidden", int))]
     rs = [(0.7,) * len(hs[0])] if table1 else _dropout_rate_sets(rates, len(hs[0]))
@@ -210,10 +220,10 @@ def dropout_lstm(corpus: str = typer.Option("auto", help="auto | ptb | fortunes 
                  epochs: int = typer.Option(1, min=1, max=10_000, help="epochs per run"),
                  batch: int = typer.Option(20, min=1, max=1 << 16, help="batch (the paper's 20)"),
                  bptt: int = typer.Option(35, min=1, max=1 << 16, help="truncated-BPTT length (the paper's 35)"),
-                 lr: float = typer.Option(1.0, min=0.0, max=1000.0, help="learning rate (the paper's 1)"),
-                 lr_decay: float = typer.Option(0.8, min=0.0, max=1.0, help="learning-rate factor per epoch after the first"),
-                 vocab: int = typer.Option(10_000, min=2, max=10_000_000, help="vocabulary size (PTB's 10k)"),
-                 max_tokens: Optional[int] = typer.Option(None, min=1, max=1 << 40, help="use only this many training tokens"),
+                 lr: float = typer.Option(1.0, min=ABOVE_ZERO, max=1000.0, help="learning rate (the paper's 1)"),
+                 lr_decay: float = typer.Option(0.8, min=ABOVE_ZERO, max=1.0, help="learning-rate factor per epoch after the first"),
+                 vocab: int = typer.Option(10_000, min=3, max=10_000_000, help="vocabulary size (PTB's 10k)"),
+                 max_tokens: Optional[int] = typer.Option(None, min=2, max=1 << 40, help="use only this many training tokens"),
                  max_dp: Optional[int] = typer.Option(None, "--max-dp", "-n", min=1, max=10_000, help="N, the largest dp"),
                  smoke: bool = typer.Option(False, help="seconds: 3,000 tokens, 32 units, vocab 500"),
                  threads: Optional[int] = typer.Option(None, min=1, max=1024, help="torch threads (same for every run)"),

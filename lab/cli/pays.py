@@ -1,4 +1,4 @@
-"""`paralab pays`: does compression pay on a two-level cluster against a bf16 baseline (issue 19)."""
+"""`paralab pays`: does compression pay on a two-level cluster against a bf16 baseline."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,9 +7,10 @@ from typing import Optional
 import typer
 
 from .base import app, console, emit, fail, json_option, out_option, print_frame, result
+from .names import RegistryHelp
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vgg16 | resnet50 | gpt2-small; with "
                                                      "--strategy fsdp also a GPT of N billion parameters: gpt-7b"),
          cluster: str = typer.Option("8x8", help="NODESxGPUS, e.g. 8x8: 8 nodes of 8 GPUs"),
@@ -28,7 +29,7 @@ def pays(model: str = typer.Option("gpt2-small", help="alexnet | deep_image | vg
                                                                      "that compresses, and every spec the converge "
                                                                      "result measured)"),
          task: Optional[str] = typer.Option(None, "--task", help="the paralab converge task whose measured steps "
-                                                                 "penalties apply: mlp | cnn | gpt (default: the one "
+                                                                 "penalties apply: {tasks} (default: the one "
                                                                  "closest to --model)"),
          strategy: str = typer.Option("ddp", "--strategy", help="ddp (allreduce the gradients) | fsdp (ZeRO-3 / "
                                                                 "FSDP: weights all-gathered twice, gradients "

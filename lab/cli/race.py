@@ -1,4 +1,4 @@
-"""`paralab race`: the race to the target as a table (issue 32): per codec spec of a `paralab converge`
+"""`paralab race`: the race to the target as a table: per codec spec of a `paralab converge`
 result, steps to fp32's target, the modelled step time on a cluster, modelled time to target and its
 speedup against fp32, with t-based 95% CIs over seeds (the Training page's race view, in the terminal)."""
 from __future__ import annotations
@@ -10,14 +10,15 @@ from typing import Optional
 import typer
 
 from .base import app, console, emit, fail, json_option, out_option, print_frame, result
+from .names import RegistryHelp
 
 
-@app.command()
-def race(task: Optional[str] = typer.Option(None, help="mlp | cnn | gpt: the converge task whose result races "
+@app.command(cls=RegistryHelp)
+def race(task: Optional[str] = typer.Option(None, help="{tasks}: the converge task whose result races "
                                                       "(default: --results' task, else mlp)"),
          results: Optional[Path] = typer.Option(None, "--results", help="a `paralab converge` result file (default: "
                                                                          "converge-<task>-*.json in $PARALAB_RESULTS "
-                                                                         "or ./bench/results, then the committed one)"),
+                                                                         "or ./bench/results, then the shipped one)"),
          cluster: str = typer.Option("8x8", help="NODESxGPUS, e.g. 8x8: 8 nodes of 8 GPUs"),
          gpu: str = typer.Option("h100", help="GPU preset: gtx_titan | k40m | v100 | a100 | h100"),
          intra: str = typer.Option("nvlink4", help="link inside a node: nvlink3 | nvlink4 | nvlink5 | pcie3 | "
@@ -49,7 +50,7 @@ def race(task: Optional[str] = typer.Option(None, help="mlp | cnn | gpt: the con
             data = committed_race_data(name)
             if data is None:
                 fail(f"no converge result for task {name!r} (converge-{name}-*.json in $PARALAB_RESULTS, "
-                     f"./bench/results or the repository's bench/results): run `paralab converge --task {name} "
+                     f"./bench/results or paralab's reference results): run `paralab converge --task {name} "
                      "--codecs all`, or give --results FILE")
         have = [s for s in dict.fromkeys(data["runs"]["spec"]) if s != "fp32"] if len(data["runs"]) else []
         shown = have

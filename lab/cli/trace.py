@@ -1,4 +1,4 @@
-"""`paralab trace`: the Collectives page's step-through as tables (issue 17; DESIGN.md rule 3): one
+"""`paralab trace`: the Collectives page's step-through as tables (docs/design.md rule 3): one
 allreduce on 2..8 simulated ranks, every message, bytes per link and rank against 2(P−1)/P·n, algbw/busbw."""
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from typing import Optional
 import typer
 
 from .base import app, console, emit, fail, json_option, out_option, print_frame, result
+from .names import RegistryHelp
 
 
-@app.command()
-def trace(algorithm: str = typer.Option("ring", "--algorithm", help="a registered allreduce algorithm: tree | "
-                                        "recursive_doubling | ring | rabenseifner | butterfly_sync | "
-                                        "parameter_server (plugins included)"),
+@app.command(cls=RegistryHelp)
+def trace(algorithm: str = typer.Option("ring", "--algorithm", help="a registered allreduce algorithm: {algorithms}"),
           ranks: int = typer.Option(4, "-P", "--ranks", min=2, max=8, help="simulated ranks, 2..8"),
           codec: str = typer.Option("fp32", "--codec", help="codec on the wire, re-encoded at every hop (fp32: "
                                     "none), e.g. dynamic_tree, fp16, mxfp8_e4m3 or a spec dynamic_tree:rounding=paper"),

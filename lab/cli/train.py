@@ -7,15 +7,16 @@ from typing import Optional
 import pandas as pd
 import typer
 
-from lab.experiments import CONSISTENCY_KINDS, TrainConfig
+from lab.experiments import CONSISTENCY_KINDS, TrainConfig, check_backend
 
-from .base import app, console, emit, fail, json_option, numbers, out_option, print_frame, result, runs_under_torchrun, session
+from .base import ABOVE_ZERO, app, console, emit, fail, json_option, numbers, out_option, print_frame, result, runs_under_torchrun, session
+from .names import RegistryHelp
 
 
 D = TrainConfig()  # the defaults, declared once (the consistency settings in lab.train.consistency)
 
 
-@app.command()
+@app.command(cls=RegistryHelp)
 @runs_under_torchrun("train")
 def train(
     mode: str = typer.Option("sim", help="sim: K virtual workers in this process; ddp: real processes, "
@@ -30,7 +31,7 @@ def train(
     data_path: Optional[Path] = typer.Option(None, help="directory of MNIST-format IDX files"),
     train_limit: Optional[int] = typer.Option(None, min=1, max=1 << 31, help="use a seeded subset of this many training samples"),
     model: str = typer.Option("mlp", help="mlp (the paper's 784-1024-1024-10) | cnn"),
-    hidden: str = typer.Option("1024,1024", help="hidden layer widths"),
+    hidden: str = typer.Option("1024,1024", help="hidden layer widths ('': no hidden layer)"),
     dropout: Optional[str] = typer.Option(None, help="dropout rates: input, then each hidden layer "
                                                      "(default the paper's 0.2, then 0.3 per hidden layer)"),
     activation: str = typer.Option("relu", help="relu | logistic"),
@@ -42,27 +43,35 @@ def train(
     codec: Optional[str] = typer.Option(None, help="codec on the wire (none = 32-bit), e.g. dynamic_tree"),
     error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
     scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
-    algorithm: str = typer.Option("ring", help="allreduce algorithm of the simulated workers"),
+    algorithm: Optional[str] = typer.Option(None, help="allreduce algorithm: sim: of the simulated workers (default "
+                                                       "ring); ddp: DDP's gradient sum through a communication hook "
+                                                       "(default native: DDP's own all_reduce): native | {algorithms}"),
     consistency: str = typer.Option(D.consistency, help=" | ".join(CONSISTENCY_KINDS)),
     staleness: int = typer.Option(D.staleness, min=0, max=1_000_000, help="ssp: staleness bound s (clocks)"),
     delay_ms: float = typer.Option(D.delay_s * 1e3, min=0.0, max=1e7, help="async: mean random network delay per push, ms"),
     straggler: float = typer.Option(D.straggler, min=0.0, max=10.0, help="sigma of the log-normal compute-time jitter per worker step"),
-    alpha: Optional[float] = typer.Option(D.alpha, min=0.0, max=1.0, help="easgd: elastic alpha (default beta/K)"),
-    beta: float = typer.Option(D.beta, min=0.0, max=1.0, help="easgd: centre moving rate beta"),
+    alpha: Optional[float] = typer.Option(D.alpha, min=ABOVE_ZERO, max=1.0, help="easgd: elastic alpha (default beta/K)"),
+    beta: float = typer.Option(D.beta, min=ABOVE_ZERO, max=1.0, help="easgd: centre moving rate beta"),
     period: int = typer.Option(D.period, min=1, max=1_000_000, help="easgd: steps between elastic exchanges"),
     optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
-    lr: float = typer.Option(0.003, min=0.0, max=1000.0, help="learning rate"),
+    lr: float = typer.Option(0.003, min=ABOVE_ZERO, max=1000.0, help="learning rate"),
     momentum: float = typer.Option(0.9, min=0.0, max=1.0, help="sgd momentum"),
     batch: int = typer.Option(128, min=1, max=1 << 24, help="global mini-batch"),
     epochs: Optional[float] = typer.Option(None, min=0.001, max=10_000.0, help="epochs, fractions allowed (default 1; --reproduce: 3)"),
     evals: int = typer.Option(4, min=1, max=10_000, help="test evaluations per epoch"),
     link: str = typer.Option("eth10g", help="link preset for the modelled clock: pcie3, nvlink4, ib_hdr, "
                                             "eth1g, eth10g, ..."),
-    compute_ms: Optional[float] = typer.Option(None, min=0.0, max=1e7, help="modelled compute per worker step (default: measured)"),
+    compute_ms: Optional[float] = typer.Option(None, min=ABOVE_ZERO, max=1e7, help="modelled compute per worker step (default: measured)"),
     weights_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the weights' all-gather (qwZ), e.g. "
                                                            "mxfp8_e4m3 (none = fp32)"),
     grads_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the gradients' reduce-scatter (qgZ, "
                                                          "one-shot all-to-all), e.g. dynamic_tree, ef:topk"),
+    all_gather: Optional[str] = typer.Option(None, "--all-gather", help="fsdp: the weights' all-gather algorithm: "
+                                             "native (the process group's own, default) or a registered one, e.g. "
+                                             "ring, recursive_doubling, bruck (`bench collectives --op all_gather`)"),
+    reduce_scatter: Optional[str] = typer.Option(None, "--reduce-scatter", help="fsdp: the gradients' reduce-scatter "
+                                                 "algorithm: native (default: the process group's own, with a codec "
+                                                 "one-shot all-to-all) or a registered one, e.g. ring, direct"),
     hpz: Optional[int] = typer.Option(None, min=1, max=1024, help="fsdp: ZeRO++ hpZ, ranks per node: a secondary weight "
                                                                   "shard per node, the backward all-gather stays inside it"),
     overlap: bool = typer.Option(True, "--overlap/--no-overlap", help="fsdp: async all-gathers, the next unit's "
@@ -109,11 +118,13 @@ def train(
     try:
         cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,
                           model=model, hidden=widths, dropout=rates, activation=activation, parallel=parallel,
-                          workers=procs if mode in ("ddp", "fsdp") else workers, codec=codec, algorithm=algorithm,
+                          workers=procs if mode in ("ddp", "fsdp") else workers, codec=codec,
+                          algorithm=algorithm if mode == "sim" and algorithm is not None else "ring",
+                          hook_algorithm=algorithm if mode == "ddp" and algorithm != "native" else None,
                           scheme=scheme, error_feedback=error_feedback, consistency=consistency,
                           staleness=staleness, delay_s=delay_ms / 1e3, straggler=straggler, alpha=alpha, beta=beta,
                           period=period, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
-                          evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms else None,
+                          evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms is not None else None,
                           seed=seed)
         if mode not in ("sim", "ddp", "fsdp"):
             raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
@@ -123,25 +134,33 @@ def train(
             if mode != "sim":
                 raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
         fsdp_only = {"--weights-codec": weights_codec, "--grads-codec": grads_codec, "--hpz": hpz,
+                     "--all-gather": all_gather, "--reduce-scatter": reduce_scatter,
                      "--link-rate": link_rate, "--ranks-per-node": ranks_per_node}
         if mode != "fsdp" and any(v is not None for v in fsdp_only.values()):
             raise ValueError(f"{', '.join(k for k, v in fsdp_only.items() if v is not None)}: --mode fsdp's "
                              f"option(s); add --mode fsdp")
+        if algorithm is not None and mode == "fsdp":
+            raise ValueError("--algorithm is the allreduce of --mode sim and ddp; FSDP's collectives are "
+                             "--all-gather and --reduce-scatter")
+        # every option is checked in every mode (a name no mode takes is never silently kept), before any work
+        check_backend(backend_name)
+        cfg.check()
         if mode == "fsdp":
             if codec is not None or error_feedback:
                 raise ValueError("--mode fsdp takes --weights-codec and --grads-codec (ef:CODEC for error feedback), "
                                  "not --codec / --error-feedback")
             config = {**_config(mode, cfg), "procs": procs, "backend": backend_name,
                       "weights_codec": weights_codec, "grads_codec": grads_codec, "hpz": hpz, "baselines": baselines,
-                      "overlap": overlap, "link_rate": link_rate, "ranks_per_node": ranks_per_node}
+                      "overlap": overlap, "link_rate": link_rate, "ranks_per_node": ranks_per_node,
+                      "all_gather": all_gather, "reduce_scatter": reduce_scatter}
             if trace is not None:
                 config["trace"] = str(trace)
             return _train_fsdp(cfg, procs, config, timeout, out, as_json)
         if reproduce is not None:
             return _reproduce(reproduce, seeds, cfg, smoke, out, as_json)
         config = _config(mode, cfg)
-        if mode == "ddp":
-            config.update(procs=procs, backend=backend_name)
+        if mode == "ddp":  # what sums the gradients: the hook's algorithm, or DDP's own all_reduce
+            config.update(procs=procs, backend=backend_name, algorithm=cfg.hook_algorithm or "native")
             if trace is not None:
                 config["trace"] = str(trace)
             res = _train_ddp(cfg, procs, backend_name, timeout, config, out, as_json,
@@ -206,7 +225,7 @@ def _train_fsdp(cfg, procs: int, config: dict, timeout: float, out: Optional[Pat
 
     kw = dict(weights_codec=config["weights_codec"], grads_codec=config["grads_codec"], hpz=config["hpz"],
               baselines=config["baselines"], backend=config["backend"], timeout=timeout, trace=config.get("trace"),
-              overlap=config["overlap"])
+              overlap=config["overlap"], all_gather=config["all_gather"], reduce_scatter=config["reduce_scatter"])
     config["torchrun"] = in_torchrun()
     if in_torchrun():
         res = fsdp_training(cfg, procs, ranks_per_node=config["ranks_per_node"], **kw)

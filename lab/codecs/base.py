@@ -1,4 +1,4 @@
-"""The Codec interface and the Encoded payload (DESIGN.md "Core interfaces"); the bottom of
+"""The Codec interface and the Encoded payload (docs/design.md "Core interfaces"); the bottom of
 lab/codecs: it imports no other module of the package (the registry, wire format and hops build on it).
 
 A codec turns a tensor into an `Encoded` payload that knows its wire size, and back into a

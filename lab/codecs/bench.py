@@ -1,8 +1,8 @@
-"""Codec throughput benchmark: encode/decode ns per value and GB/s of the dynamic tree and the
-block-scaled formats (OCP MX v1.0 mxfp8_e4m3 / mxfp4_e2m1, NVFP4), as ratios against torch's fp8
-cast, bitsandbytes' blockwise 8-bit quantization and torchao's `to_mx` (MXFP8 E4M3) measured in
-the same run, and on GPU as a fraction of the measured device-copy bandwidth (Dettmers 2016 §3.2
-measured 1 and 0.5 ns per value on a GTX Titan)."""
+"""Codec throughput benchmark: encode/decode ns per value and GB/s of every registered codec (or a
+selection; plugins included; the dynamic tree per tensor and per 4096-block), as ratios against torch's
+fp8 cast, bitsandbytes' blockwise 8-bit quantization and torchao's `to_mx` (MXFP8 E4M3) measured in the
+same run, and on GPU as a fraction of the measured device-copy bandwidth (Dettmers 2016 §3.2 measured
+1 and 0.5 ns per value on a GTX Titan). A codec whose encode fails is named in the run's notes and left out."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from .. import backend
-from . import get_codec
+from .registry import codec_names, get_codec, parse_spec
 from lab.backend import Progress
 
 if TYPE_CHECKING:  # pandas is imported when a benchmark runs: the registry's package scan imports this module
@@ -34,9 +34,9 @@ FP8_CAST = "torch fp8_e4m3 cast"
 BNB = "bitsandbytes blockwise4096"
 TORCHAO_MX = "torchao to_mx mxfp8_e4m3"
 BASELINES = ((FP8_CAST, "speed_vs_fp8_cast"), (BNB, "speed_vs_bnb"), (TORCHAO_MX, "speed_vs_torchao_mx"))
-# ParaLab's block-scaled codecs timed beside the dynamic tree (issue 18)
-BLOCK_SCALED = ("mxfp8_e4m3", "mxfp4_e2m1", "nvfp4")
 MX_BLOCK = 32
+#: the codec timed in two forms (per tensor and per 4096-value block; on a GPU with each search kernel)
+DYNAMIC_TREE = "dynamic_tree"
 
 
 def _bnb() -> Contestant | None:
@@ -73,25 +73,41 @@ def _torchao_mx() -> tuple[Contestant | None, str | None]:
     return Contestant(TORCHAO_MX, encode, decode, 1 + 1 / MX_BLOCK, multiple_of=MX_BLOCK), None
 
 
-def _codec_contestant(name: str, device: torch.device) -> Contestant:
-    """A registered codec by name; its bytes per value measured from one encoding (scales included)."""
-    c = get_codec(name)
-    probe = c.encode(torch.zeros(4096, device=device))
-    return Contestant(name, c.encode, c.decode, probe.wire_bytes / probe.numel, c.decode_into)
+def _codec_contestant(spec: str, device: torch.device) -> Contestant:
+    """A registered codec by spec (name and options); its bytes per value measured from one encoding
+    (scales included)."""
+    c = parse_spec(spec)
+    probe = c.encode(torch.randn(4096, generator=torch.Generator().manual_seed(0)).to(device))
+    return Contestant(spec, c.encode, c.decode, probe.wire_bytes / max(probe.numel, 1), c.decode_into)
 
 
-def contestants(device: torch.device, notes: list[str] | None = None) -> list[Contestant]:
-    """ParaLab's codecs (dynamic tree, MX, NVFP4), then the baselines (torch fp8 cast, bitsandbytes and
-    torchao's to_mx when they import; a skipped one is said in `notes`)."""
+def _dynamic_tree(device: torch.device) -> list[Contestant]:
     out = []
     searches = ("lut", "binary") if device.type == "cuda" else ("lut",)
     for search in searches:
         suffix = f" ({search})" if device.type == "cuda" else ""
-        for label, kw in (("dynamic_tree block4096", {"block_size": 4096}), ("dynamic_tree tensor", {})):
-            c = get_codec("dynamic_tree", search=search, **kw)
+        for label, kw in ((f"{DYNAMIC_TREE} block4096", {"block_size": 4096}), (f"{DYNAMIC_TREE} tensor", {})):
+            c = get_codec(DYNAMIC_TREE, search=search, **kw)
             side = 4 / 4096 if kw else 0.0
             out.append(Contestant(label + suffix, c.encode, c.decode, 1 + side, c.decode_into))
-    out.extend(_codec_contestant(name, device) for name in BLOCK_SCALED)
+    return out
+
+
+def contestants(device: torch.device, notes: list[str] | None = None,
+                codecs: list[str] | None = None) -> list[Contestant]:
+    """The codecs `codecs` names (specs; None: every registered codec, plugins included), then the
+    baselines (torch fp8 cast, bitsandbytes and torchao's to_mx when they import). A codec whose encode
+    fails, and a baseline that does not import, are left out and said in `notes`."""
+    out = []
+    for spec in codec_names() if codecs is None else codecs:
+        if spec.strip() == DYNAMIC_TREE:
+            out.extend(_dynamic_tree(device))
+            continue
+        try:
+            out.append(_codec_contestant(spec, device))
+        except Exception as e:  # noqa: BLE001 - a broken codec (a plugin's) is named and left out, never fatal
+            if notes is not None:
+                notes.append(f"codec {spec!r} skipped: its encode failed ({type(e).__name__}: {e})")
     out.append(Contestant(FP8_CAST, lambda x: x.to(torch.float8_e4m3fn),
                           lambda y: y.to(torch.float32), 1.0, lambda y, out: out.copy_(y)))
     bnb = _bnb()
@@ -115,14 +131,15 @@ def copy_bandwidth(x: torch.Tensor, repeats: int = 7) -> float:
 
 
 def run(sizes: list[int] | None = None, device: str | torch.device | None = None, repeats: int = 5,
-        seed: int = 0, progress: Progress | None = None) -> tuple[pd.DataFrame, dict]:
-    """Time every contestant at every size; returns (rows, run info)."""
+        seed: int = 0, progress: Progress | None = None, codecs: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Time every contestant (`contestants`: the codecs named, None for every registered one, and the
+    baselines) at every size; returns (rows, run info)."""
     dev = torch.device(device) if device is not None else backend.default_device()
     if sizes is None:
         top = 28 if dev.type == "cuda" else 26
         sizes = [1 << k for k in range(16, top + 1, 2)]
     notes: list[str] = []
-    cs = contestants(dev, notes)
+    cs = contestants(dev, notes, codecs)
     g = torch.Generator(device=dev).manual_seed(seed)
     rows = []
     copy_bw = None
@@ -139,7 +156,11 @@ def run(sizes: list[int] | None = None, device: str | torch.device | None = None
                 if note not in notes:
                     notes.append(note)
                 continue
-            enc = c.encode(x)
+            try:
+                enc = c.encode(x)
+            except Exception as e:  # noqa: BLE001 - a codec that fails at this size is named, the run goes on
+                notes.append(f"{c.name} skipped at n={n}: its encode failed ({type(e).__name__}: {e})")
+                continue
             te = backend.time_fn(lambda: c.encode(x), dev, repeats=repeats).median
             td = backend.time_fn(lambda: c.decode(enc), dev, repeats=repeats).median
             timed = [("encode", te, 4 + c.out_bytes), ("decode", td, c.out_bytes + 4)]

@@ -1,6 +1,6 @@
 """CPU path of the table codecs: torch ops, fused by torch.compile (C++/OpenMP via Inductor).
 
-Same semantics as kernels/codec.cu (DESIGN.md rule 2):
+Same semantics as kernels/codec.cu (docs/design.md rule 2):
   inv = 1/absmax (0 when absmax is 0),  a = float(x) * inv,  code = #{j : bounds[j] <= a};
   except where inv overflows to +inf (absmax below about 2^-128, a subnormal block):
   there a = float(x) / absmax (IEEE division), so 0 stays 0 and |a| <= 1 (`scale_to_unit`);
@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from ..backend import compile_enabled
+from .torch_compile_private import mark_rows_dynamic, raise_recompile_limit
 
 MIN_COMPILED = 1 << 15  # below this many values the eager path is faster than a compiled call
 _compile_failed = False
@@ -161,24 +162,20 @@ def _compile(fn):
 #: torch._dynamo's recompile limit per code object for these passes. Dynamo specialises a tensor's storage
 #: offset 0 and 1, and the passes write into views of reused wire buffers at any offset, of three dtypes,
 #: with per-tensor or per-block scales: a long-lived process (the dashboard, the test suite) passes the
-#: default 8 variants, after which dynamo would run the pass eagerly, silently (issue 27 item 10).
+#: default 8 variants, after which dynamo would run the pass eagerly, silently (tests/test_mx_compile.py).
 RECOMPILE_LIMIT = 64
 
 
 @functools.cache
 def _allow_recompiles() -> None:
     """Raise the limit to RECOMPILE_LIMIT once per process (a limit set lower later, as a test does, stands)."""
-    import torch._dynamo
-
-    if torch._dynamo.config.recompile_limit < RECOMPILE_LIMIT:
-        torch._dynamo.config.recompile_limit = RECOMPILE_LIMIT
+    raise_recompile_limit(RECOMPILE_LIMIT)
 
 
 def _rows_dynamic(*ts: torch.Tensor) -> None:
-    import torch._dynamo
     for t in ts:
         if t.dim() >= 1:
-            torch._dynamo.maybe_mark_dynamic(t, 0)
+            mark_rows_dynamic(t)
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """CUDA path of the table codecs: launches kernels/codec.cu on torch's current stream.
 
-Same semantics as the CPU reference in `cpu.py` (DESIGN.md rule 2), bit for bit:
+Same semantics as the CPU reference in `cpu.py` (docs/design.md rule 2), bit for bit:
   inv = 1/absmax (0 when absmax is 0),  a = float(x) * inv,  code = #{j : bounds[j] <= a};
   decode: values[code] * scale, rounded to the output dtype.
 A non-finite a (1/absmax overflowing for blocks below 2**-128, or x/scale) codes as

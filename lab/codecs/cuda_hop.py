@@ -4,7 +4,7 @@ Dettmers 2016 §3.2 kernel, fused for one reduction hop of a ring/tree allreduce
   hop_codes:  encode(decode(a) + decode(b));  hop_mixed: encode(decode(a) + x);
   decode_sum: sum over p = 0..P-1 in order of decode(payload p), starting from 0.
 decode(a) = values[code] * scale in fp32; the sum is added in that order and encoded as
-kernels/codec.cu does, so results equal `lab.codecs.hop`'s CPU reference bit for bit (DESIGN.md
+kernels/codec.cu does, so results equal `lab.codecs.hop`'s CPU reference bit for bit (docs/design.md
 rule 2). The sum never goes to global memory as fp32: it is recomputed from the codes instead.
 
 Launch plan (`hop_plan`, `decode_sum_plan`: pure functions of the sizes):

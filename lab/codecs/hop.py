@@ -5,7 +5,7 @@ the sum for the next link; ring and tree allreduce do this at every hop. For any
   hop_codes(codec, a, b)        = codec.encode(codec.decode(a).float() + codec.decode(b).float())
   hop_mixed(codec, a, x)        = codec.encode(codec.decode(a).float() + x)
   decode_sum(codec, payloads)   = 0 + decode(p_0).float() + decode(p_1).float() + ...  (in order)
-These compositions are the reference (DESIGN.md rule 2). For a `TableCodec` on fp32 data with
+These compositions are the reference (docs/design.md rule 2). For a `TableCodec` on fp32 data with
 CUDA tensors they run fused in kernels/collective.cu (`cuda_hop`), bit for bit equal: the
 sum is formed in fp32 as decode(a) + decode(b) in that order and encoded like the codec. A
 non-finite sum (NaN or Inf in x, or an overflow) takes the composition, so the codec's

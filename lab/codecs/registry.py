@@ -1,5 +1,5 @@
 """The codec registry: every codec's name, options (types, ranges, defaults), flags and planner
-work model, and the one spec-string parser every entry point uses (DESIGN.md rule 6).
+work model, and the one spec-string parser every entry point uses (docs/design.md rule 6).
 
 A codec is one module that calls `register(CodecInfo(...))`. A spec string names a configured
 codec: `name[:option=value,...]`, optionally behind `ef:` for error-feedback memory, e.g.
@@ -205,21 +205,17 @@ def unregister(name: str) -> None:
 
 def codec_infos() -> list[CodecInfo]:
     """Every registered codec, sorted by name."""
-    REGISTRY.load()
-    return [REGISTRY.items[k] for k in sorted(REGISTRY.items)]
+    return REGISTRY.ordered()
 
 
 def codec_info(name: str) -> CodecInfo:
     """The CodecInfo of `name`; ValueError listing the known names."""
-    info = REGISTRY.get(name)
-    if info is None:
-        raise ValueError(f"unknown codec {name!r}; known codecs: {', '.join(sorted(REGISTRY.items))}")
-    return info
+    return REGISTRY.lookup(name, "unknown codec {key!r}; known codecs: {known}")
 
 
 def codec_names() -> list[str]:
-    """Every registered codec name."""
-    return [i.name for i in codec_infos()]
+    """Every registered codec name, sorted."""
+    return REGISTRY.names()
 
 
 def codec_help() -> dict[str, str]:

@@ -11,13 +11,13 @@ meet (arguments that share memory in the rank, say) is simply compiled by the ra
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 from typing import Any, Callable
 
 import torch
 
 from . import cpu
+from .torch_compile_private import one_compile_thread
 
 Record = tuple  # (module, qualname, key, argument layouts, rows, returns)
 
@@ -54,20 +54,6 @@ def record(sink: Callable[[Record], None]) -> None:
     cpu.on_compiled_call = note
 
 
-@contextlib.contextmanager
-def _one_compile_thread():
-    """Inductor compiles in this process only (no pool of compile workers, no thread: the process must stay
-    forkable)."""
-    from torch._inductor import config
-
-    before = config.compile_threads
-    config.compile_threads = 1
-    try:
-        yield
-    finally:
-        config.compile_threads = before
-
-
 def replay(rec: Record) -> bool:
     """Compile and run `rec`'s pass once on zero tensors of its layout; False (nothing raised, and this process's
     compiled passes stay on: cpu.kernel_status) where that fails."""
@@ -75,7 +61,7 @@ def replay(rec: Record) -> bool:
     try:
         make = getattr(importlib.import_module(module), qualname)
         args = [_dummy(lay) for lay in layouts]
-        with _one_compile_thread():
+        with one_compile_thread():  # no compile worker, no thread: the process must stay forkable
             cpu.call_compiled(make, key, *args, rows=rows)
         return True
     except Exception:  # noqa: BLE001  the rank that runs it compiles it itself, and reports what fails

@@ -1,5 +1,5 @@
 """Collectives: the Comm interface, real (torch.distributed) and simulated ranks, allreduce
-algorithms with codecs on the wire, their cost models, and benchmarks (DESIGN.md lab/comm/)."""
+algorithms with codecs on the wire, their cost models, and benchmarks (docs/design.md, Layout)."""
 from .allreduce import MODES, NATIVE, algorithm_names, allreduce
 from .base import Comm, CommError
 from .sim import SimComm, simulate

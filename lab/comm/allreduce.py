@@ -18,6 +18,7 @@ with own="exact" each rank's sum differs by its own quantisation error).
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable
 
 import torch
 
@@ -131,7 +132,7 @@ def describe_options(options: dict) -> tuple:
 
 def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
               mode: str = "auto", own: str = "compressed", key: str = "default",
-              check: bool = True, **options) -> torch.Tensor:
+              check: bool = True, watch: Callable[[torch.Tensor], None] | None = None, **options) -> torch.Tensor:
     """The sum over ranks of x (every rank passes a tensor of the same length), as a new tensor
     of x's shape and dtype on the comm's device. check=True first verifies, with a small control
     exchange, that every rank asked for the same length, algorithm, codec, mode and options. With
@@ -140,7 +141,9 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
     **options are the algorithm's own (`Algorithm.options`), e.g. for the two-level algorithms
     `ranks_per_node=8`; hierarchical also takes `inner=`/`outer=` (each level's algorithm) and
     `intra_codec=` (the codec inside a node; `codec` is the one across nodes and, by default,
-    inside too; None or 'none' = fp32 inside)."""
+    inside too; None or 'none' = fp32 inside). watch(buf), if given, is called once before any message
+    with the flat fp32 buffer the algorithm sums in (raw and requantize modes: it ends as the result),
+    for a caller that follows the sum as it forms (the step-through)."""
     check_algorithm(algorithm)
     codec = resolve_codec(codec)
     how = resolve_mode(codec, mode, algorithm)
@@ -161,6 +164,8 @@ def allreduce(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Co
         comm.check_same(same + ((describe_options(opts),) if opts else ()),
                         "(length, algorithm, codec, mode" + (", options)" if opts else ")"))
     buf = x.detach().reshape(-1).to(device=comm.device, dtype=torch.float32, copy=True)
+    if watch is not None:
+        watch(buf)
     n, P = buf.numel(), comm.size
     if n and P > 1:
         if how == "phased":  # the codec's own collective: its fp32 sums ride the algorithm's raw wire

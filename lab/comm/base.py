@@ -1,4 +1,4 @@
-"""The `Comm` interface every collective is written against (DESIGN.md "Core interfaces").
+"""The `Comm` interface every collective is written against (docs/design.md "Core interfaces").
 
 A Comm is one rank's view of a group of `size` ranks: blocking and async send/recv of whole
 tensors between pairs, in FIFO order per pair, a barrier, and a small all-gather of Python

@@ -25,9 +25,9 @@ link, codec seconds); the built-ins' own prices are in their modules:
   owner sums and encodes once, allgather of the encoded sums; hierarchical as ZeRO++ runs it.
 - in_network (NVLink SHARP / NCCL NVLS inside a node, InfiniBand SHARP across): a cost model only
   (it needs the switch). NVLS as NCCL implements it (multimem ld_reduce reduce-scatter, multimem
-  store allgather; sjeaugey in NVIDIA/nccl issue 1083): each rank sends m(n+1)/n and receives
+  store allgather; sjeaugey in NVIDIA/nccl#1083): each rank sends m(n+1)/n and receives
   m(n+1)/n, pipelined, instead of the ring's 2m(n−1)/n; SHARP's aggregation tree: send m, receive m.
-  nccl-tests still reports busbw = algbw · 2(n−1)/n (doc/PERFORMANCE.md; issues 212, 272, PR 239),
+  nccl-tests still reports busbw = algbw · 2(n−1)/n (doc/PERFORMANCE.md; NVIDIA/nccl-tests#212, #272, #239),
   so an NVLS busbw is 2(n−1)/(n+1) × the bytes per second on the wire: `nvls_explained`.
 
 Codec work (`CodecCost`): seconds per value to encode and to decode (measured or a roofline),
@@ -411,7 +411,7 @@ def algorithm_time(cluster: Cluster, algorithm: str, n_values: float, codec: Cod
 
 def in_network_coefficients(P: int, m: float, kind: str = "nvls") -> tuple[float, float]:
     """(a, b) of an in-network allreduce, time = a·L + b·G: 'nvls' (NCCL's NVLink SHARP: each rank sends
-    and receives m(P+1)/P, pipelined: m to reduce-scatter, m/P to allgather; NVIDIA/nccl issue 1083),
+    and receives m(P+1)/P, pipelined: m to reduce-scatter, m/P to allgather; NVIDIA/nccl#1083),
     'sharp' (an aggregation tree: send m up, receive m down). Two messages' latency (up and down)."""
     P = cost.check_P(P)
     if kind not in ("nvls", "sharp"):
@@ -424,14 +424,14 @@ def in_network_coefficients(P: int, m: float, kind: str = "nvls") -> tuple[float
 def nvls_wire_factor(P: int) -> float:
     """nccl-tests' busbw of an NVLS allreduce over the bytes per second on the wire: algbw = wire·P/(P+1)
     (each rank moves m(P+1)/P) and busbw = algbw·2(P−1)/P, so busbw = wire·2(P−1)/(P+1) (the (n−1)/(n+1)
-    correction of nccl-tests issues 212/272 and PR 239, times the convention's 2)."""
+    correction of NVIDIA/nccl-tests#212, #272 and #239, times the convention's 2)."""
     P = cost.check_P(P)
     return 1.0 if P == 1 else 2.0 * (P - 1) / (P + 1)
 
 
 def nvls_explained(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 370.0,
                    nvls_busbw_GBps: float = 480.0) -> dict:
-    """Why NVLS busbw exceeds the ring's (NVIDIA/nccl issues 1374, 1455: 480 vs 370 GB/s on 8x H100): a
+    """Why NVLS busbw exceeds the ring's (NVIDIA/nccl#1374, #1455: 480 vs 370 GB/s on 8x H100): a
     ring's busbw is its wire bandwidth (2m(P−1)/P bytes per rank); NVLS moves m(P+1)/P, so the same wire
     speed would report 2(P−1)/(P+1) × more. Returns the model's factors and the wire bandwidths the
     measured busbw imply (GB/s) with their fraction of the line rate."""

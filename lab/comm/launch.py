@@ -3,7 +3,9 @@
 One zygote process imports fn's module, then forks the P ranks. The zygote is itself forked by this
 process's warm server (`python -m lab.comm.launch - serve`, started at the first launch, kept for the
 next: torch and the comm code imported once), so a launch pays no interpreter or torch start-up after the
-first (where no server can run, a fresh `python -m lab.comm.launch JOBDIR zygote P` does the same). The
+first (where no server can run, a fresh `python -m lab.comm.launch JOBDIR zygote P` does the same). A server
+never runs stale code: before each job it checks the source file of every module it has imported and, if one was
+edited since, leaves; the caller starts a fresh one (a second run after an edit runs the edit). The
 zygote forks only while it is single-threaded (no torch or OpenMP thread yet: jemalloc's background
 thread aside, whose allocator handles fork), otherwise each rank is a fresh `python -m
 lab.comm.launch JOBDIR RANK` process. A rank of a `ShapedLink` joins its network namespace itself
@@ -105,9 +107,9 @@ def run(fn: Callable[..., Any], procs: int, *args: Any, backend: str = "gloo", t
 
 
 def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
-    """The rank processes: forked by one zygote on this host (each rank of a shaped network joins its
-    namespace itself: `_forked_rank`), or (a network whose namespaces a process cannot join itself) one
-    `python -m lab.comm.launch JOBDIR RANK` per rank started inside its namespace."""
+    """The rank processes, all children of one zygote on this host: forked by this process's warm server where
+    there is one, else a fresh `python -m lab.comm.launch JOBDIR zygote P` (`_zygote` forks the ranks, or starts
+    them afresh where it cannot fork safely)."""
     threads = max(1, (os.cpu_count() or 1) // procs)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))
@@ -118,31 +120,24 @@ def _start(jobdir: Path, procs: int, net: Any) -> list[Any]:
     # 64 MB allreduce buffer took 16,384 page faults, 73 ms of a 0.33 s 8-bit hierarchical call on 4 ranks / 2 cores
     # (32 ms -> 10 ms per 64 MB copy alone). THP_MEM_ALLOC_ENABLE=0 keeps 4 kB pages.
     env.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    if net is None or _joinable(net, procs):
-        if net is not None:
-            (jobdir / NET).write_text(json.dumps({"netns": [net.netns_file(r) for r in range(procs)],
-                                                  "env": [net.env(r) for r in range(procs)],
-                                                  "prefix": [net.command_prefix(r) for r in range(procs)]}))
-        zygote = _served_zygote(env, jobdir, procs)
-        if zygote is None:  # no warm server here: a fresh zygote for this job
-            with open(jobdir / "stderr.txt", "w") as err:
-                zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
-                                          env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
-        return [_Forked(zygote, jobdir, r) for r in range(procs)]
-    ps = []
-    for r in range(procs):
-        rank_env = {**env, **net.env(r)}
-        cmd = [*net.command_prefix(r), sys.executable, "-m", "lab.comm.launch", str(jobdir), str(r)]
-        ps.append(subprocess.Popen(cmd, env=rank_env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                   stderr=open(jobdir / f"stderr{r}.txt", "w")))
-    return ps
+    if net is not None:
+        netns = getattr(net, "netns_file", None)
+        (jobdir / NET).write_text(json.dumps({"netns": [netns(r) if netns else None for r in range(procs)],
+                                              "env": [net.env(r) for r in range(procs)],
+                                              "prefix": [net.command_prefix(r) for r in range(procs)]}))
+    zygote = _served_zygote(env, jobdir, procs)
+    if zygote is None:  # no warm server here: a fresh zygote for this job
+        with open(jobdir / "stderr.txt", "w") as err:
+            zygote = subprocess.Popen([sys.executable, "-m", "lab.comm.launch", str(jobdir), ZYGOTE, str(procs)],
+                                      env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+    return [_Forked(zygote, jobdir, r) for r in range(procs)]
 
 
-def _joinable(net: Any, procs: int) -> bool:
-    """Can a forked rank join `net`'s namespaces itself: Linux, and a namespace file for every rank."""
-    if not sys.platform.startswith("linux") or not hasattr(net, "netns_file"):
-        return False
-    return all(os.path.exists(net.netns_file(r)) for r in range(procs))
+def _joinable(net: dict | None) -> bool:
+    """Can a forked rank join the shaped network `net` (`_net`) itself: Linux, and a namespace file for every
+    rank (else each rank starts afresh inside its namespace, through the network's command prefix)."""
+    return net is None or (sys.platform.startswith("linux") and
+                           all(ns is not None and os.path.exists(ns) for ns in net["netns"]))
 
 
 def _setns(path: str) -> None:
@@ -174,6 +169,7 @@ def _net(jobdir: Path) -> dict | None:
 ZYGOTE = "zygote"  # the argument that makes `python -m lab.comm.launch JOBDIR zygote P` the ranks' parent
 NET = "net.json"  # JOBDIR/net.json: the ranks' namespaces, when they run on a shaped network (`_net`)
 SERVE = "serve"  # `python -m lab.comm.launch - serve`: the warm server that forks a zygote per job
+STALE = "stale"  # a warm server's answer instead of a pid: a module it imported was edited, and it has left
 ZYGOTE_EXIT = "exit"  # JOBDIR/exit: a served zygote's exit status, written by the server that reaped it
 # In a warm server and the processes it forks: the file a rank touches when it imported torch.compile's inductor
 # (so the server readies torch.compile for the ranks after it; `_warm_compiler`). None elsewhere. torch imports
@@ -197,7 +193,8 @@ class _Server:
         return self.proc.stdout.readline().decode().strip()
 
     def start(self, jobdir: Path, procs: int, env: dict[str, str]) -> int | None:
-        """The pid of the zygote forked for this job (its own session), or None if the server is gone."""
+        """The pid of the zygote forked for this job (its own session), or None if the server is gone (or has left
+        because a module it imported was edited: `STALE`)."""
         try:
             request = {"jobdir": str(jobdir), "procs": procs, "cwd": os.getcwd(), "umask": _umask(), "env": env}
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -226,15 +223,14 @@ def _umask() -> int:
 _SERVERS: dict[tuple, _Server] = {}
 _SERVERS_LOCK = threading.Lock()
 _SERVERS_KEPT = 2  # environments with a warm server at once (the oldest is stopped for a third)
-# Variables that alone do not need a server of their own: a job's zygote gets the caller's whole environment anyway,
-# and nothing a server imports reads these. Some change from call to call; the others a library of the caller sets
-# in its own environment partway through its life (a new server each time cost a start-up, ~3 core-seconds, and its
-# ranks' first torch.compile again): Streamlit's import (MPLBACKEND=Agg), Inductor's first compile (its cache
-# directory, as the server would find it itself), its passes' import (CUBLAS_WORKSPACE_CONFIG, read by cuBLAS in
-# a rank, after the fork) and each compiled library it loads (an address in the caller's own memory, which Inductor
-# sets again in any process before it loads one).
-_ENV_NO_SERVER_READS = {"PYTEST_CURRENT_TEST", "MPLBACKEND", "TORCHINDUCTOR_CACHE_DIR", "CUBLAS_WORKSPACE_CONFIG",
-                 "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"}
+# The variables a server's own imports read and keep (the interpreter's, OpenMP's and the math libraries' threads,
+# torch's allocator, compiler and collective settings, ATen's vector ISA (ATEN_CPU_CAPABILITY), the lab's own): only
+# a change of these needs a server started with it. Everything else reaches the job anyway (its zygote gets the
+# caller's whole environment), and many variables change from call to call or are set by a library in the caller's
+# own environment partway through its life; a new server for each would cost a start-up (~3 core-seconds) and its
+# ranks' first torch.compile again.
+_SERVER_ENV_PREFIXES = ("PYTHON", "LD_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "THP_", "TORCH", "PYTORCH_",
+                        "CUDA_", "NCCL_", "GLOO_", "PARALAB_", "ATEN_")
 
 
 def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZygote | None":
@@ -242,7 +238,7 @@ def _served_zygote(env: dict[str, str], jobdir: Path, procs: int) -> "_ServedZyg
     where there is none (not Linux, or the server could not start)."""
     if not sys.platform.startswith("linux"):
         return None
-    read = tuple(sorted((k, v) for k, v in env.items() if k not in _ENV_NO_SERVER_READS))
+    read = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_SERVER_ENV_PREFIXES)))
     key = (os.getpid(), sys.executable, read)
     with _SERVERS_LOCK:
         for fresh in (False, True):  # a server that died since its last job is replaced once
@@ -636,7 +632,7 @@ def _zygote(jobdir: Path, procs: int) -> int:
     except BaseException:  # noqa: BLE001  each rank imports it again and reports what failed
         pass
     net = _net(jobdir)
-    fork = forkable()
+    fork = forkable() and _joinable(net)
     if fork:
         _freeze_for_fork()
     zygote = os.getpid()
@@ -722,7 +718,8 @@ def _serve() -> int:
     (or torch._dynamo, which imports it), it readies torch.compile for later ranks (`_warm_compiler`), and whenever
     it is idle after a second job it compiles the codec passes its ranks ran (`_compile_passes`; a one-shot caller,
     a CLI run, gets none: it leaves). Leaves when stdin closes (its caller is gone, or stopped it), once the zygotes
-    it started have, or when a compile left it unable to fork (its caller then starts another)."""
+    it started have, when a compile left it unable to fork, or when the file of a module it imported has changed
+    (`_edited`, checked before each job; its caller then starts another)."""
     import select
 
     import torch.distributed  # noqa: F401
@@ -737,6 +734,8 @@ def _serve() -> int:
     if not forkable():
         print("no fork", flush=True)
         return 1
+    sources: dict[str, tuple[int, int] | None] = {}
+    _edited(sources)  # what it imported, as it was: an edit after this makes it leave before its next job
     gc.collect()  # once: the imports' own garbage is not frozen with them (before each fork, _freeze_for_fork)
     global _COMPILED_SEEN
     flags = tempfile.mkdtemp(prefix="paralab-serve-")
@@ -762,6 +761,9 @@ def _serve() -> int:
             if not data:
                 break
             pending += data
+            if b"\n" in pending and _edited(sources):
+                print(STALE, flush=True)  # its caller starts a fresh server for this job
+                break
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 req = json.loads(line)
@@ -778,6 +780,25 @@ def _serve() -> int:
     return 0
 
 
+def _stamp(path: str) -> tuple[int, int] | None:
+    """A file's (modification time in ns, size), or None where there is no such file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _edited(seen: dict[str, tuple[int, int] | None]) -> bool:
+    """Whether the file of a module this process imported has changed since `seen` first recorded it (path ->
+    `_stamp`; the modules imported since the last call are recorded now). ~5 ms for torch's ~1,400 files here."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path not in seen:
+            seen[path] = _stamp(path)
+    return any(_stamp(path) != stamp for path, stamp in seen.items())
+
+
 def _warm_compiler() -> None:
     """torch.compile's start-up, done once in the server so that every rank it forks has it: inductor's import and
     its probe of the CPU's vector instruction sets (a test library built and loaded per set). A rank that compiles a
@@ -785,9 +806,9 @@ def _warm_compiler() -> None:
     ranks have imported inductor (to compile, or with torch._dynamo at a first optimizer) does it (~1.5 core-seconds
     of the server's). A failure is left for the rank that compiles to meet and report."""
     try:
-        from torch._inductor import cpu_vec_isa
+        from lab.codecs.torch_compile_private import probe_vector_isa
 
-        cpu_vec_isa.valid_vec_isa_list()
+        probe_vector_isa()
     except Exception:  # noqa: BLE001
         pass
 

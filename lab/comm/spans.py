@@ -1,4 +1,4 @@
-"""Named time ranges in the comm code paths, for the per-rank traces (DESIGN.md "Measuring": where the time goes).
+"""Named time ranges in the comm code paths, for the per-rank traces (docs/design.md "Measuring": where the time goes).
 
 `with span("encode"): ...` marks a range that torch.profiler records (`record_function`) while a trace
 is being taken (`lab.comm.timesplit.Tracer`), and is a shared no-op object otherwise: one global read

@@ -1,4 +1,4 @@
-"""Where a rank's time goes: per-rank Chrome/Perfetto traces and the split of a measured call (DESIGN.md "Measuring").
+"""Where a rank's time goes: per-rank Chrome/Perfetto traces and the split of a measured call (docs/design.md "Measuring").
 
 A `Tracer` records a few calls of an operation under torch.profiler (CPU activity) with the comm code's
 named ranges switched on (`lab.comm.spans`): encode, decode, hop, add, send, recv-wait, inside one

@@ -214,10 +214,10 @@ def _locate(name: str, path: str | Path | None) -> Path | None:
     return None
 
 
-def load_dataset(name: str = "auto", path: str | Path | None = None, seed: int = 0) -> Dataset:
-    """A data set by name: 'mnist', 'fashion-mnist', 'digits', or 'auto' (the first that exists
-    of MNIST, Fashion-MNIST, digits). `path` is a directory of IDX files, and then the only place
-    looked; `seed` only shuffles the digits split."""
+def locate_dataset(name: str = "auto", path: str | Path | None = None) -> tuple[str, Path | None]:
+    """Where `load_dataset(name, path)` reads from, found without reading it: (the data set's name, its
+    IDX folder), or ('digits', None) for scikit-learn's digits. DataError, naming where it looked, when
+    the name is unknown or no IDX files are found (a folder given is the only place looked)."""
     if name not in DATASETS:
         raise DataError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
     if path is not None and name == "digits":
@@ -225,17 +225,27 @@ def load_dataset(name: str = "auto", path: str | Path | None = None, seed: int =
     if path is not None and not Path(path).is_dir():
         raise DataError(f"data path {path} is not a directory")
     if name == "digits":
-        return load_digits(seed)
-    for candidate in (("mnist", "fashion-mnist") if name == "auto" else (name,)):
+        return "digits", None
+    names = ("mnist", "fashion-mnist") if name == "auto" else (name,)
+    for candidate in names:
         d = _locate(candidate, path)
         if d is not None:
-            return load_idx_dir(d, candidate)
+            return candidate, d
     if name == "auto" and path is None:
-        return load_digits(seed)
-    where = ", ".join(str(d) for d in candidate_dirs(name, path)[:3 if path is not None else None])
+        return "digits", None
+    looked = dict.fromkeys(d for n in names for d in candidate_dirs(n, path)[:3 if path is not None else None])
     hint = " (Debian: apt install dataset-fashion-mnist)" if name == "fashion-mnist" else ""
-    raise DataError(f"no {name} IDX files found; looked in: {where}{hint}")
+    what = " or ".join(names)
+    raise DataError(f"no {what} IDX files found; looked in: {', '.join(map(str, looked))}{hint}")
+
+
+def load_dataset(name: str = "auto", path: str | Path | None = None, seed: int = 0) -> Dataset:
+    """A data set by name: 'mnist', 'fashion-mnist', 'digits', or 'auto' (the first that exists
+    of MNIST, Fashion-MNIST, digits). `path` is a directory of IDX files, and then the only place
+    looked; `seed` only shuffles the digits split."""
+    found, d = locate_dataset(name, path)
+    return load_digits(seed) if d is None else load_idx_dir(d, found)
 
 
 __all__ = ["DATASETS", "Dataset", "DataError", "read_idx", "write_idx", "find_idx", "load_idx_dir", "load_digits",
-           "load_dataset", "candidate_dirs"]
+           "load_dataset", "locate_dataset", "candidate_dirs"]

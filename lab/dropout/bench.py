@@ -1,5 +1,5 @@
 """Layer benchmark: forward + backward of a hidden-layer pair with conventional dropout + full GEMMs
-vs RDP vs TDP compact layers, measured in the same run (Song et al. §IV; DESIGN.md "Measuring").
+vs RDP vs TDP compact layers, measured in the same run (Song et al. §IV; docs/design.md "Measuring").
 
 The pair is x (batch, w) -> Linear(w, w) -> ReLU -> dropout(p) -> Linear(w, w) -> y; the dropout
 sits between the two GEMMs, so RDP/TDP shrink the first layer's output side and the second

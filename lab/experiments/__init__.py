@@ -1,10 +1,14 @@
-"""The only door for the UIs (DESIGN.md rules 3-4): one function per experiment, each with keyword
+"""The only door for the UIs (docs/design.md rules 3-4): one function per experiment, each with keyword
 arguments and a `progress` callback, returning tidy pandas tables; plus the choice lists the UIs show
 (`choices`: codecs, algorithms, links, data sets, dropout kinds, ...) and the one result writer
 (`results`). `app/`, `notebooks/` and `lab/cli/` import this package, `lab.plots` and `lab.backend`
 only; tests/test_layers.py runs the import-linter contracts that keep it so.
 
-Names load on first use (PEP 562), so `paralab --help` does not import torch.
+Every name is imported plainly from its module below, so importing this package imports all of them, torch
+and the plugin registries included (about 2 core-seconds, half of it torch): a UI pays that once, at its
+start. `paralab --help` pays it too, since the CLI's option defaults and choice lists come from here.
+`ALGORITHMS` and `CLUSTER_ALGORITHMS` are read from the registries on every access, so a plugin registered
+later is in them.
 
     collectives  transfer and allreduce sweeps (model and measured), the step trace, error at scale
     step_through one allreduce on 2..8 ranks, message by message: buffers, bytes per link, codec error, busbw
@@ -13,85 +17,75 @@ Names load on first use (PEP 562), so `paralab --help` does not import torch.
     benchmarks   `paralab bench ...`: the nccl-tests-style allreduce sweep, Figure 2 transfer, compressed
                  allreduce, codec speed
     errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
+    bits         the bit explorer: one code of a value-table or block-scaled format, bit by bit
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
-    fsdp         FSDP2 with codecs on its all-gather / reduce-scatter beside fp32 FSDP2 and DDP (issue 31)
+    fsdp         FSDP2 with codecs on its all-gather / reduce-scatter beside fp32 FSDP2 and DDP
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
-    pays         does compression pay on a two-level cluster against bf16 (issue 19)
-    sharded      what FSDP / ZeRO++ sends per step, and ZeRO++'s 3M -> 0.75M volume (issue 31)
-    converge     time to accuracy: steps to fp32's target per codec spec, penalty with CIs (issue 32)
+    pays         does compression pay on a two-level cluster against bf16
+    sharded      what FSDP / ZeRO++ sends per step, and ZeRO++'s 3M -> 0.75M volume
+    converge     time to accuracy: steps to fp32's target per codec spec, penalty with CIs
     race         the race to the target: converge curves against steps and modelled time, lessons
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-# name -> (module, attribute)
-_EXPORTS: dict[str, tuple[str, str]] = {}
-# names read from a registry on every access (a plugin registered later is in them): never bound here
-_LIVE = frozenset({"ALGORITHMS", "CLUSTER_ALGORITHMS"})
-
-
-def _add(module: str, names: str, **renamed: str) -> None:
-    for n in names.split():
-        _EXPORTS[n] = (module, n)
-    for new, old in renamed.items():
-        _EXPORTS[new] = (module, old)
-
-
-_add("inputs", "check_range")
-_add("distributions", "sample", parse_distribution="parse")
-_add("errors", "error_metrics error_table error_histogram codec_speed capture_tensors load_tensor CAPTURE_KINDS "
-     "block_view block_scaling_lesson lesson_data BLOCK_PICKS BLOCK_LESSON_CODECS BLOCK_LESSON_DATA")
-_add("codec_table1", "table1 PAPER_TABLE1", TABLE1_NOTE="NOTE", TABLE1_TYPES="TYPES", BLOCK_SCALED_TYPES="EXTENDED_TYPES")
-_add("catalog", "check_codec_spec codec_catalog codec_spec")
-_add("collectives", "algorithm_catalog collective_sweep error_at_scale transfer_sweep transfer_model collective_model allreduce_trace "
-     "PAPER_CODEC_NS op_catalog op_names op_model OpBenchmark op_benchmark format_op_table op_rows")
-_add("step_through", "StepThrough step_through step_algorithms step_codecs traffic_summary step_time busbw_table "
-     "algorithm_traffic STEP_P STEP_VALUES MAX_VALUES op_step_through op_busbw_text OP_BUSBW_WHY")
-_add("trace", "TraceTables trace_tables trace_takeaway TRACE_SIZE")
-_add("timesplit", "TimeSplit time_split split_table split_takeaway timeline_table trace_summary RANGE_KINDS "
-     "LIVE_CODECS LIVE_VALUES load_time_split", TIME_SPLIT_RESULT="COMMITTED")
-_add("benchmarks", "parse_size size_sweep format_collectives in_torchrun CollectivesBenchmark collectives_benchmark "
-     "collective_rows transfer_rows "
-     "transfer_benchmark compressed_benchmark codec_bench_sizes codec_benchmark")
-_add("training", "TrainConfig TrainResult train training_curves codec_curves consistency_curves ddp_comparison "
-     "reproduction_summary "
-     "ddp_training reproduction")
-_add("training", "dataset_info")
-_add("fsdp", "fsdp_training fsdp_settings fsdp_run_codecs FSDP_RUN_COLLECTIVES")
-_add("dropout", "pattern_masks drop_frequency search_trace layer_speedup mlp_table lstm_corpora lstm_table "
-     "KIND_LABELS MODEL_KINDS LAYER_KINDS DEFAULT_TILE PAPER_MLP_TABLE1 TABLE1_HIDDEN PAPER_LSTM_TABLE2 DEFAULT_RATES")
-_add("deep_image", "test_card Preview augmentation_preview augmentation_settings augmentation_counts "
-     "augmentation_throughput FusionResult multiscale_fusion Figure2 deep_image_figure2")
-_add("plan", "DEFAULT_GPUS planner_sweep planner_breakdown planner_advice advice_time_to_accuracy paper_checks")
-_add("pays", "CLUSTER_ALGORITHMS INTRA_LINKS INTER_LINKS LINK_ALIASES PAYS_BANDWIDTHS PAPER_PAYS PaysResult "
-     "does_compression_pay pays_takeaway nvls_table")
-_add("choices", "ALGORITHMS LINKS custom_link codec_names codec_help get_codec TableCodec DATASETS CORPORA DataError "
-     "CommError USER_ERRORS check_rate CONSISTENCY_KINDS DEVICES MODELS STRATEGIES crossover custom_device get_model "
-     "link_presets resolve_link COLOR_SHIFTS ROTATION_ANGLES DISTORTION_DEGREES DISTORTION_KINDS "
-     "MAX_DISTORTION_DEGREE")
-_add("sharded", "PAR_STRATEGIES ZERO_PP_SWITCHES ZERO_PP_DEFAULT FSDP_ALGORITHMS FSDP_COLLECTIVES PAPER_ZEROPP_VOLUME "
-     "fsdp_codecs parse_zero_pp fsdp_model fsdp_traffic fsdp_takeaway zeropp_volume")
-_add("results", "jsonable write_result results_dir check_writable RESULTS_ENV")
-_add("converge", "converge converge_config convergence_summary converge_takeaway ConvergeResult ConvergeError "
-     "Penalty load_penalties result_name expand_specs codec_coverage CONVERGE_TASKS CONVERGE_MODES")
-_add("race", "race race_lessons step_times modelled_seconds committed_race_data race_data RaceResult RACE_LESSON_SPECS "
-     "RACE_LIVE_DEFAULT RACE_COMMITTED_DEFAULT race_live_specs")
-
-__all__ = sorted(_EXPORTS)
+from . import choices, pays
+from .inputs import check_backend, check_range
+from .distributions import sample, parse as parse_distribution
+from .errors import (error_metrics, error_table, error_histogram, codec_speed, capture_tensors, load_tensor,
+                     CAPTURE_KINDS, block_view, block_scaling_lesson, lesson_data, BLOCK_PICKS, BLOCK_LESSON_CODECS,
+                     BLOCK_LESSON_DATA)
+from .bits import CodeView, element_format, explorable, explore, grid, requantize_block
+from .codec_table1 import (table1, PAPER_TABLE1, NOTE as TABLE1_NOTE, TYPES as TABLE1_TYPES,
+                           EXTENDED_TYPES as BLOCK_SCALED_TYPES)
+from .catalog import check_codec_spec, codec_catalog, codec_spec
+from .collectives import (algorithm_catalog, collective_sweep, error_at_scale, transfer_sweep, transfer_model,
+                          collective_model, allreduce_trace, PAPER_CODEC_NS, op_catalog, op_names, op_model,
+                          OpBenchmark, op_benchmark, format_op_table, op_rows)
+from .step_through import (StepThrough, step_through, step_algorithms, step_codecs, traffic_summary, step_time,
+                           busbw_table, algorithm_traffic, STEP_P, STEP_VALUES, MAX_VALUES, op_step_through,
+                           op_busbw_text, OP_BUSBW_WHY)
+from .trace import TraceTables, trace_tables, trace_takeaway, TRACE_SIZE
+from .timesplit import (TimeSplit, time_split, split_table, split_takeaway, timeline_table, trace_summary, RANGE_KINDS,
+                        LIVE_CODECS, LIVE_VALUES, load_time_split, COMMITTED as TIME_SPLIT_RESULT)
+from .benchmarks import (parse_size, size_sweep, format_collectives, in_torchrun, CollectivesBenchmark,
+                         collectives_benchmark, collective_rows, transfer_rows, transfer_benchmark,
+                         compressed_benchmark, codec_bench_sizes, codec_benchmark)
+from .training import (TrainConfig, TrainResult, train, training_curves, codec_curves, consistency_curves,
+                       ddp_comparison, reproduction_summary, ddp_training, reproduction, dataset_info,
+                       check_dataset)
+from .fsdp import fsdp_training, fsdp_settings, fsdp_run_codecs, FSDP_RUN_COLLECTIVES
+from .dropout import (pattern_masks, drop_frequency, search_trace, layer_speedup, mlp_table, lstm_corpora, lstm_table,
+                      KIND_LABELS, MODEL_KINDS, LAYER_KINDS, DEFAULT_TILE, PAPER_MLP_TABLE1, TABLE1_HIDDEN,
+                      PAPER_LSTM_TABLE2, DEFAULT_RATES)
+from .deep_image import (test_card, Preview, augmentation_preview, augmentation_settings, augmentation_counts,
+                         augmentation_throughput, FusionResult, multiscale_fusion, Figure2, deep_image_figure2)
+from .plan import DEFAULT_GPUS, planner_sweep, planner_breakdown, planner_advice, advice_time_to_accuracy, paper_checks
+from .pays import (INTRA_LINKS, INTER_LINKS, LINK_ALIASES, PAYS_BANDWIDTHS, PAPER_PAYS, PaysResult,
+                   does_compression_pay, pays_takeaway, nvls_table)
+from .choices import (LINKS, custom_link, codec_names, codec_help, get_codec, TableCodec, DATASETS, CORPORA, DataError,
+                      CommError, USER_ERRORS, check_rate, CONSISTENCY_KINDS, DEVICES, MODELS, STRATEGIES, crossover,
+                      custom_device, get_model, link_presets, resolve_link, COLOR_SHIFTS, ROTATION_ANGLES,
+                      DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE)
+from .sharded import (PAR_STRATEGIES, ZERO_PP_SWITCHES, ZERO_PP_DEFAULT, FSDP_ALGORITHMS, FSDP_COLLECTIVES,
+                      PAPER_ZEROPP_VOLUME, fsdp_codecs, parse_zero_pp, fsdp_model, fsdp_traffic, fsdp_takeaway,
+                      zeropp_volume)
+from .results import jsonable, write_result, results_dir, check_writable, RESULTS_ENV
+from .converge import (converge, converge_config, convergence_summary, converge_takeaway, ConvergeResult,
+                       ConvergeError, Penalty, load_penalties, result_name, expand_specs, codec_coverage,
+                       converge_tasks, converge_task_descriptions, CONVERGE_MODES)
+from .race import (race, race_lessons, step_times, modelled_seconds, committed_race_data, race_data, RaceResult,
+                   RACE_LESSON_SPECS, RACE_LIVE_DEFAULT, RACE_COMMITTED_DEFAULT, race_live_specs)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'lab.experiments' has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_EXPORTS[name][0]}")
-    for n, (m, attr) in _EXPORTS.items():  # bind all of the module's names at once
-        if m == _EXPORTS[name][0] and n not in _LIVE:
-            globals()[n] = getattr(module, attr)
-    return getattr(module, _EXPORTS[name][1]) if name in _LIVE else globals()[name]
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    """The choice lists read from a registry on every access, so a plugin registered later is in them."""
+    if name == "ALGORITHMS":
+        return choices.ALGORITHMS
+    if name == "CLUSTER_ALGORITHMS":
+        return pays.CLUSTER_ALGORITHMS
+    if name == "CONVERGE_TASKS":
+        return converge_tasks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

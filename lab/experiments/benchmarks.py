@@ -14,6 +14,7 @@ import torch
 
 from lab import backend
 from lab.backend import Progress, RowSink
+from lab.codecs.registry import split_spec
 from lab.comm import bench
 from lab.comm.dist import in_torchrun
 
@@ -307,13 +308,16 @@ def codec_bench_sizes(device: str | None, minbytes: int, maxbytes: int | None, s
     return dev, [b // 4 for b in size_sweep(minbytes, top, stepfactor)], top
 
 
-def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5,
-                    progress: Progress | None = None) -> tuple[pd.DataFrame, dict]:
-    """Encode/decode speed of every codec contestant at `n` values on `device`, medians of `repeats`
-    timed calls after warm-up, with the run's info (device name, versions)."""
+def codec_benchmark(n: int, device: torch.device, *, repeats: int = 5, progress: Progress | None = None,
+                    codecs: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Encode/decode speed at `n` values on `device` of the codecs `codecs` names (specs; None: every
+    registered codec, plugins included) and the baselines, medians of `repeats` timed calls after warm-up,
+    with the run's info (device name, versions); ValueError naming a spec that is not a registered codec."""
     from lab.codecs import bench as codec_bench
 
-    return codec_bench.run([n], device, repeats=repeats, progress=progress)
+    for spec in codecs or ():
+        split_spec(spec)
+    return codec_bench.run([n], device, repeats=repeats, progress=progress, codecs=codecs)
 
 
 __all__ = ["parse_size", "size_sweep", "format_collectives", "in_torchrun", "CollectivesBenchmark",

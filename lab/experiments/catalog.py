@@ -1,4 +1,4 @@
-"""The codec catalog for the UIs (DESIGN.md rule 3): every registered codec with its options, flags
+"""The codec catalog for the UIs (docs/design.md rule 3): every registered codec with its options, flags
 and planner work model, straight from the registry (`lab.codecs.registry`), and the spec-string
 helpers a UI needs to turn widget values into a codec."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the UIs offer, read from the lab's registries and presets (DESIGN.md rule 3: app/, notebooks/
+"""What the UIs offer, read from the lab's registries and presets (docs/design.md rule 3: app/, notebooks/
 and lab/cli/ import lab.experiments, lab.plots and lab.backend only). Names here are the ones the
 pages, notebooks and CLI options show; nothing is listed twice."""
 from __future__ import annotations

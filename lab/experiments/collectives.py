@@ -339,7 +339,7 @@ def allreduce_trace(algorithm: str = "ring", P: int = 4, n: int = 16, *, codec: 
     return df
 
 
-# -- every nccl-tests collective (lab.comm.collectives), issue 31
+# -- every nccl-tests collective (lab.comm.collectives)
 
 def op_catalog(op: str | None = None) -> pd.DataFrame:
     """The collectives a UI offers: one row per (op, algorithm) of `lab.comm.collectives` (plugins

@@ -1,4 +1,4 @@
-"""Time to accuracy for the UIs (issue 32): `converge` trains fp32 and each codec spec from the same
+"""Time to accuracy for the UIs: `converge` trains fp32 and each codec spec from the same
 seeds to fp32's target and returns tidy tables (per spec, per run, every curve point); see
 lab.train.converge for the definitions and docs/converge.md for the result file."""
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 import pandas as pd
 
 from lab.backend import Progress, RowSink
-from lab.train.converge import (MODES, SMOKE, TASKS, ConvergeConfig, ConvergeError, Penalty, config_dict,
-                                converge as run_study, coverage, expand_specs, load_penalties, result_name,
+from lab.train.converge import (MODES, ConvergeConfig, ConvergeError, Penalty, config_dict, converge as run_study,
+                                coverage, expand_specs, get_task, load_penalties, result_name, smoke_settings,
                                 summarize)
+from lab.train.tasks import task_infos, task_names
 
 CONVERGE_FIELDS = tuple(f.name for f in fields(ConvergeConfig))
-CONVERGE_TASKS = tuple(TASKS)
 CONVERGE_MODES = MODES
 SUMMARY_COLUMNS = ["spec", "seeds", "reached", "steps_mean", "steps_ci_low", "steps_ci_high", "penalty",
                    "penalty_ci_low", "penalty_ci_high", "time_penalty", "final_val_loss", "final_quality", "step_s"]
@@ -42,7 +42,7 @@ def converge_config(*, smoke: bool = False, **kw: Any) -> ConvergeConfig:
     if bad:
         raise ValueError(f"unknown convergence setting(s) {bad}; known: {', '.join(CONVERGE_FIELDS)}")
     given = {k: v for k, v in kw.items() if v is not None}
-    base = dict(SMOKE) if smoke else {}
+    base = smoke_settings(str(kw.get("task") or "mlp")) if smoke else {}
     if "specs" in given:
         given["specs"] = tuple(given["specs"])
     return ConvergeConfig(**{**base, **given}).resolved()
@@ -51,16 +51,32 @@ def converge_config(*, smoke: bool = False, **kw: Any) -> ConvergeConfig:
 def converge(task: str = "mlp", specs: list[str] | tuple[str, ...] = ("fp32", "dynamic_tree"), *, smoke: bool = False,
              progress: Progress | None = None, on_run: RowSink | None = None, on_eval: RowSink | None = None,
              resume: dict | None = None, **settings: Any) -> ConvergeResult:
-    """Steps (and wall-clock seconds here) to fp32's target for every spec on `task` (mlp | cnn |
-    gpt), with >= 1 seeds (3 by default) and t-based 95 % CIs. `resume`: an earlier result (its JSON
+    """Steps (and wall-clock seconds here) to fp32's target for every spec on `task` (a registered task:
+    `converge_tasks()`), with >= 1 seeds (3 by default) and t-based 95 % CIs. `resume`: an earlier result (its JSON
     as a dict) of the same settings whose finished runs are reused. Bad settings raise ValueError
     with a one-line message; fp32 diverging or learning nothing raises ConvergeError (a ValueError)."""
     cfg = converge_config(smoke=smoke, **{"task": task, "specs": specs, **settings})
     res = run_study(cfg, progress=progress, on_run=on_run, on_eval=on_eval, resume=resume)
-    t = TASKS[cfg.task]
+    t = get_task(cfg.task)
     return ConvergeResult(pd.DataFrame(res.rows), pd.DataFrame(res.runs), pd.DataFrame(res.curves), res.target,
                           config_dict(cfg), res.source,
                           dict(name=t.name, description=t.description, quality=t.quality, priced_like=t.priced_like))
+
+
+def converge_tasks() -> tuple[str, ...]:
+    """The registered converge tasks' names now (a task plugin registered later included)."""
+    return tuple(task_names())
+
+
+def converge_task_descriptions() -> dict[str, str]:
+    """Each registered converge task's name -> what it trains on what (the CLI's and the pages' help)."""
+    return {t.name: t.description for t in task_infos()}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CONVERGE_TASKS":  # live: the registry's tasks on every access
+        return converge_tasks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def convergence_summary(runs: list[dict], specs: list[str] | None = None, seeds: int | None = None) -> pd.DataFrame:
@@ -91,5 +107,6 @@ def converge_takeaway(res: ConvergeResult) -> str:
 
 
 __all__ = ["converge", "converge_config", "codec_coverage", "expand_specs", "convergence_summary", "converge_takeaway", "ConvergeResult",
-           "ConvergeError", "Penalty", "load_penalties", "result_name", "CONVERGE_TASKS", "CONVERGE_MODES",
+           "ConvergeError", "Penalty", "load_penalties", "result_name", "CONVERGE_TASKS", "converge_tasks",
+           "converge_task_descriptions", "CONVERGE_MODES",
            "SUMMARY_COLUMNS"]

@@ -10,13 +10,15 @@ import re
 
 import torch
 
+from .torch_sampling_private import standard_gamma
+
 _KINDS = {
     "uniform": (2, lambda g, n, a, b: torch.rand(n, generator=g) * (b - a) + a),
     "normal": (2, lambda g, n, mu, s: torch.randn(n, generator=g) * s + mu),
     "laplace": (2, lambda g, n, mu, b: mu - b * torch.sign(u := torch.rand(n, generator=g) - 0.5)
                 * torch.log1p(-2 * u.abs())),
     "student_t": (1, lambda g, n, df: torch.randn(n, generator=g)
-                  / torch.sqrt(torch._standard_gamma(torch.full((n,), df / 2), generator=g) * 2 / df)),
+                  / torch.sqrt(standard_gamma(torch.full((n,), df / 2), g) * 2 / df)),
     "lognormal": (2, lambda g, n, mu, s: torch.exp(torch.randn(n, generator=g) * s + mu)),
 }
 _SPEC = re.compile(r"^\s*([a-z_]+)\s*\(([^)]*)\)\s*$")

@@ -210,7 +210,7 @@ def load_tensor(data: bytes, filename: str) -> torch.Tensor:
     return out
 
 
-# --- block-scaled formats (OCP MX v1.0, NVFP4; issue 18): one block drawn, and the lesson at equal bits ---
+# --- block-scaled formats (OCP MX v1.0, NVFP4): one block drawn, and the lesson at equal bits ---
 
 BLOCK_PICKS = ("largest value", "most flushed to zero", "most saturated", "by number")
 

@@ -21,4 +21,13 @@ def check_range(label: str, value: float, lo: float | None = None, hi: float | N
     return value
 
 
-__all__ = ["check_range"]
+def check_backend(name: str) -> str:
+    """`name` if it is a torch.distributed backend the lab runs (gloo, nccl); else a ValueError saying
+    which are."""
+    from lab.comm.dist import check_backend as check
+
+    check(name)
+    return name
+
+
+__all__ = ["check_range", "check_backend"]

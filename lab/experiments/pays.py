@@ -1,4 +1,4 @@
-"""Does compression pay? (issue 19): every registered codec × allreduce algorithm on a two-level cluster
+"""Does compression pay? Every registered codec × allreduce algorithm on a two-level cluster
 against a bf16 baseline, codec time counted, optional overlap with the backward pass; the break-even
 NIC bandwidth per codec; time to accuracy from the steps penalties `paralab converge` measured (issue
 32: `lab.plan.accuracy`, "not measured" where it has none); and why NVLS busbw exceeds the ring's.
@@ -34,7 +34,7 @@ PAPER_PAYS = {
     "zeropp_max_speedup": 2.16,          # up to 2.16x throughput at 384 GPUs (low-bandwidth clusters)
     "agarwal_winning_settings": 6,       # Agarwal et al. MLSys 2022: compression won in ~6 of 200+ settings
     "nvls_busbw_GBps": 480.0,            # nccl-tests on 8x H100: NVLS allreduce busbw ...
-    "ring_busbw_GBps": 370.0,            # ... against the ring's (NVIDIA/nccl issues 1374, 1455)
+    "ring_busbw_GBps": 370.0,            # ... against the ring's (NVIDIA/nccl#1374, #1455)
 }
 
 
@@ -51,7 +51,7 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
     speedup against the best bf16 step, break-even NIC bandwidth
     (`lab.plan.pays.pays`; algorithms None: every one a cluster prices, read now); per codec also its
     measured steps penalty and time-to-accuracy speedup (converge_task None: the task closest to the
-    model; results: folders to look in, None: $PARALAB_RESULTS or ./bench/results, then the repo's);
+    model; results: folders to look in, None: $PARALAB_RESULTS or ./bench/results, then the shipped reference results);
     `lesson`: how many codecs pay inside one node, here and on 10 Gb/s Ethernet, ranked by time to
     accuracy where measured. strategy 'fsdp': ZeRO-3 / FSDP with ZeRO++ switches `zero_pp` against the
     best bf16 FSDP step (`lab.plan.sharded_pays`; algorithms: ring, hierarchical; weights_codec: one codec for
@@ -71,6 +71,9 @@ def does_compression_pay(model: str = "gpt2_small", cluster: str = "8x8", *, gpu
                          "algorithms are chosen with algorithms=")
     if weights_codec is not None:
         raise ValueError("a weights codec is for strategy fsdp (DDP sends no weights)")
+    from lab.plan.sharded import parse_zero_pp
+
+    parse_zero_pp(zero_pp)  # fsdp's switches, checked anyway: a bad one is never silently kept
     return _pays.pays(model, cluster, gpu=gpu, intra=intra, inter=inter, nics_per_node=nics_per_node,
                       batch_per_gpu=batch_per_gpu, overlap=overlap, codecs=codecs, algorithms=algorithms,
                       bandwidths=bandwidths, progress=progress, converge_task=converge_task, results=results)
@@ -92,9 +95,9 @@ def nvls_table(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 37
         {"quantity": "nccl-tests busbw / algbw", "ring": 2 * (P - 1) / P, "nvls": 2 * (P - 1) / P,
          "how": "the same convention for both: 2(P−1)/P"},
         {"quantity": "busbw / wire bandwidth", "ring": 1.0, "nvls": d["nvls_busbw_per_wire"],
-         "how": "NVLS: 2(P−1)/(P+1) (nccl-tests issues 212/272, PR 239)"},
+         "how": "NVLS: 2(P−1)/(P+1) (NVIDIA/nccl-tests#212, #272, #239)"},
         {"quantity": "busbw measured, GB/s", "ring": ring_busbw_GBps, "nvls": nvls_busbw_GBps,
-         "how": "8x H100 SXM (NVIDIA/nccl issues 1374, 1455)"},
+         "how": "8x H100 SXM (NVIDIA/nccl#1374, #1455)"},
         {"quantity": "wire bandwidth implied, GB/s", "ring": d["ring_wire_GBps"], "nvls": d["nvls_wire_GBps"],
          "how": "busbw / (busbw / wire)"},
         {"quantity": "fraction of the NVLink line rate", "ring": d["ring_line_fraction"],

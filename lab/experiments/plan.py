@@ -16,8 +16,9 @@ from lab.plan import (codec_advice, deep_image_scaling, deep_image_speedup, dett
                       get_model, plan_step, plan_sweep)
 from lab.plan.papers import DEEP_IMAGE_PAPER
 from lab.plan.strategies import cluster_algorithms
+from lab.plan.wire import compressing_codecs
 from lab.backend import Progress
-from lab.comm.cluster import Cluster, make_cluster
+from lab.comm.cluster import Cluster, make_cluster, resolve_level_link
 
 DEFAULT_GPUS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -26,6 +27,9 @@ def planner_cluster(cluster: str | Cluster | None, intra: str = "nvlink4", inter
                     nics_per_node: int | None = None) -> Cluster | None:
     """The two-level cluster a plan runs on: None (a single `link`), a Cluster, or 'NODESxGPUS' with
     intra- and inter-node link presets (aliases such as ndr400 allowed), `lab.comm.cluster.make_cluster`."""
+    if cluster is None:  # the node links are checked anyway: a name no link has is never silently kept
+        resolve_level_link(intra, "intra")
+        resolve_level_link(inter, "inter")
     if cluster is None or isinstance(cluster, Cluster):
         return cluster
     return make_cluster(cluster, intra, inter, nics_per_node)
@@ -123,8 +127,7 @@ def advice_time_to_accuracy(model: str = "alexnet", P: int = 8, *, device: str =
     if global_batch is not None:
         batch_per_gpu = None
     if candidates is None or candidates == "all":
-        from lab.codecs import codec_infos
-        cands = [i.name for i in codec_infos() if not i.work.raw]
+        cands = compressing_codecs()
     else:
         cands = [candidates] if isinstance(candidates, str) else list(candidates)
     spec = get_model(model)

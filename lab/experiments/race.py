@@ -1,4 +1,4 @@
-"""The race to the target (issue 32): every codec spec's validation-loss curve of a `converge` study
+"""The race to the target: every codec spec's validation-loss curve of a `converge` study
 against steps and against modelled time on a cluster (the step model of "Does compression pay?",
 `lab.plan.pays`: compute plus the allreduce each codec needs, its fastest algorithm), fp32's target
 line, each spec's arrival, and the lessons the numbers teach, computed from them (error feedback,
@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from lab.train.converge import TASKS, Spec, summarize, t_interval
+from lab.train.converge import Spec, summarize, t_interval
+from lab.train.tasks import get_task, task_names
 
 FP32 = "fp32"
 EIGHT_BIT = (7.5, 9.0)  # wire bits per value (block scales included: MX 8.25) that count as an 8-bit type
@@ -50,8 +51,7 @@ def committed_race_data(task: str) -> dict[str, Any] | None:
     infinities restored; None when there is none."""
     from lab.plan.accuracy import find_result
 
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    get_task(task)  # ValueError naming the known tasks
     path = find_result(task)
     return None if path is None else race_data(path, task)
 
@@ -68,8 +68,8 @@ def race_data(path: str | Path, task: str | None = None) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("command") != "converge" or not isinstance(doc.get("runs"), list):
         raise ValueError(f"{path} is not a `paralab converge` result (no command 'converge' with runs)")
     name = (doc.get("config") or {}).get("task")
-    if name not in TASKS:
-        raise ValueError(f"{path}: its task {name!r} is not one of {', '.join(TASKS)}")
+    if name not in task_names():
+        raise ValueError(f"{path}: its task {name!r} is not one of {', '.join(task_names())}")
     if task is not None and task != name:
         raise ValueError(f"{path} is a result of task {name!r}, not {task!r}")
     runs = pd.DataFrame([{k: (math.inf if v is None and k in INF_FIELDS else v) for k, v in r.items()}
@@ -168,8 +168,7 @@ def race(runs: pd.DataFrame | list[dict], curves: pd.DataFrame | list[dict], *, 
     (partial)."""
     runs_l = runs.to_dict(orient="records") if isinstance(runs, pd.DataFrame) else list(runs)
     pts = curves if isinstance(curves, pd.DataFrame) else pd.DataFrame(list(curves))
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    get_task(task)  # ValueError naming the known tasks
     fp32_runs = {int(r["seed"]): r for r in runs_l if r["spec"] == FP32}
     if not fp32_runs:
         raise ValueError("no finished fp32 run: the race has no target yet (fp32 runs first and defines it)")
@@ -178,7 +177,7 @@ def race(runs: pd.DataFrame | list[dict], curves: pd.DataFrame | list[dict], *, 
     if seed not in fp32_runs:
         raise ValueError(f"seed {seed} has no finished fp32 run; seeds with one: {', '.join(map(str, seeds))}")
     order = specs or list(dict.fromkeys(r["spec"] for r in runs_l))
-    model = model or TASKS[task].priced_like
+    model = model or get_task(task).priced_like
     summary = {r["spec"]: r for r in summarize(runs_l, order, seeds_asked)}
     times = step_times(order, model, cluster, gpu=gpu, intra=intra, inter=inter, batch_per_gpu=batch_per_gpu)
     tm = times.set_index("spec")

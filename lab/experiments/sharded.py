@@ -1,4 +1,4 @@
-"""What does FSDP send? (issue 31 item 4): the bytes and seconds of ZeRO-3 / FSDP's three collectives per
+"""What does FSDP send? The bytes and seconds of ZeRO-3 / FSDP's three collectives per
 step (forward all-gather, backward all-gather, gradient reduce-scatter) on a two-level cluster, with
 ZeRO++'s qwZ / qgZ / hpZ and any codec (`lab.plan.sharded`), and ZeRO++'s 3M -> 0.75M volume arithmetic
 reproduced by the same model. Predictions, not measurements."""

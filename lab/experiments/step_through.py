@@ -1,5 +1,6 @@
-"""See a collective happen (issue 17): one allreduce on P = 2..8 SimComm ranks, traced message by
-message, for any registered algorithm (the real `Algorithm.reduce` runs; nothing is redrawn by hand).
+"""See a collective happen: one allreduce on P = 2..8 SimComm ranks, traced message by
+message, for any registered algorithm (it runs through `lab.comm.allreduce`, the front door every caller uses,
+which hands over the buffer the sum forms in; nothing is redrawn by hand).
 
 Two runs of the same algorithm:
   provenance run  fp32, rank r holds x_r[i] = 2^r + 256·i, so every partial sum of value i over a
@@ -25,12 +26,12 @@ import pandas as pd
 import torch
 
 from lab.codecs.base import check_seed
+from lab.codecs.registry import codec_infos
 from lab.codecs.wire import WireFormat
-from lab.comm import cost
+from lab.comm import allreduce, cost, simulate
 from lab.comm.algorithms import algorithm_infos, get_algorithm
-from lab.comm.allreduce import NATIVE, resolve_codec, resolve_mode
-from lab.comm.channel import Channel
-from lab.comm.sim import simulate
+from lab.comm.allreduce import NATIVE, configure, resolve_codec, resolve_mode
+from lab.comm.collectives import OPS, call, collective_names, get_collective
 
 #: ranks the step-through shows (the provenance encoding holds 8 ranks in one byte)
 STEP_P = (2, 8)
@@ -126,8 +127,6 @@ def step_algorithms(op: str = "all_reduce") -> list[str]:
     """Every registered algorithm of `op`, in display order (plugins included): what the step-through offers."""
     if op == "all_reduce":
         return [a.name for a in algorithm_infos()]
-    from lab.comm.collectives import collective_names
-
     return collective_names(op)
 
 
@@ -163,23 +162,10 @@ def _check(algorithm: str, P: int, n: int, codec, seed: int):
 
 def _ranks_per_node(algo, P: int, codec) -> int:
     """k when `algo`, configured at its defaults for P ranks, runs on nodes of k ranks (1 < k < P); else 0."""
-    import importlib
-
-    front = importlib.import_module("lab.comm.allreduce")  # the module (lab.comm exports the function)
     if "ranks_per_node" not in algo.options:
         return 0
-    k = front.configure(algo.name, P, codec, "raw" if codec is None else "requantize", {}).get("ranks_per_node")
+    k = configure(algo.name, P, codec, "raw" if codec is None else "requantize", {}).get("ranks_per_node")
     return int(k) if isinstance(k, int) and 1 < k < P else 0
-
-
-def _channel(comm, algo, codec, n: int) -> Channel:
-    """The channel `allreduce` would give `algo` (requantize mode), with the algorithm's own options
-    at their defaults where the front door configures them (`lab.comm.allreduce.configure`)."""
-    from lab.comm import allreduce as front
-
-    how = "raw" if codec is None else "requantize"
-    opts = front.configure(algo.name, comm.size, codec, how, {}) if hasattr(front, "configure") else {}
-    return Channel(comm, codec, scratch=algo.scratch(n, comm.size), **({"options": opts} if opts else {}))
 
 
 class _Wire:
@@ -223,27 +209,30 @@ class _Wire:
         comm.isend_unchecked, comm.irecv_unchecked = isend, irecv
 
 
-def _run(algo, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
-    """Run algo.reduce on P SimComm ranks from xs; the messages (with a copy of each payload), each
-    rank's buffer snapshots (clock, values) and the results."""
+def _run(algorithm: str, P: int, xs: list[torch.Tensor], codec, snapshots: bool):
+    """`lab.comm.allreduce` of xs on P SimComm ranks (requantize mode with a codec); the messages (with a
+    copy of each payload), each rank's snapshots (clock, values) of the buffer the sum forms in, the results."""
     wire = _Wire(P)
     log, clocks = wire.log, wire.clocks
     snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
-    n = xs[0].numel()
 
     def rank_fn(comm):
         r = comm.rank
-        buf = xs[r].clone()
+        held: list[torch.Tensor] = []  # the buffer allreduce sums in, once it hands it over
 
         def snap() -> None:
-            if snapshots:
-                snaps[r].append((clocks[r], buf.clone()))
+            if snapshots and held:
+                snaps[r].append((clocks[r], held[0].clone()))
+
+        def watch(buf: torch.Tensor) -> None:
+            held.append(buf)
+            snap()
 
         wire.watch(comm, snap, flat=False)
+        out = allreduce(comm, xs[r], algorithm=algorithm, codec=codec, mode="auto" if codec is None else "requantize",
+                        check=False, watch=watch)
         snap()
-        algo.reduce(comm, buf, _channel(comm, algo, codec, n))
-        snap()
-        return buf
+        return out
 
     out = simulate(rank_fn, P)
     return log, snaps, out
@@ -255,7 +244,7 @@ def lamport_trace(algorithm: str, xs: list[torch.Tensor], *, codec=None) -> tupl
     dst, bytes, order) and every rank's result."""
     c = resolve_codec(codec)
     resolve_mode(c, "requantize", algorithm)
-    log, _, out = _run(get_algorithm(algorithm), len(xs), [x.reshape(-1).float() for x in xs], c, snapshots=False)
+    log, _, out = _run(algorithm, len(xs), [x.reshape(-1).float() for x in xs], c, snapshots=False)
     df = pd.DataFrame([{"step": m["step"], "src": m["src"], "dst": m["dst"], "bytes": m["bytes"], "order": i}
                        for i, m in enumerate(log)], columns=["step", "src", "dst", "bytes", "order"])
     return df, out
@@ -316,13 +305,13 @@ def step_through(algorithm: str = "ring", P: int = 4, n: int = 24, *, codec: str
     c, algo = _check(algorithm, P, n, codec, seed)
     P = int(P)
     # provenance run: fp32, who is in each buffer cell and each message value
-    plog, snaps, pout = _run(algo, P, _provenance(P, n), None, snapshots=True)
+    plog, snaps, pout = _run(algorithm, P, _provenance(P, n), None, snapshots=True)
     steps = max((m["step"] for m in plog), default=-1) + 1
     # data run: seeded N(0,1) through the codec
     gen = torch.Generator().manual_seed(seed)
     xs = [torch.randn(n, generator=gen) for _ in range(P)]
     X = torch.stack(xs).double().numpy()  # P × n
-    dlog, _, dout = _run(algo, P, xs, c, snapshots=False)
+    dlog, _, dout = _run(algorithm, P, xs, c, snapshots=False)
 
     prov = {(m["src"], m["dst"], m["seq"]): m for m in plog}
     rows = []
@@ -459,14 +448,12 @@ def algorithm_traffic(P: int = 4, n: int = 24, link: str | cost.Link = "nvlink4"
 def step_codecs() -> list[str]:
     """Codec names the step-through offers: every registered codec that carries partial sums (not
     fp32 itself, not gather-only ones unless an algorithm runs them in two stages)."""
-    from lab.codecs.registry import codec_infos
-
     two = any(a.two_stage for a in algorithm_infos())
     return [c.name for c in codec_infos() if not c.work.raw and not c.phased
             and (not c.gather_only or (two and c.two_stage))]
 
 
-# -- every other collective (issue 31): all-gather filling buffers, reduce-scatter leaving shards, ...
+# -- every other collective: all-gather filling buffers, reduce-scatter leaving shards, ...
 
 #: why nccl-tests' factor is what it is, per op: the bytes each rank must move at least, as a share of the size S
 OP_BUSBW_WHY = {
@@ -488,49 +475,32 @@ def _slots(op: str, P: int) -> int:
     return P if op in _SLOTTED else 1
 
 
-def _op_provenance(op: str, P: int, r: int, k: int, root: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input, buffer to watch) of rank r in the provenance run: value g of a slot holds 2^src + 256·g,
-    so a sum over ranks S is mask(S) + 256·|S|·g; -1 marks a slot nothing has arrived in."""
+def _op_input(op: str, P: int, r: int, k: int, root: int) -> torch.Tensor:
+    """Rank r's input in the provenance run: value g of a slot holds 2^src + 256·g, so a sum over ranks S is
+    mask(S) + 256·|S|·g (-1: no data, a broadcast's non-root ranks)."""
     g = torch.arange(_slots(op, P) * k, dtype=torch.float32) * _BASE
     mine = g + float(1 << r)
-    empty = torch.full_like(g, -1.0)
     if op == "all_gather":
-        out = empty.view(P, k).clone()
-        out[r] = mine.view(P, k)[r]
-        return out, out
+        return mine.view(P, k)[r].clone()
     if op == "reduce_scatter":
-        blocks = mine.view(P, k).clone()
-        return blocks, blocks
-    if op == "alltoall":
-        inp = mine.view(P, k)[r].repeat(P, 1)  # every block carries the slot index it lands in at its destination
-        out = empty.view(P, k).clone()
-        out[r] = inp[r]
-        return inp, out
-    if op == "broadcast":
-        buf = mine.clone() if r == root else empty.clone()
-        return buf, buf
-    if op == "reduce":
-        buf = mine.clone()
-        return buf, buf
-    recv = empty.clone()  # sendrecv
-    return mine.clone(), recv
+        return mine.view(P, k).clone()
+    if op == "alltoall":  # every block carries the slot index it lands in at its destination
+        return mine.view(P, k)[r].repeat(P, 1)
+    if op == "broadcast" and r != root:
+        return torch.full_like(g, -1.0)
+    return mine.clone()
 
 
-def _op_call(op: str, coll, comm, inp: torch.Tensor, watched: torch.Tensor, root: int) -> None:
-    from lab.comm.collectives.wire import Wire
-
-    if op == "all_gather":
-        coll.run(comm, watched)
-    elif op == "reduce_scatter":
-        coll.run(comm, watched, Wire(comm, None))
-    elif op == "alltoall":
-        coll.run(comm, inp, watched)
-    elif op == "broadcast":
-        coll.run(comm, watched, root)
-    elif op == "reduce":
-        coll.run(comm, watched, Wire(comm, None), root)
-    else:
-        coll.run(comm, inp, watched)
+def _mark_unarrived(op: str, buf: torch.Tensor, r: int) -> None:
+    """-1 (no provenance) in the slots of the buffer the collective works in that nothing has arrived in yet:
+    until a message lands there they hold whatever the memory held."""
+    if op in ("all_gather", "alltoall"):
+        rows = buf.view(buf.shape[0], -1)
+        own = rows[r].clone()
+        rows.fill_(-1.0)
+        rows[r] = own
+    elif op == "sendrecv":
+        buf.fill_(-1.0)
 
 
 def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4, n: int = 24, *,
@@ -540,13 +510,11 @@ def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4,
     of n // P values for all_gather (the gathered rows), reduce_scatter (the shards, rank r's ending
     as the sum) and alltoall (the blocks received), one buffer for broadcast, reduce and sendrecv.
     Buffers and messages say which ranks' data each value holds (the provenance encoding of
-    `step_through`)."""
-    from lab.comm.collectives import OPS, get_collective
-
+    `step_through`). The op runs through its front door, `lab.comm.collectives.call`."""
     if op == "all_reduce" or op not in OPS:
         raise ValueError(f"op {op!r}; allowed here: {', '.join(o for o in OPS if o != 'all_reduce')} "
                          "(all_reduce: step_through)")
-    coll = get_collective(op, algorithm)
+    get_collective(op, algorithm)  # an unknown algorithm of the op says which there are
     if isinstance(P, bool) or not isinstance(P, int) or not STEP_P[0] <= P <= STEP_P[1]:
         raise ValueError(f"P={P!r}: the step-through shows {STEP_P[0]}..{STEP_P[1]} ranks; allowed: an integer "
                          f"from {STEP_P[0]} to {STEP_P[1]}")
@@ -561,18 +529,25 @@ def op_step_through(op: str = "all_gather", algorithm: str = "ring", P: int = 4,
     log, clocks = wire.log, wire.clocks
     snaps: list[list[tuple[int, torch.Tensor]]] = [[] for _ in range(P)]
 
+    where = {"root": root} if op in ("broadcast", "reduce") else {}
+
     def rank_fn(comm):
         r = comm.rank
-        inp, watched = _op_provenance(op, P, r, k, root)
+        held: list[torch.Tensor] = []  # the buffer the collective works in, once it hands it over
 
         def snap() -> None:
-            snaps[r].append((clocks[r], watched.reshape(-1).clone()))
+            if held:
+                snaps[r].append((clocks[r], held[0].reshape(-1).clone()))
+
+        def watch(buf: torch.Tensor) -> None:
+            _mark_unarrived(op, buf, r)
+            held.append(buf)
+            snap()
 
         wire.watch(comm, snap, flat=True)
+        call(op, comm, _op_input(op, P, r, k, root), algorithm=algorithm, check=False, watch=watch, **where)
         snap()
-        _op_call(op, coll, comm, inp, watched, root)
-        snap()
-        return watched.reshape(-1).clone()
+        return held[0].reshape(-1).clone()
 
     out = simulate(rank_fn, P)
     steps = max((m["step"] for m in log), default=-1) + 1

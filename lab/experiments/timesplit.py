@@ -1,5 +1,5 @@
 """Where did the time go? The per-rank split of a measured allreduce (wire, waiting, codec work, Python)
-and its timeline, from the traces `--trace DIR` writes (lab.comm.timesplit; DESIGN.md "Measuring").
+and its timeline, from the traces `--trace DIR` writes (lab.comm.timesplit; docs/design.md "Measuring").
 
 `split_table` flattens the `split` of benchmark rows (one row per measured row and rank); `timeline_table`
 reads the traces back as pieces (label, rank, kind, start, end) of each rank's median traced call;
@@ -19,6 +19,7 @@ import pandas as pd
 from lab.backend import Progress
 from lab.comm.spans import KINDS, PYTHON
 from lab.comm.timesplit import SPLIT_FIELDS, load_traces
+from lab.data.results import reference_dir
 
 #: what each range kind means, for legends and tooltips (the timeline's colours follow this order)
 RANGE_KINDS: dict[str, str] = {
@@ -160,8 +161,8 @@ def time_split(values: int = LIVE_VALUES, codecs: Sequence[str] = LIVE_CODECS, *
     return TimeSplit(rows.drop(columns=["split"], errors="ignore"), split, timeline, d, split_takeaway(split), config)
 
 
-#: the committed measurement the Collectives page shows before a live run (`paralab bench compressed --trace`)
-COMMITTED = Path(__file__).resolve().parents[2] / "bench" / "results" / "compressed-cpu-P2-shaped-1gbit-trace.json"
+#: the shipped measurement the Collectives page shows before a live run (`paralab bench compressed --trace`)
+COMMITTED = reference_dir() / "compressed-cpu-P2-shaped-1gbit-trace.json"
 
 
 def with_codecs(timeline: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:

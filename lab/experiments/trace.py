@@ -1,4 +1,4 @@
-"""The step-through as tables (DESIGN.md rule 3: what a page shows, the CLI prints): `paralab trace`.
+"""The step-through as tables (docs/design.md rule 3: what a page shows, the CLI prints): `paralab trace`.
 
 One allreduce traced message by message by `step_through` (P = 2..8 SimComm ranks, any registered
 algorithm, a codec re-encoding at every hop, Dettmers 2016 §3.2), then summed per directed link and

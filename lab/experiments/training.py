@@ -9,6 +9,7 @@ import pandas as pd
 
 from lab.train.reproduce import Reproduction, reproduce, type_summary
 from lab.train.run import TrainConfig, TrainResult, load_data, train
+from lab.data.images import DATASETS, DataError, locate_dataset
 from lab.backend import Progress, RowSink
 
 CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
@@ -151,6 +152,18 @@ def dataset_info(dataset: str = "auto", *, data_path: str | None = None, seed: i
                 test=len(ds.test_y), source=ds.source)
 
 
+def check_dataset(dataset: str = "auto", data_path: Any = None, *, locate: bool = True) -> str:
+    """`dataset` when a run can read it, checked without reading it (before any work): its name is known
+    and (`locate`) its MNIST-format files are found, in `data_path` alone when given. DataError saying
+    what is allowed or where it looked."""
+    if not locate:
+        if dataset not in DATASETS:
+            raise DataError(f"unknown data set {dataset!r}; known: {', '.join(DATASETS)}")
+        return dataset
+    locate_dataset(dataset, data_path)
+    return dataset
+
+
 def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
                  on_point: RowSink | None = None, side_by_side: bool = False,
                  **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -214,6 +227,7 @@ def ddp_training(cfg: TrainConfig, procs: int, *, backend: str = "gloo", timeout
     from lab.train.ddp import assemble, ddp_rank, train_ddp
 
     if in_torchrun():
+        cfg.check()
         comm = TorchComm.from_env(backend, timeout)
         every = comm.allgather_object(ddp_rank(comm, asdict(cfg), trace=trace))
         return assemble(cfg, every, backend) if comm.rank == 0 else None
@@ -231,7 +245,7 @@ def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False
 
 
 __all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",
-           "ddp_comparison", "ddp_training", "reproduction", "config", "dataset_info", "architecture"]
+           "ddp_comparison", "ddp_training", "reproduction", "config", "dataset_info", "check_dataset", "architecture"]
 
 
 def reproduction_summary(runs: list[dict]) -> pd.DataFrame:

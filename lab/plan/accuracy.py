@@ -1,4 +1,4 @@
-"""Measured steps penalties for the verdicts (issue 32): which `paralab converge` result stands for a
+"""Measured steps penalties for the verdicts: which `paralab converge` result stands for a
 priced model, and each codec spec's penalty in it (steps to fp32's target / fp32's steps, with its
 t-based 95 % CI over seeds; `lab.train.converge`).
 
@@ -7,9 +7,10 @@ baseline is its per-step speedup x (the baseline's penalty / the codec's penalty
 reached the target in some seed has an infinite penalty: it never pays. A spec the result does not
 hold is *not measured*: no penalty is guessed for it.
 
-Where results are looked for, in order: $PARALAB_RESULTS when set, else bench/results under the
-current directory; then the bench/results shipped in the repository. Within a folder the simulated
-workers' file `converge-<task>-<device>.json` comes before the DDP ones (`-ddpP`).
+Where results are looked for, in order (`lab.data.results.results_dirs`): $PARALAB_RESULTS when set,
+else bench/results under the current directory; then the reference results shipped with paralab.
+Within a folder the simulated workers' file `converge-<task>-<device>.json` comes before the DDP ones
+(`-ddpP`).
 
 Which task stands for a model: the task whose `priced_like` is the model (mlp -> alexnet, cnn ->
 resnet50, gpt -> gpt2-small); otherwise by where the model's gradient values are: transformer
@@ -22,30 +23,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.data.results import RESULTS_ENV, results_dir
+from lab.data.results import RESULTS_ENV, results_dirs
 
 from .layers import ModelSpec, get_model
 
-REPO = Path(__file__).resolve().parents[2]
 TRANSFORMER_KINDS = ("block", "embedding", "attention", "head")
 NOT_MEASURED = "not measured"
 NEVER = "never reaches the target"
 
 
-def results_dirs() -> list[Path]:
-    """Folders searched for converge results: where results go (`lab.data.results.results_dir`:
-    $PARALAB_RESULTS, else ./bench/results), then the repo's."""
-    user = results_dir()
-    out = [user]
-    shipped = REPO / "bench" / "results"
-    if shipped.resolve() != user.resolve():
-        out.append(shipped)
-    return out
-
-
 def _tasks() -> dict:
-    from lab.train.converge import TASKS
-    return TASKS
+    """The registered converge tasks by name (`lab.train.tasks`), read now: a task plugin counts too."""
+    from lab.train.tasks import task_infos
+    return {t.name: t for t in task_infos()}
 
 
 def task_for(model: str | ModelSpec) -> tuple[str, str]:

@@ -21,8 +21,8 @@ from .devices import Device, get_device
 from .links import resolve_link
 from .layers import ModelSpec, get_model
 from .strategies import MODEL_PARALLEL_KINDS, check_P, plan_step
-from .wire import (allgather_seconds, allreduce_seconds, reduce_scatter_seconds, transfer_seconds, wire_bytes,
-                   wire_codec)
+from .wire import (allgather_seconds, allreduce_seconds, compressing_codecs, reduce_scatter_seconds, transfer_seconds,
+                   wire_bytes, wire_codec)
 
 CANDIDATES: tuple[str, ...] = ("none", "dynamic_tree", "onebit")
 
@@ -50,8 +50,7 @@ def codec_advice(model: str | ModelSpec, P: int, *, device: str | Device = "v100
     if strategy not in ("data", "model", "hybrid"):
         raise ValueError(f"codec advice covers strategies data, model, hybrid; got {strategy!r}")
     if candidates == "all":
-        from lab.codecs import codec_infos
-        candidates = ("none", *(i.name for i in codec_infos() if not i.work.raw))
+        candidates = ("none", *compressing_codecs())
     elif isinstance(candidates, str):
         candidates = (candidates,)
     cands = [wire_codec(c) for c in candidates]

@@ -9,8 +9,9 @@ backward pass; with overlap layer i's allreduce starts when its backward is done
 stream, one after another) and the step ends when the backward and the last allreduce are done.
 Codec work runs on the communication stream (its contention with compute kernels is not modelled).
 
-Codec time per value: measured (`bench/results/codecs-<device>.json` of a CUDA run whose device
-name matches the GPU preset: the largest size's encode and decode_into ns/value) when it exists for
+Codec time per value: measured (the `codecs-<device>.json` of a CUDA run whose device name matches the
+GPU preset, the user's own in $PARALAB_RESULTS or ./bench/results before the shipped reference ones: the
+largest size's encode and decode_into ns/value) when it exists for
 that codec, else a roofline of the GPU preset: bytes read + written / memory bandwidth
 (`lab.plan.wire`: encode 4 + w (+ extra) bytes, decode w + 4), plus a kernel launch per kernel
 (`Device.launch_us`). Each row says which.
@@ -19,7 +20,7 @@ Break-even: the NIC bandwidth (GB/s per direction) below which a codec's step is
 (`PAYS_MARGIN`) shorter than the best bf16 step (Agarwal et al., MLSys 2022: compression must beat a
 tuned 16-bit baseline end to end).
 
-Time to accuracy (issue 32): step time x steps to the target. The steps penalty of each codec spec is
+Time to accuracy: step time x steps to the target. The steps penalty of each codec spec is
 measured by `paralab converge` on the task closest to the priced model (`lab.plan.accuracy`), relative
 to bf16's own penalty when bf16 was measured; time-to-accuracy speedup = per-step speedup / penalty.
 A codec that never reached the target never pays; one without a measurement is "not measured" and
@@ -38,15 +39,15 @@ import numpy as np
 import pandas as pd
 
 from lab.comm import cluster as cl
+from lab.comm.algorithms import get_algorithm
 from lab.comm.cluster import BF16, FP32, Cluster, CodecCost
+from lab.data.results import results_dirs
 
 from . import accuracy as acc
 from .devices import Device, get_device
 from .layers import ModelSpec, get_model
-from .wire import EF_TRAFFIC, WireCodec, phased_values, phased_work_seconds, wire_codec
+from .wire import EF_TRAFFIC, WireCodec, compressing_codecs, phased_values, phased_work_seconds, wire_codec
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH_DIR = REPO / "bench" / "results"
 BASELINE = "bf16"
 DEFAULT_BANDWIDTHS = tuple(float(x) for x in np.logspace(-2, 3.5, 45))  # GB/s per NIC: 0.01 .. 3162
 # a codec "pays" when its step is at least this much faster than the best bf16 step (a model's 0.1 % is no
@@ -64,22 +65,22 @@ def _model(name: str | ModelSpec) -> ModelSpec:
 def candidate_codecs() -> list[str]:
     """Every registered codec that compresses a bf16 gradient: not raw fp32, not bf16 (the baseline);
     PowerSGD included (priced from each layer's matrix shapes, `PhasedCost`)."""
-    from lab.codecs import codec_infos
-    return [i.name for i in codec_infos() if not i.work.raw and i.name != BASELINE]
+    return [n for n in compressing_codecs() if n != BASELINE]
 
 
 def measured_codec_file(device: Device, bench_dir: Path | str | None = None) -> Path | None:
     """The `codecs-<device>.json` of a CUDA run on the GPU the preset names (e.g. h100 -> an 'NVIDIA H100 ...'
-    run), or None."""
-    d = Path(bench_dir) if bench_dir is not None else BENCH_DIR
-    for p in sorted(d.glob("codecs-*.json")):
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("device_type") == "cuda" and \
-                device.name.lower() in str(data.get("device", "")).lower().replace(" ", ""):
-            return p
+    run), or None. Looked for in `bench_dir`, or (None) in `results_dirs()` order: the user's own
+    `paralab bench codecs` results ($PARALAB_RESULTS, else ./bench/results) before the shipped reference ones."""
+    for d in results_dirs() if bench_dir is None else [Path(bench_dir)]:
+        for p in sorted(d.glob("codecs-*.json")):
+            try:
+                data = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("device_type") == "cuda" and \
+                    device.name.lower() in str(data.get("device", "")).lower().replace(" ", ""):
+                return p
     return None
 
 
@@ -214,10 +215,15 @@ class Setting:
 
 
 def available(algorithm: str, codec: Cost, c: Cluster) -> bool:
-    """in_network: 16-bit values only (no codec), on a cluster whose switches reduce."""
+    """in_network: 16-bit values only (no codec), on a cluster whose switches reduce. A codec re-encoded at
+    every hop runs on an algorithm whose codec time has a model: it declares its codec counts or prices
+    itself on a cluster (a plugin may declare neither: it is then priced without codecs, never a crash)."""
     if algorithm == cl.IN_NETWORK:
         return codec.raw and cl.in_network_available(c)
-    return True
+    if codec.raw or codec.mode != "requantize":
+        return True
+    algo = get_algorithm(algorithm)
+    return algo.codec_counts is not None or algo.cluster_time is not None
 
 
 def step(s: Setting, codec: Cost, algorithm: str,
@@ -366,8 +372,8 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
     lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()))
     source = (f"measured: {bench_file.name} (roofline for codecs it does not time)" if bench_file is not None
-              else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no bench/results/codecs-*.json "
-                   f"for a {dev.name} GPU)")
+              else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no codecs-*.json measured on a "
+                   f"{dev.name} GPU in {', '.join(map(str, results_dirs()))})")
     notes = [f"baseline: bf16 gradients with the fastest of {', '.join(base_algos)} ({best_base}, "
              f"{1e3 * base_step:.2f} ms per step)",
              f"pays: at least {PAYS_MARGIN:.0%} faster than the best bf16 step; break_even_GBps: NIC bandwidth "

@@ -4,11 +4,15 @@ ZeRO++'s three switches (Wang et al. 2023, arXiv 2306.10209 §3) and any codec o
 Per step and per FSDP unit (one layer of `lab.plan.layers` holding n parameters, each of the P = N·g
 ranks owning n/P of them): the weights are all-gathered before the forward pass and again before the
 backward pass (reshard after forward), and the gradients are reduce-scattered after the backward pass.
-Each collective is priced with alpha-beta ring costs (`lab.comm.cluster.ring_allgather`,
-`ring_reduce_scatter`, `alltoall_transfer`: k−1 messages of one piece each, L + bytes·G per message):
+Each collective is priced by the registered all-gather / reduce-scatter / all-to-all plugins
+(`lab.comm.collectives`), each with its own cost model (`lab.plan.levels`: a·L + b·G per call), the
+fastest one chosen per level:
 
-- algorithm "ring": one ring over all P ranks on `Cluster.ring_link` (the slower of the intra link and one
-  whole NIC: one flow crosses each node boundary per direction); node egress (P−1) pieces of n/P.
+- algorithm "ring" (the flat layout): one collective over all P ranks. On several nodes a plugin that only
+  talks to its neighbours (the ring) runs on `Cluster.ring_link` (the slower of the intra link and one
+  whole NIC: one flow crosses each node boundary per direction; node egress: one rank's bytes, (P−1)
+  pieces of n/P for the ring); any other on one GPU's share of the network (`Cluster.inter_per_gpu`),
+  its peers taken as spread evenly over the nodes for the bytes that leave a node.
 - algorithm "hierarchical": all-gather across nodes among the N ranks of one local index (one GPU's share
   of the network), then inside the node; reduce-scatter the other way round (bf16 inside the node, the
   gradient codec across nodes, as the lab's hierarchical allreduce). Node egress (N−1)/N of the tensor.
@@ -49,6 +53,11 @@ from lab.comm import cluster as cl
 from lab.comm.cluster import BF16, Cluster, CodecCost
 
 from . import levels as lv
+from .layers import Layer, ModelSpec, get_model
+from .links import resolve_link
+from .step_plan import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, check_batches, cluster_codec,
+                        sub_cluster)
+from .wire import wire_codec
 
 STRATEGIES = ("ddp", "fsdp")
 ZERO_PP = ("qwz", "qgz", "hpz")
@@ -160,7 +169,7 @@ def all_gather(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "
     once at the owner and every receiver decodes (`cl.ring_allgather`'s codec work, the same for every
     algorithm). One level (a node's GPUs, or the N ranks of one local index across nodes): the fastest
     registered all-gather plugin (`lab.plan.levels.best`; `candidates` {op: [names]} narrows them); the
-    flat layout over several nodes is a ring of consecutive ranks (one flow per node boundary)."""
+    flat layout over several nodes: the fastest over all P consecutive ranks (`flat_level`)."""
     N, g, P = c.nodes, c.gpus_per_node, c.P
     if n == 0 or P == 1 or (inside_node and g == 1):
         return Traffic(name, "-", codec.name)
@@ -170,9 +179,10 @@ def all_gather(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str = "
         return Traffic(name, f"inside the node ({g} GPUs)", codec.name, lev.transfer_s, w, launch, 0.0,
                        g * lev.bytes_per_rank, lev.algorithm)
     if algorithm == "ring":
-        t = cl.ring_allgather(P, n, c.ring_link, codec)
-        w = _piece(codec, n / P)
-        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w, "ring")
+        lev, cross, intra = flat_level("all_gather", c, n, codec, candidates=candidates)
+        _, w, launch = cl.ring_allgather(P, n, c.ring_link, codec)  # encode once, decode every row: any algorithm
+        return Traffic(name, f"{lev.algorithm} over {P} GPUs", codec.name, lev.transfer_s, w, launch, cross, intra,
+                       lev.algorithm)
     across = lv.best("all_gather", N, n / g, c.inter_per_gpu, codec, candidates=candidates)
     inside = lv.best("all_gather", g, n, c.intra, codec, candidates=candidates)
     a = cl.ring_allgather(N, n / g, c.inter_per_gpu, codec)
@@ -190,7 +200,7 @@ def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str
     node's sums once, all-to-all across nodes, sum; each all-to-all the fastest registered alltoall plugin);
     else the fastest registered reduce-scatter plugin per level (the codec decoded, added and re-encoded at
     every message), the hierarchical form with `raw` (bf16 by default) inside the node and the codec across;
-    the flat layout over several nodes is a ring of consecutive ranks."""
+    the flat layout over several nodes: the fastest over all P consecutive ranks (`flat_level`)."""
     N, g, P = c.nodes, c.gpus_per_node, c.P
     if n == 0 or P == 1:
         return Traffic(name, "-", codec.name)
@@ -214,14 +224,33 @@ def reduce_scatter(c: Cluster, n: float, codec: CodecCost = BF16, algorithm: str
         return Traffic(name, f"inside the node ({g} GPUs)", codec.name, lev.transfer_s, lev.codec_s, lev.launch_s,
                        0.0, g * lev.bytes_per_rank, lev.algorithm)
     if algorithm == "ring":
-        t = cl.ring_reduce_scatter(P, n, c.ring_link, codec)
-        w = _piece(codec, n / P)
-        return Traffic(name, f"ring over {P} GPUs", codec.name, *t, (P - 1) * w, (g - 1) * (P - 1) * w, "ring")
+        lev, cross, intra = flat_level("reduce_scatter", c, n, codec, per_hop=True, candidates=candidates)
+        return Traffic(name, f"{lev.algorithm} over {P} GPUs", codec.name, lev.transfer_s, lev.codec_s, lev.launch_s,
+                       cross, intra, lev.algorithm)
     inside = lv.best("reduce_scatter", g, n, c.intra, raw, per_hop=True, candidates=candidates)
     across = lv.best("reduce_scatter", N, n / g, c.inter_per_gpu, codec, per_hop=True, candidates=candidates)
     return Traffic(name, "inside the node, then across", codec.name, inside.transfer_s + across.transfer_s,
                    inside.codec_s + across.codec_s, inside.launch_s + across.launch_s, g * across.bytes_per_rank,
                    g * inside.bytes_per_rank, _two(across, inside))
+
+
+def flat_level(op: str, c: Cluster, n: float, codec: CodecCost, *, per_hop: bool = False,
+               candidates: lv.Candidates | None = None) -> tuple[lv.LevelPrice, float, float]:
+    """The fastest registered plugin of `op` over all P consecutive ranks of several nodes, with the bytes
+    that leave one node and those its GPUs send each other. A neighbours-only plugin (the ring) crosses each
+    node boundary with one flow on the whole NIC (`Cluster.ring_link`): one rank's bytes leave the node, its
+    other g−1 ranks' stay inside. Any other runs on one GPU's share of the network (`Cluster.inter_per_gpu`),
+    its peers spread evenly: (P−g)/(P−1) of the node's g ranks' bytes leave it."""
+    P, g = c.P, c.gpus_per_node
+    best: tuple[lv.LevelPrice, float, float] | None = None
+    for coll in lv.candidates_for(op, candidates):
+        lev = lv.price(coll, P, n, c.ring_link if coll.neighbours else c.inter_per_gpu, codec, per_hop=per_hop)
+        node = g * lev.bytes_per_rank
+        cross = lev.bytes_per_rank if coll.neighbours else node * (P - g) / (P - 1)
+        if best is None or lev.seconds < best[0].seconds:
+            best = (lev, cross, node - cross)
+    assert best is not None  # candidates_for names at least one plugin
+    return best
 
 
 def carries_weights(codec: CodecCost | object) -> bool:
@@ -231,7 +260,6 @@ def carries_weights(codec: CodecCost | object) -> bool:
         return False
     if codec.raw:
         return True
-    from lab.plan.wire import wire_codec
     try:
         wc = wire_codec(codec.name)
     except (ValueError, KeyError):  # a codec the registry does not know (the paper's INT8): it carries values
@@ -372,17 +400,18 @@ def owned_GB(params: float, c: Cluster) -> float:
 
 def volume_table(c: Cluster | str = "48x8", n_values: float = 1e9, *, weights: CodecCost = PAPER_INT8,
                  grads: CodecCost = PAPER_INT4, intra: str = "nvlink3", inter: str = "ib_hdr",
-                 algorithm: str = "hierarchical") -> pd.DataFrame:
+                 algorithm: str = "hierarchical", candidates: lv.Candidates | None = None) -> pd.DataFrame:
     """ZeRO++ §3's communication-volume arithmetic with the lab's model: per collective, the bytes that
     leave one node per step for plain ZeRO-3 (bf16) and for ZeRO++ (qwZ with `weights`, hpZ, qgZ with
     `grads`), in model sizes M = 2·n_values bytes and as the fraction (N−1)/N of the tensor a node must
-    receive, beside the paper's numbers (`PAPER_VOLUME_M`). One unit of n_values parameters."""
+    receive, beside the paper's numbers (`PAPER_VOLUME_M`). One unit of n_values parameters; `candidates`
+    {op: [names]} narrows the registered plugins each level may take."""
     if isinstance(c, str):
         c = cl.make_cluster(c, intra, inter)
     check_fsdp_cluster(c)
     M = BF16.wire(n_values)
-    base = layer_traffic(c, n_values, BF16, algorithm, ())
-    zpp = layer_traffic(c, n_values, grads, algorithm, ZERO_PP, weights=weights)
+    base = layer_traffic(c, n_values, BF16, algorithm, (), candidates=candidates)
+    zpp = layer_traffic(c, n_values, grads, algorithm, ZERO_PP, weights=weights, candidates=candidates)
     frac = (c.nodes - 1) / c.nodes if c.nodes > 1 else math.nan
     rows = []
     for k in (*COLLECTIVES, "total"):
@@ -410,18 +439,16 @@ _SIZED = re.compile(r"\s*gpt[_-]?(\d+(?:\.\d+)?)b\s*\Z", re.I)
 def sized_model(name):
     """A model by name: 'gpt-7b' / 'gpt_175b' (`transformer` of that many billion parameters), else a preset
     of `lab.plan.layers` (or a ModelSpec as is)."""
-    from .layers import get_model
     m = _SIZED.match(name) if isinstance(name, str) else None
     if m:
         return transformer(float(m.group(1)))
     return get_model(name.replace("-", "_") if isinstance(name, str) else name)
 
 
-def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> "ModelSpec":
+def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> ModelSpec:
     """A GPT-style decoder of about `billions` × 1e9 parameters (GPT-3's shape rule: width d = 128 × layers,
     12·d² weights per block, Brown et al. 2020 Table 2.1), d rounded to a multiple of 128; one FSDP unit
     per block plus the embedding (tied head). A sample is one sequence of seq_len tokens."""
-    from .layers import Layer, ModelSpec
     if isinstance(billions, bool) or not isinstance(billions, (int, float)) or not 0.01 <= billions <= 2000:
         raise ValueError(f"model size {billions!r} billion parameters: give a number in 0.01..2000")
     d = max(128, int(round((billions * 1e9 * 128 / 12) ** (1 / 3) / 128)) * 128)
@@ -439,7 +466,7 @@ def transformer(billions: float, *, seq_len: int = 2048, vocab: int = 50257) -> 
 
 def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None, batch_per_gpu: int | None = None,
               global_batch: int | None = None, algorithm: str = "ring", codec=None, overlap: bool = False,
-              micro_batches: int | None = None, zero_pp=(), candidates: lv.Candidates | None = None) -> "StepPlan":
+              micro_batches: int | None = None, zero_pp=(), candidates: lv.Candidates | None = None) -> StepPlan:
     """The planner's strategy 'fsdp' (`lab.plan.strategies.plan_step`): one ZeRO-3 / FSDP step of `spec` on P
     GPUs (of `cluster`, whole nodes, or P GPUs on one `link`). The planner's uncompressed values are fp32
     (`cluster_codec`); codec: one codec name for every layer (the gradients; the weights too with qwZ).
@@ -448,11 +475,6 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
     all-gather / reduce-scatter / alltoall plugin (`candidates` {op: [names]} narrows them); the label and
     each layer's `algorithm` name the choice.
     Memory: 12 bytes per owned parameter (n/P), the gathered layer's fp32 weights, activations, hpZ's copy."""
-    from .links import resolve_link
-    from .strategies import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, check_batches,
-                             cluster_codec, sub_cluster)
-    from .wire import wire_codec
-
     zp = parse_zero_pp(zero_pp)
     if micro_batches is not None:
         raise ValueError("micro_batches is for strategy='pipeline'")
@@ -513,6 +535,6 @@ def plan_fsdp(spec, P: int, dev, *, link="pcie3", cluster: Cluster | None = None
 
 __all__ = ["plan_fsdp", "STRATEGIES", "ZERO_PP", "ZERO_PP_ALL", "FSDP_ALGORITHMS", "COLLECTIVES", "PAPER_VOLUME_M", "PAPER_INT8",
            "PAPER_INT4", "check_strategy", "parse_zero_pp", "zero_pp_label", "check_fsdp_cluster", "Traffic",
-           "all_gather", "reduce_scatter", "chosen", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep",
+           "all_gather", "reduce_scatter", "flat_level", "chosen", "carries_weights", "layer_traffic", "fsdp_step", "FsdpStep",
            "price_step",
            "hpz_extra_GB", "owned_GB", "volume_table", "transformer", "sized_model"]

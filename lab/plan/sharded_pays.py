@@ -22,17 +22,18 @@ import pandas as pd
 
 from lab.comm import cluster as cl
 from lab.comm.cluster import BF16, Cluster, CodecCost
+from lab.data.results import results_dirs
 
 from . import accuracy as acc
 from . import pays as _p
 from . import sharded as sh
 from .devices import get_device
 from .levels import Candidates, check_candidates
+from .wire import wire_codec
 
 
 def fsdp_candidates() -> list[str]:
     """Every registered codec that compresses and has a reduce-scatter form (PowerSGD does not)."""
-    from .wire import wire_codec
     return [n for n in _p.candidate_codecs() if not wire_codec(n).phased]
 
 
@@ -181,8 +182,8 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()),
                   strategy="fsdp", zero_pp=sh.zero_pp_label(zp), zero3_step_ms=1e3 * zero3)
     source = (f"measured: {bench_file.name} (roofline for codecs it does not time)" if bench_file is not None
-              else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no bench/results/codecs-*.json "
-                   f"for a {dev.name} GPU)")
+              else f"roofline: {dev.name} memory bandwidth {dev.memory_GBps:g} GB/s (no codecs-*.json measured on a "
+                   f"{dev.name} GPU in {', '.join(map(str, results_dirs()))})")
     notes = [f"baseline: bf16 FSDP (weights and gradients in bf16{', hpZ on' if base_zp else ''}) with the fastest "
              f"of {', '.join(algos)} ({best_base}, {1e3 * base_step:.2f} ms per step); plain bf16 ZeRO-3 (no ZeRO++ "
              f"switch): {1e3 * zero3:.2f} ms (speedup_vs_zero3)",

@@ -48,7 +48,6 @@ per stored activation value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from numbers import Integral
 from typing import Mapping
 
@@ -56,11 +55,15 @@ import pandas as pd
 
 from lab.comm import cluster as cl
 from lab.comm import cost
+from lab.comm.algorithms import algorithm_infos
 from lab.comm.cost import Link, check_P
 
 from .devices import Device, get_device
-from .links import resolve_link
 from .layers import ModelSpec, get_model
+from .links import resolve_link
+from .sharded import parse_zero_pp, plan_fsdp
+from .step_plan import (BYTES_PER_ACTIVATION, BYTES_PER_PARAM, Infeasible, StepPlan, check_batches, cluster_codec,
+                        sub_cluster)
 from .wire import (WireCodec, allgather_seconds, allreduce_seconds, phased_values, phased_work_seconds,
                    reduce_scatter_seconds, transfer_seconds, wire_bytes, wire_codec)
 from lab.backend import Progress
@@ -71,7 +74,6 @@ STRATEGIES: tuple[str, ...] = ("data", "model", "hybrid", "pipeline", "fsdp")
 def cluster_algorithms() -> tuple[str, ...]:
     """Allreduce algorithms planned only on a two-level cluster (`lab.comm.cluster`), read now: the
     registered ones laid out by nodes (they take a `ranks_per_node` option), then in_network."""
-    from lab.comm.algorithms import algorithm_infos
     return (*(a.name for a in algorithm_infos() if "ranks_per_node" in a.options), cl.IN_NETWORK)
 
 
@@ -81,67 +83,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 MODEL_PARALLEL_KINDS = ("fc",)  # what the hybrid splits
-BYTES_PER_PARAM = 12.0
-BYTES_PER_ACTIVATION = 4.0
-
-
-class Infeasible(ValueError):
-    """The strategy cannot run this configuration (e.g. more pipeline stages than layers)."""
-
-
-@dataclass
-class StepPlan:
-    """One predicted training step. Times in seconds; step = compute + exposed comm + idle."""
-
-    model: str
-    strategy: str
-    P: int
-    global_batch: float
-    batch_per_gpu: float
-    device: str
-    link: str
-    algorithm: str
-    overlap: bool
-    compute_s: float
-    comm_s: float          # every transfer's duration, overlapped or not
-    exposed_comm_s: float  # the part of the step spent waiting for the link
-    idle_s: float          # pipeline bubble
-    step_s: float
-    images_per_s: float
-    memory_GB: float
-    fits: bool
-    micro_batches: int | None
-    layers: pd.DataFrame   # per layer: role, params, compute_ms, comm_ms, what is sent, codec, wire_MB
-
-    def summary(self) -> dict:
-        return {k: getattr(self, k) for k in ("model", "strategy", "P", "global_batch", "batch_per_gpu", "device",
-                                              "link", "algorithm", "overlap", "compute_s", "comm_s",
-                                              "exposed_comm_s", "idle_s", "step_s", "images_per_s", "memory_GB",
-                                              "fits", "micro_batches")}
-
-
 # -- input checks
 
 def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     return strategy
-
-
-def check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
-    """(batch_per_gpu, global_batch) checked: one of them (default 128 per GPU), each an int >= 1."""
-    return _check_batches(batch_per_gpu, global_batch)
-
-
-def _check_batches(batch_per_gpu, global_batch) -> tuple[float | None, float | None]:
-    if batch_per_gpu is not None and global_batch is not None:
-        raise ValueError("give batch_per_gpu or global_batch, not both")
-    if batch_per_gpu is None and global_batch is None:
-        batch_per_gpu = 128
-    for what, v in (("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, Integral) or v < 1):
-            raise ValueError(f"{what} must be an int >= 1, got {v!r}")
-    return batch_per_gpu, global_batch
 
 
 def _codec_map(codec, model: ModelSpec, what: str) -> dict[str, WireCodec]:
@@ -168,29 +115,6 @@ def _activation_codec(name) -> WireCodec:
 
 
 # -- a two-level cluster
-
-def sub_cluster(cluster: cl.Cluster, P: int) -> cl.Cluster:
-    """The P GPUs of a plan on `cluster`: one node of P GPUs when P <= GPUs per node, else P / g whole nodes.
-    Raises Infeasible for P that does not fill whole nodes or exceeds the cluster."""
-    g = cluster.gpus_per_node
-    if P > cluster.P:
-        raise Infeasible(f"P={P} GPUs do not fit on {cluster.nodes}x{g} ({cluster.P} GPUs)")
-    if P > g and P % g:
-        raise Infeasible(f"P={P} on nodes of {g} GPUs: a two-level plan runs whole nodes; P must be <= {g} or a "
-                         f"multiple of {g}")
-    return cl.Cluster(P // g if P > g else 1, min(P, g), cluster.intra, cluster.inter, cluster.nics_per_node)
-
-
-def cluster_codec(wc: WireCodec, dev: Device) -> cl.CodecCost:
-    """A WireCodec as the two-level model's CodecCost: the same wire bytes, codec time as the planner's
-    roofline of the device (`lab.plan.wire`); uncompressed gradients are raw fp32 (4 bytes per value)."""
-    if wc.raw:
-        return cl.CodecCost(wc.name, wc.bytes_per_value, source="uncompressed gradients, no codec work")
-    bw = dev.memory_GBps * 1e9
-    return cl.CodecCost(wc.name, wc.bytes_per_value, wc.side_bytes, wc.enc_traffic / bw, wc.dec_traffic / bw,
-                        wc.enc_kernels, wc.dec_kernels, dev.launch_us * 1e-6, wc.mode,
-                        f"roofline: {dev.name} {dev.memory_GBps:g} GB/s")
-
 
 def _check_cluster_algorithm(algorithm: str, cluster: cl.Cluster | None) -> None:
     two_level = cluster_algorithms()
@@ -302,14 +226,12 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     dev = get_device(device)
     check_strategy(strategy)
     if strategy == "fsdp":
-        from .sharded import plan_fsdp
         return plan_fsdp(spec, P, dev, link=link, cluster=cluster, batch_per_gpu=batch_per_gpu,
                          global_batch=global_batch, algorithm=algorithm, codec=codec, overlap=overlap,
                          micro_batches=micro_batches, zero_pp=zero_pp, candidates=fsdp_collectives)
     if fsdp_collectives is not None:
         raise ValueError(f"fsdp_collectives is for strategy 'fsdp' (its all-gathers and reduce-scatters), not "
                          f"{strategy!r}")
-    from .sharded import parse_zero_pp
     if parse_zero_pp(zero_pp):
         raise ValueError(f"zero_pp {zero_pp!r} is for strategy 'fsdp' (ZeRO++), not {strategy!r}")
     if cluster is not None and not isinstance(cluster, cl.Cluster):
@@ -320,7 +242,7 @@ def plan_step(model: str | ModelSpec, P: int, *, device: str | Device = "v100", 
     lk = resolve_link(link) if sub is None else sub.slowest
     link_name = lk.name if sub is None else sub.name
     act_algorithm = "ring" if algorithm in cluster_algorithms() else algorithm
-    b, B = _check_batches(batch_per_gpu, global_batch)
+    b, B = check_batches(batch_per_gpu, global_batch)
     if not isinstance(overlap, bool):
         raise ValueError(f"overlap must be True or False, got {overlap!r}")
     grad_codecs = _codec_map(codec, spec, "codec")

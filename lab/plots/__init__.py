@@ -1,4 +1,4 @@
-"""Plotly figures built from experiment tables, by capability (DESIGN.md rule 3: UIs only render these).
+"""Plotly figures built from experiment tables, by capability (docs/design.md rule 3: UIs only render these).
 
 codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, race, step_through,
 timesplit (where the time went);

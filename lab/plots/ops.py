@@ -1,4 +1,4 @@
-"""Figures of every nccl-tests collective (issue 31): modelled bus bandwidth or time against the op's
+"""Figures of every nccl-tests collective: modelled bus bandwidth or time against the op's
 size per algorithm, beside the op's lower bound (`lab.experiments.op_model`)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The race to the target (issue 32): validation loss of every codec spec against steps or modelled
+"""The race to the target: validation loss of every codec spec against steps or modelled
 time on a cluster, fp32's target as a horizontal line, each spec's arrival marked. From
 `lab.experiments.race(...)`'s curves and arrivals."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Time to accuracy (issue 32): does a codec still train? For a task and codec specs, train fp32 and
+"""Time to accuracy: does a codec still train? For a task and codec specs, train fp32 and
 every codec from the same seeds, measure the steps (and wall-clock seconds here) each needs to reach
 a target validation loss, and report the penalty = steps / fp32's steps with a confidence interval.
 
@@ -36,13 +36,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab.backend import Progress, RowSink
+from lab.comm.allreduce import NATIVE, check_algorithm
 from lab.data import Dataset, load_corpus
 
 from .data_parallel import GradientExchange, split_batch, sum_gradients
-from .gpt import TinyGPT
-from .models import build_model, make_optimizer
+from .models import make_optimizer
 from .run import TrainConfig, evaluate, load_data
 from .stream import ShardStream
+from .tasks import Task, get_task, task_infos
 
 MODES = ("sim", "ddp")
 FP32 = "fp32"
@@ -51,39 +52,15 @@ DDP_PROCS = (2, 4)
 CONFIDENCE = 0.95
 
 
-@dataclass(frozen=True)
-class Task:
-    """A training task: what is trained on what, its quality metric and its default settings.
-    `priced_like`: the model of lab.plan's catalog this task stands for (the pays page's verdicts)."""
-
-    name: str
-    description: str
-    kind: str  # "classify" | "lm"
-    priced_like: str
-    quality: str  # the quality column's meaning
-    defaults: dict[str, Any]
+#: the --smoke preset every task shares (each adds its own `Task.smoke` on top: `smoke_settings`)
+SMOKE: dict[str, Any] = dict(specs=("fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"),
+                             seeds=3, workers=2, steps=60, eval_every=5, budget=6.0, tolerance=0.5, train_limit=1000)
 
 
-TASKS: dict[str, Task] = {
-    "mlp": Task("mlp", "the paper's MLP (Dettmers 2016 §3.4: ReLU, dropout 0.2/0.3) on digits / Fashion-MNIST",
-                "classify", "alexnet", "test error %",
-                dict(dataset="auto", hidden=(256, 256), dropout=(0.2, 0.3, 0.3), optimizer="sgd", lr=0.2,
-                     momentum=0.0, batch=64, steps=300, eval_every=10)),
-    "cnn": Task("cnn", "a small CNN (two 3x3 conv + max-pool stages, 16 and 32 channels) on the image data",
-                "classify", "resnet50", "test error %",
-                dict(dataset="auto", dropout=(0.3,), optimizer="sgd", lr=0.1, momentum=0.0, batch=64, steps=300,
-                     eval_every=10)),
-    "gpt": Task("gpt", "a small decoder-only transformer (nanoGPT-like: 2 layers, 4 heads, causal attention) "
-                "on a word corpus (Python's own documentation at least)",
-                "lm", "gpt2-small", "validation perplexity",
-                dict(corpus="pydoc", vocab=2000, context=32, dim=64, layers=2, heads=4, optimizer="adamw",
-                     lr=0.003, momentum=0.0, batch=32, steps=300, eval_every=10)),
-}
-
-SMOKE: dict[str, Any] = dict(task="mlp", specs=("fp32", "dynamic_tree", "randomk:ratio=0.01",
-                                                "ef:randomk:ratio=0.01"),
-                             seeds=3, workers=2, hidden=(64,), dropout=(0.0, 0.0), steps=60, eval_every=5,
-                             budget=6.0, tolerance=0.5, batch=32, lr=0.3, momentum=0.0, train_limit=1000)
+def smoke_settings(task: str = "mlp") -> dict[str, Any]:
+    """The --smoke preset of `task`: SMOKE, then the task's own smoke settings (its model's sizes, its
+    optimizer's learning rate), then the task's name."""
+    return {**SMOKE, **get_task(task).smoke, "task": task}
 
 
 class ConvergeError(ValueError):
@@ -133,7 +110,7 @@ class Spec:
 
 @dataclass(frozen=True)
 class ConvergeConfig:
-    """Everything a convergence study depends on; None fields take the task's defaults (TASKS)."""
+    """Everything a convergence study depends on; None fields take the task's defaults (`Task.defaults`)."""
 
     task: str = "mlp"
     specs: tuple[str, ...] = ("fp32", "dynamic_tree")
@@ -165,9 +142,7 @@ class ConvergeConfig:
 
     def resolved(self) -> "ConvergeConfig":
         """The config with the task's defaults filled in, checked (ValueError names what is wrong)."""
-        if self.task not in TASKS:
-            raise ValueError(f"unknown task {self.task!r}; known: {', '.join(TASKS)}")
-        task = TASKS[self.task]
+        task = get_task(self.task)
         fill = {k: v for k, v in task.defaults.items() if getattr(self, k) is None}
         c = replace(self, **fill)
         c._check(task)
@@ -189,9 +164,9 @@ class ConvergeConfig:
         if self.mode == "ddp":
             if not DDP_PROCS[0] <= self.workers <= DDP_PROCS[1]:
                 raise ValueError(f"workers={self.workers}; DDP runs {DDP_PROCS[0]}..{DDP_PROCS[1]} processes here")
-            if task.kind != "classify":
+            if task.train_model is None:
                 raise ValueError(f"task {task.name!r} trains with simulated workers only (--mode sim); DDP trains "
-                                 + ", ".join(t for t, v in TASKS.items() if v.kind == "classify"))
+                                 + ", ".join(t.name for t in task_infos() if t.train_model is not None))
             if self.optimizer not in ("sgd", "rmsprop"):
                 raise ValueError(f"optimizer {self.optimizer!r}: DDP runs train with sgd or rmsprop")
         if self.batch < self.workers:
@@ -211,6 +186,7 @@ class ConvergeConfig:
             raise ValueError(f"optimizer {self.optimizer!r}; allowed: sgd, rmsprop, adamw")
         if not self.specs:
             raise ValueError("no codec specs; give at least one (fp32 is always run as the reference)")
+        check_algorithm(self.algorithm)  # fp32 alone too: a name no algorithm has is never recorded
         for s in self.parsed_specs():
             check_spec(s, self)
 
@@ -257,10 +233,10 @@ def expand_specs(specs: tuple[str, ...] | list[str]) -> list[str]:
     return out
 
 
-def coverage(rows: list[dict]) -> dict[str, list[str]]:
-    """Which registered codecs a study's per-spec rows measured: {'measured': codec names with at
-    least one finished run (any options, with or without error feedback), 'not_measured': the
-    other registered codecs (fp32 excluded: it is the reference)}."""
+def coverage(rows: list[dict], names: list[str] | None = None) -> dict[str, list[str]]:
+    """Which codecs a study's per-spec rows measured: {'measured': codec names with at least one finished
+    run (any options, with or without error feedback), 'not_measured': the others} among `names` (default:
+    every registered codec; fp32 excluded: it is the reference)."""
     from lab.codecs import codec_names
     from lab.codecs.registry import split_spec
 
@@ -273,7 +249,7 @@ def coverage(rows: list[dict]) -> dict[str, list[str]]:
             seen.add(split_spec(spec.rpartition("@")[0] if "@" in spec else spec)[1])
         except ValueError:
             continue
-    names = [n for n in codec_names() if n != FP32]
+    names = [n for n in (codec_names() if names is None else names) if n != FP32]
     return dict(measured=[n for n in names if n in seen], not_measured=[n for n in names if n not in seen])
 
 
@@ -288,6 +264,10 @@ def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
         else:
             from .ddp_hook import CodecHookState
 
+            # what each rank checks when it starts (TrainConfig.check, the hook), here before fp32 trains
+            TrainConfig(codec=spec.codec, error_feedback=spec.error_feedback, hook_algorithm=cfg.algorithm).exchange()
+            if cfg.algorithm == NATIVE:
+                raise ValueError("the native all_reduce carries fp32 only; pick a registered algorithm such as ring")
             CodecHookState.of(spec.codec, spec.error_feedback, start_iter=spec.warmup, algorithm=cfg.algorithm)
     except ValueError as e:
         where = f"simulated workers ({cfg.algorithm})" if cfg.mode == "sim" else "the DDP hook"
@@ -310,14 +290,14 @@ class TaskData:
 
     @property
     def kind(self) -> str:
-        return TASKS[self.cfg.task].kind
+        return get_task(self.cfg.task).kind
 
     def train_config(self, spec: Spec | None = None, steps: int = 1) -> TrainConfig:
         """The image task as lab.train.run's TrainConfig (the DDP ranks build their model from it)."""
         c = self.cfg
         n = len(self.dataset.train_y) if self.dataset is not None else 1
         return TrainConfig(dataset=c.dataset, data_path=c.data_path, train_limit=c.train_limit,
-                           test_limit=c.test_limit, model=c.task, hidden=tuple(c.hidden or ()),
+                           test_limit=c.test_limit, model=get_task(c.task).train_model, hidden=tuple(c.hidden or ()),
                            dropout=tuple(c.dropout), workers=c.workers, optimizer=c.optimizer, lr=c.lr,
                            momentum=c.momentum, batch=c.batch, seed=self.seed,
                            codec=spec.codec if spec else None, error_feedback=bool(spec and spec.error_feedback),
@@ -326,13 +306,8 @@ class TaskData:
                            evals_per_epoch=max(1, round(n / (c.eval_every * c.batch))), compute_s=1.0)
 
     def build(self) -> nn.Module:
-        """The model, initialised from torch's global RNG (seeded by the caller)."""
-        c = self.cfg
-        if self.kind == "lm":
-            return TinyGPT(self.vocab, c.context, c.dim, c.layers, c.heads)
-        ds = self.dataset
-        return build_model(c.task, ds.features, ds.classes, ds.image_shape, hidden=tuple(c.hidden or ()),
-                           dropout=tuple(c.dropout))
+        """The task's model (`Task.build`), initialised from torch's global RNG (seeded by the caller)."""
+        return get_task(self.cfg.task).build(self.cfg, self)
 
     def optimizer(self, params) -> torch.optim.Optimizer:
         c = self.cfg
@@ -374,10 +349,11 @@ class TaskData:
 def load_task_data(cfg: ConvergeConfig, seed: int, cache: dict | None = None) -> TaskData:
     """The data of one seed: image tasks split and subset with the seed as `paralab train` does
     (so DDP ranks see the same); the corpus is fixed (seed 0), only the batch order follows the seed."""
-    key = (cfg.task, seed) if TASKS[cfg.task].kind == "classify" else (cfg.task, "corpus")
+    kind = get_task(cfg.task).kind
+    key = (cfg.task, seed) if kind == "classify" else (cfg.task, "corpus")
     if cache is not None and key in cache:
         return replace(cache[key], seed=seed)
-    if TASKS[cfg.task].kind == "classify":
+    if kind == "classify":
         ds = load_data(TrainConfig(dataset=cfg.dataset, data_path=cfg.data_path, train_limit=cfg.train_limit,
                                    test_limit=cfg.test_limit, seed=seed))
         if cfg.batch > len(ds.train_y):
@@ -718,7 +694,7 @@ def converge(cfg: ConvergeConfig, *, progress: Progress | None = None, on_run: R
     target = dict(definition=target_definition(cfg), tolerance=cfg.tolerance, steps=cfg.steps,
                   max_steps=cfg.max_steps, per_seed={str(k): v for k, v in targets.items()},
                   mean=statistics.fmean(targets.values()), metric="validation loss (cross-entropy per "
-                  + ("sample" if TASKS[cfg.task].kind == "classify" else "token") + ")")
+                  + ("sample" if get_task(cfg.task).kind == "classify" else "token") + ")")
     return Convergence(cfg, summarize(runs, [s.text for s in specs], cfg.seeds), runs, curves, target, source)
 
 
@@ -775,7 +751,7 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
     return asdict(cfg)
 
 
-__all__ = ["TASKS", "Task", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
+__all__ = ["Task", "get_task", "task_infos", "smoke_settings", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
            "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
            "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES",
            "config_dict", "coverage", "resumable"]

@@ -23,7 +23,7 @@ from lab.comm.spans import span
 from lab.comm.timesplit import Tracer
 
 from .data_parallel import IDENTITY
-from .ddp_hook import CodecHookState, codec_hook
+from .ddp_hook import CodecHookState, algorithm_hook, codec_hook
 from .models import build_model, make_optimizer
 from .run import TrainConfig, TrainResult, evaluate, load_data
 from .stream import ShardStream
@@ -54,6 +54,9 @@ def ddp_rank(comm: Comm, cfg: dict[str, Any], progress: Progress | None = None,
         state = CodecHookState.of(c.codec, c.error_feedback, model, start_iter=c.hook_start,
                                   min_numel=c.hook_min_numel, algorithm=c.hook_algorithm)
         ddp.register_comm_hook(state, codec_hook)
+    elif c.hook_algorithm not in (None, "native"):  # fp32 gradients summed by the registered algorithm
+        state = CodecHookState.of("fp32", model=model, algorithm=c.hook_algorithm)
+        ddp.register_comm_hook(state, algorithm_hook)
     opt = make_optimizer(c.optimizer, ddp.parameters(), c.lr, c.momentum)
     torch.manual_seed(c.seed + 1 + rank)  # dropout masks differ across ranks, as on real GPUs
     xtr, ytr = ds.train_x.to(device), ds.train_y.to(device)

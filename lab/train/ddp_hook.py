@@ -188,6 +188,17 @@ def codec_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.
     return torch.futures.collect_all(futures).then(assemble)
 
 
+def algorithm_hook(state: CodecHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook without a codec: the bucket's fp32 gradients averaged over ranks by
+    `state.algorithm` (a registered allreduce algorithm), every iteration; `state.codec` is not used."""
+    buf = bucket.buffer()
+    if bucket.is_last():
+        state.iteration += 1
+    if state.world_size == 1:
+        return _done(buf)
+    return _allreduce(state, buf.div_(state.world_size)).then(lambda f: f.value()[0])
+
+
 def _split(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(flat.split([g.numel() for g in like]))
 
@@ -284,4 +295,4 @@ def _summed(state: CodecHookState, inner: Codec, keys: list[str], grads: list[to
     return torch.futures.collect_all(futures).then(decode)
 
 
-__all__ = ["CodecHookState", "codec_hook"]
+__all__ = ["CodecHookState", "codec_hook", "algorithm_hook"]

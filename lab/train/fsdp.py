@@ -9,7 +9,9 @@ so that the backward all-gather stays inside a node. Here:
 
   - each module that owns parameters (every Linear / Conv2d) is its own `fully_shard` unit, then
     the root; the units' collectives carry `weights_codec` / `grads_codec` (lab/train/fsdp_comm.py,
-    through `set_custom_all_gather` / `set_custom_reduce_scatter`);
+    through `set_custom_all_gather` / `set_custom_reduce_scatter`) and run the process group's own
+    collectives or the registered `lab.comm.collectives` algorithm picked per op (`all_gather`,
+    `reduce_scatter`: ring, recursive_doubling, bruck, ..., or a plugin);
   - hpZ is FSDP2's own `reshard_after_forward=<ranks per node>`: after forward each unit keeps the
     shard of the node-local group (contiguous ranks, r // ranks_per_node = node), and the backward
     all-gather runs on that group;
@@ -41,10 +43,11 @@ from lab.comm.base import Comm
 from lab.comm.spans import span
 from lab.comm.timesplit import Tracer
 
-from .fsdp_comm import NO_CODEC, CodecAllGather, CodecReduceScatter, WireCounter, check_codec
+from .fsdp_comm import NATIVE, NO_CODEC, CodecAllGather, CodecReduceScatter, WireCounter, check_algorithm, check_codec
 from .models import build_model, make_optimizer
 from .run import TrainConfig, evaluate, load_data
 from .stream import ShardStream
+from .torch_fsdp_private import set_unshard_async
 from .ddp import TRACED_STEPS
 
 COLLECTIVES = ("all_gather_forward", "all_gather_backward", "reduce_scatter")
@@ -58,7 +61,8 @@ class FSDPSettings:
     and fp32 DDP on the same data and seeds, in the same processes). overlap: FSDP2's all-gathers run
     async and the next unit's is issued before this one computes (explicit forward prefetch, FSDP2's
     backward prefetch), so its transfer overlaps the compute and the codec work (False: FSDP2's
-    defaults, each all-gather blocking)."""
+    defaults, each all-gather blocking). all_gather, reduce_scatter: the algorithm each op runs, 'native'
+    (the process group's own collective) or a registered `lab.comm.collectives` plugin of that op."""
 
     weights_codec: str | None = None
     grads_codec: str | None = None
@@ -67,6 +71,8 @@ class FSDPSettings:
     baselines: bool = True
     ranks_per_node: int | None = None
     overlap: bool = True
+    all_gather: str = NATIVE
+    reduce_scatter: str = NATIVE
 
     def check(self, procs: int) -> None:
         """ValueError naming the first bad setting and what is allowed."""
@@ -75,6 +81,8 @@ class FSDPSettings:
                              "(one process trains unsharded: use --mode sim or --mode ddp)")
         check_codec(self.weights_codec, "all_gather")
         check_codec(self.grads_codec, "reduce_scatter")
+        check_algorithm("all_gather", self.all_gather, self.weights_codec)
+        check_algorithm("reduce_scatter", self.reduce_scatter, self.grads_codec)
         if self.hpz is not None:
             ok = [k for k in range(2, procs) if procs % k == 0]
             if isinstance(self.hpz, bool) or not isinstance(self.hpz, int) or self.hpz not in ok:
@@ -91,10 +99,17 @@ class FSDPSettings:
             raise ValueError(f"overlap={self.overlap!r}; allowed: True (async prefetched all-gathers), False")
         if not self.custom and (self.weights_codec not in NO_CODEC or self.grads_codec not in NO_CODEC):
             raise ValueError("custom=False is FSDP2's own collectives: it takes no codec")
+        if not self.custom and self.algorithms:
+            raise ValueError("custom=False is FSDP2's own collectives: it runs no registered algorithm")
 
     @property
     def compressed(self) -> bool:
         return self.weights_codec not in NO_CODEC or self.grads_codec not in NO_CODEC
+
+    @property
+    def algorithms(self) -> bool:
+        """Whether an op runs a registered algorithm instead of the process group's own."""
+        return (self.all_gather or NATIVE) != NATIVE or (self.reduce_scatter or NATIVE) != NATIVE
 
     def label(self) -> str:
         """'FSDP2 w=mxfp8_e4m3 g=dynamic_tree hpZ=2', 'FSDP2 fp32'."""
@@ -107,14 +122,19 @@ class FSDPSettings:
             parts.append("fp32")
         if self.hpz:
             parts.append(f"hpZ={self.hpz}")
+        if (self.all_gather or NATIVE) != NATIVE:
+            parts.append(f"ag={self.all_gather}")
+        if (self.reduce_scatter or NATIVE) != NATIVE:
+            parts.append(f"rs={self.reduce_scatter}")
         return " ".join(parts)
 
 
 def shard_model(model: nn.Module, settings: FSDPSettings, counter: WireCounter,
-                device: torch.device | None = None) -> nn.Module:
+                device: torch.device | None = None, comm: Comm | None = None) -> nn.Module:
     """`model` sharded in place with FSDP2 over the default group: one unit per module that owns
-    parameters, then the root; the units' collectives carry the settings' codecs, counted by
-    `counter`. ValueError for a model without parameters."""
+    parameters, then the root; the units' collectives carry the settings' codecs and run its algorithms
+    (a registered one on `comm`, this process's TorchComm by default), counted by `counter`. ValueError
+    for a model without parameters."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -132,13 +152,15 @@ def shard_model(model: nn.Module, settings: FSDPSettings, counter: WireCounter,
     for name, m in units:
         fully_shard(m, mesh=mesh, reshard_after_forward=reshard)
         if settings.custom:
-            m.set_custom_all_gather(CodecAllGather(wcodec, counter, full=P if settings.hpz else None))
-            m.set_custom_reduce_scatter(CodecReduceScatter(gcodec, counter, name=name or "root"))
+            m.set_custom_all_gather(CodecAllGather(wcodec, counter, full=P if settings.hpz else None,
+                                                   algorithm=settings.all_gather or NATIVE, comm=comm))
+            m.set_custom_reduce_scatter(CodecReduceScatter(gcodec, counter, name=name or "root",
+                                                           algorithm=settings.reduce_scatter or NATIVE, comm=comm))
     fully_shard(model, mesh=mesh)
     if settings.overlap:
         for (_, m), (_, nxt) in zip(units, units[1:]):  # in forward order: the module order of the MLP / CNN
             m.set_modules_to_forward_prefetch([nxt])
-        model._set_unshard_async_op(True)  # FSDPModule's switch: pre-forward / pre-backward unshards async
+        set_unshard_async(model)  # pre-forward / pre-backward unshards async
     return model
 
 
@@ -168,7 +190,7 @@ def _train_one(comm: Comm, c: TrainConfig, settings: FSDPSettings, variant: str,
                         activation=c.activation).to(device)
     n_values = sum(p.numel() for p in model.parameters())
     counter = WireCounter(ranks_per_node=settings.ranks_per_node or settings.hpz or 1)
-    shard_model(model, settings, counter, device)
+    shard_model(model, settings, counter, device, comm)
     opt = make_optimizer(c.optimizer, model.parameters(), c.lr, c.momentum)
     torch.manual_seed(c.seed + 1 + rank)  # dropout masks differ across ranks, as in DDP
     xtr, ytr = ds.train_x.to(device), ds.train_y.to(device)
@@ -243,7 +265,7 @@ def fsdp_rank(comm: Comm, cfg: dict[str, Any], settings: dict[str, Any], progres
     s.check(comm.size)
     runs: list[tuple[str, Any]] = [(s.label(), s)]
     if s.baselines:
-        if s.compressed or s.hpz:
+        if s.compressed or s.hpz or s.algorithms:
             runs.append(("FSDP2 fp32", FSDPSettings(baselines=False, ranks_per_node=s.ranks_per_node or s.hpz,
                                                     overlap=s.overlap)))
         runs.append(("DDP fp32", None))
@@ -332,6 +354,7 @@ def assemble(cfg: TrainConfig, settings: FSDPSettings, results: list[list[dict]]
     main = runs[0]
     summary = dict(label=main["variant"], mode="fsdp", backend=backend, procs=P,
                    weights_codec=settings.weights_codec, grads_codec=settings.grads_codec, hpz=settings.hpz,
+                   all_gather=settings.all_gather, reduce_scatter=settings.reduce_scatter,
                    final_test_error=main["final_test_error"], best_test_error=main["best_test_error"],
                    final_train_loss=main["final_train_loss"], final_test_loss=main["final_test_loss"],
                    bytes=int(round(main["bytes_per_step"] * main["steps"])),

@@ -18,9 +18,18 @@ group, [op,] async_op)`). The two classes here are such objects:
     Error feedback (an `ef:` spec) keeps one residual per (parameter group, chunk).
 
 With no codec each calls the group's own `all_gather_into_tensor` / `reduce_scatter_tensor` on the
-tensors FSDP handed it, unchanged (bit-identical to plain FSDP2). Either way `WireCounter` records,
-per call, the bytes this rank passed to the process group for other ranks (the payload tensors'
-own sizes: (P-1) rows of an all-gather, the P-1 foreign slots of an all-to-all or reduce-scatter),
+tensors FSDP handed it, unchanged (bit-identical to plain FSDP2).
+
+Either may instead run a registered algorithm of `lab.comm.collectives` (`algorithm=`, any plugin of
+that op: ring, recursive_doubling, bruck, pat, ..., or one installed through `paralab.collectives`):
+the same collective, written once against `Comm`, over point-to-point messages among the group's
+ranks. The all-gather then moves the rows (raw, or the codec's packed payloads) through that
+algorithm; the reduce-scatter sums through it, a codec re-encoded at every hop ('requantize') or, on
+'direct', encoded once at its source ('oneshot'), as `lab.comm.collectives.reduce_scatter` does.
+
+Either way `WireCounter` records, per call, the bytes this rank passed to the process group for other
+ranks (the payload tensors' own sizes: (P-1) rows of an all-gather, the P-1 foreign slots of an
+all-to-all or reduce-scatter; with a registered algorithm, what its messages carried),
 beside the bytes the uncompressed collective would have passed for the same tensors, keyed by the
 phase the training loop set (forward, backward, eval) and the group's ranks.
 """
@@ -32,15 +41,25 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
 
 from lab.codecs import Codec, parse_spec
 from lab.codecs.registry import codec_info, split_spec
 from lab.codecs.wire import WireFormat
+from lab.comm import collectives as coll
+from lab.comm.base import Comm
+from lab.comm.dist import TorchComm
 from lab.comm.spans import span
+
+from .torch_fsdp_private import AllGather, ReduceScatter
 
 OPS = ("all_gather", "reduce_scatter")
 NO_CODEC = (None, "", "none", "fp32")
+#: the algorithm name of the process group's own collective (all_gather_into_tensor, reduce_scatter_tensor)
+NATIVE = "native"
+#: the option that picks each op's algorithm, for messages
+_OPTION = {"all_gather": "--all-gather", "reduce_scatter": "--reduce-scatter"}
+#: the dtypes a registered reduce-scatter sums in without a codec (the input's, as NCCL does)
+_ACCUMULATE = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 def check_codec(spec: str | None, op: str) -> Codec | None:
@@ -67,6 +86,32 @@ def check_codec(spec: str | None, op: str) -> Codec | None:
         raise ValueError(f"--grads-codec {spec!r}: {name} runs its own all-reduce of low-rank factors and cannot "
                          f"ride a reduce-scatter; allowed: {', '.join(allowed_codecs('reduce_scatter'))}")
     return parse_spec(spec)
+
+
+def algorithm_names(op: str) -> list[str]:
+    """The algorithms FSDP's `op` may run: 'native' (the process group's own), then every registered
+    `lab.comm.collectives` plugin of that op (read from the registry now)."""
+    return [NATIVE, *coll.collective_names(op)]
+
+
+def check_algorithm(op: str, name: str | None, codec_spec: str | None = None) -> str:
+    """The algorithm FSDP's `op` runs ('native' for None), checked against the registry and, for the
+    reduce-scatter, against the gradient codec (a registered one re-encodes partial sums, or encodes
+    each block once on 'direct'); ValueError naming what is allowed."""
+    if op not in OPS:
+        raise ValueError(f"op={op!r}; allowed: {', '.join(OPS)}")
+    if name is None or name == NATIVE:
+        return NATIVE
+    names = algorithm_names(op)
+    if not isinstance(name, str) or name not in names:
+        raise ValueError(f"{_OPTION[op]} {name!r}; allowed: {', '.join(names)}")
+    codec = check_codec(codec_spec, op)
+    if op == "reduce_scatter" and codec is not None:
+        try:
+            coll.resolve_mode("reduce_scatter", codec, "auto", name)
+        except ValueError as e:
+            raise ValueError(f"--grads-codec {codec_spec!r} with {_OPTION[op]} {name}: {e}") from None
+    return name
 
 
 def allowed_codecs(op: str) -> list[str]:
@@ -160,8 +205,10 @@ class CodecAllGather(_Alloc, AllGather):
     all-gather of the secondary partition inside a node carries the already decoded weights as
     they are, as ZeRO++ keeps its secondary copy in full precision)."""
 
-    def __init__(self, codec: Codec | None, counter: WireCounter, full: int | None = None) -> None:
+    def __init__(self, codec: Codec | None, counter: WireCounter, full: int | None = None, *,
+                 algorithm: str = NATIVE, comm: Comm | None = None) -> None:
         self.codec, self.counter, self.full = codec, counter, full
+        self.algorithm, self.comm = check_algorithm("all_gather", algorithm), comm
 
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: dist.ProcessGroup,
                  async_op: bool = False) -> dist.Work | None:
@@ -169,6 +216,9 @@ class CodecAllGather(_Alloc, AllGather):
         raw = input_tensor.numel() * input_tensor.element_size() * (P - 1)
         codec = self.codec
         if codec is None or not input_tensor.is_floating_point() or (self.full is not None and P != self.full):
+            if self.algorithm != NATIVE:
+                self.counter.add("all_gather", group, self._gather(output_tensor, input_tensor, group), raw)
+                return _Finish(None) if async_op else None
             self.counter.add("all_gather", group, raw, raw)
             if async_op:
                 return _Finish(dist.all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=True))
@@ -179,7 +229,6 @@ class CodecAllGather(_Alloc, AllGather):
         with span("encode"):
             row = fmt.pack(codec.encode(input_tensor))
         rows = torch.empty(P * fmt.nbytes, dtype=torch.uint8, device=row.device)
-        self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
 
         def decode() -> None:
             out = output_tensor.view(P, n)
@@ -187,6 +236,13 @@ class CodecAllGather(_Alloc, AllGather):
                 for r, buf in enumerate(rows.view(P, fmt.nbytes)):
                     codec.decode_into(fmt.unpack(buf), out[r])
 
+        if self.algorithm != NATIVE:  # the registered algorithm moves the payloads; decoded when FSDP2 waits
+            self.counter.add("all_gather", group, self._gather(rows, row, group), raw)
+            if async_op:
+                return _Finish(None, decode)
+            decode()
+            return None
+        self.counter.add("all_gather", group, row.numel() * (P - 1), raw)
         if async_op:  # FSDP2 prefetches: the rows travel while it computes; decoded when it waits
             return _Finish(dist.all_gather_into_tensor(rows, row, group=group, async_op=True), decode)
         with span("recv-wait"):
@@ -194,13 +250,26 @@ class CodecAllGather(_Alloc, AllGather):
         decode()
         return None
 
+    def _gather(self, output: torch.Tensor, row: torch.Tensor, group: dist.ProcessGroup) -> int:
+        """output = every rank's row in rank order, through the registered algorithm; the bytes this
+        rank sent."""
+        comm = _group_comm(self, group)
+        before = comm.bytes_sent
+        full = coll.all_gather(comm, row, algorithm=self.algorithm, check=False)
+        output.view(-1).copy_(full.view(-1))
+        return comm.bytes_sent - before
+
 
 class CodecReduceScatter(_Alloc, ReduceScatter):
     """FSDP2's reduce-scatter with `codec` on the wire, one-shot through all-to-all (None: the
     group's own reduce_scatter_tensor). `name`: the parameter group's name (error-feedback keys)."""
 
-    def __init__(self, codec: Codec | None, counter: WireCounter, name: str = "group") -> None:
+    def __init__(self, codec: Codec | None, counter: WireCounter, name: str = "group", *,
+                 algorithm: str = NATIVE, comm: Comm | None = None) -> None:
         self.codec, self.counter, self.name = codec, counter, name
+        self.algorithm, self.comm = check_algorithm("reduce_scatter", algorithm), comm
+        if self.algorithm != NATIVE and codec is not None:  # its codec rules (ValueError naming what is allowed)
+            coll.resolve_mode("reduce_scatter", codec, "auto", self.algorithm)
 
     def __call__(self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: dist.ProcessGroup,
                  op: object, async_op: bool = False) -> dist.Work | None:
@@ -208,6 +277,9 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
         n = output_tensor.numel()
         raw = n * input_tensor.element_size() * (P - 1)
         codec = self.codec
+        if self.algorithm != NATIVE:
+            self._scatter(output_tensor, input_tensor, group, op, raw)
+            return _Finish(None) if async_op else None
         if codec is None:
             self.counter.add("reduce_scatter", group, raw, raw)
             with span("recv-wait"):
@@ -241,6 +313,31 @@ class CodecReduceScatter(_Alloc, ReduceScatter):
             output_tensor.copy_(acc.view_as(output_tensor))
         return None
 
+    def _scatter(self, output: torch.Tensor, inp: torch.Tensor, group: dist.ProcessGroup, op: object,
+                 raw: int) -> None:
+        """output = this rank's block of the sum (AVG: the mean) through the registered algorithm: raw
+        in the input's dtype, or with the codec on its wire (summed in fp32)."""
+        if op not in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+            raise ValueError(f"{_OPTION['reduce_scatter']} {self.algorithm} sums or averages; FSDP asked for {op}")
+        P = group.size()
+        comm = _group_comm(self, group)
+        before = comm.bytes_sent
+        accumulate = "fp32" if self.codec is not None else _ACCUMULATE.get(inp.dtype, "fp32")
+        mine = coll.reduce_scatter(comm, inp.reshape(P, -1), algorithm=self.algorithm, codec=self.codec,
+                                   accumulate=accumulate, check=False)
+        if op == dist.ReduceOp.AVG:
+            mine = mine / P
+        output.copy_(mine.view_as(output))
+        self.counter.add("reduce_scatter", group, comm.bytes_sent - before, raw)
 
-__all__ = ["CodecAllGather", "CodecReduceScatter", "WireCounter", "check_codec", "allowed_codecs", "group_ranks",
-           "OPS", "NO_CODEC"]
+
+def _group_comm(hook: "CodecAllGather | CodecReduceScatter", group: dist.ProcessGroup) -> Comm:
+    """The `Comm` of the group's ranks (global ranks, in the group's order) that a registered algorithm
+    runs on: a view of the hook's comm (this process's TorchComm by default)."""
+    if hook.comm is None:
+        hook.comm = TorchComm()
+    return hook.comm.group(group_ranks(group))
+
+
+__all__ = ["CodecAllGather", "CodecReduceScatter", "WireCounter", "check_codec", "check_algorithm", "algorithm_names",
+           "allowed_codecs", "group_ranks", "OPS", "NO_CODEC", "NATIVE"]

@@ -16,7 +16,8 @@ PAPER_HIDDEN = (1024, 1024)
 PAPER_DROPOUT = (0.2, 0.3, 0.3)
 
 
-def _check_rates(dropout: Sequence[float], n: int) -> tuple[float, ...]:
+def check_rates(dropout: Sequence[float], n: int) -> tuple[float, ...]:
+    """The `n` dropout rates as floats; ValueError unless there are n, each 0 <= p < 1 (NaN is not)."""
     rates = tuple(float(p) for p in dropout)
     if len(rates) != n:
         raise ValueError(f"dropout needs {n} rates (input and each hidden layer), got {len(rates)}: {rates}")
@@ -38,7 +39,7 @@ class MLP(nn.Sequential):
         hidden = tuple(int(h) for h in hidden)
         if features < 1 or classes < 2 or any(h < 1 for h in hidden):
             raise ValueError(f"MLP sizes must be positive with >= 2 classes: {features}-{hidden}-{classes}")
-        rates = _check_rates(dropout, len(hidden) + 1)
+        rates = check_rates(dropout, len(hidden) + 1)
         sizes = (features, *hidden, classes)
         layers: list[nn.Module] = []
         for i in range(len(sizes) - 1):
@@ -61,7 +62,7 @@ class SmallCNN(nn.Module):
         h, w = image_shape
         if h < 4 or w < 4:
             raise ValueError(f"SmallCNN needs images of at least 4x4 pixels, got {h}x{w}")
-        _check_rates([dropout], 1)
+        check_rates([dropout], 1)
         self.image_shape = (h, w)
         self.features = nn.Sequential(
             nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

@@ -15,13 +15,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab.comm import cost
-from lab.comm.allreduce import resolve_mode
+from lab.comm.allreduce import check_algorithm, resolve_mode
 
 from .consistency import Consistency, Timing, run as run_consistency
 from lab.data import DATASETS, Dataset, load_dataset
 from .data_parallel import GradientExchange, Workers, roundtrip
 from .model_parallel import ModelParallelMLP
-from .models import MODELS, build_model, make_optimizer
+from .models import ACTIVATIONS, MODELS, build_model, check_rates, make_optimizer
 from .stream import ShardStream
 from lab.backend import Progress, RowSink
 
@@ -74,6 +74,11 @@ class TrainConfig(Consistency):
             raise ValueError(f"unknown model {self.model!r}; known: {', '.join(MODELS)}")
         if self.parallel not in PARALLEL:
             raise ValueError(f"parallel={self.parallel!r}; allowed: {', '.join(PARALLEL)}")
+        check_algorithm(self.algorithm)  # model parallelism too, where no allreduce uses it
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r}; allowed: {', '.join(ACTIVATIONS)}")
+        if self.model == "mlp":
+            check_rates(self.dropout, len(self.hidden) + 1)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"workers={self.workers!r}; it must be an int >= 1")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
@@ -90,6 +95,11 @@ class TrainConfig(Consistency):
         if self.optimizer not in ("rmsprop", "sgd"):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; known: rmsprop, sgd")
         cost.get_link(self.link)
+        if self.hook_algorithm is not None:
+            if not isinstance(self.hook_algorithm, str):
+                raise ValueError(f"hook_algorithm={self.hook_algorithm!r}; give a registered algorithm's name "
+                                 "or native")
+            check_algorithm(self.hook_algorithm)
         for name in ("hook_start", "hook_min_numel"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

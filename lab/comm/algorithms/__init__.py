@@ -1,4 +1,4 @@
-"""Allreduce algorithms, each written once against `Comm` (DESIGN.md "Core interfaces"), one plugin each.
+"""Allreduce algorithms, each written once against `Comm` (docs/design.md "Core interfaces"), one plugin each.
 
 Every algorithm is one module defining `ALGORITHM = Algorithm(...)` (see `base.py`): `reduce(comm,
 buf, channel)`, an in-place allreduce of a flat fp32 buffer whose payloads go through the channel

@@ -236,4 +236,4 @@ ALGORITHM = Algorithm(
     reduce=reduce, gather=gather, coefficients=lambda P, m: coefficients(P, m),
     total_bytes=lambda P, m: 2.0 * (P - 1) * m, gather_coefficients=_gather_coefficients,
     codec_counts=lambda P, n: codec_counts(P, n), scratch=_scratch, two_stage=True, cluster_time=cluster_time,
-    options=("ranks_per_node",), configure=_configure, order=55)
+    options=("ranks_per_node",), configure=_configure, hops=lambda P: 2, order=55)

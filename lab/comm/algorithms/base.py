@@ -1,4 +1,4 @@
-"""`Algorithm`: one allreduce algorithm as a plugin, and the registry of them (DESIGN.md rule 6).
+"""`Algorithm`: one allreduce algorithm as a plugin, and the registry of them (docs/design.md rule 6).
 
 An algorithm is one module that defines `ALGORITHM = Algorithm(...)`: its `reduce` and `gather`
 (written once against `Comm`), its cost-model coefficients (paper 001's a·L + b·G), the bytes it
@@ -77,6 +77,9 @@ class Algorithm:
         the algorithm's default), `raw` the uncompressed values, chunk_values the channel's chunk, options
         its own (hierarchical's pipeline); `pays`, the planner and the measured two-level rows price it
         so. None: run flat over all P ranks on the slower level (`lab.comm.cluster.flat_time`).
+    hops(P) -> int: the most encodes one element goes through in requantize mode on P ranks (its codec
+        error's multiplier: a codec erring by at most e per encode of values below S errs by at most
+        hops(P)·e on a sum below S); None: not declared (no error bound is promised).
     """
 
     name: str
@@ -95,6 +98,7 @@ class Algorithm:
     configure: Optional[Callable[..., dict]] = None
     order: int = 100
     cluster_time: Optional[Callable[..., object]] = None
+    hops: Optional[Callable[[int], int]] = None
     module: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,7 +108,7 @@ class Algorithm:
         for what in ("reduce", "coefficients", "total_bytes", "busbw", "scratch"):
             if not callable(getattr(self, what)):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable, got {getattr(self, what)!r}")
-        for what in ("gather", "gather_coefficients", "codec_counts", "configure", "cluster_time"):
+        for what in ("gather", "gather_coefficients", "codec_counts", "configure", "cluster_time", "hops"):
             v = getattr(self, what)
             if v is not None and not callable(v):
                 raise ValueError(f"algorithm {self.name!r}: {what} must be callable or None, got {v!r}")
@@ -137,7 +141,7 @@ _PACKAGE = __name__.rsplit(".", 1)[0]
 #: `paralab.algorithms`, $PARALAB_ALGORITHMS, modules carried from the parent process)
 REGISTRY: plugins.Registry[Algorithm] = plugins.Registry(
     "algorithms", _PACKAGE, "paralab.algorithms", ENV, Algorithm, attr="ALGORITHM", key=lambda a: a.name,
-    label=lambda a: f"algorithm {a.name!r}")
+    label=lambda a: f"algorithm {a.name!r}", order=lambda a: (a.order, a.name))
 
 
 def register(algo: Algorithm, *, replace: bool = False) -> Algorithm:
@@ -163,18 +167,14 @@ def unregister(name: str) -> None:
 
 def algorithm_infos() -> list[Algorithm]:
     """Every registered algorithm, in display order (the built-ins as paper 001's slide, then by name)."""
-    REGISTRY.load()
-    return sorted(REGISTRY.items.values(), key=lambda a: (a.order, a.name))
+    return REGISTRY.ordered()
 
 
 def algorithm_names() -> list[str]:
     """The names of `algorithm_infos()`, in the same order."""
-    return [a.name for a in algorithm_infos()]
+    return REGISTRY.names()
 
 
 def get_algorithm(name: str) -> Algorithm:
     """The registered algorithm called `name`; ValueError naming the known ones otherwise."""
-    algo = REGISTRY.get(name) if isinstance(name, str) else None
-    if algo is None:
-        raise ValueError(f"unknown algorithm {name!r}: known are {', '.join(algorithm_names())}")
-    return algo
+    return REGISTRY.lookup(name, "unknown algorithm {key!r}: known are {known}")

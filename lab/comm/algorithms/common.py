@@ -1,5 +1,6 @@
-"""Helpers shared by the allreduce algorithms: the non-power-of-two fold and the tree depths their
-cost models use. Segment splitting lives in `lab.comm.pieces` (re-exported here)."""
+"""Helpers shared by the allreduce algorithms: the non-power-of-two fold, the tree depths their
+cost models use, and gather mode through a registered all-gather (`registered_gather`). Segment
+splitting lives in `lab.comm.pieces` (re-exported here)."""
 from __future__ import annotations
 
 import torch
@@ -8,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from .. import rank_trees
 from ..base import Comm
+from ..collectives import get_collective
+from ..collectives.chunked import sum_in_rank_order  # noqa: F401  (re-exported)
 from ..pieces import bounds, pieces  # noqa: F401  (re-exported)
 from ..rank_trees import log2_ceil as levels  # noqa: F401  (re-exported: a binomial tree's depth)
 
@@ -33,23 +36,24 @@ class Fold(rank_trees.Fold):
         return True
 
 
+class RegisteredGather:
+    """Gather mode (an allgather of one fixed-size payload row per rank) run by the registered all-gather
+    collective `name` (`lab.comm.collectives`), the algorithm's allgather half: looked up at each call,
+    so a plugin registered under that name runs here too. `gather(comm, rows)` is its run; `coefficients(P,
+    q)` its own cost model for rows of q bytes (the collective's m is the whole gathered buffer, P·q)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def gather(self, comm: Comm, rows: torch.Tensor) -> None:
+        if comm.size > 1:
+            get_collective("all_gather", self.name).run(comm, rows)
+
+    def coefficients(self, P: int, q: float) -> tuple[float, float]:
+        return get_collective("all_gather", self.name).coefficients(P, P * q)
+
+
 def core(P: int) -> tuple[int, int, int]:
     """(P', log2 P', 1 if P is not a power of two else 0), P' = largest power of two <= P."""
     k = P.bit_length() - 1
     return 1 << k, k, int(P != 1 << k)
-
-
-def sum_in_rank_order(mine: torch.Tensor, me: int, others: list[int], batch, got: list, ch: "Channel") -> None:
-    """mine = the sum over every rank's part in rank order: its own part at `me`, each peer's received
-    payload (got[j] from others[j]) decoded and added as soon as its receive is done. The same order on
-    every owner, so all owners' sums are bit-identical (butterfly sync's and the hierarchical step's
-    owner sum)."""
-    own = mine.clone()
-    mine.zero_()
-    for p in range(len(others) + 1):
-        if p == me:
-            mine.add_(own)
-        else:
-            j = others.index(p)
-            batch.recvs[j].wait()
-            ch.add_into(got[j], mine)

@@ -29,16 +29,17 @@ import torch
 from .. import cluster as cl
 from .. import cost
 from ..base import Comm
-from ..channel import Channel, overlapping
+from ..channel import Channel
+from ..collectives import get_collective
 from ..pieces import pieces
 from .base import Algorithm, algorithm_infos, get_algorithm
-from .common import sum_in_rank_order
 
 if TYPE_CHECKING:
     from lab.codecs import Codec
 
-#: the intra-node levels: the registry algorithms whose reduce-scatter/allgather halves run here
-INNER = ("ring", "butterfly_sync")
+#: the intra-node levels: the allreduce algorithms whose halves run here, each as the registered
+#: (reduce-scatter, all-gather) collectives whose channel forms it composes (`lab.comm.collectives`)
+INNER = {"ring": ("ring", "ring"), "butterfly_sync": ("direct", "direct")}
 #: intra_codec's default: the codec of the inter-node level
 SAME = "same"
 #: the most pieces `pipeline` may cut a vector into
@@ -181,97 +182,18 @@ def _pipelined(parts: list[list[torch.Tensor]], node_rs, cross, node_ag, name: s
 
 
 def reduce_scatter(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: str) -> None:
-    """shards[comm.rank] becomes the fp32 sum over the group's ranks of their shards[comm.rank].
-    ring: k−1 steps, the partial sum re-encoded at each hop (the last one is decoded and added in
-    fp32); butterfly_sync: every part sent once to its owner, who adds them in rank order, its own in fp32."""
-    k, i = comm.size, comm.rank
-    if inner == "ring":
-        right, left = (i + 1) % k, (i - 1) % k
-        payloads: list[torch.Tensor] = []
-        for s in range(k - 1):
-            si, ri = (i - s - 1) % k, (i - s - 2) % k
-            mine, into = ch.chunks(shards[si]), ch.chunks(shards[ri])
-            got = _landing(ch, into, ("hier-rs",))
-            batches = _post_chunks(ch, payloads, got, right, left,
-                                   lazy=mine if s == 0 else None, slot=("hier-rs-send", 0))
-            payloads = []
-            for c, (b, chunk) in enumerate(zip(batches, into)):
-                b.wait()  # chunk c arrived; chunks c+1.. may still be on the wire while it is reduced
-                if s < k - 2:  # sent in step s + 1, while step s's sends (bank s % 2) may be in flight
-                    payloads.append(ch.reduce(got[c], chunk, ("hier-rs-send", (s + 1) % 2, c)))
-                else:
-                    ch.add_into(got[c], chunk)
-            for b in batches[len(into):]:
-                b.wait()
-        return
-    others = [(i + d) % k for d in range(1, k)]
-    mine = shards[i]
-    got = [ch.buffer(mine.numel(), j * mine.numel()) for j in range(k - 1)]
-    batch = ch.post([(ch.encode(shards[p], ("hier-bs", p)), p) for p in others], list(zip(got, others)))
-    sum_in_rank_order(mine, i, others, batch, got, ch)
-    batch.wait()
-
-
-def _landing(ch: Channel, into: list[torch.Tensor], slot: tuple) -> list[torch.Tensor]:
-    """Receive buffers for the chunks `into`: raw ones side by side in the scratch buffer, codec
-    ones from the comm's reused buffers (free again: each is reduced within its step)."""
-    offs = [0]
-    for c in into:
-        offs.append(offs[-1] + c.numel())
-    return [ch.buffer(c.numel(), offs[j], slot=(*slot, j)) for j, c in enumerate(into)]
-
-
-def _post_chunks(ch: Channel, payloads: list[torch.Tensor], got: list[torch.Tensor], right: int, left: int, *,
-                 lazy: list[torch.Tensor] | None = None, finalize: list[torch.Tensor] | None = None,
-                 slot: tuple = ("hier-own",)) -> list:
-    """One batch per chunk (its payload to the right, its buffer from the left), posted in order;
-    chunk c+1's codec work (`lazy`: encode, `finalize`: the owner's encode-and-keep) runs while
-    chunk c is on the wire, into the reused send buffers (*slot, c). Unpipelined
-    (`channel.overlap(False)`): each batch waited at once."""
-    if lazy is not None or finalize is not None:
-        payloads = []
-    todo = lazy if lazy is not None else finalize
-    batches = []
-    for c in range(max(len(todo) if todo is not None else len(payloads), len(got))):
-        sends = []
-        if todo is not None and c < len(todo):
-            payloads.append(ch.encode(todo[c], (*slot, c)) if lazy is not None
-                            else ch.finalize(todo[c], (*slot, c)))
-        if c < len(payloads):
-            sends = [(payloads[c], right)]
-        b = ch.post(sends, [(got[c], left)] if c < len(got) else [])
-        if not overlapping():
-            b.wait()
-        batches.append(b)
-    return batches
+    """shards[comm.rank] becomes the fp32 sum over the group's ranks of their shards[comm.rank], by the
+    registered reduce-scatter `INNER[inner]` names, in its channel form (`Collective.phase`). ring: k−1
+    steps, the partial sum re-encoded at each hop (the last one is decoded and added in fp32);
+    butterfly_sync (direct): every part sent once to its owner, who adds them in rank order, its own in fp32."""
+    get_collective("reduce_scatter", INNER[inner][0]).phase(comm, shards, ch)
 
 
 def allgather(comm: Comm, shards: list[torch.Tensor], ch: Channel, inner: str) -> None:
     """The owner encodes shards[comm.rank] once (keeping the decoded value, like its receivers) and
-    every rank of the group gets every shard: around the ring, or directly (butterfly_sync)."""
-    k, i = comm.size, comm.rank
-    if inner == "ring":
-        right, left = (i + 1) % k, (i - 1) % k
-        own = ch.chunks(shards[i])
-        payloads: list[torch.Tensor] = []
-        for s in range(k - 1):
-            ri = (i - s - 1) % k
-            into = ch.chunks(shards[ri])
-            got = [ch.final_buffer(c, slot=("hier-ag", s % 2, j)) for j, c in enumerate(into)]
-            batches = _post_chunks(ch, payloads, got, right, left, finalize=own if s == 0 else None)
-            for b, g, chunk in zip(batches, got, into):
-                b.wait()
-                ch.decode_into(g, chunk)
-            for b in batches[len(into):]:
-                b.wait()
-            payloads = got
-        return
-    payload = ch.finalize(shards[i], ("hier-own",))
-    others = [(i + d) % k for d in range(1, k)]
-    back = [ch.final_buffer(shards[p]) for p in others]
-    ch.post([(payload, p) for p in others], list(zip(back, others))).wait()
-    for p, b in zip(others, back):
-        ch.decode_into(b, shards[p])
+    every rank of the group gets every shard, by the registered all-gather `INNER[inner]` names: around
+    the ring, or directly (butterfly_sync)."""
+    get_collective("all_gather", INNER[inner][1]).phase(comm, shards, ch)
 
 
 def gather(comm: Comm, rows: torch.Tensor, options: dict | None = None) -> None:
@@ -426,6 +348,14 @@ def _scratch(n: int, P: int) -> int:
     return 0  # the levels keep scratch on their sub-communicators
 
 
+def _hops(P: int) -> int:
+    """With the default ranks per node k: the inner ring's k−1 hops, one encode per node across the
+    N = P/k nodes, and the node's final encode of the sum."""
+    k = default_ranks_per_node(P)
+    N = P // k
+    return (k - 1) + (N if N > 1 else 0) + (1 if k > 1 else 0)
+
+
 ALGORITHM = Algorithm(
     name="hierarchical",
     summary="two-level: reduce-scatter in each node, allreduce of each shard across nodes, allgather in the node",
@@ -433,4 +363,4 @@ ALGORITHM = Algorithm(
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
     gather_coefficients=_gather_coefficients, scratch=_scratch,
     codec_counts=lambda P, n: codec_counts(P, n), cluster_time=cluster_time,
-    options=("ranks_per_node", "inner", "outer", "intra_codec", "pipeline"), configure=_configure, order=60)
+    options=("ranks_per_node", "inner", "outer", "intra_codec", "pipeline"), configure=_configure, hops=_hops, order=60)

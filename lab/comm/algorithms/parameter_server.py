@@ -62,4 +62,4 @@ ALGORITHM = Algorithm(
     name="parameter_server", summary="rank 0 serves and works: workers push, the server sends the sum back",
     citation='Ben-Nun & Hoefler 2018 (paper 001) "parameter consistency"; Dean et al. 2012: 2(P−1)(L + mG)',
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, two_stage=True, order=60)
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, two_stage=True, hops=lambda P: 2, order=60)

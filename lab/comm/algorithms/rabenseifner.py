@@ -1,11 +1,14 @@
 """Reduce-scatter + allgather (Rabenseifner; paper 001 "RedScat+Gat": 2L·log2P + 2γmG(P-1)/P).
 
-Recursive halving: at distance P'/2, P'/4, ..., 1 a rank keeps one half of its current range
-(the lower half when its bit is clear) and sends the other half to its partner, adding what the
-partner sends for the kept half. Core rank v ends owning piece v of P' near-equal pieces, encodes
-it once and the recursive-doubling allgather forwards the owners' payloads unchanged. Ranks
-beyond a power of two are folded in first (`Fold`) and get every payload back at the end.
-Each exchange is one batch of `Comm.exchange` (a send and a receive with the same peer: NCCL-safe).
+Ranks beyond a power of two are folded in first (`Fold`) and get every payload back at the end. The
+P' core ranks then run the registered recursive-halving reduce-scatter and recursive-doubling
+all-gather (`lab.comm.collectives`, their channel forms) over P' pieces of the vector, cut by the
+same bisection as the halving (not near-equal pieces: a piece is what remains of halving the range
+log2 P' times): at distance P'/2, P'/4, ..., 1 a rank keeps one half of its current range (the lower
+half when its bit is clear) and sends the other half to its partner as one payload, adding what the
+partner sends for the kept half. Core rank v ends owning piece v, encodes it once, and the doubling
+forwards the owners' payloads unchanged. Each exchange is one batch of `Comm.exchange` (a send and a
+receive with the same peer: NCCL-safe).
 """
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ import torch
 from ..base import Comm
 from ..channel import Channel
 from .base import Algorithm
-from .common import Fold, core, levels
-from .recursive_doubling import gather as _doubling_gather
+from ..collectives import get_collective
+from .common import Fold, RegisteredGather, core
 
 
 def _range(v: int, mask: int, core: int, n: int) -> tuple[int, int]:
@@ -29,40 +32,25 @@ def _range(v: int, mask: int, core: int, n: int) -> tuple[int, int]:
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
+    """The fold, then the registered recursive-halving reduce-scatter and recursive-doubling all-gather
+    (`Collective.phase`) on the power-of-two core, over its P' pieces; then the fold's hand-back."""
     n, fold = buf.numel(), Fold(comm)
     if comm.size == 1:
         return
     if not fold.hand_in(ch, buf):
         _receive_all(ch, buf, fold.partner, fold.core)
         return
-    v, core = fold.vrank, fold.core
-    lo, hi = 0, n
-    m = core >> 1
-    while m >= 1:
-        peer = fold.real(v ^ m)
-        mid = lo + (hi - lo) // 2
-        (klo, khi), (slo, shi) = ((lo, mid), (mid, hi)) if not v & m else ((mid, hi), (lo, mid))
-        got = ch.exchange(ch.encode(buf[slo:shi], slot=("halving", m)), peer, khi - klo, slot=("halving", m))
-        ch.add_into(got, buf[klo:khi])
-        lo, hi = klo, khi
-        m >>= 1
-    payloads = {v: ch.finalize(buf[lo:hi], slot="owned")}
-    m = 1
-    while m < core:
-        peer = fold.real(v ^ m)
-        group = v & ~(m - 1)
-        other = (v ^ m) & ~(m - 1)
-        glo, ghi = _range(group, m, core, n)[0], _range(group + m - 1, m, core, n)[1]
-        olo, ohi = _range(other, m, core, n)[0], _range(other + m - 1, m, core, n)[1]
-        # every message of the doubling has a kept buffer of its own: the pieces received stay in use
-        mine = _cat(ch, [payloads[u] for u in range(group, group + m)], buf[glo:ghi], ("doubling out", m))
-        n_other = sum(_piece_bytes(ch, other + i, core, n) for i in range(m))
-        got = _recv_buffer(ch, n_other, buf[olo:ohi], ("doubling in", m))
-        ch.post([(mine, peer)], [(got, peer)]).wait()
-        payloads.update(_split(ch, got, other, m, core, n, buf))
-        m <<= 1
+    core = fold.core
+    shards = [buf[lo:hi] for lo, hi in (_range(v, 1, core, n) for v in range(core))]
+    group = comm.group([fold.real(v) for v in range(core)])  # core rank v is rank v of the group
+    gch = ch if group is comm else Channel(group, ch.codec, scratch=_scratch(n, core))
+    get_collective("reduce_scatter", "recursive_halving").phase(group, shards, gch)
+    payloads = get_collective("all_gather", "recursive_doubling").phase(group, shards, gch)
     if fold.partner is not None:
-        ch.send(_cat(ch, [payloads[u] for u in range(core)], buf, ("fold", "out")), fold.partner)
+        if payloads is None:
+            raise ValueError("all_gather recursive_doubling: its phase returned no payloads, which rabenseifner "
+                             "hands to the folded ranks")
+        ch.send(_cat(ch, list(payloads), buf, ("fold", "out")), fold.partner)
 
 
 def _piece_bytes(ch: Channel, v: int, core: int, n: int) -> int:
@@ -110,9 +98,9 @@ def _receive_all(ch: Channel, buf: torch.Tensor, src: int, core: int) -> None:
     _split(ch, got, 0, core, core, n, buf)
 
 
-def gather(comm: Comm, rows: torch.Tensor) -> None:
-    """The allgather half of Rabenseifner's algorithm is recursive doubling."""
-    _doubling_gather(comm, rows)
+#: gather mode: its allgather half, the registered recursive-doubling all-gather, and its cost model
+_GATHER = RegisteredGather("recursive_doubling")
+gather = _GATHER.gather
 
 
 def _coefficients(P: int, m: float) -> tuple[float, float]:
@@ -133,18 +121,18 @@ def _codec_counts(P: int, n: float) -> tuple[float, float]:
     return (1 + fold) * n, (2 * c - 1) / c * n + 2 * fold * n
 
 
-def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
-    """Its allgather half is recursive doubling: ceil(log2 P)·L + (P−1)qG."""
-    return float(levels(P)), (P - 1) * q
-
-
 def _scratch(n: int, P: int) -> int:
     """Half the vector: the first halving step's received half."""
     return -(-n // 2)
+
+
+def _hops(P: int) -> int:
+    """The fold into the power-of-two core, one encode per halving step, the allgather's encode of the sum."""
+    return (P.bit_length() - 1) + 2
 
 
 ALGORITHM = Algorithm(
     name="rabenseifner", summary="reduce-scatter by recursive halving, then recursive-doubling allgather",
     citation='Ben-Nun & Hoefler 2018 (paper 001) "RedScat+Gat": 2L·log2P + 2mG(P−1)/P; Rabenseifner 2004',
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch, order=40)
+    codec_counts=_codec_counts, gather_coefficients=_GATHER.coefficients, scratch=_scratch, hops=_hops, order=40)

@@ -13,7 +13,7 @@ import torch
 from ..base import Comm
 from ..channel import Channel
 from .base import Algorithm
-from .common import Fold, core, levels
+from .common import Fold, RegisteredGather, core
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -40,39 +40,10 @@ def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
             ch.send(payload, fold.partner)
 
 
-def gather(comm: Comm, rows: torch.Tensor) -> None:
-    """Recursive-doubling allgather of payload rows (folded for P not a power of two)."""
-    fold = Fold(comm)
-    if comm.size == 1:
-        return
-    if fold.vrank is None:
-        comm.exchange([(rows[comm.rank], fold.partner)]).wait()
-        comm.exchange(recvs=[(rows, fold.partner)]).wait()
-        return
-    if fold.partner is not None:
-        comm.exchange(recvs=[(rows[fold.partner], fold.partner)]).wait()
-    mask = 1
-    while mask < fold.core:
-        v = fold.vrank
-        peer = fold.real(v ^ mask)
-        mine = _owned(fold, v, mask)
-        theirs = _owned(fold, v ^ mask, mask)
-        got = torch.empty((len(theirs), rows.shape[1]), dtype=rows.dtype, device=rows.device)
-        comm.exchange([(rows[mine].contiguous(), peer)], [(got, peer)]).wait()
-        rows[theirs] = got
-        mask <<= 1
-    if fold.partner is not None:
-        comm.exchange([(rows, fold.partner)]).wait()
-
-
-def _owned(fold: Fold, v: int, mask: int) -> list[int]:
-    """Real ranks whose rows core index v holds before the exchange at distance `mask`."""
-    base = v & ~(mask - 1)
-    out = []
-    for u in range(base, base + mask):
-        real = fold.real(u)
-        out += [real - 1, real] if u < fold.extra else [real]
-    return out
+#: gather mode: the registered recursive-doubling all-gather (folded for P not a power of two), its cost
+#: model too (`lab.comm.collectives.all_gather_recursive_doubling`)
+_GATHER = RegisteredGather("recursive_doubling")
+gather = _GATHER.gather
 
 
 def _coefficients(P: int, m: float) -> tuple[float, float]:
@@ -93,9 +64,9 @@ def _codec_counts(P: int, n: float) -> tuple[float, float]:
     return (k + 2 * fold) * n, (k + 2 * fold) * n
 
 
-def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
-    """Recursive-doubling (Bruck) allgather: ceil(log2 P)·L + (P−1)qG."""
-    return float(levels(P)), (P - 1) * q
+def _hops(P: int) -> int:
+    """The fold into the power-of-two core, one encode per exchange in it, the unfold back."""
+    return (P.bit_length() - 1) + 2
 
 
 ALGORITHM = Algorithm(
@@ -103,4 +74,4 @@ ALGORITHM = Algorithm(
     citation='Ben-Nun & Hoefler 2018 (paper 001) "Butterfly": L·log2P + mG·log2P; '
              "fold for other P: Thakur, Rabenseifner & Gropp 2005",
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, order=20)
+    codec_counts=_codec_counts, gather_coefficients=_GATHER.coefficients, hops=_hops, order=20)

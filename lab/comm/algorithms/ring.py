@@ -23,6 +23,7 @@ from ..base import Comm, Work
 from ..channel import Channel, overlapping
 from ..pieces import pieces
 from .base import Algorithm
+from .common import RegisteredGather
 
 
 def reduce(comm: Comm, buf: torch.Tensor, ch: Channel) -> None:
@@ -104,12 +105,9 @@ def _wait(sent: list[tuple[torch.Tensor, Work]]) -> None:
     sent.clear()
 
 
-def gather(comm: Comm, rows: torch.Tensor) -> None:
-    """Ring allgather of one fixed-size payload row per rank (row r is this rank's)."""
-    P, r = comm.size, comm.rank
-    right, left = (r + 1) % P, (r - 1) % P
-    for s in range(P - 1):
-        comm.exchange([(rows[(r - s) % P], right)], [(rows[(r - s - 1) % P], left)]).wait()
+#: gather mode: the registered ring all-gather (`lab.comm.collectives.all_gather_ring`), its cost model too
+_GATHER = RegisteredGather("ring")
+gather = _GATHER.gather
 
 
 def _coefficients(P: int, m: float) -> tuple[float, float]:
@@ -127,11 +125,6 @@ def _codec_counts(P: int, n: float) -> tuple[float, float]:
     return n, (2 * P - 1) / P * n
 
 
-def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
-    """Ring allgather: (P−1)(L + qG)."""
-    return float(P - 1), (P - 1) * q
-
-
 def _scratch(n: int, P: int) -> int:
     """Two banks of the longest segment (steps alternate)."""
     return 2 * -(-n // P)
@@ -147,9 +140,14 @@ def cluster_time(cluster: cl.Cluster, n_values: float, codec: cl.CodecCost = cl.
     return cl.flat_time(cluster, n_values, codec, "ring", chunk_values, link=cluster.ring_link, senders_across=1)
 
 
+def _hops(P: int) -> int:
+    """Reduce-scatter: a segment's partial sum is re-encoded at each of P−1 hops, then its owner's sum once."""
+    return P
+
+
 ALGORITHM = Algorithm(
     name="ring", summary="pipelined ring: reduce-scatter, then allgather around the ring",
     citation='Ben-Nun & Hoefler 2018 (paper 001) "Pipeline": 2L(P−1) + 2mG(P−1)/P; Baidu ring allreduce',
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, scratch=_scratch,
-    cluster_time=cluster_time, order=30)
+    codec_counts=_codec_counts, gather_coefficients=_GATHER.coefficients, scratch=_scratch,
+    cluster_time=cluster_time, hops=_hops, order=30)

@@ -8,6 +8,8 @@ Codec payloads go in buffers kept on the comm (`Channel` slots): no allocation p
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..base import Comm
@@ -67,8 +69,13 @@ def _gather_coefficients(P: int, q: float) -> tuple[float, float]:
     return 2.0 * d, ((P - 1) + d * P) * q
 
 
+def _hops(P: int) -> int:
+    """One encode per level of the binomial tree up to rank 0, then the sum's once for the broadcast."""
+    return math.ceil(math.log2(P)) + 1
+
+
 ALGORITHM = Algorithm(
     name="tree", summary="binomial tree: reduce to rank 0, then broadcast",
     citation='Ben-Nun & Hoefler 2018 (paper 001) "Tree": 2L·log2P + 2mG·log2P',
     reduce=reduce, gather=gather, coefficients=_coefficients, total_bytes=_total_bytes,
-    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, order=10)
+    codec_counts=_codec_counts, gather_coefficients=_gather_coefficients, hops=_hops, order=10)

@@ -17,7 +17,7 @@ reduce_scatter and alltoall split dim 0 into P equal shards (`reduce_scatter_ten
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -29,6 +29,10 @@ from .base import OPS, Collective, collective_names, get_collective
 from .wire import ACCUMULATE, Wire
 
 MODES = ("auto", "requantize", "oneshot")
+#: watch(buf), if given, is called once before any message with the buffer the algorithm works in, holding this
+#: rank's input (rows of values, or of a codec's bytes; slots still to arrive hold garbage, which the caller may
+#: mark): for a caller that follows the collective as it runs (the step-through)
+Watch = Callable[[torch.Tensor], None] | None
 ONESHOT = "direct"  # the reduce-scatter algorithm whose blocks cross one hop, from source to owner
 
 
@@ -98,6 +102,11 @@ def _same(comm: Comm, check: bool, *what: Any) -> None:
         comm.check_same(what, "(op, length, algorithm, codec, options)")
 
 
+def _watch(watch: Watch, buf: torch.Tensor) -> None:
+    if watch is not None:
+        watch(buf)
+
+
 def _encode_rows(codec: Codec, flat: torch.Tensor, parts: int) -> tuple[torch.Tensor, WireFormat]:
     """flat cut into `parts` equal rows, each encoded once: (parts, nbytes) uint8 and the format."""
     n = flat.numel() // parts
@@ -109,7 +118,7 @@ def _encode_rows(codec: Codec, flat: torch.Tensor, parts: int) -> tuple[torch.Te
 
 
 def all_gather(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
-               check: bool = True, **options: int) -> torch.Tensor:
+               check: bool = True, watch: Watch = None, **options: int) -> torch.Tensor:
     """Every rank's x concatenated along dim 0 in rank order (P·x.shape[0] rows; a scalar gives P
     values). With a codec each rank encodes x once and every rank decodes all P payloads."""
     x, codec = _tensor("all_gather", x, False), _codec(codec)
@@ -123,12 +132,14 @@ def all_gather(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: C
     if codec is None:
         rows = torch.empty((P, flat.numel()), dtype=x.dtype, device=comm.device)
         rows[comm.rank] = flat
+        _watch(watch, rows)
         if flat.numel():
             c.run(comm, rows, **opts)
         return rows.view(shape)
     mine, fmt = _encode_rows(codec, flat, 1)
     rows = torch.empty((P, fmt.nbytes), dtype=torch.uint8, device=comm.device)
     rows[comm.rank] = mine[0]
+    _watch(watch, rows)
     if fmt.nbytes:
         c.run(comm, rows, **opts)
     out = torch.stack([fmt.decode(rows[p]).reshape(-1) for p in range(P)]) if flat.numel() else \
@@ -137,7 +148,7 @@ def all_gather(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: C
 
 
 def alltoall(comm: Comm, x: torch.Tensor, *, algorithm: str = "pairwise", codec: Codec | str | None = None,
-             check: bool = True, **options: int) -> torch.Tensor:
+             check: bool = True, watch: Watch = None, **options: int) -> torch.Tensor:
     """x's dim 0 cut into P blocks; block j goes to rank j, and the result's block i is rank i's block
     for this rank (`all_to_all_single`). With a codec every block is encoded once at its source."""
     x, codec = _tensor("alltoall", x, False), _codec(codec)
@@ -153,12 +164,14 @@ def alltoall(comm: Comm, x: torch.Tensor, *, algorithm: str = "pairwise", codec:
         inp = flat.view(P, k)
         out = torch.empty_like(inp)
         out[r] = inp[r]
+        _watch(watch, out)
         if k:
             c.run(comm, inp.contiguous(), out, **opts)
         return out.view(x.shape)
     inp, fmt = _encode_rows(codec, flat, P)
     out = torch.empty_like(inp)
     out[r] = inp[r]
+    _watch(watch, out)
     if fmt.nbytes:
         c.run(comm, inp, out, **opts)
     res = torch.empty((P, k), dtype=torch.float32, device=comm.device)
@@ -168,7 +181,8 @@ def alltoall(comm: Comm, x: torch.Tensor, *, algorithm: str = "pairwise", codec:
 
 
 def broadcast(comm: Comm, x: torch.Tensor, *, root: int = 0, algorithm: str = "binomial",
-              codec: Codec | str | None = None, check: bool = True, **options: int) -> torch.Tensor:
+              codec: Codec | str | None = None, check: bool = True, watch: Watch = None,
+              **options: int) -> torch.Tensor:
     """The root's x on every rank (the root keeps its own exact; with a codec it encodes once and
     every other rank decodes the same payload)."""
     x, codec = _tensor("broadcast", x, False), _codec(codec)
@@ -179,12 +193,14 @@ def broadcast(comm: Comm, x: torch.Tensor, *, root: int = 0, algorithm: str = "b
           codec.describe() if codec else None, tuple(sorted(opts.items())))
     flat = x.detach().reshape(-1).to(comm.device).clone()
     if codec is None:
+        _watch(watch, flat)
         if flat.numel():
             c.run(comm, flat, root, **opts)
         return flat.view(x.shape)
     fmt = WireFormat.of(codec, flat.numel(), torch.float32)
     payload = fmt.encode(flat.float()) if comm.rank == root else torch.empty(fmt.nbytes, dtype=torch.uint8,
                                                                               device=comm.device)
+    _watch(watch, payload)
     if fmt.nbytes:
         c.run(comm, payload, root, **opts)
     if comm.rank == root:
@@ -193,7 +209,7 @@ def broadcast(comm: Comm, x: torch.Tensor, *, root: int = 0, algorithm: str = "b
 
 
 def sendrecv(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
-             check: bool = True, **options: int) -> torch.Tensor:
+             check: bool = True, watch: Watch = None, **options: int) -> torch.Tensor:
     """Rank r-1's x (each rank sends x to r+1), nccl-tests' sendrecv. With a codec: encoded once, decoded once."""
     x, codec = _tensor("sendrecv", x, False), _codec(codec)
     _check_codec("sendrecv", codec)
@@ -203,11 +219,13 @@ def sendrecv(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Cod
     flat = x.detach().reshape(-1).to(comm.device).contiguous()
     if codec is None:
         out = torch.empty_like(flat)
+        _watch(watch, out)
         if flat.numel():
             c.run(comm, flat, out, **opts)
         return out.view(x.shape)
     fmt = WireFormat.of(codec, flat.numel(), torch.float32)
     got = torch.empty(fmt.nbytes, dtype=torch.uint8, device=comm.device)
+    _watch(watch, got)
     if fmt.nbytes:
         c.run(comm, fmt.encode(flat.float()), got, **opts)
     return fmt.decode(got).reshape(-1).to(x.dtype).view(x.shape)
@@ -240,7 +258,8 @@ def resolve_mode(op: str, codec: Codec | None, mode: str, algorithm: str) -> str
 
 
 def reduce_scatter(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", codec: Codec | str | None = None,
-                   mode: str = "auto", accumulate: str = "fp32", check: bool = True, **options: int) -> torch.Tensor:
+                   mode: str = "auto", accumulate: str = "fp32", check: bool = True, watch: Watch = None,
+                   **options: int) -> torch.Tensor:
     """Shard r (dim 0 cut into P equal parts) of the sum over ranks of x, in x's dtype, summed in
     `accumulate`. With a codec: mode 'requantize' (per hop) or, on algorithm 'direct', 'oneshot'."""
     x, codec = _tensor("reduce_scatter", x, True), _codec(codec)
@@ -252,6 +271,7 @@ def reduce_scatter(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", code
     _same(comm, check, "reduce_scatter", tuple(x.shape), algorithm, codec.describe() if codec else None, how,
           accumulate, tuple(sorted(opts.items())))
     blocks = x.detach().reshape(P, -1).to(device=comm.device, dtype=dt, copy=True)
+    _watch(watch, blocks)
     if blocks.shape[1]:
         c.run(comm, blocks, Wire(comm, codec, dt), **opts)
     return blocks[r].to(x.dtype).view((rows, *x.shape[1:]) if x.dim() else ())
@@ -259,7 +279,7 @@ def reduce_scatter(comm: Comm, x: torch.Tensor, *, algorithm: str = "ring", code
 
 def reduce(comm: Comm, x: torch.Tensor, *, root: int = 0, algorithm: str = "binomial",
            codec: Codec | str | None = None, mode: str = "auto", accumulate: str = "fp32", check: bool = True,
-           **options: int) -> torch.Tensor | None:
+           watch: Watch = None, **options: int) -> torch.Tensor | None:
     """The sum over ranks of x at the root (None on the other ranks), summed in `accumulate`; with a
     codec the partial sums are re-encoded at every hop."""
     x, codec = _tensor("reduce", x, True), _codec(codec)
@@ -270,6 +290,7 @@ def reduce(comm: Comm, x: torch.Tensor, *, root: int = 0, algorithm: str = "bino
     _same(comm, check, "reduce", tuple(x.shape), root, algorithm, codec.describe() if codec else None, how,
           accumulate, tuple(sorted(opts.items())))
     buf = x.detach().reshape(-1).to(device=comm.device, dtype=dt, copy=True)
+    _watch(watch, buf)
     if buf.numel():
         c.run(comm, buf, Wire(comm, codec, dt), root, **opts)
     return buf.to(x.dtype).view(x.shape) if comm.rank == root else None

@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ... import plugins
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..base import Comm
+    from ..channel import Channel
 
 ENV = "PARALAB_COLLECTIVES"
 
@@ -56,6 +62,8 @@ OPS: dict[str, Op] = {o.name: o for o in (
 )}
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+#: the ops whose algorithms may have a channel form (`Collective.phase`): an allreduce's two halves
+PHASE_OPS = ("reduce_scatter", "all_gather")
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +82,24 @@ class Collective:
     coefficients(P, m) -> (a, b): time a·L + b·G for m bytes (module docstring) on per-rank links.
     total_bytes(P, m): bytes all ranks send together.
     options: keyword options `run` takes (PAT's buffer_bytes), with their defaults.
+    phase: the same algorithm as one phase of an allreduce (reduce_scatter and all_gather only), over a
+        `lab.comm.channel.Channel`: codecs decoded, added and re-encoded per hop, chunks pipelined, payload
+        buffers kept on the comm: phase(comm, shards, ch), shards a list of P tensors of fp32 values, any
+        lengths, the same on every rank. reduce_scatter: shards[rank] becomes the sum over the ranks;
+        all_gather: its owner encodes shards[rank] once (keeping the decoded value) and every rank gets
+        every shard (it may return every shard's final payload: recursive doubling does, for Rabenseifner's
+        folded ranks). None: the algorithm has no such form (the ring, rabenseifner, butterfly_sync and
+        `lab.comm.algorithms.hierarchical`'s node level compose the ones that do).
+    handoff: its phase can hand over at an allreduce's phase boundary (`allreduce_phases`), so the last
+        reduce-scatter chunks are completed while the first all-gather chunks already travel:
+        reduce_scatter phase(comm, shards, ch, handoff=True) returns, once its last step is posted, an
+        iterator that completes shards[rank]'s chunks (`Channel.chunks`) one by one and yields each one's
+        final payload (the owner's sum encoded once, its decoded value kept in the shard), then waits for
+        its last sends when exhausted; all_gather phase(comm, shards, ch, own=that iterator) sends those
+        payloads instead of encoding shards[rank], taking each just before it is sent.
+    neighbours: rank r only talks to r-1 and r+1 (the ring): over consecutive ranks of several nodes one
+        flow crosses each node boundary per direction and has the whole NIC (`lab.comm.cluster.Cluster.
+        ring_link`); otherwise up to every GPU of a node sends across at once, each with its share of it.
     """
 
     op: str
@@ -84,6 +110,9 @@ class Collective:
     coefficients: Coefficients
     total_bytes: Callable[[int, float], float]
     options: dict = field(default_factory=dict)
+    neighbours: bool = False
+    phase: Optional[Callable[..., object]] = None
+    handoff: bool = False
     order: int = 100
     module: str = field(default="", compare=False)
 
@@ -97,6 +126,11 @@ class Collective:
         for what in ("run", "coefficients", "total_bytes"):
             if not callable(getattr(self, what)):
                 raise ValueError(f"collective {self.op}/{self.name}: {what} must be callable")
+        if self.phase is not None and (not callable(self.phase) or self.op not in PHASE_OPS):
+            raise ValueError(f"collective {self.op}/{self.name}: phase must be callable, on an op of "
+                             f"{', '.join(PHASE_OPS)} (an allreduce's halves), or None")
+        if self.handoff and self.phase is None:
+            raise ValueError(f"collective {self.op}/{self.name}: handoff=True needs a phase")
         if not self.module:
             object.__setattr__(self, "module", getattr(self.run, "__module__", "") or "")
 
@@ -121,7 +155,7 @@ _PACKAGE = __name__.rsplit(".", 1)[0]
 #: points `paralab.collectives`, $PARALAB_COLLECTIVES, modules carried from the parent process)
 REGISTRY: plugins.Registry[Collective] = plugins.Registry(
     "collectives", _PACKAGE, "paralab.collectives", ENV, Collective, attr="COLLECTIVE", key=lambda c: (c.op, c.name),
-    label=lambda c: f"{c.op} algorithm {c.name!r}")
+    label=lambda c: f"{c.op} algorithm {c.name!r}", order=lambda c: (list(OPS).index(c.op), c.order, c.name))
 
 
 def register(c: Collective, *, replace: bool = False) -> Collective:
@@ -139,6 +173,24 @@ def unregister(op: str, name: str) -> None:
     REGISTRY.remove(get_collective(op, name))
 
 
+def allreduce_phases(comm: "Comm", shards: list[torch.Tensor], ch: "Channel", reduce_scatter: str,
+                     all_gather: str) -> None:
+    """An allreduce of `shards` (fp32, any lengths, the same on every rank) as the registered reduce-scatter
+    `reduce_scatter` then the registered all-gather `all_gather`, in their channel forms (`Collective.phase`):
+    rank r reduces shards[r] and every rank ends with every sum. Both with `handoff`: chained at the boundary
+    (the all-gather sends each of shards[r]'s chunks as soon as the reduce-scatter completes it); otherwise
+    one after the other, the all-gather encoding shards[r] itself."""
+    rs, ag = get_collective("reduce_scatter", reduce_scatter), get_collective("all_gather", all_gather)
+    for c in (rs, ag):
+        if c.phase is None:
+            raise ValueError(f"{c.op} algorithm {c.name!r} has no channel form (phase) to run inside an allreduce")
+    if rs.handoff and ag.handoff:
+        ag.phase(comm, shards, ch, own=rs.phase(comm, shards, ch, handoff=True))
+        return
+    rs.phase(comm, shards, ch)
+    ag.phase(comm, shards, ch)
+
+
 def check_op(op: str) -> Op:
     """The Op called `op`; ValueError naming the allowed ones."""
     o = OPS.get(op) if isinstance(op, str) else None
@@ -149,12 +201,9 @@ def check_op(op: str) -> Op:
 
 def collective_infos(op: Optional[str] = None) -> list[Collective]:
     """Every registered collective algorithm (of `op`), in display order."""
-    REGISTRY.load()
     if op is not None:
         check_op(op)
-    names = list(OPS)
-    return sorted((c for c in REGISTRY.items.values() if op is None or c.op == op),
-                  key=lambda c: (names.index(c.op), c.order, c.name))
+    return REGISTRY.ordered(None if op is None else lambda c: c.op == op)
 
 
 def collective_names(op: str) -> list[str]:
@@ -165,7 +214,5 @@ def collective_names(op: str) -> list[str]:
 def get_collective(op: str, name: str) -> Collective:
     """The algorithm `name` of `op`; ValueError naming the ones `op` has."""
     check_op(op)
-    c = REGISTRY.get((op, name)) if isinstance(name, str) else None
-    if c is None:
-        raise ValueError(f"{op} has no algorithm {name!r}; allowed: {', '.join(collective_names(op))}")
-    return c
+    return REGISTRY.lookup((op, name), "{op} has no algorithm {name!r}; allowed: {known}",
+                           lambda c: c.op == op, op=op, name=name)

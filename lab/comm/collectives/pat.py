@@ -47,7 +47,8 @@ def per_transfer(row_bytes: float, buffer_bytes: int = BUFFER_BYTES) -> int:
 def transfers(P: int, row_bytes: float, buffer_bytes: int = BUFFER_BYTES) -> int:
     """Messages one rank sends in one PAT all-gather (or reduce-scatter)."""
     R = per_transfer(row_bytes, buffer_bytes)
-    return sum(-(-len(gather_offsets(P, d)) // R) for d in distances(P))
+    # len(gather_offsets(P, d)) counted, not listed: a planner's P may be far beyond any list's size
+    return sum(-(-max(0, -(-(P - d) // (2 * d))) // R) for d in distances(P))
 
 
 def chunks(idx: list[int], R: int) -> list[list[int]]:

@@ -27,4 +27,4 @@ def total_bytes(P: int, m: float) -> float:
 COLLECTIVE = Collective(
     op="sendrecv", name="ring", summary="one batch: send to r+1, receive from r-1",
     citation="nccl-tests sendrecv_perf (doc/PERFORMANCE.md: busbw = algbw)",
-    run=run, coefficients=coefficients, total_bytes=total_bytes, order=10)
+    run=run, coefficients=coefficients, total_bytes=total_bytes, neighbours=True, order=10)

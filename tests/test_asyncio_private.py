@@ -1,4 +1,5 @@
-"""app/nodelay.py: the dashboard server's connections without Nagle's algorithm. A listener bound the way
+"""app/asyncio_private.py: the dashboard server's connections without Nagle's algorithm, through asyncio's private
+`_set_nodelay` and `loop._transports` (pinned first, by name). A listener bound the way
 Streamlit 1.67 binds it (`socket.socket(family)`, proto 0) hands asyncio sockets it leaves Nagle on for, so each
 keep-alive response waits ~40 ms for the browser's delayed ACK."""
 import asyncio
@@ -7,7 +8,8 @@ from asyncio import base_events
 
 import pytest
 
-import nodelay
+import asyncio_private
+import fresh_loop
 
 
 def _listener() -> socket.socket:
@@ -35,7 +37,7 @@ async def _accepted_nodelay(fix_open: bool = False) -> int:
     _, writer = await asyncio.open_connection("127.0.0.1", port)
     await asyncio.wait_for(made.wait(), 5)
     if fix_open:
-        nodelay.open_connections(loop)
+        asyncio_private.open_connections(loop)
     sock = seen["transport"].get_extra_info("socket")
     value = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     writer.close()
@@ -44,25 +46,39 @@ async def _accepted_nodelay(fix_open: bool = False) -> int:
     return value
 
 
+def test_asyncio_still_has_what_the_adapter_replaces_and_reads():
+    import inspect
+    import sys
+
+    own = asyncio_private.ASYNCIO_SET_NODELAY
+    assert callable(own) and list(inspect.signature(own).parameters) == ["sock"], \
+        f"Python {sys.version.split()[0]}: asyncio.base_events._set_nodelay(sock) is gone or changed"
+
+    async def transports() -> object:
+        return getattr(asyncio.get_running_loop(), "_transports", None)
+    assert hasattr(fresh_loop.run(transports()), "values"), \
+        f"Python {sys.version.split()[0]}: an asyncio event loop no longer keeps its open transports in _transports"
+
+
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.setattr(base_events, "_set_nodelay", nodelay.ASYNCIO_SET_NODELAY)  # as if never installed
+    monkeypatch.setattr(base_events, "_set_nodelay", asyncio_private.ASYNCIO_SET_NODELAY)  # as if never installed
 
 
 def test_a_proto_0_listener_leaves_nagle_on_without_it_and_off_with_it(fresh):
-    if asyncio.run(_accepted_nodelay()):
+    if fresh_loop.run(_accepted_nodelay()):
         pytest.skip("this Python's asyncio already sets TCP_NODELAY on proto-0 sockets: nothing to mend")
-    assert nodelay.install() is True and nodelay.install() is False  # once per process
-    assert asyncio.run(_accepted_nodelay()) == 1
+    assert asyncio_private.install() is True and asyncio_private.install() is False  # once per process
+    assert fresh_loop.run(_accepted_nodelay()) == 1
 
 
 def test_connections_already_open_are_mended_on_their_loop(fresh):
-    if asyncio.run(_accepted_nodelay()):
+    if fresh_loop.run(_accepted_nodelay()):
         pytest.skip("this Python's asyncio already sets TCP_NODELAY on proto-0 sockets: nothing to mend")
-    assert asyncio.run(_accepted_nodelay(fix_open=True)) == 1
+    assert fresh_loop.run(_accepted_nodelay(fix_open=True)) == 1
 
 
 def test_install_without_a_server_only_patches(fresh):
     """Under AppTest or bare mode there is no runtime: install still patches and raises nothing."""
-    assert nodelay.install() is True
-    assert base_events._set_nodelay is nodelay._set_nodelay
+    assert asyncio_private.install() is True
+    assert base_events._set_nodelay is asyncio_private._set_nodelay

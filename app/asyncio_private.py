@@ -1,15 +1,20 @@
-"""TCP_NODELAY on the dashboard server's connections. Streamlit (1.67) binds its listening socket itself with
-`socket.socket(family)`, whose `proto` is 0; asyncio turns Nagle's algorithm off only for sockets that report
-IPPROTO_TCP, and accepted sockets inherit the listener's 0. With Nagle on, every response after the first on a
-keep-alive connection (each of the ~100 scripts a first visit loads over the browser's 6 connections, each
-websocket message of a rerun) waits for the browser's delayed ACK: ~40 ms on Linux. uvicorn's issue #3149 is
-the same bug in its own `bind_socket`. `install()` gives every TCP connection of this process TCP_NODELAY:
-those accepted from now on and those already open."""
+"""asyncio's private parts the dashboard relies on, in one place: `base_events._set_nodelay` (replaced) and an event
+loop's open transports (`loop._transports`), for TCP_NODELAY on the dashboard server's connections.
+
+Streamlit (1.67) binds its listening socket itself with `socket.socket(family)`, whose `proto` is 0; asyncio turns
+Nagle's algorithm off only for sockets that report IPPROTO_TCP, and accepted sockets inherit the listener's 0. With
+Nagle on, every response after the first on a keep-alive connection (each of the ~100 scripts a first visit loads
+over the browser's 6 connections, each websocket message of a rerun) waits for the browser's delayed ACK: ~40 ms on
+Linux. encode/uvicorn#3149 is the same bug in its own `bind_socket`. `install()` gives every TCP connection of this
+process TCP_NODELAY: those accepted from now on and those already open. tests/test_asyncio_private.py pins what is
+used, so a Python whose asyncio moves it fails there by name."""
 from __future__ import annotations
 
 import socket
 from asyncio import base_events
 from typing import Any
+
+from streamlit_private import server_event_loop
 
 ASYNCIO_SET_NODELAY = base_events._set_nodelay  # asyncio's own, before install()
 
@@ -37,11 +42,8 @@ def install() -> bool:
     if base_events._set_nodelay is _set_nodelay:
         return False
     base_events._set_nodelay = _set_nodelay
-    try:
-        from streamlit.runtime import Runtime
-
-        loop = Runtime.instance()._get_async_objs().eventloop
-    except Exception:  # no running server (AppTest, bare mode): nothing open to fix
+    loop = server_event_loop()
+    if loop is None:  # no running server (AppTest, bare mode): nothing open to fix
         return True
     loop.call_soon_threadsafe(open_connections, loop)
     return True

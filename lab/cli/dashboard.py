@@ -1,0 +1,26 @@
+"""`paralab dashboard`: the Streamlit dashboard shipped with paralab (app/ in the repository, package data
+of `lab` in a wheel: lab.packaged), started with its warm-up from the server's start (app/serve.py) from
+any folder. Streamlit's own options pass through: `paralab dashboard --server.port 8502`."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import typer
+
+from lab.packaged import shipped
+
+from .base import app
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def dashboard(ctx: typer.Context) -> None:
+    """Start the dashboard (`streamlit run` of the installed app/Home.py, warmed from the start) at
+    http://localhost:8501; any further options are Streamlit's (`streamlit run --help`), e.g.
+    --server.port 8502 or --server.headless true."""
+    serve = shipped("app") / "serve.py"
+    try:
+        code = subprocess.call([sys.executable, str(serve), *ctx.args])
+    except KeyboardInterrupt:  # Ctrl-C reached Streamlit too, which stops on it
+        code = 130
+    raise typer.Exit(code)

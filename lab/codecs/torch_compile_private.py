@@ -1,0 +1,52 @@
+"""The private settings of torch.compile (torch._dynamo, torch._inductor) the codecs' fused CPU passes rely on,
+in one place. Each imports torch.compile's machinery only when called (a process that never compiles, as with
+PARALAB_COMPILE=0, never loads it). tests/test_torch_compile_private.py pins what is used, so a torch that moves
+one fails there by name."""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+
+def raise_recompile_limit(limit: int) -> None:
+    """At least `limit` compiled variants per code object before dynamo runs a function eagerly, silently
+    (torch._dynamo.config.recompile_limit); a limit at or above it already stands."""
+    import torch._dynamo
+
+    if torch._dynamo.config.recompile_limit < limit:
+        torch._dynamo.config.recompile_limit = limit
+
+
+def mark_rows_dynamic(t: torch.Tensor) -> None:
+    """Compile for any length of `t`'s first dimension instead of specialising on this one, where the function
+    allows it (torch._dynamo.maybe_mark_dynamic)."""
+    import torch._dynamo
+
+    torch._dynamo.maybe_mark_dynamic(t, 0)
+
+
+@contextlib.contextmanager
+def one_compile_thread() -> Iterator[None]:
+    """Inductor compiles in this process only, no pool of compile workers, for the duration
+    (torch._inductor.config.compile_threads)."""
+    from torch._inductor import config
+
+    before = config.compile_threads
+    config.compile_threads = 1
+    try:
+        yield
+    finally:
+        config.compile_threads = before
+
+
+def probe_vector_isa() -> None:
+    """Inductor's probe of the CPU's vector instruction sets (a test library built and loaded per set), done
+    ahead of a first compile (torch._inductor.cpu_vec_isa.valid_vec_isa_list)."""
+    from torch._inductor import cpu_vec_isa
+
+    cpu_vec_isa.valid_vec_isa_list()
+
+
+__all__ = ["raise_recompile_limit", "mark_rows_dynamic", "one_compile_thread", "probe_vector_isa"]
