@@ -106,3 +106,24 @@ def test_encode_and_decode_equal_the_reference(extra: int, block: int | None, ex
     B = block or n
     want = cpu.decode_reference(codes, p.values256, scales.repeat_interleave(B)[:n], torch.float32)
     assert torch.equal(out.view(torch.int32), want.view(torch.int32))
+
+
+def test_decode_and_hop_take_the_reference_for_a_table_the_unchecked_pass_cannot_read() -> None:
+    """The compiled decode and hop passes read the value table without bounds checks, so they run for uint8 codes
+    into 256 entries only; another table (here 200 entries) is decoded by the reference, bit for bit, and the hop
+    says it did not run (its caller composes the reference)."""
+    from lab.codecs import cpu
+    p = _prepared("dynamic_tree")
+    n = cpu.MIN_COMPILED * 2
+    g = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 200, (n,), generator=g, dtype=torch.uint8)
+    values, scale = torch.randn(200, generator=g), torch.tensor(0.5)
+    out = torch.full((n,), float("nan"))
+    cpu.decode_into(codes, values, scale, out)
+    assert torch.equal(out, cpu.decode_reference(codes, values, scale, torch.float32))
+    x, rows = torch.randn(n, generator=g).view(-1, 4096), (-1, 4096)
+    assert cpu.hop_blocks(codes.view(rows), torch.ones(n // 4096, 1), values, x, p.lut, p.bpad, p.K,
+                          p.packed) is None
+    full = cpu.hop_blocks(codes.view(rows), torch.ones(n // 4096, 1), p.values256, x, p.lut, p.bpad, p.K, p.packed)
+    want = cpu.encode_blocks_reference(p.values256[codes.long()].view(rows) + x, p.bounds)
+    assert full is not None and torch.equal(full[0], want[0]) and torch.equal(full[1], want[1])

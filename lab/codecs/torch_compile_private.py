@@ -41,6 +41,21 @@ def one_compile_thread() -> Iterator[None]:
         config.compile_threads = before
 
 
+def key_compiled_code_by_vector_isa() -> None:
+    """Inductor's caches of compiled code keyed by the vector ISA its C++ is generated for: the width Inductor picks
+    (which honours ATEN_CPU_CAPABILITY) is set as torch._inductor.config.cpp.simdlen, a setting its cache keys
+    include; a width already set stands. Without it a pass cached by a process that picked AVX-512 is reused, as
+    generated, by one that picks AVX2 (ATEN_CPU_CAPABILITY=avx2 on the same machine) and compiled for AVX2: its
+    vectorised loops then step over 16 floats and read 8, and the codes come out wrong. Nothing is set where
+    Inductor finds no vector ISA (it then builds scalar C++, the same for every ISA)."""
+    from torch._inductor import config, cpu_vec_isa
+
+    if config.cpp.simdlen is None:
+        isa = cpu_vec_isa.pick_vec_isa()
+        if isa:
+            config.cpp.simdlen = isa.bit_width()
+
+
 def probe_vector_isa() -> None:
     """Inductor's probe of the CPU's vector instruction sets (a test library built and loaded per set), done
     ahead of a first compile (torch._inductor.cpu_vec_isa.valid_vec_isa_list)."""
@@ -49,4 +64,5 @@ def probe_vector_isa() -> None:
     cpu_vec_isa.valid_vec_isa_list()
 
 
-__all__ = ["raise_recompile_limit", "mark_rows_dynamic", "one_compile_thread", "probe_vector_isa"]
+__all__ = ["raise_recompile_limit", "mark_rows_dynamic", "one_compile_thread", "key_compiled_code_by_vector_isa",
+           "probe_vector_isa"]
