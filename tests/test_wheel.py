@@ -5,6 +5,7 @@ installed into a fresh venv is run by .ci/wheel_smoke.py from .ci/run."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -124,10 +125,16 @@ def test_pays_reads_measured_codec_times_from_paralab_results_first(tmp_path, mo
     assert r.codec_time.startswith("roofline") and str(mine) in r.codec_time
 
 
-def test_dashboard_command_runs_the_shipped_app_with_streamlit_options(monkeypatch):
+def test_dashboard_command_becomes_the_shipped_app_with_streamlit_options(monkeypatch):
+    """`paralab dashboard` replaces itself with the server (os.execv), so stopping it stops the server."""
     calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 3)
+
+    def execv(path, argv):
+        calls.append((path, argv))
+        raise SystemExit(3)
+
+    monkeypatch.setattr(os, "execv", execv)
     r = runner.invoke(app, ["dashboard", "--server.port", "8599", "--server.headless", "true"])
-    assert r.exit_code == 3, r.output  # the server's exit status is the command's
-    assert calls == [[sys.executable, str(REPO / "app" / "serve.py"), "--server.port", "8599",
-                      "--server.headless", "true"]]
+    assert r.exit_code == 3, r.output
+    assert calls == [(sys.executable, [sys.executable, str(REPO / "app" / "serve.py"), "--server.port", "8599",
+                                       "--server.headless", "true"])]

@@ -3,7 +3,7 @@ of `lab` in a wheel: lab.packaged), started with its warm-up from the server's s
 any folder. Streamlit's own options pass through: `paralab dashboard --server.port 8502`."""
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 
 import typer
@@ -19,8 +19,6 @@ def dashboard(ctx: typer.Context) -> None:
     http://localhost:8501; any further options are Streamlit's (`streamlit run --help`), e.g.
     --server.port 8502 or --server.headless true."""
     serve = shipped("app") / "serve.py"
-    try:
-        code = subprocess.call([sys.executable, str(serve), *ctx.args])
-    except KeyboardInterrupt:  # Ctrl-C reached Streamlit too, which stops on it
-        code = 130
-    raise typer.Exit(code)
+    # the server takes this process's place, so a signal that stops `paralab dashboard` (Ctrl-C, a service
+    # manager's SIGTERM) stops the server itself and leaves no orphan behind
+    os.execv(sys.executable, [sys.executable, str(serve), *ctx.args])
