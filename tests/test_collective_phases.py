@@ -177,7 +177,8 @@ def test_halving_and_doubling_phases_on_scattered_shards_equal_those_on_one_vect
     message and the sums copied back: the same numbers. A phase on a non-power-of-two group says why not."""
     from lab.codecs import get_codec
     from lab.comm.channel import Channel
-    rs, ag = C.get_collective("reduce_scatter", "recursive_halving"), C.get_collective("all_gather", "recursive_doubling")
+    rs = C.get_collective("reduce_scatter", "recursive_halving")
+    ag = C.get_collective("all_gather", "recursive_doubling")
     lengths = [5, 0, 7, 3]
 
     def rank(comm, split: bool):

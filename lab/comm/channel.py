@@ -117,8 +117,9 @@ class Channel:
 
     def decode_into(self, payload: torch.Tensor, seg: torch.Tensor) -> None:
         """seg = decode(payload), written in place (no temporary for codecs with a fused path)."""
-        if payload is seg or not seg.numel():
-            return
+        if payload is seg or not seg.numel() or (self.codec is None and payload.data_ptr() == seg.data_ptr()
+                                                 and payload.shape == seg.shape and payload.stride() == seg.stride()):
+            return  # raw, landed in place (the same memory, perhaps through another view)
         with span("decode"):
             if self.codec is None:
                 seg.copy_(payload)

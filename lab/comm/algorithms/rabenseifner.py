@@ -16,8 +16,8 @@ import torch
 
 from ..base import Comm
 from ..channel import Channel
-from .base import Algorithm
 from ..collectives import get_collective
+from .base import Algorithm
 from .common import Fold, RegisteredGather, core
 
 

@@ -28,13 +28,15 @@ def phase(comm: Comm, shards: list[torch.Tensor], ch: Channel, *,
     rank gets every shard around the ring (`RingPass`), the payloads forwarded unchanged; chunks pipelined.
     own (an allreduce's second half, `Collective.handoff`): the reduce-scatter's handed-over payloads of
     shards[comm.rank]'s chunks, already decoded into it; each is taken just before it is sent, and the
-    iterator is exhausted (its last sends waited for) where this phase waits for its own step-before-last."""
+    iterator is exhausted (its last sends waited for) where this phase waits for its own step-before-last.
+    Its receive buffers are the ring's banks by step (`RingPass`): after a handoff, step s is the allreduce's
+    step P-1+s, so it reuses the ring reduce-scatter's banks as one ring of 2(P-1) steps would."""
     k, i = comm.size, comm.rank
     if k == 1:
         for _ in own or ():  # nothing to send: the handed-over work still runs
             pass
         return
-    ring = RingPass(comm, ch)
+    ring, base = RingPass(comm, ch), 0 if own is None else k - 1
     first = (iter(own) if own is not None
              else (ch.finalize(x, ("ring-ag-send", c)) for c, x in enumerate(ch.chunks(shards[i]))))
     for s in range(k - 1):  # step s sends shard i-s on and receives shard i-s-1
@@ -48,7 +50,8 @@ def phase(comm: Comm, shards: list[torch.Tensor], ch: Channel, *,
             got = ring.arrived(c)
             ch.decode_into(got, mine[c])
             return got  # forwarded unchanged
-        ring.step([ch.final_buffer(x, slot=("ring-ag", s % 3, c)) for c, x in enumerate(into)], len(mine), payload)
+        ring.step([ch.final_buffer(x, slot=("ring", (base + s) % 3, c)) for c, x in enumerate(into)], len(mine),
+                  payload)
     for c, chunk in enumerate(ch.chunks(shards[(i + 1) % k])):
         ch.decode_into(ring.arrived(c), chunk)
     if k == 2 and own is not None:

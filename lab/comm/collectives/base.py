@@ -95,8 +95,9 @@ class Collective:
         reduce_scatter phase(comm, shards, ch, handoff=True) returns, once its last step is posted, an
         iterator that completes shards[rank]'s chunks (`Channel.chunks`) one by one and yields each one's
         final payload (the owner's sum encoded once, its decoded value kept in the shard), then waits for
-        its last sends when exhausted; all_gather phase(comm, shards, ch, own=that iterator) sends those
-        payloads instead of encoding shards[rank], taking each just before it is sent.
+        its last sends when exhausted (until then its buffers, the channel's raw scratch included, are in
+        use); all_gather phase(comm, shards, ch, own=that iterator) sends those payloads instead of encoding
+        shards[rank], taking each just before it is sent, and exhausts it.
     neighbours: rank r only talks to r-1 and r+1 (the ring): over consecutive ranks of several nodes one
         flow crosses each node boundary per direction and has the whole NIC (`lab.comm.cluster.Cluster.
         ring_link`); otherwise up to every GPU of a node sends across at once, each with its share of it.

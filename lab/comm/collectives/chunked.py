@@ -34,9 +34,9 @@ class RingPass:
     at its start, before the rank waits for any chunk of the step before: posted before their messages
     arrive (Gloo moves an expected message at line rate, an unexpected one at about half of it). The sends
     of step s are waited for at the start of step s+2, so a payload buffer sent in step s is free again in
-    step s+2 (send banks s % 2); one received in step s is free again in step s+2 once reduced in step s+1
-    (receive banks s % 2), in step s+3 when sent on unchanged in step s+1 (s % 3). Unpipelined
-    (`channel.overlap(False)`): every batch is waited for at once, no receive ahead."""
+    step s+2 (send banks ("ring", s % 2, c)) and one received in step s, perhaps sent on unchanged in step
+    s+1, in step s+3 (receive banks ("ring", s % 3, c)); a reduce-scatter's raw chunks land in two scratch
+    banks. Unpipelined (`channel.overlap(False)`): every batch is waited for at once, no receive ahead."""
 
     def __init__(self, comm: Comm, ch: "Channel") -> None:
         self.ch, self.right, self.left = ch, (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size

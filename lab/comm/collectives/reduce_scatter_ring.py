@@ -34,7 +34,8 @@ def phase(comm: Comm, shards: list[torch.Tensor], ch: Channel, *,
     transfers are posted, an iterator that completes the chunks of shards[comm.rank] one by one, each by
     one fused hop whose payload is the owner's encoded sum (its decoded value kept in the shard), and yields
     that payload; the all-gather sends each on as it comes, so the last chunks are reduced while the first
-    ones already travel on. Exhausted, it waits for the phase's last sends."""
+    ones already travel on. Exhausted, it waits for the phase's last sends. Its codec buffers are the ring's
+    banks by step (`RingPass`), which the ring all-gather continues after a handoff, as one ring of 2(P-1) steps."""
     k, i = comm.size, comm.rank
     if k == 1:
         return iter(()) if handoff else None
@@ -44,13 +45,13 @@ def phase(comm: Comm, shards: list[torch.Tensor], ch: Channel, *,
         mine, into = ch.chunks(shards[(i - s - 1) % k]), ch.chunks(shards[(i - s - 2) % k])
 
         def payload(c: int, s: int = s, mine: list[torch.Tensor] = mine) -> torch.Tensor:
-            slot = ("ring-rs-send", s % 2, c)  # step s - 2's sends are waited for: free again
+            slot = ("ring", s % 2, c)  # step s - 2's sends are waited for: free again
             return ch.encode(mine[c], slot) if s == 0 else ch.reduce(ring.arrived(c), mine[c], slot)
-        ring.step(landing(ch, into, ("ring-rs", s % 2), offset=(s % 2) * width), len(mine), payload)
+        ring.step(landing(ch, into, ("ring", s % 3), offset=(s % 2) * width), len(mine), payload)
     own = ch.chunks(shards[i])
     if handoff:
         ring.wait(keep=1)  # the send bank of step k - 1 is the handed-over payloads'
-        return _handover(ch, ring, own, ("ring-rs-send", (k - 1) % 2))
+        return _handover(ch, ring, own, ("ring", (k - 1) % 2))
     for c, chunk in enumerate(own):
         ch.add_into(ring.arrived(c), chunk)
     ring.wait()
@@ -58,6 +59,7 @@ def phase(comm: Comm, shards: list[torch.Tensor], ch: Channel, *,
 
 
 def _handover(ch: Channel, ring: RingPass, own: list[torch.Tensor], slot: tuple) -> Iterator[torch.Tensor]:
+    """The last step's arrivals, one chunk at a time: hop, keep the decoded sum, hand the payload over."""
     for c, chunk in enumerate(own):
         out = ch.reduce(ring.arrived(c), chunk, (*slot, c))
         ch.decode_into(out, chunk)
