@@ -107,6 +107,19 @@ def live_children(pid: int | None = None) -> list[int]:
     return [c for child in _children(os.getpid()) for c in (_children(child) if child in warm else [child])]
 
 
+def launched_children() -> list[int]:
+    """`live_children()` that are the lab's own: launcher processes (zygotes, ranks) and `python -m lab` CLI runs.
+    A worker's other children (the browser tests' Streamlit server and Chromium, a notebook kernel) are not a run's
+    leftovers."""
+    def ours(pid: int) -> bool:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"lab.comm.launch" in cmd or b"-m\x00lab\x00" in cmd
+    return [p for p in live_children() if ours(p)]
+
+
 def proc_stat(pid: int) -> list[str]:
     """The fields of /proc/PID/stat after the command's closing parenthesis (proc(5)): state, ppid, ...; utime and
     stime (clock ticks) at 11 and 12. Raises OSError once the process is gone."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -81,14 +80,7 @@ def test_ring_in_chunks_on_real_ranks() -> None:
 
 
 def _launched() -> set[int]:
-    """This process's live launcher children (zygotes, ranks; warm servers looked through), not the other
-    processes a worker may hold (the browser tests' Streamlit server and Chromium, a notebook kernel)."""
-    def launcher(pid: int) -> bool:
-        try:
-            return b"lab.comm.launch" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-    return {p for p in R.live_children() if launcher(p)}
+    return set(R.launched_children())
 
 
 def _no_rank_processes(before: set[int]) -> bool:

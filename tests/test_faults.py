@@ -33,7 +33,7 @@ def assert_nothing_left(pid_dir: Path, procs: int) -> None:
     pids = [int(p.read_text()) for p in sorted(pid_dir.glob("rank*.pid"))]
     assert len(pids) == procs, f"only {len(pids)} of {procs} ranks started"
     assert not [p for p in pids if R.alive(p)], "a rank process is still running"
-    assert not R.live_children(), "this process still has children"
+    assert not R.launched_children(), "this process still has launcher or CLI children"
 
 
 def test_kill_mid_compressed_ring_allreduce(tmp_path):

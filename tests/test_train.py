@@ -347,7 +347,7 @@ def test_compressed_data_parallel_run_matches_32bit_on_digits():
 def _no_rank_processes() -> bool:
     import comm_ranks
 
-    return not comm_ranks.live_children()
+    return not comm_ranks.launched_children()
 
 
 def test_ddp_hook_averages_like_allreduce_and_keeps_residuals_by_bucket():
