@@ -1,18 +1,18 @@
 """How plugins are found: one mechanism for every kind (docs/design.md rule 6).
 
-A kind of plugin (`codecs`, `algorithms`, `collectives`, `tasks`) is a registry plus a `Kind` that says
+A kind of plugin (`codecs`, `algorithms`, `collectives`, `tasks`, `parallelisms`) is a registry plus a `Kind` that says
 where its plugins live. `discover(kind)` imports, once each, and hands every module or object to the registry:
 
 1. the package scan: every module of the built-in package (`lab.codecs`, `lab.comm.algorithms`,
-   `lab.comm.collectives`, `lab.train.tasks`); a module dropped into the package is found, nothing lists it;
+   `lab.comm.collectives`, `lab.train.tasks`, `lab.train.parallelism`); a module dropped into the package is found, nothing lists it;
 2. entry points of the installed distributions, group `paralab.codecs` / `paralab.algorithms` /
-   `paralab.collectives` / `paralab.tasks` (`importlib.metadata`): a third-party package declares its
+   `paralab.collectives` / `paralab.tasks` / `paralab.parallelisms` (`importlib.metadata`): a third-party package declares its
    plugins in its pyproject.toml,
        [project.entry-points."paralab.codecs"]
        meansign = "my_codecs.meansign"          # a module, or "module:object"
    and every process that reads the registry finds them, rank processes included;
 3. modules named in the environment variable of the kind (`PARALAB_CODECS`, `PARALAB_ALGORITHMS`,
-   `PARALAB_COLLECTIVES`, `PARALAB_TASKS`, comma-separated), for plugins that are not installed (read only:
+   `PARALAB_COLLECTIVES`, `PARALAB_TASKS`, `PARALAB_PARALLELISMS`, comma-separated), for plugins that are not installed (read only:
    nothing here writes it);
 4. modules whose plugins were registered at run time (`register(...)` from a test's or a notebook's
    module): the registry records them with `remember`, and the processes this one starts carry them
@@ -23,7 +23,7 @@ The scan and the entry points are read again when `sys.path` or the package's pa
 distribution or a package directory that appears later is found then).
 
 `Registry` is the registry side, one for every kind (codecs, allreduce algorithms, collectives, converge
-tasks): its plugins by key, what discovery hands it, `register`, `register_module`, `remove`, and the
+tasks, parallelisms): its plugins by key, what discovery hands it, `register`, `register_module`, `remove`, and the
 lists and look-ups every kind's module offers (`ordered`, `names`, `lookup`).
 """
 from __future__ import annotations

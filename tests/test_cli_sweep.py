@@ -43,10 +43,32 @@ BASE = {
 
 # the other modes of a command: the switches that change which of its options apply. Every option's bad
 # values run again in each, so an option of another mode is checked there too (or refused as not applying)
+def _parallelisms(command: str) -> list[list[str]]:
+    """Each registered parallelism as a mode (read from the registry, never listed): with the model and the
+    ranks it needs where the command's defaults (the MLP, 2 processes) do not fit it; converge: the tasks it
+    trains (a CNN-only strategy on the cnn task)."""
+    from lab.train.parallelism import strategy_infos
+    from lab.train.tasks import task_infos
+
+    out = []
+    for s in strategy_infos():
+        mode = ["--mode", s.name]
+        if command == "train":
+            mode += [] if "mlp" in s.models else ["--model", s.models[0]]
+            mode += ["--procs", str(s.min_procs)] if s.min_procs > 2 else []
+        else:
+            task = next((t.name for t in task_infos() if t.train_model in s.models), None)
+            if task is None:
+                continue
+            mode += ([] if task == "mlp" else ["--task", task]) + (["-k", str(s.min_procs)] if s.min_procs > 2 else [])
+        out.append(mode)
+    return out
+
+
 MODES = {
     "train": [["--mode", "ddp"], ["--mode", "fsdp"], ["--reproduce", "mnist-dp", "--smoke"],
-              ["--parallel", "model"], ["--consistency", "easgd"]],
-    "converge": [["--mode", "ddp"], ["--smoke"]],
+              ["--parallel", "model"], ["--consistency", "easgd"], *_parallelisms("train")],
+    "converge": [["--mode", "ddp"], ["--smoke"], *_parallelisms("converge")],
     "plan": [["--cluster", "1x8"], ["--strategy", "fsdp"]],
     "pays": [["--strategy", "fsdp"]],
     "bench collectives": [["--op", "all_gather"]],

@@ -246,3 +246,41 @@ def test_predict_the_share_of_bytes_before_the_reveal():
     assert not at.exception and "**Right.**" in texts(at, "success") and " = 25" in texts(at, "success")
     at = page(codecs=["32-bit", "dynamic_tree"], workers="2", guess="100")
     assert "**Not quite.**" in texts(at, "warning")
+
+
+def test_every_registered_parallelism_trains_on_real_ranks_fp32_beside_the_codec():
+    """The real-rank view offers every registered strategy; tensor parallelism on 2 Gloo ranks trains fp32, then
+    8-bit activations: the bytes on screen are those counted on the wire, the takeaway says the share."""
+    from apptest_runs import job
+    from lab.experiments import parallel_strategies
+    from views import _parallel_training as parallel_view
+
+    at = page(experiment=parallel_view.MODE, par_mode="tensor", par_epochs="0.25", par_codec="dynamic_tree")
+    assert not at.exception and not at.error
+    assert at.selectbox(key="w_par_mode").options == parallel_strategies()
+    assert {"pipeline", "tensor", "hybrid", "expert"} <= set(parallel_strategies())
+    at.button(key="run_par_run").click().run()
+    at = wait(at, lambda a: any("Takeaway" in s.value for s in a.success) or a.error or a.exception)
+    assert not at.exception and not at.error, texts(at, "error")
+    res = job(at, "par_run").result
+    per = {k: r.summary["bytes"] / r.summary["steps"] for k, r in res.items()}
+    assert list(per) == ["fp32", "dynamic_tree"]
+    assert _metric(at, "fp32: bytes per step").value == si_bytes_label(per["fp32"])
+    share = per["dynamic_tree"] / per["fp32"]
+    assert 0.25 <= share < 0.3  # 8 bits a value plus the blocks' scales; fp32 losses and evaluations
+    assert _metric(at, "dynamic_tree: bytes per step").delta == f"{share - 1:+.0%} vs fp32"
+    take = texts(at, "success")
+    assert take.count("**Takeaway.**") == 1 and f"dynamic_tree sent {share:.1%} of those bytes" in take
+    curves = figures(at)[-1]
+    assert [t["name"] for t in curves["data"]] == ["fp32", "dynamic_tree"]
+
+
+def test_real_rank_bad_settings_are_one_line_before_any_rank_starts():
+    from apptest_runs import job
+    from views import _parallel_training as parallel_view
+
+    at = page(experiment=parallel_view.MODE, par_mode="pipeline", par_procs="4", par_layers="1")  # 4 stages, 2 layers
+    assert not at.exception
+    assert "more than the 2 layers" in texts(at, "error") and job(at, "par_run") is None
+    at = page(experiment=parallel_view.MODE, par_mode="expert", **{"expert.experts": "3"})  # 3 experts on 2 ranks
+    assert not at.exception and "allowed: a multiple of 2" in texts(at, "error")

@@ -194,15 +194,20 @@ def test_codec_flags_are_declared_once_in_the_class():
 
 
 def test_one_registry_class_serves_every_kind(tmp_path, monkeypatch):
-    """Codecs, allreduce algorithms and collectives keep their plugins in one `plugins.Registry` (one add,
+    """Codecs, allreduce algorithms, collectives, converge tasks and parallelisms keep their plugins in one
+    `plugins.Registry` (one add,
     accept, register, register_module and remove); a new kind gives only its item class, key and label."""
     from lab.codecs.registry import REGISTRY as codecs
     from lab.comm.algorithms.base import REGISTRY as algorithms
     from lab.comm.collectives.base import REGISTRY as collectives
+    from lab.train.parallelism.base import REGISTRY as parallelisms
+    from lab.train.tasks.base import REGISTRY as tasks
 
-    assert all(isinstance(r, plugins.Registry) for r in (codecs, algorithms, collectives))
-    assert [r.kind.group for r in (codecs, algorithms, collectives)] == [
-        "paralab.codecs", "paralab.algorithms", "paralab.collectives"]
+    kinds = (codecs, algorithms, collectives, tasks, parallelisms)
+    assert all(isinstance(r, plugins.Registry) for r in kinds)
+    assert [r.kind.group for r in kinds] == [
+        "paralab.codecs", "paralab.algorithms", "paralab.collectives", "paralab.tasks", "paralab.parallelisms"]
+    assert set(plugins.kinds()) >= {r.kind.name for r in kinds}
     _write(tmp_path, {"paralab_widgets/__init__.py": "",
                       "paralab_widgets/base.py": "from typing import NamedTuple\n\n\nclass Widget(NamedTuple):\n"
                                                  "    name: str\n    module: str\n",

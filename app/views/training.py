@@ -13,6 +13,7 @@ from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, c
                              consistency_curves, dataset_info)
 from lab.plots.units import seconds_label, si_bytes_label
 from views import _fsdp_training as fsdp_view
+from views import _parallel_training as parallel_view
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -85,7 +86,7 @@ def _summary_of(curves: pd.DataFrame) -> pd.DataFrame:
                          "modelled_time_s": last.time_s, "epochs done": last.epoch}).reset_index(drop=True)
 
 
-def _noise(p_pct: float, n_test: int) -> float:
+def error_noise(p_pct: float, n_test: int) -> float:
     """Two standard errors (points) of a difference between two test errors near p_pct on n_test images
     (binomial, independent): below it a difference is within noise, before counting seed-to-seed noise."""
     p = min(max(p_pct / 100, 1 / n_test), 1 - 1 / n_test)
@@ -99,13 +100,13 @@ def _takeaway(experiment: str, summary: pd.DataFrame, data: str, n_test: int = 0
         return (f"On {data}, {first.variant} ends at {first.final_test_error:.1f} % test error; add runs to compare "
                 "against it.")
     seed = (f" One seed and {n_test:,} test images: one image is {one:.2g} points, and differences under "
-            f"{_noise(first.final_test_error, n_test):.1f} points (two standard errors) are within noise; run "
+            f"{error_noise(first.final_test_error, n_test):.1f} points (two standard errors) are within noise; run "
             "other seeds (More settings) to see the spread." if n_test else "")
     if experiment == "codecs":
         parts = []
         for _, r in summary.iloc[1:].iterrows():
             d = r.final_test_error - first.final_test_error
-            noise = _noise((r.final_test_error + first.final_test_error) / 2, n_test) if n_test else 0.05
+            noise = error_noise((r.final_test_error + first.final_test_error) / 2, n_test) if n_test else 0.05
             images = f", {abs(d) / one:.0f} test image{'s' if round(abs(d) / one) != 1 else ''}" if n_test else ""
             how = ("the same" if abs(d) < 0.05 else
                    f"{abs(d):.2f} points {'worse' if d > 0 else 'better'}{images}"
@@ -160,12 +161,17 @@ def render() -> None:
     b2.button("Preset: consistency", on_click=preset_consistency, width="stretch",
               help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
 
-    experiment = ui.radio("Compare", ["codecs", "consistency models", fsdp_view.MODE], "experiment", "codecs",
+    experiment = ui.radio("Compare", ["codecs", "consistency models", fsdp_view.MODE, parallel_view.MODE],
+                          "experiment", "codecs",
                           help="codecs: one run per codec on the wire; consistency models: one run per way of "
                                "keeping the workers' parameters in step; sharded: real FSDP2 processes with "
-                               "codecs on its all-gather and reduce-scatter, beside fp32 FSDP2 and DDP")
+                               "codecs on its all-gather and reduce-scatter, beside fp32 FSDP2 and DDP; beyond "
+                               "data parallel: pipeline, tensor, hybrid and expert parallelism (every registered "
+                               "strategy) on real processes, fp32 beside a codec on what the ranks send")
     if experiment == fsdp_view.MODE:
         return fsdp_view.render()
+    if experiment == parallel_view.MODE:
+        return parallel_view.render()
     c1 = st.container()
     c2, c3, c4 = st.columns(3)
     with ui.more_settings():

@@ -19,9 +19,11 @@ def converge(
                                     "'all': every registered codec; fp32 always runs"),
     seeds: Optional[int] = typer.Option(None, min=1, max=1000, help="seeds per spec (default 3; CIs need >= 2)"),
     mode: str = typer.Option("sim", help="sim: K simulated workers (SimComm, every hop's codec semantics); "
-                                         "ddp: real processes, the codec as DDP's communication hook"),
+                                         "ddp: real processes, the codec as DDP's communication hook; or a "
+                                         "parallelism on real processes that trains the task's model, the codec on "
+                                         "what its ranks send: {parallelisms}"),
     workers: Optional[int] = typer.Option(None, "--workers", "-k", min=1, max=64, help="workers K (sim: 1..64, default 4) or "
-                                                                        "processes P (ddp: 2..4)"),
+                                                                        "processes P (ddp, the parallelisms: 2..4)"),
     algorithm: str = typer.Option("ring", help="sim: allreduce algorithm of the simulated workers: {algorithms}"),
     steps: Optional[int] = typer.Option(None, min=1, max=1_000_000, help="fp32's steps; its validation loss at the last one defines "
                                                    "the target (default: the task's)"),

@@ -47,10 +47,23 @@ def _task_list() -> str:
     return " | ".join(f"{name} ({what})" for name, what in converge_task_descriptions().items())
 
 
+def _parallelisms() -> str:
+    from lab.experiments import parallel_strategies
+
+    return " | ".join(parallel_strategies())
+
+
+def _schedules() -> str:
+    from lab.experiments import schedule_names
+
+    return " | ".join(schedule_names())
+
+
 #: placeholder -> the names it stands for, read from the registry when the help renders
 NAMES: dict[str, Callable[[], str]] = {"algorithms": _algorithms, "cluster_algorithms": _cluster_algorithms,
                                        "codecs": _codecs, "all_gather": _all_gather, "tasks": _tasks,
-                                       "task_list": _task_list}
+                                       "task_list": _task_list, "parallelisms": _parallelisms,
+                                       "schedules": _schedules}
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(NAMES) + r")\}")
 
 

@@ -1,8 +1,9 @@
-"""`paralab train`: simulated, DDP and FSDP2 training with codecs on the wire, and the §3.4 reproduction."""
+"""`paralab train`: simulated, DDP and FSDP2 training with codecs on the wire, every registered parallelism on
+real ranks (pipeline, tensor, hybrid, expert: `--mode NAME`), and the §3.4 reproduction."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import pandas as pd
 import typer
@@ -21,7 +22,9 @@ D = TrainConfig()  # the defaults, declared once (the consistency settings in la
 def train(
     mode: str = typer.Option("sim", help="sim: K virtual workers in this process; ddp: real processes, "
                                          "PyTorch DDP with the codec as its communication hook; fsdp: real "
-                                         "processes, PyTorch FSDP2 with codecs on its all-gather and reduce-scatter"),
+                                         "processes, PyTorch FSDP2 with codecs on its all-gather and reduce-scatter; "
+                                         "or a parallelism on real processes, --codec on what its ranks send: "
+                                         "{parallelisms}"),
     reproduce: Optional[str] = typer.Option(None, help="Dettmers 2016 §3.4: mnist-dp or mnist-mp "
                                                        "(every type, --seeds seeds, CIs, ANOVA)"),
     seeds: int = typer.Option(3, min=1, max=1000, help="seeds for --reproduce"),
@@ -39,13 +42,14 @@ def train(
     workers: Optional[int] = typer.Option(None, "--workers", "-k",
                                           min=1, max=1024, help="virtual workers K (default 4; --reproduce: 1, the paper's "
                                                "single-GPU simulation)"),
-    procs: int = typer.Option(2, "--procs", "-p", min=1, max=1024, help="processes (ddp mode)"),
+    procs: int = typer.Option(2, "--procs", "-p", min=1, max=1024, help="processes (ddp, fsdp and the parallelisms)"),
     codec: Optional[str] = typer.Option(None, help="codec on the wire (none = 32-bit), e.g. dynamic_tree"),
     error_feedback: bool = typer.Option(False, "--error-feedback", help="keep each worker's residual (1-bit SGD)"),
     scheme: str = typer.Option("all", help="all: every gradient compressed; paper: own gradient 32-bit"),
     algorithm: Optional[str] = typer.Option(None, help="allreduce algorithm: sim: of the simulated workers (default "
                                                        "ring); ddp: DDP's gradient sum through a communication hook "
-                                                       "(default native: DDP's own all_reduce): native | {algorithms}"),
+                                                       "(default native: DDP's own all_reduce): native | {algorithms}; "
+                                                       "hybrid: the conv gradients' allreduce"),
     consistency: str = typer.Option(D.consistency, help=" | ".join(CONSISTENCY_KINDS)),
     staleness: int = typer.Option(D.staleness, min=0, max=1_000_000, help="ssp: staleness bound s (clocks)"),
     delay_ms: float = typer.Option(D.delay_s * 1e3, min=0.0, max=1e7, help="async: mean random network delay per push, ms"),
@@ -65,7 +69,8 @@ def train(
     weights_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the weights' all-gather (qwZ), e.g. "
                                                            "mxfp8_e4m3 (none = fp32)"),
     grads_codec: Optional[str] = typer.Option(None, help="fsdp: codec on the gradients' reduce-scatter (qgZ, "
-                                                         "one-shot all-to-all), e.g. dynamic_tree, ef:topk"),
+                                                         "one-shot all-to-all), e.g. dynamic_tree, ef:topk; hybrid: "
+                                                         "on the data-parallel conv layers' gradients"),
     all_gather: Optional[str] = typer.Option(None, "--all-gather", help="fsdp: the weights' all-gather algorithm: "
                                              "native (the process group's own, default) or a registered one, e.g. "
                                              "ring, recursive_doubling, bruck (`bench collectives --op all_gather`)"),
@@ -80,14 +85,38 @@ def train(
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="fsdp: also train fp32 FSDP2 and DDP "
                                                                             "on the same data and seeds"),
     link_rate: Optional[str] = typer.Option(None, "--link-rate", help="fsdp: nodes talk over a shaped link of "
-                                                                      "this rate, e.g. 1gbit (root)"),
+                                                                      "this rate, e.g. 1gbit (root); the "
+                                                                      "parallelisms: every rank does"),
     ranks_per_node: Optional[int] = typer.Option(None, "--ranks-per-node", min=1, max=1024,
                                                  help="fsdp: ranks per node (default --hpz or 1): the "
                                                       "shaped link's layout and the cross-node byte counts"),
     backend_name: str = typer.Option("gloo", "--backend", help="ddp, fsdp: gloo | nccl"),
     timeout: float = typer.Option(600.0, min=1.0, max=604_800.0, help="ddp: seconds a rank may wait on a peer"),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="random seed"),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp, fsdp: record steps 3..5 under torch.profiler and write "
+    schedule: Optional[str] = typer.Option(None, help="pipeline: the schedule, torch's names lower-cased: "
+                                                      "{schedules} (default 1f1b)"),
+    microbatches: Optional[int] = typer.Option(None, min=1, max=4096, help="pipeline: micro-batches per step "
+                                                                           "(default 4)"),
+    stages_per_rank: Optional[int] = typer.Option(None, "--stages-per-rank", min=1, max=64,
+                                                  help="pipeline: stages per rank (default 1, or 2 for the "
+                                                       "multi-stage schedules)"),
+    data: Optional[int] = typer.Option(None, min=1, max=1024, help="pipeline, tensor: data-parallel replicas, a 2-D "
+                                                                  "mesh (procs = data x model ranks; default 1)"),
+    sequence_parallel: bool = typer.Option(False, "--sequence-parallel", help="tensor: sequence parallelism "
+                                           "(reduce-scatter / all-gather instead of the all-reduce)"),
+    experts: Optional[int] = typer.Option(None, min=1, max=1024, help="expert: experts in the mixture-of-experts "
+                                                                     "layer (default 4)"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, max=1024, help="expert: experts per token (default 1)"),
+    capacity_factor: Optional[float] = typer.Option(None, "--capacity-factor", min=ABOVE_ZERO, max=1000.0,
+                                                    help="expert: tokens an expert takes, x the even share; the "
+                                                         "rest are dropped (default 1.25)"),
+    combine: Optional[str] = typer.Option(None, help="expert: the combine all-to-all's precision, fp32 | bf16 "
+                                                     "(default fp32)"),
+    expert_hidden: Optional[int] = typer.Option(None, "--expert-hidden", min=1, max=1 << 20,
+                                                help="expert: each expert's hidden width (default 256)"),
+    setting: Optional[List[str]] = typer.Option(None, "--setting", help="a parallelism's setting that has no option "
+                                                "of its own (a plugin strategy's), NAME=VALUE; repeat it for more"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="ddp, fsdp, the parallelisms: record steps 3..5 under torch.profiler and write "
                                          "one Chrome/Perfetto trace per rank to this directory (forward, backward, "
                                          "optimizer, encode, add ranges); the summary gains each rank's split "
                                          "(docs/trace.md)"),
@@ -95,20 +124,23 @@ def train(
     as_json: bool = json_option(),
 ) -> None:
     """Train with compressed gradients/activations: simulated K workers (data or model parallel,
-    consistency models) or real DDP processes; --reproduce runs Dettmers 2016 §3.4.
+    consistency models), real DDP or FSDP2 processes, or a parallelism on real processes ({parallelisms});
+    --reproduce runs Dettmers 2016 §3.4.
 
     Runs under torchrun too with --mode ddp (one process per rank; rank 0 prints and writes the result):
     `torchrun --nproc-per-node 2 -m lab train --mode ddp --codec dynamic_tree`; --mode fsdp likewise
-    (`--weights-codec mxfp8_e4m3 --grads-codec dynamic_tree [--hpz 2]`)."""
+    (`--weights-codec mxfp8_e4m3 --grads-codec dynamic_tree [--hpz 2]`), and every parallelism."""
     from dataclasses import asdict
 
-    from lab.experiments import in_torchrun
+    from lab.experiments import in_torchrun, parallel_strategies
 
     rep = reproduce is not None
     dataset = dataset or ("auto" if rep else "digits")
     workers = workers or (1 if rep else 4)
     epochs = epochs or (3.0 if rep else 1.0)
-    if mode in ("ddp", "fsdp"):
+    strategies = parallel_strategies()
+    real = mode in ("ddp", "fsdp") or mode in strategies
+    if real:
         if in_torchrun():  # torchrun decides the world, not --procs
             import os
 
@@ -118,7 +150,7 @@ def train(
     try:
         cfg = TrainConfig(dataset=dataset, data_path=str(data_path) if data_path else None, train_limit=train_limit,
                           model=model, hidden=widths, dropout=rates, activation=activation, parallel=parallel,
-                          workers=procs if mode in ("ddp", "fsdp") else workers, codec=codec,
+                          workers=procs if real else workers, codec=codec,
                           algorithm=algorithm if mode == "sim" and algorithm is not None else "ring",
                           hook_algorithm=algorithm if mode == "ddp" and algorithm != "native" else None,
                           scheme=scheme, error_feedback=error_feedback, consistency=consistency,
@@ -126,16 +158,33 @@ def train(
                           period=period, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
                           evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms is not None else None,
                           seed=seed)
-        if mode not in ("sim", "ddp", "fsdp"):
-            raise ValueError(f"--mode {mode!r}; allowed: sim, ddp, fsdp")
-        if trace is not None and mode not in ("ddp", "fsdp"):
-            raise ValueError("--trace records real processes: use it with --mode ddp or --mode fsdp")
+        if mode not in ("sim", "ddp", "fsdp") and mode not in strategies:
+            raise ValueError(f"--mode {mode!r}; allowed: " + ", ".join(["sim", "ddp", "fsdp", *strategies]))
+        if trace is not None and not real:
+            raise ValueError("--trace records real processes: use it with --mode ddp, fsdp or "
+                             + " | ".join(strategies))
         if reproduce is not None:
             if mode != "sim":
                 raise ValueError(f"--reproduce runs the simulated workers; drop --mode {mode}")
+        options = _strategy_options(mode, strategies, schedule=schedule, microbatches=microbatches,
+                                    stages_per_rank=stages_per_rank, data=data, sequence_parallel=sequence_parallel,
+                                    experts=experts, top_k=top_k, capacity_factor=capacity_factor, combine=combine,
+                                    expert_hidden=expert_hidden)
+        for item in setting or ():
+            if mode not in strategies:
+                raise ValueError(f"--setting is an option of the parallelisms ({' | '.join(strategies)}), not of "
+                                 f"--mode {mode}")
+            from lab.experiments import parse_setting
+
+            key, value = parse_setting(mode, item)
+            if key in options:
+                raise ValueError(f"--setting {item!r}: {key} is given twice")
+            options[key] = value
         fsdp_only = {"--weights-codec": weights_codec, "--grads-codec": grads_codec, "--hpz": hpz,
                      "--all-gather": all_gather, "--reduce-scatter": reduce_scatter,
                      "--link-rate": link_rate, "--ranks-per-node": ranks_per_node}
+        if mode in strategies:  # a parallelism takes the shaped link, and --grads-codec where its settings have it
+            fsdp_only = {k: v for k, v in fsdp_only.items() if k not in ("--grads-codec", "--link-rate")}
         if mode != "fsdp" and any(v is not None for v in fsdp_only.values()):
             raise ValueError(f"{', '.join(k for k, v in fsdp_only.items() if v is not None)}: --mode fsdp's "
                              f"option(s); add --mode fsdp")
@@ -145,6 +194,13 @@ def train(
         # every option is checked in every mode (a name no mode takes is never silently kept), before any work
         check_backend(backend_name)
         cfg.check()
+        if mode in strategies:
+            if grads_codec is not None:
+                options["grads_codec"] = grads_codec
+            if algorithm is not None:
+                options["algorithm"] = algorithm
+            return _train_parallel(mode, cfg, procs, options, backend_name, link_rate, timeout,
+                                   None if trace is None else str(trace), out, as_json)
         if mode == "fsdp":
             if codec is not None or error_feedback:
                 raise ValueError("--mode fsdp takes --weights-codec and --grads-codec (ef:CODEC for error feedback), "
@@ -187,6 +243,57 @@ def train(
                 "optimizer_s"]
         print_frame(pd.DataFrame([s for s in res.summary["split"] if s])[cols],
                     f"where a training step's time went per rank (median of steps 3..5, traced; traces in {trace})")
+
+
+def _strategy_options(mode: str, strategies: list[str], **given) -> dict:
+    """The parallelisms' options given (None, and a flag left off, are not given): a mode that is not a
+    parallelism takes none of them, and the error names the modes that do."""
+    given = {k: v for k, v in given.items() if v is not None and v is not False}
+    if given and mode not in strategies:
+        from lab.experiments import option_modes
+
+        raise ValueError("; ".join(f"--{k.replace('_', '-')} is an option of --mode "
+                                   f"{' | '.join(option_modes(k)) or '(no registered parallelism)'}"
+                                   for k in given) + f", not of --mode {mode}")
+    return given
+
+
+def _train_parallel(mode: str, cfg, procs: int, options: dict, backend_name: str, link_rate: Optional[str],
+                    timeout: float, trace: Optional[str], out: Optional[Path], as_json: bool) -> None:
+    """--mode NAME, a registered parallelism: its settings checked before any rank starts, rank 0's curve
+    streamed (Ctrl-C keeps it), the result with the strategy's own summary numbers and tables."""
+    from dataclasses import asdict
+
+    from lab.experiments import check_link_rate, in_torchrun, parallel_settings, parallel_training, \
+        partial_parallel_summary
+
+    settings = parallel_settings(mode, cfg, procs, options)
+    check_link_rate(link_rate)
+    config = {**_config(mode, cfg), "procs": procs, "backend": backend_name, "link_rate": link_rate,
+              "settings": asdict(settings), "torchrun": in_torchrun()}
+    if trace is not None:
+        config["trace"] = trace
+    kw = dict(link_rate=link_rate, backend=backend_name, timeout=timeout, trace=trace)
+    if in_torchrun():
+        res = parallel_training(mode, cfg, procs, settings, **kw)
+        if res is None:
+            return
+    else:
+        with session("train", config, out, as_json) as s:
+            s.what = "curve points"
+            s.shape = lambda pts: {"summary": partial_parallel_summary(mode, cfg, pts), "curve": pts}
+            res = parallel_training(mode, cfg, procs, settings, progress=s.progress,
+                                    on_point=lambda r: s.add([r], f"evaluation at epoch {r['epoch']:.2f}"), **kw)
+    if emit(result("train", config, summary=res.summary, curve=res.curve, tables=res.tables), out, as_json):
+        return
+    print_frame(res.curve, f"{res.summary['label']} — {mode}, {procs} processes, {cfg.dataset}")
+    shown = {k: v for k, v in res.summary.items() if not isinstance(v, (list, dict))}
+    print_frame(pd.DataFrame({"": list(shown), "value": list(shown.values())}), "summary")
+    for name, table in res.tables.items():
+        if len(table) <= 40:
+            print_frame(table, f"{name} (every rank)")
+        else:
+            console.print(f"{name}: {len(table)} rows of every rank (in --json / --out)", highlight=False)
 
 
 def _partial_summary(cfg, points: list[dict]) -> dict:
@@ -294,7 +401,7 @@ def _reproduce(which: str, seeds: int, cfg, smoke: bool, out: Optional[Path], as
 
 
 def _config(mode: str, cfg) -> dict:
-    """The run's config for --json/--out: the command's --mode (sim|ddp|fsdp) as `mode`, the codec's own
+    """The run's config for --json/--out: the command's --mode (sim|ddp|fsdp|a parallelism) as `mode`, the codec's own
     mode (TrainConfig.mode: auto|allreduce|gather) as `codec_mode`."""
     from dataclasses import asdict
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from lab.backend import Progress, RowSink
 from lab.train.converge import (MODES, ConvergeConfig, ConvergeError, Penalty, config_dict, converge as run_study,
-                                coverage, expand_specs, get_task, load_penalties, result_name, smoke_settings,
+                                coverage, expand_specs, get_task, load_penalties, modes, result_name, smoke_settings,
                                 summarize)
 from lab.train.tasks import task_infos, task_names
 
@@ -42,7 +42,7 @@ def converge_config(*, smoke: bool = False, **kw: Any) -> ConvergeConfig:
     if bad:
         raise ValueError(f"unknown convergence setting(s) {bad}; known: {', '.join(CONVERGE_FIELDS)}")
     given = {k: v for k, v in kw.items() if v is not None}
-    base = smoke_settings(str(kw.get("task") or "mlp")) if smoke else {}
+    base = smoke_settings(str(kw.get("task") or "mlp"), str(kw.get("mode") or "sim")) if smoke else {}
     if "specs" in given:
         given["specs"] = tuple(given["specs"])
     return ConvergeConfig(**{**base, **given}).resolved()
@@ -66,6 +66,11 @@ def converge(task: str = "mlp", specs: list[str] | tuple[str, ...] = ("fp32", "d
 def converge_tasks() -> tuple[str, ...]:
     """The registered converge tasks' names now (a task plugin registered later included)."""
     return tuple(task_names())
+
+
+def converge_modes() -> tuple[str, ...]:
+    """Every mode a study trains in now: sim, ddp and each registered parallelism (a plugin's included)."""
+    return tuple(modes())
 
 
 def converge_task_descriptions() -> dict[str, str]:
@@ -108,5 +113,5 @@ def converge_takeaway(res: ConvergeResult) -> str:
 
 __all__ = ["converge", "converge_config", "codec_coverage", "expand_specs", "convergence_summary", "converge_takeaway", "ConvergeResult",
            "ConvergeError", "Penalty", "load_penalties", "result_name", "CONVERGE_TASKS", "converge_tasks",
-           "converge_task_descriptions", "CONVERGE_MODES",
+           "converge_task_descriptions", "CONVERGE_MODES", "converge_modes",
            "SUMMARY_COLUMNS"]

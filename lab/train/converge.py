@@ -12,7 +12,10 @@ over seeds with a two-sided Student-t 95 % confidence interval (infinite when an
 Workers: `mode='sim'` runs K virtual workers in this process whose gradients are summed by
 `lab.comm.allreduce` on SimComm with the codec's exact per-hop semantics (lab.train.data_parallel);
 `mode='ddp'` runs P = 2..4 real processes under PyTorch DDP with the codec as its communication
-hook (lab.train.ddp, lab.train.ddp_hook). A spec is a codec spec of the registry (`ef:` prefix for
+hook (lab.train.ddp, lab.train.ddp_hook); `mode=NAME`, a registered parallelism (lab.train.parallelism:
+pipeline, tensor, ...) that trains the task's model (pipeline and tensor the tiny GPT too:
+lab.train.parallelism.lm), runs it on P = 2..4 real processes with the spec's codec on what its ranks send
+(activations; no error feedback, no warm-up). A spec is a codec spec of the registry (`ef:` prefix for
 error feedback, PowerSGD's rank and start_iter among its options) with an optional `@N`: the first
 N steps exchange fp32 gradients (the hook's warm-up, start_iter).
 
@@ -45,7 +48,7 @@ from .run import TrainConfig, evaluate, load_data
 from .stream import ShardStream
 from .tasks import Task, get_task, task_infos
 
-MODES = ("sim", "ddp")
+MODES = ("sim", "ddp")  # the data-parallel modes; every registered parallelism is a mode too (`modes`)
 FP32 = "fp32"
 MAX_SIM_WORKERS = 64
 DDP_PROCS = (2, 4)
@@ -55,12 +58,52 @@ CONFIDENCE = 0.95
 #: the --smoke preset every task shares (each adds its own `Task.smoke` on top: `smoke_settings`)
 SMOKE: dict[str, Any] = dict(specs=("fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"),
                              seeds=3, workers=2, steps=60, eval_every=5, budget=6.0, tolerance=0.5, train_limit=1000)
+#: the --smoke budget under a parallelism, whose real ranks train the whole budget
+SMOKE_RANK_BUDGET = 2.0
 
 
-def smoke_settings(task: str = "mlp") -> dict[str, Any]:
+def modes() -> list[str]:
+    """Every mode a study can train in now: sim, ddp, then each registered parallelism (plugins included)."""
+    from .parallelism import strategy_names
+
+    return [*MODES, *strategy_names()]
+
+
+def _strategy(mode: str) -> Any:
+    """The registered parallelism called `mode`, or None for sim and ddp."""
+    if mode in MODES:
+        return None
+    from .parallelism import REGISTRY
+
+    return REGISTRY.get(mode) if isinstance(mode, str) else None
+
+
+def smoke_settings(task: str = "mlp", mode: str = "sim") -> dict[str, Any]:
     """The --smoke preset of `task`: SMOKE, then the task's own smoke settings (its model's sizes, its
-    optimizer's learning rate), then the task's name."""
-    return {**SMOKE, **get_task(task).smoke, "task": task}
+    optimizer's learning rate), then the task's name; under a parallelism (`mode`), only the preset's specs
+    that can carry what its ranks send (activations: fp32 and the dynamic tree) and a budget of 2 (its ranks
+    train the whole budget: no early stop)."""
+    out = {**SMOKE, **get_task(task).smoke, "task": task}
+    strategy = _strategy(mode)
+    if strategy is not None:
+        from .parallelism.wire import activation_codec
+
+        def carried(text: str) -> bool:
+            try:
+                spec = Spec.parse(text)
+                return spec.is_fp32 or (not spec.error_feedback and not spec.warmup
+                                         and activation_codec(spec.codec, strategy.carries) is not None)
+            except ValueError:
+                return False
+        out.update(specs=tuple(t for t in out["specs"] if carried(t)), budget=min(out["budget"], SMOKE_RANK_BUDGET))
+    return out
+
+
+def _task_model(task: Task) -> str | None:
+    """The model a real-rank mode builds for `task`: its `train_model`, or 'gpt' for a language-model task."""
+    from .parallelism.lm import LM_MODEL
+
+    return LM_MODEL if task.kind == "lm" else task.train_model
 
 
 class ConvergeError(ValueError):
@@ -154,8 +197,11 @@ class ConvergeConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}={v!r}; it must be an int >= {lo}")
 
-        if self.mode not in MODES:
-            raise ValueError(f"mode={self.mode!r}; allowed: sim (K simulated workers), ddp (real processes)")
+        strategy = _strategy(self.mode)
+        if self.mode not in MODES and strategy is None:
+            others = [m for m in modes() if m not in MODES]
+            raise ValueError(f"mode={self.mode!r}; allowed: sim (K simulated workers), ddp (real processes)"
+                             + (f", or a parallelism on real processes: {', '.join(others)}" if others else ""))
         for n in ("seeds", "steps", "eval_every", "batch"):
             pos_int(n)
         pos_int("first_seed", 0)
@@ -169,6 +215,8 @@ class ConvergeConfig:
                                  + ", ".join(t.name for t in task_infos() if t.train_model is not None))
             if self.optimizer not in ("sgd", "rmsprop"):
                 raise ValueError(f"optimizer {self.optimizer!r}: DDP runs train with sgd or rmsprop")
+        if strategy is not None:
+            self._check_strategy(task, strategy)
         if self.batch < self.workers:
             raise ValueError(f"batch={self.batch} cannot feed {self.workers} workers; use a batch >= {self.workers}")
         if self.eval_every > self.steps:
@@ -189,6 +237,31 @@ class ConvergeConfig:
         check_algorithm(self.algorithm)  # fp32 alone too: a name no algorithm has is never recorded
         for s in self.parsed_specs():
             check_spec(s, self)
+
+    def _check_strategy(self, task: Task, strategy: Any) -> None:
+        """A parallelism trains the task's own model on 2..4 real processes, with its default settings."""
+        lo = max(strategy.min_procs, DDP_PROCS[0])
+        if not lo <= self.workers <= DDP_PROCS[1]:
+            raise ValueError(f"workers={self.workers}; --mode {self.mode} runs {lo}..{DDP_PROCS[1]} processes here")
+        if not strategy.trains(_task_model(task)):
+            can = [t.name for t in task_infos() if strategy.trains(_task_model(t))]
+            what = [*strategy.models, *(["gpt"] if strategy.lm else [])]
+            raise ValueError(f"--mode {self.mode} cannot train task {task.name!r} (it trains --model "
+                             f"{' or '.join(what)}); the tasks it can train: {', '.join(can) or 'none'}")
+        lm = task.kind == "lm"
+        allowed = ("sgd", "rmsprop", "adamw") if lm else ("sgd", "rmsprop")
+        if self.optimizer not in allowed:
+            raise ValueError(f"optimizer {self.optimizer!r}: --mode {self.mode} trains {task.name} with "
+                             + " or ".join(allowed))
+        if lm:
+            cfg = _lm_config(self)
+            cfg.check()
+        else:
+            cfg = TrainConfig(dataset=self.dataset, data_path=self.data_path, train_limit=self.train_limit,
+                              test_limit=self.test_limit, model=task.train_model, hidden=tuple(self.hidden or ()),
+                              dropout=tuple(self.dropout or ()), workers=self.workers, optimizer=self.optimizer,
+                              lr=self.lr, momentum=self.momentum, batch=self.batch)
+        strategy.settings().check(cfg, self.workers)
 
     def parsed_specs(self) -> list[Spec]:
         """fp32 first (the reference), then each distinct spec in the order given ('all': every
@@ -258,6 +331,17 @@ def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
     algorithm needs summing, error feedback on a codec with its own, ...)."""
     if spec.is_fp32:
         return
+    strategy = _strategy(cfg.mode)
+    if strategy is not None:
+        from .parallelism.wire import activation_codec
+
+        try:
+            if spec.warmup:
+                raise ValueError("a warm-up ('@N') is the DDP hook's fp32 start; drop it")
+            activation_codec(("ef:" if spec.error_feedback else "") + spec.codec, strategy.carries)
+        except ValueError as e:
+            raise ValueError(f"codec spec {spec.text!r} cannot train with --mode {cfg.mode}: {e}") from None
+        return
     try:
         if cfg.mode == "sim":
             GradientExchange(spec.codec, cfg.algorithm, "auto", "all", spec.error_feedback)
@@ -276,6 +360,15 @@ def check_spec(spec: Spec, cfg: ConvergeConfig) -> None:
 
 # -- data and models
 
+def _lm_config(c: ConvergeConfig, **more: Any) -> TrainConfig:
+    """A language-model task's settings as the real ranks' config (`lab.train.parallelism.lm.GPTConfig`)."""
+    from .parallelism.lm import GPTConfig
+
+    return GPTConfig(task=c.task, corpus=c.corpus, data_path=c.data_path, vocab=c.vocab, context=c.context, dim=c.dim,
+                     layers=c.layers, heads=c.heads, workers=c.workers, optimizer=c.optimizer, lr=c.lr,
+                     momentum=c.momentum, batch=c.batch, **more)
+
+
 @dataclass
 class TaskData:
     """One seed's data of a task and how to build, feed and score its model."""
@@ -293,8 +386,16 @@ class TaskData:
         return get_task(self.cfg.task).kind
 
     def train_config(self, spec: Spec | None = None, steps: int = 1) -> TrainConfig:
-        """The image task as lab.train.run's TrainConfig (the DDP ranks build their model from it)."""
+        """The task as lab.train.run's TrainConfig (the real ranks build their model from it): an image task's,
+        or a language-model task's `GPTConfig` (an epoch: the training split's windows)."""
         c = self.cfg
+        if self.kind == "lm":
+            from .parallelism.lm import epoch_samples
+
+            n = epoch_samples(self.train_tokens, c.context)
+            return _lm_config(c, seed=self.seed, codec=spec.codec if spec else None,
+                              error_feedback=bool(spec and spec.error_feedback), epochs=steps * c.batch / n,
+                              evals_per_epoch=max(1, round(n / (c.eval_every * c.batch))))
         n = len(self.dataset.train_y) if self.dataset is not None else 1
         return TrainConfig(dataset=c.dataset, data_path=c.data_path, train_limit=c.train_limit,
                            test_limit=c.test_limit, model=get_task(c.task).train_model, hidden=tuple(c.hidden or ()),
@@ -322,28 +423,26 @@ class TaskData:
             stream = ShardStream(self.dataset.train_x, self.dataset.train_y, c.batch, K, self.seed)
             while True:
                 yield stream.batch()
-        g = torch.Generator().manual_seed(self.seed)
-        data, T = self.train_tokens, c.context
+        from .parallelism.lm import LMStream  # the real ranks draw the same windows
+
+        lm = LMStream(self.train_tokens, c.batch, c.context, self.seed)
         while True:
-            starts = torch.randint(0, data.numel() - T - 1, (c.batch,), generator=g)
-            x = torch.stack([data[s:s + T] for s in starts.tolist()])
-            y = torch.stack([data[s + 1:s + T + 1] for s in starts.tolist()])
-            yield x, y
+            yield lm.batch()
 
     def evaluate(self, model: nn.Module) -> tuple[float, float]:
         """(validation loss per sample/token, quality: test error % or perplexity)."""
         if self.kind == "classify":
             err, loss = evaluate(model, self.dataset.test_x, self.dataset.test_y)
             return loss, err
-        T, v = self.cfg.context, self.valid_tokens
-        n = (v.numel() - 1) // T
-        x, y = v[:n * T].view(n, T), v[1:n * T + 1].view(n, T)
+        from .parallelism.lm import perplexity, windows
+
+        x, y = windows(self.valid_tokens, self.cfg.context)
         was = model.training
         model.eval()
         with torch.no_grad():
             loss = float(F.cross_entropy(model(x), y))
         model.train(was)
-        return loss, math.exp(min(loss, 50.0))
+        return loss, perplexity(loss)
 
 
 def load_task_data(cfg: ConvergeConfig, seed: int, cache: dict | None = None) -> TaskData:
@@ -363,7 +462,9 @@ def load_task_data(cfg: ConvergeConfig, seed: int, cache: dict | None = None) ->
         corpus = load_corpus(cfg.corpus, cfg.data_path, vocab_size=cfg.vocab, seed=0)
         if corpus.valid.numel() < cfg.context + 1 or corpus.train.numel() < cfg.context + 2:
             raise ValueError(f"corpus {corpus.name!r} is too short for a context of {cfg.context} tokens")
-        data = TaskData(cfg, seed, train_tokens=corpus.train, valid_tokens=corpus.valid[:20_000],
+        from .parallelism.lm import VALID_TOKENS
+
+        data = TaskData(cfg, seed, train_tokens=corpus.train, valid_tokens=corpus.valid[:VALID_TOKENS],
                         vocab=corpus.vocab_size, source=f"{corpus.name}: {corpus.source}")
     if cache is not None:
         cache[key] = data
@@ -468,6 +569,22 @@ def train_ddp_run(data: TaskData, spec: Spec, max_steps: int, *, progress: Progr
     from .ddp import train_ddp
 
     res = train_ddp(data.train_config(spec, max_steps), data.cfg.workers, timeout=timeout, progress=progress)
+    return _rank_run(data, spec, res)
+
+
+def train_strategy_run(data: TaskData, spec: Spec, max_steps: int, *, progress: Progress | None = None,
+                       timeout: float = 300.0) -> Run:
+    """`spec` on cfg.workers real processes under the registered parallelism cfg.mode (its default settings,
+    the spec's codec on what its ranks send); rank 0's curve, trained for max_steps steps (no early stop)."""
+    from .parallelism import train_parallel
+
+    cfg = replace(data.train_config(spec, max_steps), hook_algorithm=None)
+    res = train_parallel(data.cfg.mode, cfg, data.cfg.workers, timeout=timeout, progress=progress)
+    return _rank_run(data, spec, res)
+
+
+def _rank_run(data: TaskData, spec: Spec, res: Any) -> Run:
+    """A Run from a real-rank result (DDP's or a parallelism's): rank 0's curve after the initial model's point."""
     run = Run(spec.text, data.seed, steps_run=int(res.summary["steps"]), wall_s=float(res.curve.wall_s.iloc[-1]))
     torch.manual_seed(data.seed)
     loss0, q0 = data.evaluate(data.build())  # the ranks build the same initial model from the seed
@@ -672,8 +789,9 @@ def converge(cfg: ConvergeConfig, *, progress: Progress | None = None, on_run: R
                     progress((job + 1) / n_jobs, f"{spec.text} seed {seed}: reused from the resumed result")
                 job += 1
                 continue
-            if cfg.mode == "ddp":
-                run = train_ddp_run(data, spec, cfg.steps if spec.is_fp32 else cfg.max_steps, progress=sub)
+            if cfg.mode != "sim":
+                real = train_ddp_run if cfg.mode == "ddp" else train_strategy_run
+                run = real(data, spec, cfg.steps if spec.is_fp32 else cfg.max_steps, progress=sub)
                 for r in run.curve:
                     sink(r)
             elif spec.is_fp32:
@@ -720,8 +838,8 @@ class Penalty:
 
 
 def result_name(task: str, device: str = "cpu", mode: str = "sim", workers: int | None = None) -> str:
-    """bench/results file stem of a study: converge-<task>-<device>[-ddpP]."""
-    return f"converge-{task}-{device}" + (f"-ddp{workers}" if mode == "ddp" else "")
+    """bench/results file stem of a study: converge-<task>-<device>[-<mode>P] (ddp and the parallelisms)."""
+    return f"converge-{task}-{device}" + (f"-{mode}{workers}" if mode != "sim" else "")
 
 
 def load_penalties(path: str | Path) -> dict[str, Penalty | None]:
@@ -752,6 +870,6 @@ def config_dict(cfg: ConvergeConfig) -> dict[str, Any]:
 
 
 __all__ = ["Task", "get_task", "task_infos", "smoke_settings", "Spec", "ConvergeConfig", "ConvergeError", "Convergence", "Penalty", "converge",
-           "train_sim", "train_ddp_run", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
+           "train_sim", "train_ddp_run", "train_strategy_run", "modes", "summarize", "t_interval", "target_of", "arrival", "load_penalties",
            "result_name", "check_spec", "expand_specs", "load_task_data", "SMOKE", "MODES",
            "config_dict", "coverage", "resumable"]

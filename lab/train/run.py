@@ -79,6 +79,8 @@ class TrainConfig(Consistency):
             raise ValueError(f"activation {self.activation!r}; allowed: {', '.join(ACTIVATIONS)}")
         if self.model == "mlp":
             check_rates(self.dropout, len(self.hidden) + 1)
+        else:  # the cnn takes the last rate (before its classifier); every rate given is checked
+            check_rates(self.dropout, len(self.dropout))
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"workers={self.workers!r}; it must be an int >= 1")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):

@@ -107,13 +107,18 @@ def _watch(watch: Watch, buf: torch.Tensor) -> None:
         watch(buf)
 
 
-def _encode_rows(codec: Codec, flat: torch.Tensor, parts: int) -> tuple[torch.Tensor, WireFormat]:
-    """flat cut into `parts` equal rows, each encoded once: (parts, nbytes) uint8 and the format."""
+def _encode_rows(codec: Codec, flat: torch.Tensor, parts: int,
+                 skip: int | None = None) -> tuple[torch.Tensor, WireFormat]:
+    """flat cut into `parts` equal rows, each encoded once: (parts, nbytes) uint8 and the format. Row `skip`
+    (one that never crosses a wire) is left zero, not encoded."""
     n = flat.numel() // parts
     fmt = WireFormat.of(codec, n, torch.float32)
     rows = torch.empty((parts, fmt.nbytes), dtype=torch.uint8, device=flat.device)
     for i in range(parts):
-        rows[i] = fmt.encode(flat[i * n:(i + 1) * n].float())
+        if i == skip:
+            rows[i].zero_()
+        else:
+            rows[i] = fmt.encode(flat[i * n:(i + 1) * n].float())
     return rows, fmt
 
 
@@ -168,7 +173,7 @@ def alltoall(comm: Comm, x: torch.Tensor, *, algorithm: str = "pairwise", codec:
         if k:
             c.run(comm, inp.contiguous(), out, **opts)
         return out.view(x.shape)
-    inp, fmt = _encode_rows(codec, flat, P)
+    inp, fmt = _encode_rows(codec, flat, P, skip=None if watch is not None else r)  # own block: no wire, no encode
     out = torch.empty_like(inp)
     out[r] = inp[r]
     _watch(watch, out)
