@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -90,14 +91,45 @@ def _allowed(options: Sequence[Any]) -> str:
     return ", ".join(shown[:10]) + (f", … ({len(shown)} in all)" if len(shown) > 10 else "")
 
 
-def _refused_url(label: str, key: str, where, allowed: str, used: Any) -> None:
-    """Say that the URL's value for `key` was not taken (first run of a page only: the widget then writes
-    its own value back to the URL)."""
+# A control that does not show what it was given (a link's value it cannot take, a typed number out of range) says
+# so beside it, in its own name, for as long as it shows the value it took instead: the message is kept in the
+# session beside that value and forgotten once the control shows another (the learner's change, a preset).
+
+def _note_key(key: str) -> str:
+    return widget_key(f"{key}__said")  # a widget key: dropped with the page's widgets on arriving elsewhere
+
+
+def _same(v: Any) -> Any:
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
+def _note(key: str, shown: Any, text: str) -> None:
+    """Keep `text`, why the control `key` shows `shown` rather than what it was given, to say beside it."""
+    st.session_state[_note_key(key)] = (_same(shown), text)
+
+
+def _say(key: str, value: Any, where) -> None:
+    """Say the control's kept message (`_note`) beside it while it shows the value the message is about; forget it
+    once the control shows another value."""
+    note = st.session_state.get(_note_key(key))
+    if note is None:
+        return
+    if note[0] == _same(value):
+        complain(note[1], where)
+    else:
+        del st.session_state[_note_key(key)]
+
+
+def _refused_url(label: str, key: str, allowed: str, used: Any, shown: str | None = None) -> None:
+    """Keep, for saying beside the control, that the URL's value for `key` was not taken and that it shows `used`
+    (`shown`: how to write it) instead (first run of a page only: the control then writes its own value back to
+    the URL)."""
     if widget_key(key) in st.session_state:
         return
     raw = st.query_params.get_all(key)
     raw = raw[0] if len(raw) == 1 else raw
-    complain(f"{label}: {raw!r} from the link is not allowed; allowed: {allowed}. Showing {used}.", where)
+    _note(key, used, f"{label}: {raw!r} from the link is not allowed; allowed: {allowed}. "
+                     f"Showing {used if shown is None else shown}.")
 
 
 def arrive(url_path: str) -> None:
@@ -138,18 +170,22 @@ def select(label: str, options: Sequence[Any], key: str, default: Any, where=st,
     cast = (lambda s: type(default)(s)) if default is not None else str
     v = from_url(key, default, cast)
     if key in st.query_params and (v not in options or from_url(key, None, cast) is None):
-        _refused_url(label, key, where, _allowed(options), default)
+        _refused_url(label, key, _allowed(options), default)
     _init(key, v if v in options else default)
-    return sync_url(key, _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw)))
+    v = _value(key, lambda: where.selectbox(label, options, key=widget_key(key), **kw))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def radio(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = from_url(key, default, str)
     if key in st.query_params and v not in options:
-        _refused_url(label, key, where, _allowed(options), default)
+        _refused_url(label, key, _allowed(options), default)
     _init(key, v if v in options else default)
-    return sync_url(key, _value(key, lambda: where.radio(label, options, key=widget_key(key), horizontal=True, **kw)))
+    v = _value(key, lambda: where.radio(label, options, key=widget_key(key), horizontal=True, **kw))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[str], where=st, **kw: Any) -> list:
@@ -157,9 +193,11 @@ def multiselect(label: str, options: Sequence[str], key: str, default: Sequence[
     url = st.query_params.get_all(key)
     chosen = [c for c in url if c in options] if url else list(default)
     if len(chosen) < len(url):
-        _refused_url(label, key, where, _allowed(options), ", ".join(chosen) or "none")
+        _refused_url(label, key, _allowed(options), chosen, ", ".join(chosen) or "none")
     _init(key, chosen)
-    return sync_url(key, list(_value(key, lambda: where.multiselect(label, options, key=widget_key(key), **kw))))
+    v = list(_value(key, lambda: where.multiselect(label, options, key=widget_key(key), **kw)))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def _range_words(lo: float | None, hi: float | None) -> str:
@@ -167,45 +205,117 @@ def _range_words(lo: float | None, hi: float | None) -> str:
             else f"<= {hi:g}" if hi is not None else "")
 
 
+def _limits(lo: float | None, hi: float | None) -> str:
+    """An allowed range as lab.experiments.check_range words it: `lo..hi`, `>= lo`, `<= hi`."""
+    return _range_words(lo, hi).removeprefix("in ") or "any finite number"
+
+
+def _nearest(x: float, lo: float | None, hi: float | None, whole: bool, default: float | int) -> float | int:
+    """The allowed value nearest to `x`: within [lo, hi] and, for a whole-number control, whole (halves round
+    up: 1.5 -> 2); `default` for NaN or an infinity with no limit on its side."""
+    if whole:
+        lo, hi = (None if lo is None else math.ceil(lo)), (None if hi is None else math.floor(hi))
+    y = min(max(x, -math.inf if lo is None else lo), math.inf if hi is None else hi)
+    if not math.isfinite(y):
+        return default
+    return math.floor(y + 0.5) if whole else y
+
+
+def _why_not(label: str, given: str, x: float, lo: float | None, hi: float | None, whole: bool,
+             used: float | int) -> str | None:
+    """Why a number control does not take `x` (`given`: how it was given, e.g. `'1.5' from the link`) and the
+    value it computes with instead; None when `x` is allowed."""
+    inside = math.isfinite(x) and (lo is None or x >= lo) and (hi is None or x <= hi)
+    fraction = whole and math.isfinite(x) and x != math.floor(x)
+    if inside and not fraction:
+        return None
+    if fraction:
+        problem = "is not a whole number" if inside else "is out of range and not a whole number"
+        allowed = f"a whole number {_range_words(lo, hi)}".strip()
+    else:
+        problem, allowed = "is out of range", _limits(lo, hi)
+    return f"{label} = {given} {problem}; allowed: {allowed}. Computing with {used:g}, the nearest."
+
+
+def _from_link(label: str, key: str, default: float | int, lo: float | None, hi: float | None,
+               field: type = float) -> None:
+    """Put the URL's value of a number control `key` in its state (as `field`, the widget's type) on the page's
+    first run: as given when allowed, else the nearest allowed value (the default for a non-number), with a
+    message (`_note`) saying why."""
+    if widget_key(key) in st.session_state or key not in st.query_params:
+        return
+    whole = isinstance(default, int)
+    raw = st.query_params.get(key)
+    try:
+        x = float(raw)
+    except ValueError:
+        st.session_state[widget_key(key)] = field(default)
+        _note(key, field(default), f"{label}: {raw!r} from the link is not a number; allowed: "
+                                   f"{'a whole number' if whole else 'a number'} {_range_words(lo, hi)}".rstrip()
+              + f". Showing {default:g}.")
+        return
+    used = field(_nearest(x, lo, hi, whole, default))
+    said = _why_not(label, f"{raw!r} from the link", x, lo, hi, whole, used)
+    st.session_state[widget_key(key)] = used if said else field(x)
+    if said:
+        _note(key, used, said)
+
+
 def number(label: str, key: str, default: float | int, where=st, min_value: float | None = None,
            max_value: float | None = None, **kw: Any) -> float | int:
-    """A number input whose limits are checked by lab.experiments, not clamped by the widget (which
-    would silently ignore a typed value while the field keeps showing it): a typed (or URL) value
-    beyond them is named right under the field with the allowed range, and the page goes on with the
-    nearest allowed value (the default for a non-number), so every other widget still draws and
-    keeps its state (a stopped page used to lose the state of the widgets below it)."""
-    cast = int if isinstance(default, int) else float
-    parse = lambda s: cast(float(s)) if cast is int else cast(s)  # noqa: E731
-    if key in st.query_params and from_url(key, None, parse) is None:
-        _refused_url(label, key, where, "a number" if min_value is None and max_value is None else
-                     f"a number {_range_words(min_value, max_value)}", f"{default:g}")
-    _init(key, from_url(key, default, parse))
-    v = sync_url(key, cast(_value(key, lambda: where.number_input(label, key=widget_key(key), **kw))))
-    try:
-        check_range(label, v, min_value, max_value)
-    except ValueError as e:
-        try:
-            ok = math.isfinite(float(v))
-        except (TypeError, ValueError):
-            ok = False
-        used = v if ok else default
-        if ok and min_value is not None:
-            used = max(used, min_value)
-        if ok and max_value is not None:
-            used = min(used, max_value)
-        complain(f"{e}. Computing with {used:g} until it is changed.", where)
-        return cast(used)
-    return v
+    """A number input whose limits (`min_value`, `max_value`; a whole number when `default` is an int) are checked
+    here, not by the widget (which would silently ignore a typed value while the field keeps showing it). A value
+    it cannot take, typed or from the link (a fraction for a whole number included), is replaced in the field by
+    the nearest allowed value (the default for a non-number) and a message right under the field, in the control's
+    own name, says what was given, what is allowed and what the page computes with; it stays while the field
+    shows that value. Every other widget still draws and keeps its state."""
+    whole = isinstance(default, int)
+    cast = int if whole else float
+    wk = widget_key(key)
+    if whole:  # a field of floats shown without decimals: Streamlit's whole-number field drops what follows a
+        # typed decimal point in the browser (2.5 becomes 2, unsaid), so a typed fraction would never reach here
+        kw["step"] = float(kw.get("step", 1))
+        kw.setdefault("format", "%.0f")
+    _from_link(label, key, default, min_value, max_value)
+    _init(key, float(default))
+    then, args, kwargs = kw.pop("on_change", None), kw.pop("args", ()), kw.pop("kwargs", None)
+
+    def said(v: float) -> tuple[float, str | None]:
+        """The value to compute with for `v` and why it is not `v` (None when it is)."""
+        used = float(_nearest(float(v), min_value, max_value, whole, default))
+        return used, _why_not(label, f"{v:g}" if whole else repr(v), float(v), min_value, max_value, whole, used)
+
+    def typed() -> None:  # a typed value it cannot take: the nearest allowed one in the field, and why
+        st.session_state.pop(_note_key(key), None)
+        v = st.session_state.get(wk)
+        if v is not None:
+            used, why = said(v)
+            if why:
+                st.session_state[wk] = used
+                _note(key, used, why)
+        if then is not None:
+            then(*args, **(kwargs or {}))
+
+    v = _value(key, lambda: where.number_input(label, key=wk, on_change=typed, **kw))
+    note = st.session_state.get(_note_key(key))
+    if note is None or note[0] != _same(v):  # a value set otherwise (a preset): said, computed with the nearest
+        used, why = said(v)
+        if why:
+            complain(why, where)
+            return sync_url(key, cast(used))
+    _say(key, v, where)
+    return sync_url(key, cast(v))
 
 
 def slider(label: str, key: str, default: float | int, lo: float | int, hi: float | int, where=st,
            **kw: Any) -> float | int:
-    cast = int if isinstance(default, int) else float
-    v = from_url(key, default, lambda s: cast(float(s)))
-    if key in st.query_params and (from_url(key, None, lambda s: cast(float(s))) is None or not lo <= v <= hi):
-        _refused_url(label, key, where, f"{lo:g}..{hi:g}", f"{min(max(v, lo), hi):g}")
-    _init(key, min(max(v, lo), hi))
-    return sync_url(key, _value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))
+    """A slider from `lo` to `hi` (whole numbers when `default` is an int); a link's value it cannot take is said
+    as `number` says it."""
+    _from_link(label, key, default, lo, hi, type(default))
+    _init(key, min(max(default, lo), hi))
+    v = _value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: int, where=st, **kw: Any) -> tuple:
@@ -216,27 +326,33 @@ def range_slider(label: str, key: str, default: tuple[int, int], lo: int, hi: in
         v, ok = tuple(default), False
     used = (max(lo, min(v)), min(hi, max(v)))
     if not ok or used != (min(v), max(v)):
-        _refused_url(label, key, where, f"two whole numbers in {lo}..{hi}", f"{used[0]}..{used[1]}")
+        _refused_url(label, key, f"two whole numbers in {lo}..{hi}", used, f"{used[0]}..{used[1]}")
     _init(key, used)
-    return tuple(sync_url(key, list(_value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))))
+    v = tuple(_value(key, lambda: where.slider(label, lo, hi, key=widget_key(key), **kw)))
+    _say(key, v, where)
+    return tuple(sync_url(key, list(v)))
 
 
 def select_slider(label: str, options: Sequence[Any], key: str, default: Any, where=st, **kw: Any) -> Any:
     options = list(options)
     v = from_url(key, default, lambda s: type(default)(s))
     if key in st.query_params and (v not in options or from_url(key, None, lambda s: type(default)(s)) is None):
-        _refused_url(label, key, where, _allowed(options), default)
+        _refused_url(label, key, _allowed(options), default)
     _init(key, v if v in options else default)
-    return sync_url(key, _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw)))
+    v = _value(key, lambda: where.select_slider(label, options, key=widget_key(key), **kw))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def checkbox(label: str, key: str, default: bool, where=st, **kw: Any) -> bool:
     raw = st.query_params.get(key)
     if raw is not None and raw not in ("0", "1", "true", "false", "True", "False"):
-        _refused_url(label, key, where, "1 (on) or 0 (off)", "on" if default else "off")
+        _refused_url(label, key, "1 (on) or 0 (off)", default, "on" if default else "off")
     _init(key, from_url(key, default, lambda s: s in ("1", "true", "True")) if raw in (None, "0", "1", "true",
           "false", "True", "False") else default)
-    return sync_url(key, bool(_value(key, lambda: where.checkbox(label, key=widget_key(key), **kw))))
+    v = bool(_value(key, lambda: where.checkbox(label, key=widget_key(key), **kw)))
+    _say(key, v, where)
+    return sync_url(key, v)
 
 
 def text(label: str, key: str, default: str, where=st, **kw: Any) -> str:
@@ -343,6 +459,26 @@ def table(df: pd.DataFrame, name: str, help: dict[str, str] | None = None, forma
                            key=f"tcsv_{name}", on_click="ignore")
 
 
+ALL_COLUMNS = "All columns"  # the tick above a table that shows its every column
+BYTES, Col = static_table.BYTES, static_table.Col  # a byte count's unit picked from its column; a column's reading
+
+
+def people_table(df: pd.DataFrame, name: str, columns: Mapping[str, static_table.Col | tuple],
+                 default: Sequence[str] | None = None, download: bool = True) -> None:
+    """A result table for people (static_table.people): the `default` columns (None: those of `columns`), headed
+    'Header (unit)' by `columns` ({column: Col(header, unit, help, scale, format)} or a tuple of those), and an
+    "All columns" tick (in the URL as `<name>_all`) for the rest. The CSV has every column, exact and named as
+    the result names them."""
+    hidden = static_table.hidden_columns(df, columns, default)
+    every = bool(hidden) and checkbox(ALL_COLUMNS, f"{name}_all", False, help=f"{len(hidden)} more columns: " +
+                                      ", ".join(static_table.header(c, columns) for c in hidden))
+    shown, tips, formats = static_table.people(df, columns, default, every)
+    table(shown, name, help=tips, formats=formats, download=False)
+    if download:
+        st.download_button("⬇ table (CSV)", lambda: df.to_csv(index=False), f"{name}.csv", "text/csv",
+                           key=f"tcsv_{name}", on_click="ignore")
+
+
 def shown(section: Callable[[], None]) -> None:
     """Run one section of a page; a library's complaint about bad input becomes a message there (the
     other sections still render)."""
@@ -420,6 +556,25 @@ def lesson(question: str, look_at: str) -> None:
         st.markdown(f"**{question}**  \n{look_at}")
 
 
+def machine_load() -> tuple[float, int]:
+    """This machine's 1-minute load average and its CPU count (load NaN where the OS has no load average)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return load, os.cpu_count() or 1
+
+
+def load_warning(load: tuple[float, int] | None = None, what: str = "These timings") -> bool:
+    """Warn beside a measurement when the machine was busy (load average above its CPU count): the timings are
+    then slower and noisier than on an idle machine. `load`: (load average, CPU count) taken while measuring
+    (default: now). Returns whether it warned."""
+    avg, cores = load if load is not None else machine_load()
+    if not avg > cores:  # NaN (no load average): no warning
+        return False
+    st.warning(f"{what} ran on a busy machine (load average {avg:.1f} on {cores} CPU cores): other work shared "
+               "the CPU, so they are slower and noisier than on an idle one. Measure again when it is quieter.",
+               icon=":material/speed:")
+    return True
+
+
 def takeaway(text: str, key: str = "takeaway") -> None:
     """The one-sentence takeaway, computed by the page from the numbers it shows (markdown)."""
     with st.container(key=key):
@@ -466,10 +621,11 @@ def tabs(labels: Sequence[str], key: str, default: str | None = None, **kw: Any)
     default = labels[0] if default is None else default
     v = from_url(key, default, str)
     if key in st.query_params and v not in labels:
-        _refused_url("View", key, st, _allowed(labels), default)
+        _refused_url("View", key, _allowed(labels), default)
     _init(key, v if v in labels else default)
     if st.session_state[widget_key(key)] not in labels:
         st.session_state[widget_key(key)] = default
+    _say(key, st.session_state[widget_key(key)], st)  # above the tabs: below them is below the open tab's content
     containers = st.tabs(labels, key=widget_key(key), on_change="rerun", **kw)
     chosen = next((lab for lab, t in zip(labels, containers) if t.open), default)
     return list(containers), sync_url(key, chosen)
@@ -507,6 +663,40 @@ def _shown_answer(v: Any, unit: str) -> str:
 SKIP = "skip"          # a predict key's URL value when the learner chose to see the answer without predicting
 REVEALED = "_revealed"  # session-state key: {question key: answer on screen}, set by each run's `predict`
 SKIPPED = "_skipped"  # session-state key: {page URL path: {question keys skipped}}: a later answer is not scored
+ASKED = "_asked"  # session-state key: {page URL path: {question key: {question, answer, shown, query}}}: the scored
+#                   answer, the question as it was asked and the page's URL query then (the scorecard's review links)
+REVIEW = "review"  # URL parameter of a scorecard's review link: the question key to bring into view
+
+
+def _score(key: str, question: str, answer: Any, shown: str, ok: bool) -> None:
+    """Put an answer on Home's scorecard: the first one, and again whenever the learner changes it (the score
+    follows the answer); the same answer on a later run (a rerun, a changed setting) keeps its score. A question
+    skipped first is not scored. Kept with it: the question and the page's URL query, for `scorecard`'s links."""
+    page = page_id()
+    if key in st.session_state.get(SKIPPED, {}).get(page, set()):
+        return
+    asked = st.session_state.setdefault(ASKED, {}).setdefault(page, {})
+    scores = st.session_state.setdefault(SCORE, {}).setdefault(page, {})
+    said = f"{answer:g}" if isinstance(answer, float) else str(answer)
+    if key in scores and asked.get(key, {}).get("answer") == said:
+        return
+    scores[key] = ok
+    asked[key] = {"question": question, "answer": said, "shown": shown,
+                  "query": {k: st.query_params.get_all(k) for k in st.query_params if k != REVIEW}}
+
+
+def _bring_into_view(key: str) -> None:
+    """Arrived by a scorecard's review link (`review=<key>` in the URL): scroll the question's box into view,
+    once (the parameter leaves the URL)."""
+    if st.query_params.get(REVIEW) != key:
+        return
+    del st.query_params[REVIEW]
+    st.html(f"""<script>
+(() => {{ let tries = 0; const go = () => {{
+  const box = document.querySelector('.st-key-predict-{key}');
+  if (box) {{ box.scrollIntoView({{block: 'center'}}); }} else if (++tries < 50) {{ setTimeout(go, 100); }}
+}}; setTimeout(go, 300); }})();
+</script>""", unsafe_allow_javascript=True)
 
 
 def _skip_key(key: str) -> str:
@@ -535,12 +725,13 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
     Returns None before an answer (and after a skip), else whether it is right; `revealed(key)` says whether
     the answer is out (answered or skipped), for a page that holds back what would give it away. The first
     answer to each question in a session goes on Home's scorecard (`scorecard()`) unless the question was
-    skipped first; a changed answer is revealed again but not re-scored.
+    skipped first; a changed answer is revealed again and re-scored (the score follows the answer).
     The box is a container with CSS class `st-key-predict-<key>` (the browser tests look for it)."""
     wk = widget_key(key)
     st.session_state.setdefault(REVEALED, {})[key] = False
     with st.container(border=True, key=f"predict-{key}"):
         st.markdown(f":material/psychology_alt: **Predict first.** {question}")
+        _bring_into_view(key)
         raw = st.query_params.get(key)
         if _skip_key(key) not in st.session_state:
             st.session_state[_skip_key(key)] = raw == SKIP
@@ -551,16 +742,18 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
             if wk not in st.session_state:
                 st.session_state[wk] = raw if raw in choices else None
             if raw is not None and raw not in choices and raw != SKIP:
-                st.error(f"{key}={raw!r} in the URL is not an answer here: allowed are "
-                         + ", ".join(repr(c) for c in choices) + f" (or {SKIP!r}).")
-            answer = _value(key, lambda: st.radio("Your answer", choices, index=None, key=wk, horizontal=True,
+                st.error(f"{ANSWER_LABEL}: {raw!r} from the link is not one of the answers; allowed: "
+                         + ", ".join(repr(c) for c in choices) + f" (or {SKIP!r}: the answer, unscored).")
+            answer = _value(key, lambda: st.radio(ANSWER_LABEL, choices, index=None, key=wk, horizontal=True,
                                                   label_visibility="collapsed", help=PREDICT_HELP))
         else:
             if wk not in st.session_state:
                 st.session_state[wk] = from_url(key, None, float)
+            label = f"{ANSWER_LABEL}{f' ({unit})' if unit else ''}"
             if raw is not None and raw != SKIP and from_url(key, None, float) is None:
-                st.error(f"{key}={raw!r} in the URL is not a number: type one below.")
-            answer = _value(key, lambda: st.number_input(f"Your answer{f' ({unit})' if unit else ''}", value=None,
+                st.error(f"{label}: {raw!r} from the link is not a number; allowed: a number "
+                         f"{_range_words(lo, hi)}".rstrip() + f" (or {SKIP!r}: the answer, unscored). Type one below.")
+            answer = _value(key, lambda: st.number_input(label, value=None,
                                                          key=wk, format="%g", placeholder="type a number",
                                                          help=PREDICT_HELP))
         if answer is None:
@@ -583,7 +776,7 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
         sync_url(key, f"{answer:g}" if isinstance(answer, float) else answer)
         if choices is None:
             try:
-                check_range("Your answer", answer, lo, hi)
+                check_range(f"{ANSWER_LABEL}{f' ({unit})' if unit else ''}", answer, lo, hi)
             except ValueError as e:
                 st.error(f"{e}. Type a number in that range to see the answer.")
                 return None
@@ -595,9 +788,7 @@ def predict(question: str, choices: Sequence[str] | None, reveal: Callable[[], t
         st.session_state[REVEALED][key] = True
         right, why = got
         ok = _is_right(answer, right, tolerance)
-        if key not in st.session_state.get(SKIPPED, {}).get(page_id(), set()):
-            scores = st.session_state.setdefault(SCORE, {}).setdefault(page_id(), {})
-            scores.setdefault(key, ok)
+        _score(key, question, answer, _shown_answer(answer, unit), ok)
         said = f"You said {_shown_answer(answer, unit)}; the page computes {_shown_answer(right, unit)}."
         if ok:
             st.success(f"**Right.** {said} {why}", icon=":material/check_circle:")
@@ -628,16 +819,45 @@ def scores() -> dict[str, tuple[int, int]]:
     return {p: (len(q), sum(q.values())) for p, q in st.session_state.get(SCORE, {}).items() if q}
 
 
-def scorecard(titles: dict[str, str]) -> None:
+def missed() -> list[tuple[str, str, dict]]:
+    """This session's questions answered wrong (their latest answer): (page URL path, question key, what
+    `_score` kept: question, answer, shown, query), in the order they were answered."""
+    asked = st.session_state.get(ASKED, {})
+    return [(p, k, asked.get(p, {}).get(k, {})) for p, q in st.session_state.get(SCORE, {}).items()
+            for k, ok in q.items() if not ok]
+
+
+def _review_link(page: str, key: str, info: dict, title: str, links: dict) -> None:
+    """One 'review what I missed' link: the page at the URL state of the answer (the answer included, so the
+    explanation shows), scrolled to the question (`REVIEW`)."""
+    question = info.get("question") or f"the question '{key}'"
+    label = f"{title} — {question}" + (f" (you said {info['shown']})" if info.get("shown") else "")
+    query = {**info.get("query", {}), REVIEW: [key]}
+    target = links.get(page)
+    if target is not None:
+        st.page_link(target, label=label, icon=":material/replay:", query_params=query)
+    else:  # a page rendered outside Home's navigation (tests): the link as text
+        st.markdown(f"{label} (`/{page}?{'&'.join(f'{k}={v}' for k, vs in query.items() for v in vs or [''])}`)")
+
+
+def scorecard(titles: dict[str, str], links: dict[str, Any] | None = None) -> None:
     """Home's scorecard of this session's predictions: per page (`titles`: URL path -> title), questions
-    answered and answered right."""
+    answered and answered right (each question's latest answer), and a link back to each question missed
+    (`links`: URL path -> the navigation's page, for st.page_link)."""
     got = scores()
     with st.container(key="scorecard"):
         if not got:
             st.caption("Your predictions: none yet. Pages marked *Predict first* ask one question before they "
-                       "show the answer; your first answers are counted here for this session.")
+                       "show the answer; your answers are counted here for this session (change one and its "
+                       "score follows).")
             return
         rows = [{"Page": titles.get(p, p or "Home"), "Answered": a, "Right": r} for p, (a, r) in got.items()]
         total_a, total_r = sum(a for a, _ in got.values()), sum(r for _, r in got.values())
         st.markdown(f"**Your predictions this session:** {total_r} right of {total_a} answered.")
         st.markdown(static_table.html(pd.DataFrame(rows)), unsafe_allow_html=True)
+        wrong = missed()
+        if wrong:
+            st.markdown("**Review what I missed** (each link opens the page at its question, with the explanation; "
+                        "change your answer there and the score follows):")
+            for page, key, info in wrong:
+                _review_link(page, key, info, titles.get(page, page or "Home"), links or {})

@@ -3,7 +3,9 @@
 Run starts the experiment in a thread of the server, so a click elsewhere on the page neither restarts nor
 kills it; a fragment polls it and draws the progress bar and the partial result (the rows it streams);
 Stop asks it to stop at its next progress report or row and keeps those rows; the last finished result
-stays on the page, through unrelated widget changes, until a newer run finishes. With `auto`, a cheap
+stays on the page, through unrelated widget changes, until a newer run finishes. A run whose browser tab is
+closed (its session no longer connected for `LEFT_AFTER_S`) stops the same way: nobody is left to see it. The
+progress bar estimates the time left from the progress so far (`time_left`). With `auto`, a cheap
 default starts without a click. No experiment logic here (docs/design.md rule 3): the page passes a function
 of a `Job`.
 
@@ -23,6 +25,10 @@ from typing import Any, Callable
 import streamlit as st
 
 import _common as ui
+import streamlit_private
+
+#: a run stops when its browser session has been disconnected this long (seconds): a closed tab, not a reconnect
+LEFT_AFTER_S = 10.0
 
 
 class Stopped(Exception):
@@ -53,6 +59,9 @@ class Job:
     stop_event: threading.Event = field(default_factory=threading.Event)
     go_event: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    session: str | None = None  # the browser session that started it (None: no server to ask, as under AppTest)
+    gone_since: float | None = None  # when its session was first seen disconnected (time.monotonic())
+    left: bool = False  # stopped because its browser tab closed
 
     @property
     def running(self) -> bool:
@@ -71,17 +80,31 @@ class Job:
             return "failed"
         return "stopped" if self.stopped else "done"
 
-    def progress(self, frac: float, msg: str) -> None:
-        """The experiments' progress callback (fraction, message); raises Stopped after Stop."""
+    def _check(self) -> None:
+        """Raise Stopped after Stop, or once the session that started the run has been gone `LEFT_AFTER_S`."""
+        if self.session is not None and not self.stop_event.is_set():
+            if streamlit_private.session_connected(self.session) is False:
+                now = time.monotonic()
+                self.gone_since = self.gone_since or now
+                if now - self.gone_since >= LEFT_AFTER_S:
+                    self.left = True
+                    self.stop_event.set()
+            else:
+                self.gone_since = None
         if self.stop_event.is_set():
             raise Stopped()
+
+    def progress(self, frac: float, msg: str) -> None:
+        """The experiments' progress callback (fraction, message); raises Stopped after Stop or when the run's
+        browser tab has closed."""
+        self._check()
         self.frac, self.msg = min(max(float(frac), 0.0), 1.0), str(msg)
 
     def on_row(self, row: dict) -> None:
         """The experiments' row / curve-point callback (`on_row=`, `on_point=`): the partial result the page
-        draws while it runs and keeps after Stop; raises Stopped after Stop."""
-        if self.stop_event.is_set():
-            raise Stopped()
+        draws while it runs and keeps after Stop; raises Stopped after Stop or when the run's browser tab has
+        closed."""
+        self._check()
         self.rows.append(dict(row))
 
     def curve(self) -> list:
@@ -129,7 +152,7 @@ def _run(job: Job, fn: Callable[[Job], Any], store: dict) -> None:
         job.frac, job.msg = 1.0, "done"
     except Stopped:
         job.stopped = True
-        job.msg = f"stopped after {len(job.rows)} result rows"
+        job.msg = f"stopped after {len(job.rows)} result rows" + (": its browser tab closed" if job.left else "")
     except ui.USER_ERRORS as e:
         job.error = str(e)
     except Exception as e:  # a bug: re-raised on the page (rule: a TypeError is not a user's message)
@@ -145,7 +168,7 @@ def start(key: str, params: Any, fn: Callable[[Job], Any]) -> Job:
     if old is not None and old.running:
         old.stop_event.set()
         old.go_event.set()
-    job = Job(key, token(params), params)
+    job = Job(key, token(params), params, session=streamlit_private.session_id())
     job.thread = threading.Thread(target=_run, args=(job, fn, ui.results_store()), daemon=True, name=f"paralab-{key}")
     slot["job"] = job
     _LIVE.add(job)
@@ -218,6 +241,26 @@ def controls(label: str, key: str, params: Any, fn: Callable[[Job], Any], help: 
     return job
 
 
+def _duration(seconds: float) -> str:
+    """'45 s', '3 min 20 s', '1 h 05 min': a time left, rounded as a person says it."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        m, s = divmod(s, 60)
+        return f"{m} min {s // 10 * 10} s" if m < 10 and s >= 10 else f"{m} min"
+    h, m = divmod(s // 60, 60)
+    return f"{h} h {m:02d} min"
+
+
+def time_left(frac: float, elapsed_s: float) -> str:
+    """An estimate of a run's time left from its progress so far, at the rate it has gone ('about 3 min 20 s
+    left'); '' before 2 s and 1 % of it (too little to go by) and once it is done."""
+    if not 0.01 <= frac < 1 or elapsed_s < 2:
+        return ""
+    return f"about {_duration(elapsed_s * (1 - frac) / frac)} left"
+
+
 def release(key: str | None = None) -> None:
     """Let this session's started runs (or the run of `key`) begin: call at the end of the page or fragment
     that starts them (a run otherwise begins 5 s after it was started)."""
@@ -240,7 +283,9 @@ def watch(key: str, draw_live: Callable[[Job], None], every: float = 1.0) -> Non
         j = current(key)
         if j is None:
             return
-        st.progress(j.frac, text=f"{j.msg} · {time.perf_counter() - j.started:.0f} s")  # advances every redraw
+        elapsed = time.perf_counter() - j.started
+        left = time_left(j.frac, elapsed)
+        st.progress(j.frac, text=f"{j.msg} · {elapsed:.0f} s" + (f" · {left}" if left else ""))  # every redraw
         if j.rows:
             draw_live(j)
         if not j.running:

@@ -69,6 +69,11 @@ function theme(el) {
           title: {font: {color: text}}}};
 }
 
+// One figure per element, the latest: Streamlit calls this function again with each rerun's figure, and calls the
+// cleanup a call returned only when the element goes (not when a newer figure arrives). So a figure that arrives
+// replaces one still waiting to come near the window (that one is never drawn), and the drawing itself is
+// serialised per element (Plotly.react is asynchronous: two in flight on one element could leave the older figure
+// drawn), each draw skipped unless its figure is still the element's latest.
 export default function ({ parentElement, data }) {
   const load = library(data.src);
   let el = parentElement.querySelector(".paralab-chart");
@@ -79,20 +84,28 @@ export default function ({ parentElement, data }) {
     parentElement.appendChild(el);
   }
   if (el.__figure === data.figure) return;
-  el.__figure = data.figure;
+  if (el.__stop) el.__stop();  // the previous figure, if not drawn yet, never will be
+  const mine = data.figure;
+  el.__figure = mine;
   const t = theme(parentElement);
-  const fig = JSON.parse(data.figure.replace(PLACEHOLDER, (m, n) => t.colors[Number(n)] || m));
+  const fig = JSON.parse(mine.replace(PLACEHOLDER, (m, n) => t.colors[Number(n)] || m));
   const layout = fig.layout || {};
   el.style.minHeight = (layout.height || 450) + "px";  // no jump while the library loads
   const template = layout.template || {};
   layout.template = {data: template.data || {}, layout: Object.assign({}, t.layout, template.layout || {})};
-  const draw = () => load.then((Plotly) => Plotly.react(el, {data: fig.data || [], layout, frames: fig.frames || [],
-                                                         config: {responsive: true, displaylogo: false}}))
-      .catch((e) => { el.textContent = "This chart could not be drawn: " + e.message; });
+  const latest = () => el.__figure === mine;
+  const draw = () => {
+    el.__drawing = Promise.all([load, el.__drawing]).then(([Plotly]) => latest() && Plotly.react(el, {
+      data: fig.data || [], layout, frames: fig.frames || [], config: {responsive: true, displaylogo: false}}))
+      .catch((e) => { if (latest()) el.textContent = "This chart could not be drawn: " + e.message; });
+  };
   const stop = whenNear(el, draw);
-  return () => {  // unmounted (or about to be redrawn): free plotly's listeners; a redraw starts afresh
+  el.__stop = stop;
+  return () => {  // the element goes: free plotly's listeners (unless a newer figure owns the element now)
     stop();
+    if (!latest()) return;
     el.__figure = null;
+    el.__stop = null;
     if (window.Plotly) window.Plotly.purge(el);
   };
 }

@@ -5,13 +5,17 @@ A page module defines `render() -> None`; its state lives in the URL (`st.query_
 reproduces a view."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 DETTMERS = "https://arxiv.org/abs/1511.04561"
 SONG = "https://arxiv.org/abs/1805.08939"
 BENNUN = "https://arxiv.org/abs/1802.09941"
 DEEPIMAGE = "https://arxiv.org/abs/1501.02876"
+GPIPE = "https://arxiv.org/abs/1811.06965"
+MEGATRON = "https://arxiv.org/abs/2104.04473"
+ZEROBUBBLE = "https://arxiv.org/abs/2401.10241"
+DEEPSEEK = "https://arxiv.org/abs/2412.19437"
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,17 @@ PAGES: list[PageInfo] = [
              paper_views=('',)),
     PageInfo("Training", ":material/model_training:", "views.training", "training",
              "Data- and model-parallel training with a codec on the wire, and the consistency models (sync, "
-             "stale-synchronous, async, EASGD): live curves of loss, test error, bytes and modelled time.",
+             "stale-synchronous, async, EASGD): live curves of loss, test error, bytes and modelled time; pipeline, "
+             "tensor, hybrid and expert parallelism on real ranks, fp32 beside a codec on what they send.",
              f"[Dettmers 2016]({DETTMERS}) §3.4; [Ben-Nun & Hoefler 2018]({BENNUN}) (consistency models)",
              paper_views=('experiment=codecs&hidden=1024&codecs=32-bit&codecs=linear&codecs=mantissa&codecs=static_tree&codecs=dynamic_tree',)),
+    PageInfo("Pipeline", ":material/view_timeline:", "views.pipeline", "pipeline",
+             "Pipeline schedules (GPipe, 1F1B, interleaved, looped BFS, zero bubble, DualPipeV): each rank's planned "
+             "timeline beside the published bubble formula, then a run on real ranks with a codec on the stages' "
+             "sends: the measured timeline, its bubble against the formula, the activations each stage holds.",
+             f"[GPipe]({GPIPE}) §2.2; [Narayanan et al. 2021]({MEGATRON}) §2.2 (1F1B, interleaved); "
+             f"[Qi et al. 2024]({ZEROBUBBLE}) (zero bubble); [DeepSeek-V3]({DEEPSEEK}) §3.2.1 (DualPipe); "
+             f"[Ben-Nun & Hoefler 2018]({BENNUN}) (layer pipelining)"),
     PageInfo("Dropout", ":material/grid_on:", "views.dropout", "dropout",
              "Approximate Random Dropout: row and tile patterns, the search for the pattern distribution "
              "(Algorithm 1), layer speedup against the 1/(1−p) ceiling, MLP and LSTM runs.",
@@ -84,68 +96,8 @@ PAGES: list[PageInfo] = [
     PageInfo("Fusion", ":material/layers:", "views.fusion", "fusion",
              "Multi-scale fusion: the same small CNN at two input scales, softmax outputs averaged.",
              f"[Wu et al. 2015]({DEEPIMAGE}) §4.2",
-             paper_views=('',)),
+             paper_views=('guess=skip',)),  # the paper's numbers would answer the question: they wait for it
 ]
 
 
 NAV: dict[str, Any] = {}  # URL path -> the st.Page Home's navigation made of it (filled by Home.py)
-
-
-@dataclass(frozen=True)
-class TourStep:
-    """One step of Home's guided tour: a page at a URL state (its query parameters), what to try there
-    and what you should see."""
-
-    page: str
-    title: str
-    params: dict = field(default_factory=dict)
-    try_this: str = ""
-    you_see: str = ""
-
-
-def overview_table(pages: list[PageInfo]) -> str:
-    """The overview's markdown table: every page but Home, what it teaches, its paper."""
-    rows = [f"| **{p.title}** | {p.teaches} | {p.paper} |" for p in pages if p is not HOME]
-    return "\n".join(["| Page | What it teaches | Paper |", "|---|---|---|", *rows])
-
-
-# Home's guided tour: one path through the lab's five capabilities (codecs, collectives, training, dropout,
-# Deep Image), each step a deep link. tests/test_app.py checks every step's page honours its parameters.
-TOUR: list[TourStep] = [
-    TourStep("codecs", "Is 8 bits enough?", {"codecs": ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
-                                             "dist": "student_t"},
-             "Answer the page's question (or skip it), then switch the distribution between normal and heavy-tailed "
-             "student_t, and add codecs.",
-             "The takeaway names the type with the lowest error: the dynamic tree's exponent keeps small values "
-             "that linear's evenly spaced steps round to zero."),
-    TourStep("codecs", "Table 1, beside the paper", {"section": "Table 1 beside the paper", "rounding": "paper"},
-             "Compare the paper's column with ours under the original kernel's rounding and under exact rounding.",
-             "With the paper's rounding our errors land within a fraction of a point of the published ones; exact "
-             "rounding is lower still."),
-    TourStep("transfer", "When does compressing a message pay?", {},
-             "Answer which is fastest (or skip), then move the link from PCIe 3 to a faster one, or set the codec speed "
-             "to what this machine measures.",
-             "Under the paper's conditions 8 bits beat 32 above about 50,000 values (Figure 2); a fast link or a "
-             "slow codec moves that crossover or removes it."),
-    TourStep("step_through", "See an allreduce happen", {"algorithm": "ring", "P": "4", "step": "3"},
-             "Press Play, then try tree and recursive doubling at 8 ranks.",
-             "Each ring link carries 2(P−1)/P·n bytes, which is why nccl-tests reports busbw = algbw·2(P−1)/P; the "
-             "codec's error grows at each re-quantising hop."),
-    TourStep("training", "Does 8-bit training learn as well as 32-bit?",
-             {"experiment": "codecs", "codecs": ["32-bit", "dynamic_tree", "linear"]},
-             "Press Train, then add error feedback or switch to model parallelism.",
-             "The 8-bit curves track 32-bit's test error while sending a quarter of the bytes (Dettmers 2016 §3.4)."),
-    TourStep("dropout", "Drop rows, not units", {"p": "0.7", "net_hidden": "1024"},
-             "Press Train, then narrow the layers to 128 units.",
-             "Row and tile dropout reach about the same accuracy as conventional dropout while each epoch runs "
-             "faster; at 128 units the layer timing shows no gain (Song et al. 2019, Table I)."),
-    TourStep("planner", "Where does data parallelism stop scaling?",
-             {"check": "Deep Image Figure 2 (data vs hybrid)"},
-             "Predict which strategy wins (or skip), then change the mini-batch per GPU and watch the crossover move.",
-             "Communication per step of data vs hybrid parallelism against the GPU count; the callout says why our "
-             "crossover differs from the paper's 16."),
-    TourStep("pays", "Does compression pay on your cluster?", {"inter": "eth10g"},
-             "Answer whether 1-bit SGD pays here (or skip), then set the network between nodes back to InfiniBand NDR, "
-             "then to one node of NVLink.",
-             "On 10 GbE most codecs beat bf16; inside an NVLink node none do."),
-]

@@ -1,6 +1,6 @@
-"""Start the dashboard with its warm-up running from the server's start (app/warmup.py), so even the first
-learner finds every page's default view warm: `python app/serve.py [streamlit options, e.g. --server.port 8501]`
-is `streamlit run app/Home.py` plus that."""
+"""Start the dashboard: `python app/serve.py [streamlit options, e.g. --server.port 8501]` is `streamlit run
+app/Home.py` (what `paralab dashboard` runs, from any folder); its warm-up starts with the server either way, so
+even the first learner finds every page's default view warm (app/warmup.py)."""
 import sys
 from pathlib import Path
 

@@ -1,10 +1,11 @@
 """Warm the dashboard when its server starts (measured: the first visit after `streamlit run` took 6.3 s on Codecs,
 later ones ~1.2 s). A background thread opens one session of its own over the server's websocket and runs every
 page's default view, as a first visitor would, then each page's `warm()` hook, so the imports, the first torch
-calls and the caches those views need are paid before a learner arrives. Once per server process:
-- `python app/serve.py [streamlit options]` (`serve`) starts it with the server, before anyone connects;
-- under a plain `streamlit run app/Home.py` Streamlit runs no code of ours until a session opens, so Home starts
-  it at the first session (`start`).
+calls and the caches those views need are paid before a learner arrives. Once per server process, started with
+the server, before anyone connects, however it is started: `streamlit run app/Home.py` finds the st.App that
+Home.py defines when imported and serves it, and that app's `lifespan` starts the warm-up (as do
+`python app/serve.py` and `paralab dashboard`, which run the same). Under a Streamlit without st.App, which only
+runs Home.py as each session's script, the first session starts it instead (`start`).
 How it started, each page it warmed and the seconds it took are printed to the server's log ("paralab warm-up:
 started with the server", "paralab warm-up: <page> <s> s").
 PARALAB_WARMUP=0 switches it off (to time a cold server)."""
@@ -16,7 +17,8 @@ import os
 import sys
 import threading
 import time
-from typing import Sequence
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Sequence
 
 import streamlit as st
 
@@ -89,9 +91,10 @@ def _claim() -> bool:
 
 
 def start(pages: Sequence[str] | None = None, hooks: Sequence[str] | None = None, delay_s: float = 0.5) -> bool:
-    """From a session of a running server (Home, under `streamlit run app/Home.py`): start the warm-up once per
-    process (later calls, and a process that `serve` started, do nothing; nothing under AppTest). `pages`: URL
-    paths to visit, `hooks`: modules whose `warm()` to run (None: all). True if this call started it."""
+    """From a session of a running server whose start did not begin the warm-up (`lifespan`; Home calls it on every
+    run): start it once per process (later calls, and a server whose start began it, do nothing; nothing under
+    AppTest).
+    `pages`: URL paths to visit, `hooks`: modules whose `warm()` to run (None: all). True if this call started it."""
     from streamlit.runtime import Runtime
 
     real = Runtime.exists() and type(Runtime.instance()) is Runtime  # not under AppTest's mock runtime
@@ -105,6 +108,15 @@ def start(pages: Sequence[str] | None = None, hooks: Sequence[str] | None = None
         _warm(url, pages, hooks)
     threading.Thread(target=run, name="paralab-warmup", daemon=True).start()
     return True
+
+
+@asynccontextmanager
+async def lifespan(_app: Any) -> AsyncIterator[None]:
+    """The st.App's startup and shutdown (Home.py's `app`): the warm-up starts with the server, in a thread that
+    waits for the server to answer and then warms it (`_when_up`), before any session opens."""
+    if _claim():
+        threading.Thread(target=_when_up, name="paralab-warmup", daemon=True).start()
+    yield
 
 
 def _when_up(timeout_s: float = 120.0) -> None:
@@ -129,11 +141,9 @@ def _when_up(timeout_s: float = 120.0) -> None:
 
 
 def serve(script: str, args: Sequence[str] = ()) -> None:
-    """`streamlit run <script> <args>` in this process with the warm-up started together with the server, before
-    any session opens (app/serve.py). Blocks until the server stops."""
+    """`streamlit run <script> <args>` in this process (app/serve.py, `paralab dashboard`): Home.py's st.App starts
+    the warm-up with the server (`lifespan`). Blocks until the server stops."""
     from streamlit.web import cli
 
-    if _claim():
-        threading.Thread(target=_when_up, name="paralab-warmup", daemon=True).start()
     sys.argv = ["streamlit", "run", script, *args]
     cli.main()

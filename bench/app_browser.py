@@ -49,9 +49,9 @@ def _free_port() -> int:
 @contextmanager
 def serve(threads: int = 1, env: dict[str, str] | None = None, warm_from_start: bool = False) -> Iterator[str]:
     """`streamlit run app/Home.py` on a free loopback port (app/.streamlit/config.toml
-    applies), its environment this one's plus `env`; yields its URL and stops it after. warm_from_start:
-    `python app/serve.py` instead (the same server, its warm-up of every page started with it, not at the first
-    session). Raises RuntimeError if it does not come up."""
+    applies), its environment this one's plus `env`; yields its URL and stops it after. Its warm-up of every
+    page starts with it (app/warmup.py). warm_from_start: `python app/serve.py` instead (README's other way, the
+    same server). Raises RuntimeError if it does not come up."""
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), **(env or {}))
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"paralab-streamlit-{port}.log", "w")

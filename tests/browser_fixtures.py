@@ -21,8 +21,8 @@ class _Shared:
     """One Streamlit server and one Chromium for every browser test of a run: started by the first test that
     asks, stopped after the last test that uses one (`release_unless_needed`, called by conftest after each
     test). One start per run where a module scope made one per module (each fresh server also redoes its
-    background warm-up of every page). The server is `python app/serve.py`, as README starts the dashboard: its
-    warm-up starts with it, and test_warmup checks that warm-up in its log (no server of its own)."""
+    background warm-up of every page). The server is `python app/serve.py`, what `paralab dashboard` runs: its
+    warm-up starts with it, and test_warmup checks that warm-up in its log."""
 
     def __init__(self) -> None:
         self._stack: ExitStack | None = None

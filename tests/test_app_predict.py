@@ -1,5 +1,6 @@
 """Predict, then reveal (app/_common.predict): the question is asked before the answer shows, the
-reveal explains the answer, the answer lives in the URL, and Home's scorecard counts first answers."""
+reveal explains the answer, the answer lives in the URL, and Home's scorecard counts each question's latest answer
+and links back to the questions missed."""
 from apptest_runs import shared_components
 from lazy_import import lazy
 
@@ -52,10 +53,27 @@ def test_an_answer_reveals_the_explanation_keeps_it_in_the_url_and_scores_it():
     assert "Not quite" in _texts(at) and "2.0x qgZ" in _texts(at) and "computes ring" in _texts(at)
     assert at.query_params["q1"] in ("qgZ", ["qgZ"])
     assert ui_scores(at) == {"": (1, 0)}
-    # a changed answer is revealed again but the first one stays on the scorecard
+    board = " ".join(m.value for m in at.markdown)
+    assert "0 right of 1 answered" in board and "Review what I missed" in board
+    assert "Home — Which loses more? (you said qgZ)" in board and "q1=qgZ&review=q1" in board  # back to the question
+    # a changed answer is revealed again and re-scored: the score follows the answer
     at.radio(key="w_q1").set_value("ring").run()
-    assert "Right" in _texts(at) and ui_scores(at) == {"": (1, 0)}
-    assert any("0 right of 1 answered" in m.value for m in at.markdown)
+    assert "Right" in _texts(at) and ui_scores(at) == {"": (1, 1)}
+    board = " ".join(m.value for m in at.markdown)
+    assert "1 right of 1 answered" in board and "Review what I missed" not in board
+    at.run()  # the same answer on a later run keeps its score
+    assert ui_scores(at) == {"": (1, 1)}
+
+
+def test_a_review_link_brings_its_question_into_view_once():
+    """Arriving with review=<key> (a scorecard's link) scrolls the question's box into view and drops the
+    parameter, so a reload or a later rerun does not scroll again."""
+    at = quiz(q1="qgZ", review="q1")
+    assert not at.exception and "review" not in at.query_params
+    script = [h.proto.body for h in at.get("html") if "scrollIntoView" in h.proto.body]
+    assert len(script) == 1 and ".st-key-predict-q1" in script[0]
+    at.run()
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]
 
 
 def ui_scores(at: AppTest) -> dict:

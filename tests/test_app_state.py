@@ -32,7 +32,7 @@ def test_pays_tables_have_human_headers_and_the_prediction_reveals_from_them():
     heads = {h for d in tables(at) for h in d.columns}
     raw = {"best_algorithm", "step_ms", "speedup_vs_bf16", "comm_ms", "codec_time", "pays", "cross_node_MB"}
     assert not heads & raw, heads & raw
-    assert {"Fastest allreduce", "Step (ms)", "Speedup vs bf16 (x)", "Communication (ms)", "Pays here"} <= heads
+    assert {"Fastest allreduce", "Step (ms)", "Speedup vs bf16 (x)", "Communication (ms)", "Verdict"} <= heads
     cells = {str(v) for d in tables(at) for v in d.to_numpy().ravel()}
     assert not cells & {"True", "False"}
     at = page("pays")

@@ -29,6 +29,7 @@ SMALL_RUNS = {
     "transfer": "meas_max=4096",
     "collectives": "P=2&size=262144&err_maxP=8&split_values=16384&split_codecs=fp16",
     "training": "epochs=0.25&hidden=32&workers=2",
+    "pipeline": "P=2&steps=3&hidden=64&batch=64",
     "dropout": "net_hidden=64&net_epochs=1&widths=128",
     "deep_image": "tp_batch=1",
     "fusion": "epochs=1&train_n=500&test_n=500",
@@ -317,7 +318,9 @@ def test_dropout_stop_is_live_while_training_and_keeps_the_last_result(server, b
     page.get_by_role("button", name="Stop", exact=True).first.click(timeout=10_000)
     page.get_by_text("stopped after").wait_for(timeout=120_000)  # the run ends at its next report
     assert page.get_by_text("stopped after").count() == 1
-    assert page.get_by_text("Partial curve of the stopped run").count() == 1
+    partial = page.get_by_text("Partial curves of the stopped run")  # the patterns take turns: each one kept
+    assert partial.count() == 1 and all(f"{k} to epoch" in partial.inner_text()
+                                        for k in ("conventional", "RDP (row)", "TDP (tile)")), partial.inner_text()
     assert page.get_by_text("These results are from the last run").count() == 1
     _no_exception(page, page.url)
     page.close()

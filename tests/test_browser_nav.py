@@ -14,6 +14,7 @@ from browser_fixtures import MIN_CONTROL_PX, RUN_FIRST, fresh_view, view  # noqa
 from browser_fixtures import browser, needs_chromium, server  # noqa: E402,F401  (shared fixtures)
 
 import page_list  # noqa: E402
+import tour  # noqa: E402
 
 pytestmark = needs_chromium
 
@@ -77,7 +78,7 @@ def test_every_page_reached_after_touching_the_previous_one_shows_its_fresh_view
 
 def test_a_tour_step_carries_only_what_it_says(server, browser):
     """Training's batch (64) once reached 'Does compression pay?' through Home's tour (its batch is 8)."""
-    i, step = next((i, s) for i, s in enumerate(page_list.TOUR, 1) if s.page == "pays")
+    i, step = next((i, s) for i, s in enumerate(tour.steps(), 1) if s.page == "pays")
     query = "&".join(f"{k}={v}" for k, v in step.params.items())
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     page.goto(f"{server}/training")
@@ -124,5 +125,22 @@ def test_a_prediction_is_revealed_kept_in_the_url_and_scored_on_home(server, bro
     assert "Not quite" in again.locator(".st-key-predict-guess").inner_text()
     again.close()
     _go(page, "")
-    assert "0 right of 1 answered" in page.locator(".st-key-scorecard").inner_text()
+    board = page.locator(".st-key-scorecard")
+    assert "0 right of 1 answered" in board.inner_text() and "Review what I missed" in board.inner_text()
+    # the review link opens the page at the missed question: its answer and explanation, scrolled into view
+    page.set_viewport_size({"width": 1400, "height": 700})
+    board.get_by_role("link", name="you said yes, faster than bf16").click()
+    page.wait_for_function("() => location.pathname.endsWith('/pays')")
+    settle(page)
+    box = page.locator(".st-key-predict-guess")
+    assert "Not quite" in box.inner_text() and "guess=yes" in page.url and "review=" not in page.url
+    page.wait_for_function("""() => { const r = document.querySelector('.st-key-predict-guess').getBoundingClientRect();
+                                      return r.top >= 0 && r.bottom <= innerHeight; }""", timeout=10_000)
+    # change the answer there: the score follows it, and nothing is left to review
+    box.get_by_text("no, slower than bf16", exact=True).click()
+    page.wait_for_function("() => document.querySelector('.st-key-predict-guess').innerText.includes('Right')")
+    settle(page)
+    _go(page, "")
+    board = page.locator(".st-key-scorecard")
+    assert "1 right of 1 answered" in board.inner_text() and "Review what I missed" not in board.inner_text()
     page.close()

@@ -40,6 +40,7 @@ SMOKE = {
                  "--seeds", "2", "-k", "2", "--batch", "16", "--budget", "1", "--tolerance", "0.9"],
     "race": ["race", "--task", "mlp", "--cluster", "2x8", "--codecs", "dynamic_tree,ef:randomk:ratio=0.01"],
     "augment": ["augment"],
+    "kernels report": ["kernels", "report"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],
     "bench codecs": ["bench", "codecs", "-b", "4K", "-e", "4K", "--repeats", "1", "--device", "cpu"],

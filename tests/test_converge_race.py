@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.experiments.race import duration_text
+
 # iterates over the plugin registries: CI runs it again with an outside plugin package installed (.ci/run)
 pytestmark = pytest.mark.registries
 
@@ -207,7 +209,7 @@ def test_race_figure_marks_the_target_and_each_arrival():
     res = race(*_study([math.inf] * 3, [120.0, 130.0, 110.0], [100.0] * 3), task="mlp")
     fig = race_figure(res.curves, res.arrivals, res.target, "modelled_s")
     names = [t.name for t in fig.data]
-    assert "topk:ratio=0.01 (never reaches it)" in names and "ef:topk:ratio=0.01" in names
+    assert "topk:ratio=0.01 (never)" in names and "ef:topk:ratio=0.01" in names
     stars = next(t for t in fig.data if t.name == "reaches the target")
     a = res.arrivals.set_index("spec")
     assert sorted(stars.x) == sorted(a.loc[s, "arrival_modelled_s"] for s in a.index if math.isfinite(a.loc[s, "arrival_step"]))
@@ -236,7 +238,9 @@ def test_race_cli_prints_the_page_table_from_a_committed_result():
     assert doc["command"] == "race" and doc["config"]["model"] == "alexnet"
     assert doc["config"]["results"].endswith("converge-mlp-cpu.json")
     rows = {x["spec"]: x for x in doc["rows"]}
-    assert list(rows) == ["fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"]
+    assert set(rows) == {"fp32", "dynamic_tree", "randomk:ratio=0.01", "ef:randomk:ratio=0.01"}
+    highs = [r["time_to_target_ci_high"] for r in doc["rows"] if r["arrived"] == "yes"]
+    assert highs == sorted(highs) and list(rows)[-1] == "randomk:ratio=0.01"  # best first; never last
     data = committed_race_data("mlp")
     t = step_times(list(rows), "alexnet", "2x8", inter="eth25g").set_index("spec")
     runs = data["runs"]
@@ -256,6 +260,8 @@ def test_race_cli_prints_the_page_table_from_a_committed_result():
     page = race(runs[runs.spec.isin(list(rows))], data["curves"], task="mlp", cluster="2x8", inter="eth25g",
                 specs=list(rows), seeds_asked=data["config"]["seeds"])  # what the Training page shows
     assert [round(x, 9) for x in page.arrivals["step_ms"]] == [round(rows[s]["step_ms"], 9) for s in rows]
+    assert list(page.arrivals["spec"]) == list(rows) and doc["first"] == page.first and doc["tied"] == page.tied
+    assert [rows[s]["verdict"] for s in rows] == list(page.arrivals["verdict"])
     assert doc["takeaway"] in page.lessons["time"]
     r = _cli("race", "--task", "mlp", "--cluster", "2x8", "--inter", "eth25g", "--codecs",
              "dynamic_tree,randomk:ratio=0.01")
@@ -303,3 +309,56 @@ def test_race_figure_before_any_arrival():
     arrivals = pd.DataFrame(columns=["spec", "arrival_step", "arrival_modelled_s", "arrival_val_loss"])
     fig = race_figure(curves, arrivals, math.nan)
     assert [t.name for t in fig.data] == ["fp32"]
+
+
+def _paired(a: list[float], b: list[float], c: list[float]) -> tuple[list[dict], list[dict]]:
+    """A study of fp32 (100 steps every seed), plain top-k (steps a), top-k with error feedback (b) and dynamic tree
+    (c) over three seeds."""
+    runs, pts = [], []
+    for seed in range(3):
+        for spec, st in (("fp32", 100.0), ("topk:ratio=0.01", a[seed]), ("ef:topk:ratio=0.01", b[seed]),
+                         ("dynamic_tree", c[seed])):
+            runs.append(_run(spec, seed, st))
+            pts += [dict(spec=spec, seed=seed, step=k, val_loss=2.0 - 1.5 * k / st, quality=0.0, train_s=0.0)
+                    for k in range(0, int(st) + 1, 10)]
+    return runs, pts
+
+
+def test_the_race_crowns_no_codec_its_interval_does_not_put_first():
+    """Who reaches the target first is decided by the intervals over seeds: the first by the upper end of its 95% CI
+    of modelled time, and no single first where another codec's interval overlaps its own. Top-k at 118, 122, 120
+    steps (mean 120, CI 115.0-125.0) against error feedback's 120, 130, 110 (CI 95.2-144.8): both cheap steps of
+    about the same price, so their intervals overlap. Dynamic tree at 60, 100, 140 steps (CI 0.6-199.4) is within
+    noise of fp32 on NDR400, where its step costs about fp32's."""
+    from lab.experiments import race
+    from lab.experiments.race import NOISE_OF_FP32, SOONER, rank_arrivals
+
+    half = 4.302652729749464 * 2.0 / math.sqrt(3)  # t(0.975, 2) x sd 2 / sqrt(3): top-k's CI half-width, steps
+    tied = race(*_paired([118.0, 122.0, 120.0], [120.0, 130.0, 110.0], [100.0] * 3), task="mlp", inter="eth10g")
+    a = tied.arrivals.set_index("spec")
+    tk, ef = a.loc["topk:ratio=0.01"], a.loc["ef:topk:ratio=0.01"]
+    assert tk["time_to_target_ci_high"] == pytest.approx((120 + half) * tk["step_ms"] / 1e3)
+    assert ef["time_to_target_ci_high"] == pytest.approx((120 + 5 * half) * ef["step_ms"] / 1e3)
+    assert ef["time_to_target_ci_low"] <= tk["time_to_target_ci_high"]  # the overlap
+    assert (tied.first, tied.tied) == ("topk:ratio=0.01", ["ef:topk:ratio=0.01"])
+    assert list(tied.arrivals["spec"])[:2] == ["topk:ratio=0.01", "ef:topk:ratio=0.01"]
+    assert list(rank_arrivals(tied.arrivals.iloc[::-1])["spec"]) == list(tied.arrivals["spec"])
+    head = next(t for t in tied.lessons["time"] if "reaches the target first" in t)
+    assert "no single codec reaches the target first beyond the seeds' spread: topk:ratio=0.01 leads by its " \
+           "interval's upper end" in head and "the intervals of ef:topk:ratio=0.01 overlap its own" in head
+    assert "95% CI" in head and tk["verdict"] == SOONER
+    # top-k at 60 steps every seed: no interval reaches its own, so it is first, said with its numbers
+    clear = race(*_paired([60.0, 61.0, 59.0], [120.0, 130.0, 110.0], [100.0] * 3), task="mlp", inter="eth10g")
+    assert (clear.first, clear.tied) == ("topk:ratio=0.01", [])
+    c = clear.arrivals.set_index("spec").loc["topk:ratio=0.01"]
+    assert c["time_to_target_ci_high"] == pytest.approx((60 + half / 2) * c["step_ms"] / 1e3)
+    head = next(t for t in clear.lessons["time"] if "reaches the target first" in t)
+    assert f"topk:ratio=0.01 reaches the target first ({duration_text(c['modelled_time_to_target_s'])} modelled, " \
+           f"95% CI {duration_text(c['time_to_target_ci_low'])}-{duration_text(c['time_to_target_ci_high'])}; " \
+           f"{c['time_to_accuracy_speedup']:.2f}x sooner than fp32" in head and "ahead of every other" in head
+    # a speedup interval straddling 1 is within noise of fp32
+    noisy = race(*_paired([60.0, 61.0, 59.0], [120.0, 130.0, 110.0], [60.0, 100.0, 140.0]), task="mlp",
+                 inter="ib_ndr")
+    dt = noisy.arrivals.set_index("spec").loc["dynamic_tree"]
+    assert dt["time_to_target_ci_low"] == pytest.approx((100 - 20 * half) * dt["step_ms"] / 1e3)
+    assert dt["speedup_ci_low"] < 1 < dt["speedup_ci_high"] and dt["verdict"] == NOISE_OF_FP32

@@ -35,6 +35,40 @@ def test_mlp_accuracy_within_target_on_digits():
     assert any("test_acc" in c for c in curves)
 
 
+class _Enough(Exception):
+    pass
+
+
+def test_side_by_side_runs_take_turns_with_the_results_of_runs_one_after_another():
+    """The Dropout page trains its contestants side by side, a logged point each in turn, so a Stop keeps a curve
+    of every one; each run keeps its own stream of torch's generator (conventional dropout's masks), so the
+    tables and curves are those of the runs one after another, bit for bit."""
+    kw = dict(hidden=((64, 64),), rates=((0.7, 0.7),), epochs=2, batch=64, lr=0.01, seed=0)
+    alone = mlp_table("digits", **kw)
+    order, fracs = [], []
+    turns = mlp_table("digits", side_by_side=True, on_point=lambda r: order.append(r["kind"]),
+                      progress=lambda f, m: fracs.append(f), **kw)
+    assert turns.table.test_acc.tolist() == alone.table.test_acc.tolist()
+    assert turns.curves.train_loss.tolist() == alone.curves.train_loss.tolist()
+    assert order == ["bernoulli", "row", "tile"] * (len(alone.curves) // 3)  # one point a turn, round robin
+    assert fracs == sorted(fracs) and fracs[-1] == 1.0  # the mean of the three runs' progress
+    # stopped part-way (a callback raising, as Stop does), every contestant has come about as far
+    seen = []
+
+    def stop_at_seven(row: dict) -> None:
+        seen.append(row["kind"])
+        if len(seen) == 7:
+            raise _Enough()
+
+    with pytest.raises(_Enough):
+        mlp_table("digits", side_by_side=True, on_point=stop_at_seven, **kw)
+    assert seen == ["bernoulli", "row", "tile"] * 2 + ["bernoulli"]
+    lkw = dict(hidden=16, rates=((0.5, 0.5),), kinds=("bernoulli", "row"), epochs=1, vocab_size=300,
+               max_train_tokens=2000, seed=0)
+    assert (lstm_table("auto", side_by_side=True, **lkw).table.test_ppl.tolist()
+            == lstm_table("auto", **lkw).table.test_ppl.tolist())
+
+
 def test_mlp_table_shape_and_paper_columns():
     t = mlp_table("digits", hidden=((32, 16),), rates=((0.7, 0.7),), epochs=1, batch=64, seed=0)
     assert list(t.table.kind) == ["bernoulli", "row", "tile"]

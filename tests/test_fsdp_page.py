@@ -4,8 +4,10 @@ its numbers; the takeaway's words follow the numbers."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from apptest_runs import job, wait_for
+from test_app_tables import assert_for_people
 from lazy_import import lazy
 from test_app import page
 
@@ -40,6 +42,16 @@ def test_sharded_view_trains_fsdp_beside_ddp_and_shows_bytes_per_collective():
     per = res.runs.set_index("variant").bytes_per_step
     assert abs(per["FSDP2 fp32"] / per["DDP fp32"] - 1.5) < 0.05
     assert f"{per['FSDP2 fp32'] / per['DDP fp32']:.2f}x DDP's bytes" in text
+    # the run table is for people: human headers with units, its main columns, no 2.637e+05; the rest on a tick
+    assert_for_people(at, "fsdp runs")
+    from static_table import tables
+    runs = next(d for d in tables(at) if "Run" in d.columns)
+    assert list(runs.columns) == ["Run", "Steps", "Step (ms)", "Sent per step (kB)", "Final training loss",
+                                  "Final test error (%)"]
+    assert runs.set_index("Run")["Sent per step (kB)"].to_dict() == pytest.approx((per / 1e3).to_dict())
+    at.checkbox(key="w_fsdp_runs_all").check().run()
+    assert_for_people(at, "fsdp runs, all columns")
+    assert "Parameters" in next(d for d in tables(at) if "Run" in d.columns).columns
 
 
 def test_bad_sharded_settings_are_a_message():

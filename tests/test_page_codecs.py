@@ -2,8 +2,10 @@
 from the numbers shown, Table 1 sits beside the paper, bad input is a message, URL state survives errors,
 unscaled bit layouts, one MX/NVFP4 block drawn, block scaling against the paper's per-tensor types."""
 import io
+import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -87,7 +89,8 @@ def test_a_typed_out_of_range_number_is_said_on_the_page():
     # the page goes on: the widgets below the field still draw and keep their state (URL included)
     assert at.checkbox(key="w_lay_signed").value and at.select_slider(key="w_t1_samples").value == 1_000_000
     assert len(tables(at)) >= 2
-    at.number_input(key="w_lay_bits").set_value(8).run()
+    assert at.number_input(key="w_lay_bits").value == 8  # the field shows the value the page computes with
+    at.number_input(key="w_lay_bits").set_value(7).run()  # the message stays until the field changes
     assert not at.error and at.query_params["t1_samples"] in ("1000000", ["1000000"])
 
 
@@ -328,13 +331,179 @@ def test_bit_explorer_shows_a_codes_value_neighbours_and_rounding_interval():
     at = page("codecs", section="Bit explorer", bx_fmt="mxfp6_e3m2", bx_code=str(0b001101))
     assert not at.exception and not at.error
     assert metric_of(at, "Value") == "1.25" and metric_of(at, "Rounds from") == "[1.125, 1.375]"
-    assert set(at.get("button_group")[0].value) == {"e1", "e0", "m0"}  # the code's 1-bits are the lit pills
-    at.get("button_group")[0].set_value(["e1", "e0"]).run()  # flip the mantissa's last bit off: 1.0
+    sign, exponent, mantissa = at.get("button_group")  # one coloured group of pills per field
+    assert sign.value == [] and set(exponent.value) == {"e1", "e0"} and mantissa.value == ["m0"]  # the 1-bits lit
+    mantissa.set_value([]).run()  # flip the mantissa's last bit off: 1.0
     assert metric_of(at, "Value") == "1" and str(0b001100) in str(at.query_params["bx_code"])
+    assert at.text_input(key="w_bx_x").value == "1.0"  # the Value field follows the bits
     sat0 = int(metric_of(at, "Saturated").split()[0])
     at.slider(key="w_bx_scale_k").set_value(at.slider(key="w_bx_scale_k").min).run()  # a much smaller scale
     assert not at.exception and int(metric_of(at, "Saturated").split()[0]) > sat0
     assert "saturates" in [s.value for s in at.success if "block" in s.value][-1]
+
+
+def test_float_toy_formats_round_as_torch_and_the_standards_say():
+    """The hardware floats beside the lab's formats: fp32, fp16, bf16 and the OCP 8-bit floats, bit by bit, with
+    their neighbours, rounding intervals (ties to even; ±∞ past the top, E4M3 saturating) and a typed value."""
+    from lab.experiments.bits import compare_formats, explorable, explore, number_line, round_to_code
+
+    assert {"fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "dynamic_tree", "nvfp4"} <= set(explorable())
+    assert round_to_code("fp32", 0.1) == 0x3DCCCCCD and explore("fp32", 0x3DCCCCCD).value == float(np.float32(0.1))
+    top = explore("fp16", 0x7BFF)
+    assert top.value == 65504 and top.below == 65472 and top.above is None and (top.lo, top.hi) == (65488, 65520)
+    assert [round_to_code("fp16", v) for v in (65519.0, 65520.0, -1e-10)] == [0x7BFF, 0x7C00, 0x8000]
+    assert explore("fp16", 0x7C00).value == float("inf") and not explore("fp16", 0x7E00).used  # ∞; NaN
+    assert round_to_code("fp16", 1 + 2 ** -11) == 0x3C00  # a tie goes to the even code (1.0, not 1 + 2^-10)
+    assert round_to_code("fp8_e4m3", 1e9) == 0x7E and explore("fp8_e4m3", 0x7E).hi == float("inf")  # saturates
+    assert round_to_code("fp8_e5m2", 61440.0) == 0x7C  # E5M2 has ∞
+    assert round_to_code("bf16", 0.1) == 0x3DCD and explore("bf16", 0x3DCD).value == 0.10009765625
+    zero = explore("fp16", 0)
+    assert zero.below == -(2.0 ** -24) and zero.above == 2.0 ** -24 and explore("fp16", 0x8000).above == 2.0 ** -24
+    for c in range(256):  # fp8 E4M3 is MX's E4M3 element: the same values, neighbours and intervals
+        a, b = explore("fp8_e4m3", c), explore("mxfp8_e4m3", c)
+        assert a.used == b.used and (not a.used or (a.value, a.below, a.above, a.lo) == (b.value, b.below, b.above, b.lo))
+    line = number_line("fp16", round_to_code("fp16", 0.1), 0.1)
+    assert line.attrs["typed"] == 0.1 and list(line.role).count("this code") == 1
+    assert line[line.role == "this code"].value.iloc[0] == 0.0999755859375 and len(line) == 7
+    cmp = compare_formats(0.1).set_index("format")
+    assert cmp.stored["fp16"] == 0.0999755859375 and cmp.stored["fp8_e4m3"] == 0.1015625
+    assert cmp.stored["fp8_e5m2"] == 0.09375 and cmp.stored["mxfp4_e2m1"] == 0.0  # flushed at scale 1
+    assert cmp.code_bits["fp16"] == "0 01011 1001100110" and cmp.rel_error["fp8_e5m2"] == pytest.approx(0.0625)
+    assert "dynamic_tree" not in compare_formats(float("inf")).format.tolist()  # tables code finite values only
+
+
+def test_float_toy_on_the_page_types_a_value_and_flips_a_bit():
+    """Type a value: the bits, the value, its neighbours, the number line and the table of every format follow;
+    click a bit: the Value field shows the new code's value."""
+    at = page("codecs", section="Bit explorer", bx_fmt="fp16")
+    assert not at.exception and not at.error
+    at.text_input(key="w_bx_x").set_value("0.1").run()
+    assert not at.exception and not at.error
+    assert metric_of(at, "Value") == "0.0999756" and metric_of(at, "Next above") == "0.100037"
+    assert any("You typed 0.1: fp16 stores 0.0999755859375" in c.value for c in at.caption)
+    sign, exponent, mantissa = at.get("button_group")
+    assert set(exponent.value) == {"e3", "e1", "e0"} and set(mantissa.value) == {"m9", "m6", "m5", "m2", "m1"}
+    every = tables(at)[-1].set_index("Format")
+    assert every.loc["fp16", "Stored value"] == 0.0999755859375 and every.loc["bf16", "Stored value"] == 0.10009765625
+    assert every.loc["fp8_e4m3", "Stored value"] == 0.1015625 and every.loc["fp8_e5m2", "Stored value"] == 0.09375
+    assert every.loc["fp16", "Code (sign exponent mantissa)"] == "0 01011 1001100110"
+    text = [s.value for s in at.success if "in every format" in s.value or "exactly" in s.value][-1]
+    assert "No format stores 0.1 exactly" in text and "fp32 comes closest (0.100000001" in text
+    line = figures(at)[-1]
+    assert [t["x"] for t in line["data"] if t.get("name", "").startswith("your value")] == [[0.1]]
+    mantissa.set_value(list(mantissa.value) + ["m0"]).run()  # flip the last bit on: the next value up
+    assert not at.exception and not at.error
+    assert at.text_input(key="w_bx_x").value == "0.10003662109375" and metric_of(at, "Value") == "0.100037"
+    assert at.query_params["bx_code"] in ("11879", ["11879"]) and at.query_params["bx_x"] in (
+        "0.10003662109375", ["0.10003662109375"])
+    at.text_input(key="w_bx_x").set_value("70000").run()  # past the top: fp16 rounds to +∞
+    assert metric_of(at, "Value") == "∞" and any("becomes ∞" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("query,says", [
+    (dict(bx_code="99999"), "Bits: code '99999' from the link (bx_code) is not allowed for fp8_e4m3; allowed: a whole "
+                            "number 0..255 (8 bits)"),
+    (dict(bx_code="1.5", bx_fmt="mxfp6_e3m2"), "Bits: code '1.5' from the link (bx_code) is not allowed for mxfp6_e3m2; "
+                                               "allowed: a whole number 0..63"),
+    (dict(bx_x="abc"), "Value: 'abc' is not a number"),
+    (dict(bx_x="inf", bx_fmt="dynamic_tree"), "Value: value inf: dynamic_tree codes finite values only"),
+])
+def test_out_of_range_bit_explorer_values_are_said_beside_their_control(query, says):
+    """A code out of range or fractional in the link, or a value that is not a number, is named beside its control
+    with what is allowed; the explorer still draws."""
+    at = page("codecs", section="Bit explorer", **query)
+    assert not at.exception
+    assert any(says in e.value for e in at.error), [e.value for e in at.error]
+    assert metric_of(at, "Value")  # the explorer goes on with a code it says
+
+
+def test_codec_speed_has_spreads_and_times_no_first_call():
+    """codec_speed: every median with its 95 % interval and min–max, more repeats where cheap, the cast ratio with
+    its range, the machine's load and threads; a codec's slow first call (its compile) is warm-up, never timed."""
+    from lab.experiments import codec_speed, get_codec
+
+    class SlowFirstCall:  # a codec whose first encode costs 0.3 s, as a first compile does
+        def __init__(self):
+            self.inner, self.calls = get_codec("int8"), 0
+
+        def describe(self):
+            return "int8 (slow first call)"
+
+        def encode(self, x):
+            self.calls += 1
+            if self.calls == 1:
+                time.sleep(0.3)
+            return self.inner.encode(x)
+
+        def decode(self, e):
+            return self.inner.decode(e)
+
+    threads = torch.get_num_threads()
+    df = codec_speed([SlowFirstCall(), "linear"], 4096, repeats=5, budget_s=0.05, threads=1)
+    assert torch.get_num_threads() == threads  # restored
+    assert set(df.codec) == {"int8 (slow first call)", "linear[nearest,tensor]", "torch fp8_e4m3 cast"}
+    assert (df.repeats >= 5).all() and (df.repeats <= 41).all()
+    assert (df.ns_min <= df.ns_lo).all() and (df.ns_lo <= df.ns_per_value).all()
+    assert (df.ns_per_value <= df.ns_hi).all() and (df.ns_hi <= df.ns_max).all()
+    assert (df.vs_cast_lo <= df.speed_vs_fp8_cast).all() and (df.speed_vs_fp8_cast <= df.vs_cast_hi).all()
+    slow = df[df.codec.str.startswith("int8")]
+    assert (slow.ns_max * 4096 / 1e9 < 0.3).all()  # the 0.3 s first call is not among the timed ones
+    assert df.attrs["threads"] == 1 and df.attrs["cores"] >= 1 and "load_before" in df.attrs
+    with pytest.raises(ValueError, match="threads=0"):
+        codec_speed(["int8"], 64, threads=0)
+
+
+def test_codec_speed_times_on_the_cores_a_busy_machine_leaves_free(monkeypatch):
+    """On a machine whose load fills its cores, threaded passes wait at every step for a descheduled thread (a pass
+    of a few ns per value measured at hundreds): by default codec_speed times on the cores left free, at least one,
+    and gives torch its threads back."""
+    import os
+
+    from lab.experiments import codec_speed
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.setattr(os, "getloadavg", lambda: (float(os.cpu_count() or 1) + 8, 0.0, 0.0))
+        df = codec_speed(["int8"], 4096, repeats=3, budget_s=0)
+        assert df.attrs["threads"] == 1 and df.attrs["threads_before"] == 2 and torch.get_num_threads() == 2
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: all of torch's threads
+        assert codec_speed(["int8"], 4096, repeats=3, budget_s=0).attrs["threads"] == min(2, os.cpu_count() or 1)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_speed_section_shows_spreads_says_within_noise_and_warns_when_busy(monkeypatch):
+    """The Speed section on a machine whose load is above its cores: a load warning, a table with each median's
+    interval and min–max and its repeats, and a takeaway that quotes the table and ranks only beyond the noise."""
+    import os
+
+    from views import codecs as codecs_view
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    at = page("codecs", section="Speed", speed_n="65536", codecs=["int8", "linear"])
+    at.button(key="run_speed_run").click().run()
+    assert not at.exception and not at.error
+    assert any("busy machine (load average 64.0" in w.value for w in at.warning)
+    speed = tables(at)[-1]
+    assert {"ns per value (median)", "95 % interval (ns)", "min–max (ns)", "Repeats", "vs torch's cast"} <= set(speed)
+    assert (speed.Repeats >= 5).all()
+    enc = speed[(speed.Operation == "encode") & (speed.Codec != "torch fp8_e4m3 cast")]
+    top = enc.sort_values("ns per value (median)").iloc[0]
+    text = [s.value for s in at.success if "encodes fastest" in s.value][0]
+    assert f"{top.Codec} encodes fastest, {top['ns per value (median)']:.2g} ns per value" in text
+    assert f"(95 % interval {top['95 % interval (ns)'].split('–')[0][:2]}" in text
+    # the verdict's words follow the intervals
+    row = dict(op="encode", speed_vs_fp8_cast=2.0)
+    cast = dict(codec="torch fp8_e4m3 cast", ns_per_value=2.0, ns_lo=1.9, ns_hi=2.1, vs_cast_lo=1, vs_cast_hi=1, **row)
+    close = pd.DataFrame([dict(codec="a", ns_per_value=1.0, ns_lo=0.9, ns_hi=1.2, vs_cast_lo=1.6, vs_cast_hi=2.3, **row),
+                          dict(codec="b", ns_per_value=1.1, ns_lo=1.0, ns_hi=1.3, vs_cast_lo=1.5, vs_cast_hi=2.1, **row),
+                          cast])
+    assert "within noise of b" in codecs_view._speed_verdict(close)
+    apart = close.assign(ns_lo=[0.9, 1.25, 1.9], ns_hi=[1.2, 1.3, 2.1])
+    assert "ahead of b beyond the noise" in codecs_view._speed_verdict(apart)
+    near_cast = close.assign(vs_cast_lo=[0.8, 0.8, 1], vs_cast_hi=[1.3, 1.3, 1])
+    assert "against torch's fp8 cast it is within noise (0.8x–1.3x)" in codecs_view._speed_verdict(near_cast)
 
 
 def metric_of(at, label: str) -> str:

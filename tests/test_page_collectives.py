@@ -4,6 +4,7 @@ and the error-at-scale section as a background run (Run / Stop keeps the partial
 survives other controls; a click elsewhere does not restart it)."""
 from apptest_runs import held, rerun_until, stop_after_rows
 from test_app import page as app_page
+from test_app_tables import assert_for_people
 from lazy_import import lazy
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
@@ -103,6 +104,7 @@ def test_measured_compares_with_the_fitted_link():
     bw = float(metric(at, "Fitted bandwidth").split()[0])
     assert lat >= 0 and bw > 0
     assert "model on the fitted link" in texts(at, "success")
+    assert_for_people(at, "measured allreduce")
     at = page(P="1024", part="Measured here")
     at.button(key="run_meas_run").click().run()
     at = wait(at, lambda a: a.error, 60)

@@ -42,10 +42,11 @@ def test_deep_image_table1_counts_beside_the_paper_and_the_takeaway_follows_the_
     for paper in ("color casting 68,920 (here 68,920)", "vignetting 1,960 (here 1,960)", "rotation 20 (here 20)",
                   "random crop 82,944 (here 82,944)", "all six match"):
         assert paper in callout
-    assert "1.2 × 10¹⁷ different ways" in _takeaway(at)  # 68920*1960*260*20*2*82944
+    assert "into 1.2 × 10¹⁷ different training images" in _takeaway(at)  # 68920*1960*260*20*2*82944
     at.number_input(key="w_count_image").set_value(256).run()
     assert "1,024 offsets for 224 of 256 px" in _callouts(at)[0]  # cropping depends on the sizes, said so
-    assert "1.4 × 10¹⁵ different ways" in _takeaway(at)
+    assert "into 1.4 × 10¹⁵ different training images" in _takeaway(at)
+    assert "cropping alone gives 1,024" in _takeaway(at)  # the crop's own count, not the pipeline's
 
 
 def test_deep_image_counts_figure_has_explicit_log_ticks():
@@ -110,6 +111,26 @@ def test_planner_takeaway_follows_the_gpu_counts_and_figure3_has_its_callout():
 
 
 def test_fusion_shows_the_paper_before_a_run():
-    at = page("fusion")
+    at = page("fusion")  # the paper's numbers would answer the question: they wait for an answer or a skip
+    assert not _callouts(at) and "6.97" not in _takeaway(at)
+    at = page("fusion", guess="skip")
     assert "6.97 %, 0.45 points below the better single model" in _takeaway(at)
     assert any("256 px 7.96 %, 512 px 7.42 %, fused 6.97 %" in c for c in _callouts(at))
+
+
+@pytest.mark.parametrize("fused,said", [(29.0, "1.00 points (4 test images) fewer — the scales complement each other"),
+                                        (29.75, "1 test image(s) apart, within one seed's noise"),
+                                        (31.0, "1.00 points (4 test images) more — fusion hurts here: the weaker "
+                                               "scale (16 px, 40.00 %)")])
+def test_fusion_takeaway_judges_by_the_reveal_s_rule(fused, said):
+    """The takeaway and the prediction's reveal use one rule: fewer than NOISE_IMAGES test images apart is one
+    seed's noise (it once said "too few test images to separate them" of a fusion 4 images worse)."""
+    import pandas as pd
+
+    from views.fusion import NOISE_IMAGES, _verdict
+
+    assert NOISE_IMAGES == 2.5  # 400 test images: one image is 0.25 points
+    t = pd.DataFrame({"model": ["16 px", "32 px", "fused (mean of softmax)"], "test_error": [40.0, 30.0, fused]})
+    text = _verdict(t, {"dataset": "digits", "test": 400})
+    assert text.startswith(f"On digits, the fused model misclassifies {fused:.2f} % of the test images against "
+                           "30.00 % for the better single model (32 px): ") and said in text, text

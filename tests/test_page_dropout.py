@@ -6,8 +6,12 @@ import pickle
 
 import pytest
 
-from apptest_runs import held, stop_after_rows
+import re
+import time
+
+from apptest_runs import held, job, stop_after_rows, wait_for
 from test_app import finish, metric, number, page
+from test_app_tables import assert_for_people
 from lazy_import import lazy
 
 tables = lazy("static_table", "tables")  # pandas: loaded by the first test that reads a table
@@ -57,7 +61,10 @@ def test_default_training_run_learns_and_the_patterns_are_faster():
     assert not at.exception and not at.error
     for label in ("conventional", "RDP (row)", "TDP (tile)"):
         assert number(metric(at, label)) >= 85.0, label
-    runs = tables(at)[-1]
+    runs = job(at, "net_run").result.table  # the run's numbers; its table shows them for people
+    assert_for_people(at, "dropout runs")
+    shown = tables(at)[-1]
+    assert shown["Speedup vs conventional (x)"].tolist() == pytest.approx(runs.speedup.tolist(), nan_ok=True)
     conventional = runs[runs.kind == "bernoulli"]
     patterns = runs[runs.kind != "bernoulli"]
     # each speedup is conventional's epoch time over the pattern's, from this run; that the patterns are faster
@@ -94,8 +101,44 @@ def test_stop_keeps_the_last_result_and_the_partial_curve_and_a_result_survives_
         stop_after_rows(at, "net_run")
     assert not at.exception
     assert any(c.value.startswith("stopped after") for c in at.caption)
-    assert any(c.value.startswith("Partial curve of the stopped run") for c in at.caption)
+    assert any(c.value.startswith("Partial curves of the stopped run") for c in at.caption)
     assert metric(at, "RDP (row)") == first  # the last finished result is still shown
+
+
+def _seconds(said: str) -> float:
+    """'3 min 40 s' -> 220, '1 h 05 min' -> 3900 (the progress bar's time left)."""
+    units = {"h": 3600, "min": 60, "s": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+) (h|min|s)\b", said))
+
+
+def test_the_patterns_take_turns_so_stop_keeps_each_one_and_the_bar_says_the_time_left():
+    """Regression: the patterns trained one after another (minutes each at Table I's width), so Stop kept
+    conventional dropout's curve alone, and the page promised "a few seconds" whatever the settings. The patterns
+    now take turns a quarter epoch each: a Stop keeps a curve of every pattern, each as far as the others; while it
+    trains, the progress bar estimates the time left from the progress so far."""
+    at = page("dropout", net_hidden="1024", net_epochs="20")
+    assert not any("a few seconds" in str(w.help) for w in at.button) and "a few seconds" not in str(
+        [c.value for c in at.caption])
+    with held("net_run", rows=6):  # six points: on the old code all conventional dropout's
+        at.button(key="run_net_run").click().run()
+        run = wait_for(lambda: job(at, "net_run"), "the run to start")
+        wait_for(lambda: len(run.curve()) >= 6, "six points")
+        wait_for(lambda: time.perf_counter() - run.started >= 3, "3 s of the run")  # enough to go by
+        at.run()
+        bar = at.get("progress")[0].proto.text
+        said = re.search(r"· (\d+) s · about (.+) left$", bar)
+        assert said, bar
+        elapsed, left = float(said.group(1)), _seconds(said.group(2))
+        rate = (1 - run.frac) / run.frac  # the estimate: seconds so far x what is left / what is done
+        assert abs(left - elapsed * rate) <= 0.6 * rate + 10, (bar, run.frac)
+        stop_after_rows(at, "net_run")
+    kinds = [r["kind"] for r in run.curve()]
+    assert kinds[:6] == ["bernoulli", "row", "tile"] * 2
+    reached = {k: max(r["epoch"] for r in run.curve() if r["kind"] == k) for k in ("bernoulli", "row", "tile")}
+    caption = next(c.value for c in at.caption if c.value.startswith("Partial curves of the stopped run"))
+    assert caption == (f"Partial curves of the stopped run ({len(kinds)} points): conventional to epoch "
+                       f"{reached['bernoulli']:.2g}, RDP (row) to epoch {reached['row']:.2g}, TDP (tile) to epoch "
+                       f"{reached['tile']:.2g}.")
 
 
 def test_lstm_says_which_corpus_ran_and_unreadable_files_are_messages(tmp_path):

@@ -10,6 +10,7 @@ from lab.experiments import codec_curves, dataset_info
 from lab.plots.units import si_bytes_label
 from apptest_runs import held, rerun_until, stop_after_rows
 from test_app import page as app_page
+from test_app_tables import assert_for_people
 from lazy_import import lazy
 
 AppTest = lazy("streamlit.testing.v1", "AppTest")  # Streamlit loads with the first page test, not at collection
@@ -108,6 +109,7 @@ def test_train_shows_results_and_a_takeaway_from_them():
     take = texts(at, "success")
     assert "against 32-bit's" in take and "dynamic_tree ends" in take and "25% of the bytes" in take
     assert take.count("**Takeaway.**") == 1 and "One real" not in take  # the curves' takeaway replaces the wire's
+    assert_for_people(at, "training runs")
     share = float(at.metric[-2].delta.split("(")[1].split("%")[0])
     assert 20 < share < 30  # 8 bits on the wire instead of 32
     assert at.metric[-2].delta.startswith("-7")  # ~75 % fewer bytes: the arrow points down
@@ -271,6 +273,7 @@ def test_every_registered_parallelism_trains_on_real_ranks_fp32_beside_the_codec
     assert _metric(at, "dynamic_tree: bytes per step").delta == f"{share - 1:+.0%} vs fp32"
     take = texts(at, "success")
     assert take.count("**Takeaway.**") == 1 and f"dynamic_tree sent {share:.1%} of those bytes" in take
+    assert_for_people(at, "real-rank runs")
     curves = figures(at)[-1]
     assert [t["name"] for t in curves["data"]] == ["fp32", "dynamic_tree"]
 

@@ -42,7 +42,8 @@ def test_lesson_inside_nvlink_rarely_across_slow_network_it_does(default):
     n = les["codecs"]
     assert n == len(pp.default_codecs("gpt2-small")) >= 15
     assert les["pay_inside_node"] <= n // 10            # inside one NVLink node: (almost) never
-    assert les["pay_slow"] >= 3 * n // 4                 # across 10 Gb/s Ethernet: most do
+    # across 10 Gb/s Ethernet: most do, beyond the seeds' spread or within it (their interval straddles 1.01x)
+    assert les["pay_slow"] + len(les["noise_slow"]) >= 3 * n // 4 and les["pay_slow"] >= n // 4
     assert les["baseline_algorithm"] == "in_network"    # NVLS inside + SHARP across is the fastest bf16 here
     fp16 = default.summary.set_index("codec").loc["fp16"]
     assert not fp16["pays"] and math.isnan(fp16["break_even_GBps"])  # bf16's bits plus a cast: pays nowhere
@@ -171,6 +172,9 @@ def test_page_default_view_has_a_computed_takeaway():
     assert len(figures(at)) >= 1 and at.query_params["guess"] in ("skip", ["skip"])
 
 
+TTA_HEAD = "Time to accuracy vs bf16 (x, 95% interval)"  # the per-codec table's header
+
+
 def test_nothing_on_the_page_gives_the_prediction_away_before_it_is_made():
     """Predict, then reveal: the question "does 1-bit SGD pay across <network>?" sits above the page's verdicts; before an
     answer no number of the answer (1-bit's speedup, how many codecs pay here, the chart, the tables) is on the
@@ -183,14 +187,14 @@ def test_nothing_on_the_page_gives_the_prediction_away_before_it_is_made():
         at = _page(inter="eth10g")
         before = _page_text(at)
         assert "Predict first" in before and "1-bit SGD" in before
-        assert speedup not in before and here not in before and "Pays here" not in before, before
+        assert speedup not in before and here not in before and TTA_HEAD not in before, before
         assert not figures(at)
         if answer:
             at.radio(key="w_guess").set_value(answer).run()
         else:
             at.button(key="skip-guess").click().run()
         after = _page_text(at)
-        assert speedup in after and here in after and "Pays here" in after and figures(at)
+        assert speedup in after and here in after and TTA_HEAD in after and figures(at)
         assert ("Not quite." in after) if answer else ("Skipped." in after and "Not quite." not in after)
 
 
@@ -226,9 +230,14 @@ def test_powersgd_is_priced_from_each_layers_matrix_shapes():
     assert fast.loc["powersgd", "bits_per_value"] < 0.1 and not fast.loc["powersgd", "pays"]
     assert slow.loc["powersgd", "speedup_vs_bf16"] > slow.loc["dynamic_tree", "speedup_vs_bf16"] > 1.2
     # per step the best; but rank 1 misses fp32's target on the transformer task (converge-gpt-cpu.json: 2 of
-    # 3 seeds), so in time to accuracy it never pays, and dynamic tree (penalty within noise of 1) does
+    # 3 seeds), so in time to accuracy it never pays; dynamic tree's penalty (1.07, 95% CI 0.76-1.39) puts its
+    # time to accuracy at 1.39x / 1.39 .. 1.39x / 1 (a penalty below 1 is not credited from noise): within noise
     assert slow.loc["powersgd", "accuracy"] == "never reaches the target" and not slow.loc["powersgd", "pays"]
-    assert slow.loc["dynamic_tree", "pays"]
+    dt = slow.loc["dynamic_tree"]
+    assert dt["verdict"] == pp.NOISE and not dt["pays"]
+    assert dt["time_to_accuracy_speedup_ci_low"] == pytest.approx(dt["speedup_vs_bf16"] / dt["steps_penalty_ci_high"])
+    assert dt["time_to_accuracy_speedup_ci_high"] == pytest.approx(dt["speedup_vs_bf16"])
+    assert dt["time_to_accuracy_speedup_ci_low"] < 1 + pp.PAYS_MARGIN < dt["time_to_accuracy_speedup_ci_high"]
     assert 1.0 < fast.loc["powersgd", "break_even_GBps"] < 50.0  # pays below some NIC bandwidth slower than NDR's 50
 
 
@@ -254,3 +263,95 @@ def test_table_numbers_have_no_exponents():
     df = pd.DataFrame({"Step (ms)": [1923.456, 0.5], "Speedup vs bf16 (x)": [0.912345, 1.5]})
     out = html(df, formats={c: _plain(df[c]) for c in df.columns})
     assert "e+" not in out and ">1923.5<" in out and ">0.912<" in out
+
+
+def _shown_tables(at: AppTest) -> list[tuple[list[str], list[list[str]]]]:
+    """Each result table of the page as a person reads it: its headers and its cells' text as shown (not the exact
+    values of their tooltips)."""
+    from html import unescape
+
+    from static_table import CLASS
+
+    def text(cell: str) -> str:
+        return unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+
+    out = []
+    for m in at.markdown:
+        if f'class="{CLASS}"' not in m.value:
+            continue
+        heads = [text(h) for h in re.findall(r"<th[^>]*>(.*?)</th>", m.value, re.S)]
+        body = re.findall(r"<tr>(.*?)</tr>", m.value.split("</thead>", 1)[1], re.S)
+        out.append((heads, [[text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in body]))
+    return out
+
+
+FSDP = "FSDP / ZeRO-3 (shard the model)"
+
+
+@pytest.mark.parametrize("query", [{}, {"measure": "Per step"}, {"strategy": FSDP}, {"all_columns": "1"},
+                                   {"strategy": FSDP, "all_columns": "1"}])
+def test_the_pages_tables_are_for_people(query):
+    """Every table of the page (per codec, every codec × algorithm, NVLS; FSDP too): human headers with units,
+    no snake_case name (the committed page showed steps_penalty_measured and, in FSDP mode, three
+    <collective>_algorithm columns), at most 10 columns until "All columns" is ticked, and no number written with
+    an exponent (no 2.637e+05 in a table meant for people)."""
+    at = _page(inter="eth10g", guess="skip", **query)
+    assert not at.exception and not at.error
+    shown = _shown_tables(at)
+    assert len(shown) == 3, [h for h, _ in shown]
+    every = query.get("all_columns") == "1"
+    for heads, rows in shown:
+        assert not [h for h in heads if "_" in h], heads
+        assert every or len(heads) <= 10, heads
+        assert rows and all(len(r) == len(heads) for r in rows)
+        exp = [c for r in rows for c in r if re.search(r"\d[eE][+-]?\d", c)]
+        assert not exp, exp[:5]
+    if every:  # the toggle shows what the default leaves out, still in words
+        assert len(shown[0][0]) > 10 and len(shown[1][0]) > 10
+        assert "Steps penalty, measured (x)" in shown[0][0]
+    else:
+        assert at.checkbox(key=next(c.key for c in at.checkbox if c.label == "All columns")).value is False
+
+
+def test_the_page_ranks_by_what_the_interval_supports():
+    """GPT-2 small on 8x8 over 10 GbE with the committed gpt result: the page shows each codec's steps penalty with
+    its 95% CI and its time to accuracy with the interval that gives, says "within noise" where that interval
+    straddles 1.01x, lists the codecs best first by the interval's low end, and crowns no codec whose interval
+    another's overlaps (the committed page showed top-k as "Best measured codec here: 2.64x" on a penalty of
+    0.97, CI 0.63-1.31). The metric, the takeaway and the table say what `pays` and the CLI say."""
+    res = pp.pays("gpt2_small", "8x8", inter="eth10g")
+    les, s = res.lesson, res.summary.set_index("codec")
+    at = _page(inter="eth10g", guess="skip")
+    assert not at.exception and not at.error
+    name, x = les["best_measured_here"]
+    lo, hi = les["best_measured_ci_here"]
+    best = next(m for m in at.metric if m.label == "Best measured codec here")
+    if les["tied_here"]:
+        assert best.value == f"{len(les['tied_here']) + 1}-way tie" and best.delta == f"{name} leads"
+        assert f"{lo:.2f}x in time to accuracy ({x:.2f}x, 95% interval {lo:.2f}-{hi:.2f})" in best.help
+        assert all(t in best.help for t in les["tied_here"][:3])
+    else:
+        assert best.value == f"{x:.2f}x" and best.delta == f"{name}, {lo:.2f}–{hi:.2f}x"
+    assert pp.lesson_sentence(les) in " ".join(str(e.value) for e in at.success)
+    heads, rows = _shown_tables(at)[0]
+    table = {r[0]: dict(zip(heads, r)) for r in rows}
+    assert [r[0] for r in rows] == list(pp.ranked_summary(res.summary)["codec"])
+    assert rows[1][0] == name  # the first measured codec by its interval's low end
+    for codec, r in table.items():
+        assert r["Verdict"] == s.loc[codec, "verdict"]
+    for codec in [name, *les["tied_here"], *les["noise_here"]]:
+        row, got = s.loc[codec], table[codec]
+        assert got["Time to accuracy vs bf16 (x, 95% interval)"] == (
+            f"{row['time_to_accuracy_speedup']:.2f} ({row['time_to_accuracy_speedup_ci_low']:.2f}–"
+            f"{row['time_to_accuracy_speedup_ci_high']:.2f})")
+        assert got["Steps penalty (x, 95% CI)"].startswith(
+            f"{row['steps_penalty_measured']:.2f} ({row['steps_penalty_ci_low']:.2f}–{row['steps_penalty_ci_high']:.2f})")
+    for codec in les["noise_here"]:
+        assert table[codec]["Verdict"] == "within noise"
+        assert s.loc[codec, "time_to_accuracy_speedup_ci_low"] <= 1 + pp.PAYS_MARGIN < \
+            s.loc[codec, "time_to_accuracy_speedup_ci_high"]
+    # the committed result's top-k: 0.97 (0.63-1.31) is counted as 1, and its interval reaches 2.64 / 1.31
+    tk = s.loc["topk"]
+    if tk["steps_penalty_measured"] < 1 <= tk["steps_penalty_ci_high"]:
+        assert table["topk"]["Steps penalty (x, 95% CI)"].endswith("→ 1.00") and tk["steps_penalty"] == 1.0
+        assert tk["time_to_accuracy_speedup_ci_low"] == pytest.approx(tk["speedup_vs_bf16"] / tk["steps_penalty_ci_high"])

@@ -23,17 +23,19 @@ BW = (0.5, 5.0, 50.0)  # a short bandwidth grid: these tests are about the verdi
 
 
 def write_result(folder: Path, task: str = "mlp", rows: dict | None = None, name: str | None = None) -> Path:
-    """A `paralab converge` result in `folder`: rows {spec: penalty (inf: never reached) or None (unfinished)}."""
+    """A `paralab converge` result in `folder`: rows {spec: penalty (inf: never reached), (penalty, CI low, CI high),
+    or None (unfinished)}; a bare penalty gets the CI 0.9x-1.1x it."""
     out = []
     for spec, p in (rows or {}).items():
         if p is None:
             out.append(dict(spec=spec, seeds=0, reached=0, partial=True, measured=False))
-        elif math.isinf(p):
+        elif not isinstance(p, tuple) and math.isinf(p):
             out.append(dict(spec=spec, seeds=3, reached=0, never_reached=3, penalty=None, penalty_ci_low=None,
                             penalty_ci_high=None, measured=True))
         else:
-            out.append(dict(spec=spec, seeds=3, reached=3, never_reached=0, penalty=p, penalty_ci_low=0.9 * p,
-                            penalty_ci_high=1.1 * p, measured=True))
+            p, lo, hi = p if isinstance(p, tuple) else (p, 0.9 * p, 1.1 * p)  # (penalty, CI low, CI high)
+            out.append(dict(spec=spec, seeds=3, reached=3, never_reached=0, penalty=p, penalty_ci_low=lo,
+                            penalty_ci_high=hi, measured=True))
     path = folder / (name or f"converge-{task}-cpu.json")
     path.write_text(json.dumps({"command": "converge", "config": {"task": task, "mode": "sim"}, "rows": out}))
     return path
@@ -285,3 +287,101 @@ def test_a_penalty_below_one_within_noise_is_not_credited():
     assert credited_penalty(0.90, (0.85, 0.95)) == 0.90
     assert credited_penalty(1.87, (0.76, 2.97)) == 1.87
     assert credited_penalty(float("inf"), None) == float("inf")
+
+
+def test_the_interval_of_the_steps_penalty_decides_the_verdict():
+    """A codec's time to accuracy carries its steps penalty's 95% interval: per-step speedup / the penalty's CI
+    bounds, the part of the CI below 1 counted as 1 (as the point is: no codec is credited with training faster
+    than bf16 from noise). Pays where the whole interval clears 1.01x, within noise where it straddles it."""
+    def fields(p, lo, hi):
+        return {"steps_penalty": pp.credited_penalty(p, (lo, hi)), "steps_penalty_ci_low": lo,
+                "steps_penalty_ci_high": hi, "accuracy": "measured"}
+
+    topk = pp.standing(2.64, fields(0.97, 0.63, 1.31))  # the gpt task's top-k on 8x8 over 10 GbE
+    assert topk.point == pytest.approx(2.64) and topk.lo == pytest.approx(2.64 / 1.31) and topk.hi == 2.64
+    assert topk.verdict == pp.PAYS
+    dt = pp.standing(1.39, fields(1.07, 0.76, 1.39))  # dynamic tree there: 1.0x .. 1.39x
+    assert (dt.lo, dt.hi) == pytest.approx((1.0, 1.39)) and dt.point == pytest.approx(1.39 / 1.07)
+    assert dt.verdict == pp.NOISE and not dt.pays
+    inside = pp.standing(0.95, fields(0.97, 0.63, 1.31))  # slower per step: the noise cannot make it pay
+    assert inside.hi == pytest.approx(0.95) and inside.verdict == pp.NO
+    below = pp.standing(1.2, fields(0.9, 0.85, 0.95))  # the whole CI below 1: credited
+    assert (below.lo, below.point, below.hi) == pytest.approx((1.2 / 0.95, 1.2 / 0.9, 1.2 / 0.85))
+    assert pp.standing(3.0, {"steps_penalty": math.inf, "steps_penalty_ci_low": math.nan,
+                             "steps_penalty_ci_high": math.nan, "accuracy": acc.NEVER}).verdict == pp.NEVER_VERDICT
+
+
+def printed_rows(output: str) -> dict[str, list[str]]:
+    """The rows of the first table the CLI printed (rich's box drawing), each cell's wrapped lines joined by a
+    space, by their first cell."""
+    rows: list[list[str]] = []
+    for line in output.splitlines():
+        if line.startswith("└"):
+            break
+        if not line.startswith("│"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if cells[0]:
+            rows.append(cells)
+        else:
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
+    return {r[0]: r for r in rows}
+
+
+NOISY = {"fp32": 1.0, "topk:ratio=0.01": (0.97, 0.63, 1.31), "onebit": (1.2, 0.9, 1.5),
+         "dynamic_tree": (1.3, 0.9, 1.7)}
+
+
+def test_no_winner_is_crowned_that_the_interval_does_not_support(tmp_path):
+    """AlexNet on 8x8 over 10 GbE: top-k (5.94x per step, penalty 0.97, CI 0.63-1.31) ranks first by its
+    interval's low end (5.94 / 1.31 = 4.53x), but 1-bit's interval (5.09x / 1.5 .. 5.09x / 1 = 3.39-5.09x)
+    overlaps it: the lesson names no single best. Dynamic tree (1.61x per step, penalty 1.3, CI 0.9-1.7:
+    0.95-1.61x) is within noise and does not count as paying. With 1-bit's penalty pinned at 1.5 (CI 1.4-1.6)
+    nothing overlaps top-k: it is the best, said with its interval."""
+    codecs = ["topk", "onebit", "dynamic_tree"]
+    write_result(tmp_path, rows=NOISY)
+    r = pp.pays("alexnet", "8x8", inter="eth10g", codecs=codecs, results=[tmp_path])  # the CLI's bandwidths
+    s = r.summary.set_index("codec")
+    tk, ob, dt = s.loc["topk"], s.loc["onebit"], s.loc["dynamic_tree"]
+    assert tk["steps_penalty"] == 1.0 and tk["steps_penalty_measured"] == pytest.approx(0.97)
+    assert tk["time_to_accuracy_speedup_ci_low"] == pytest.approx(tk["speedup_vs_bf16"] / 1.31)
+    assert tk["time_to_accuracy_speedup_ci_high"] == pytest.approx(tk["speedup_vs_bf16"])
+    assert ob["time_to_accuracy_speedup_ci_high"] == pytest.approx(ob["speedup_vs_bf16"])
+    assert ob["time_to_accuracy_speedup_ci_high"] > tk["time_to_accuracy_speedup_ci_low"]  # the overlap
+    assert (tk["verdict"], ob["verdict"], dt["verdict"]) == (pp.PAYS, pp.PAYS, pp.NOISE)
+    assert dt["time_to_accuracy_speedup"] == pytest.approx(dt["speedup_vs_bf16"] / 1.3)  # 1.24x, yet ...
+    assert not dt["pays"] and dt["time_to_accuracy_speedup_ci_low"] < 1.0  # ... its interval reaches 0.95x
+    les = r.lesson
+    assert les["pay_here"] == 2 and les["noise_here"] == ["dynamic_tree"] and les["tied_here"] == ["onebit"]
+    text = pp.lesson_sentence(les)
+    lo = tk["time_to_accuracy_speedup_ci_low"]
+    assert "best topk" not in text and f"no single best: topk ranks first by its interval's low end, at least " \
+        f"{lo:.2f}x" in text and "overlaps those of onebit" in text and "1 more within noise (dynamic_tree" in text
+    # the CLI says the same, row by row, best first by the interval's low end
+    res = runner.invoke(app, ["pays", "--model", "alexnet", "--inter", "eth10g", "--codecs", ",".join(codecs)],
+                        env={acc.RESULTS_ENV: str(tmp_path)})
+    assert res.exit_code == 0, res.output
+    assert text in " ".join(res.output.split())
+    table = printed_rows(res.output)
+    assert list(table) == ["bf16", "topk", "onebit", "dynamic_tree"]
+    assert table["topk"][5:8] == ["0.97 (0.63-1.31) → 1.00", f"{tk['speedup_vs_bf16']:.2f}x ({lo:.2f}-"
+                                  f"{tk['speedup_vs_bf16']:.2f})", "pays"]
+    assert table["dynamic_tree"][5:8] == ["1.30 (0.90-1.70)", f"{dt['time_to_accuracy_speedup']:.2f}x "
+                                          f"({dt['time_to_accuracy_speedup_ci_low']:.2f}-{dt['speedup_vs_bf16']:.2f})",
+                                          "within noise"]
+    data = json.loads(runner.invoke(app, ["pays", "--model", "alexnet", "--inter", "eth10g", "--codecs",
+                                          ",".join(codecs), "--json"], env={acc.RESULTS_ENV: str(tmp_path)}).output)
+    assert {row["codec"]: row["verdict"] for row in data["rows"]} == {
+        "bf16": "baseline", "topk": pp.PAYS, "onebit": pp.PAYS, "dynamic_tree": pp.NOISE}
+    # the chart carries the interval too: top-k's line at every bandwidth, its hover the interval 1 / 1.31 .. 1 of it
+    from lab.plots.pays import pays_sweep_figure
+
+    line = next(t for t in pays_sweep_figure(r.sweep, r.summary, 1.25, time_to_accuracy=True).data if t.name == "topk")
+    assert "95% interval" in line.hovertemplate and len(line.y) == len(pp.DEFAULT_BANDWIDTHS)
+    assert [v for c in line.customdata for v in c] == pytest.approx([v for y in line.y for v in (y / 1.31, y)])
+    # 1-bit's penalty pinned well above 1: no interval overlaps top-k's, which is then the best, with its interval
+    write_result(tmp_path, rows={**NOISY, "onebit": (1.5, 1.4, 1.6)})
+    les = pp.pays("alexnet", "8x8", inter="eth10g", codecs=codecs, bandwidths=BW, results=[tmp_path]).lesson
+    assert les["tied_here"] == [] and les["best_here"] == "topk"
+    assert f"best topk, {tk['speedup_vs_bf16']:.2f}x in time to accuracy (95% interval {lo:.2f}-" \
+        f"{tk['speedup_vs_bf16']:.2f}), ahead of every other codec's interval" in pp.lesson_sentence(les)

@@ -90,3 +90,31 @@ def test_a_chart_without_static_serving_falls_back_to_streamlits_element(monkeyp
         assert not at.exception, at.exception
         assert len(at.get(element)) == 1
         assert chart.figures(at)[0]["data"][0]["y"] == [3, 4]
+
+
+def test_numbers_read_as_people_write_them():
+    """No exponent, no Python values: thousands separated, tiny and huge numbers the way papers write them."""
+    assert t.number_text(263712.0) == "263,712" and t.number_text(263712) == "263,712"  # not 2.637e+05
+    assert t.number_text(263712.0, "%.3g") == "264,000" and t.number_text(12345.678, "%.1f") == "12,345.7"
+    assert t.number_text(1.5e-5) == "1.5×10⁻⁵" and t.number_text(1.4e15) == "1.4×10¹⁵"
+    assert t.number_text(0.0001636) == "0.0001636" and t.number_text(1.534567891) == "1.535"
+    assert t.number_text(1.49e-8, "percent") == "1.49×10⁻⁶ %" and t.number_text(2016) == "2016"
+    assert t.number_text(float("inf")) == "∞" and t.number_text(-float("inf")) == "−∞"
+    html = t.html(pd.DataFrame({"Fits": [True, False], "n": [2.637e5, float("inf")]}))
+    assert ">yes<" in html and ">no<" in html and ">263,700<" in html and ">∞<" in html
+    assert t.read(html).n.tolist() == [2.637e5, float("inf")]  # the exact numbers, as before
+
+
+def test_people_headers_units_and_the_main_columns():
+    df = pd.DataFrame({"variant": ["a", "b"], "step_s": [0.0123, 0.5], "bytes_per_step": [263712.0, 12.0e6],
+                       "late_test_loss": [0.1, 0.2], "exposed_comm_ms": [1.0, 2.0]})
+    cols = {"variant": ("Run",), "step_s": ("Step", "ms", "median step", 1e3, "%.1f"),
+            "bytes_per_step": ("Sent per step", t.BYTES)}
+    shown, tips, formats = t.people(df, cols)
+    assert list(shown.columns) == ["Run", "Step (ms)", "Sent per step (MB)"]  # the unit from the largest value
+    assert shown["Step (ms)"].tolist() == pytest.approx([12.3, 500.0]) and formats == {"Step (ms)": "%.1f"}
+    assert shown["Sent per step (MB)"].tolist() == pytest.approx([0.263712, 12.0]) and tips == {"Step (ms)": "median step"}
+    every, _, _ = t.people(df, cols, ["variant"], every=True)
+    assert list(every.columns) == ["Run", "Step (ms)", "Sent per step (MB)", "Late test loss", "Exposed comm (ms)"]
+    assert t.hidden_columns(df, cols, ["variant"]) == ["step_s", "bytes_per_step", "late_test_loss", "exposed_comm_ms"]
+    assert t.human_header("images_per_s") == "Images per second" and t.human_header("saving_pct") == "Saving (%)"

@@ -260,11 +260,13 @@ def test_play_drives_the_pages_own_step(monkeypatch):
     assert not at.exception
     fig = figures(at)[0]
     assert not fig["layout"].get("updatemenus") and not fig["layout"].get("sliders") and not fig.get("frames")
+    assert fig["layout"]["annotations"][0]["text"] == "<b>Step 3 of 6: its messages</b>"  # the figure names its step
     monkeypatch.setattr(page_mod, "PLAY_SECONDS", 0.0)  # every run is a beat: the page plays through in one go
     at.button(key="step_play").click().run()
     assert not at.exception
     assert at.slider(key="w_step").value == 6 and metric(at, "Step") == "6 of 6"
     assert metric(at, "Full sums") == "100%"
+    assert figures(at)[0]["layout"]["annotations"][0]["text"] == "<b>Step 6 of 6: its messages</b>"
     assert [b.key for b in at.button if b.key == "step_play"]  # stopped at the last step: Play again
     monkeypatch.setattr(page_mod, "PLAY_SECONDS", 3600.0)  # one beat per hour: Play, then Pause at once
     at.button(key="step_play").click().run()

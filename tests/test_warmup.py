@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_server_warms_every_page_when_it_starts(server):  # noqa: F811
-    """`python app/serve.py` (the run's one dashboard server, as README starts it): its warm-up starts with the
-    server, not at a first session, the server's log names every page warmed and the warm() hooks run, and the
-    sessions opened since (this run's browser tests, and one here) start no second warm-up."""
+    """`python app/serve.py` (the run's one dashboard server, what `paralab dashboard` runs): its warm-up starts
+    with the server, not at a first session, the server's log names every page warmed and the warm() hooks run, and
+    the sessions opened since (this run's browser tests, and one here) start no second warm-up."""
     log_path = log_of(server)
     deadline = time.monotonic() + 600  # a loaded 2-core machine; returns as soon as the log says done
     while True:
@@ -37,6 +37,24 @@ def test_the_server_warms_every_page_when_it_starts(server):  # noqa: F811
     assert text.count("paralab warm-up: done") == 1 and text.count("paralab warm-up: codecs ") == 1
     # what the pages imported and cached is frozen for the garbage collector once they are warm
     assert int(re.search(r"warm-up: done, .*; (\d+) objects frozen", text).group(1)) > 100_000, text[-2000:]
+
+
+def test_streamlit_run_starts_the_warm_up_with_the_server_before_any_page_is_requested():
+    """Regression: under a plain `streamlit run app/Home.py` (README's command) the warm-up began only when the
+    first visitor's session opened, so the first page waited for it (117 s on a loaded machine). Here nothing asks
+    the server for a page, only its health check: its log says the warm-up started with the server, and it warms
+    the first page in the list all the same (the server is stopped then: the rest is test_the_server_warms...)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from app_browser import serve
+
+    first = page_list.PAGES[1].url_path
+    with serve() as url:  # `python -m streamlit run app/Home.py`
+        text, deadline = "", time.monotonic() + 300  # a loaded 2-core machine; returns once the page is warm
+        while f"paralab warm-up: {first} " not in text:
+            assert time.monotonic() < deadline and "warm-up: stopped" not in text, text[-2000:]
+            time.sleep(0.3)
+            text = log_of(url).read_text()
+    assert "paralab warm-up: started with the server" in text and "started by the first session" not in text, text
 
 
 def test_one_warm_up_per_process(monkeypatch):

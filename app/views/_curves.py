@@ -39,3 +39,28 @@ def pick(x: dict[str, str], y: dict[str, str], keys: tuple[str, str], y_default:
             ui.figure(figure(points), None, live, key=f"{live_key}_{len(points)}")
 
     return Curves(xc, yc, figure, draw)
+
+
+def settled(job, waiting: str, x: dict[str, str], y: dict[str, str], prefix: str) -> tuple[object, Curves] | None:
+    """A Train section's run until it is done: `waiting` before any, its error when it failed, its curves live
+    while it runs and the curves so far when it was stopped (None in those cases); once done, (its result, the
+    curves picked with keys `prefix`_x / `prefix`_y)."""
+    if job is None:
+        st.info(waiting)
+        return None
+    if job.state == "failed":
+        st.error(job.error)
+        return None
+    curves = pick(x, y, (f"{prefix}_x", f"{prefix}_y"), "training loss", f"{prefix}_live", f"{prefix}_live")
+    if job.running:
+        import _runs as jobs
+
+        jobs.watch(f"{prefix}_run", curves.draw)
+        return None
+    if job.state != "done":
+        points = pd.DataFrame(job.curve())
+        if len(points):
+            st.warning(f"Stopped: the curves end where each run was ({len(points)} evaluations).")
+            ui.figure(curves.figure(points), points, f"{prefix}_curves")
+        return None
+    return job.result, curves

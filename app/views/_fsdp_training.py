@@ -20,6 +20,23 @@ MODE = "sharded: FSDP2 vs DDP"
 X = {"epochs": "epoch", "updates": "step", "measured wall-clock (s)": "wall_s"}
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 NONE = "32-bit"
+RUN_COLUMNS = {  # the run table for people: the columns shown by default, then the rest behind "All columns"
+    "variant": ("Run",),
+    "steps": ("Steps", "", "optimizer steps of each run (the same data and seeds)"),
+    "step_s": ("Step", "ms", "median wall time of a step, the slowest rank's, measured here", 1e3, "%.1f"),
+    "bytes_per_step": ("Sent per step", ui.BYTES, "all ranks' payload bytes for other ranks, every collective"),
+    "cross_node_per_step": ("Sent across nodes per step", ui.BYTES, "the part for ranks of the other node"),
+    "final_train_loss": ("Final training loss", "", "", 1.0, "%.4f"),
+    "final_test_error": ("Final test error", "%", "", 1.0, "%.2f"),
+    "step_cpu_s": ("CPU per step", "ms", "median CPU time of a step, mean over ranks", 1e3, "%.1f"),
+    "final_test_loss": ("Final test loss", "", "", 1.0, "%.4f"),
+    "late_train_loss": ("Late training loss", "", "mean over the second half of the evaluations", 1.0, "%.4f"),
+    "late_test_loss": ("Late test loss", "", "mean over the second half of the evaluations", 1.0, "%.4f"),
+    "best_test_error": ("Best test error", "%", "", 1.0, "%.2f"),
+    "parameters": ("Parameters", "", "the model's parameters (all shards together)"),
+}
+RUN_DEFAULT = ["variant", "steps", "step_s", "bytes_per_step", "cross_node_per_step", "final_train_loss",
+               "final_test_error"]
 
 
 def render() -> None:
@@ -96,23 +113,11 @@ def _predict(res) -> None:
 
 
 def _results(job, params) -> None:
-    if job is None:
-        st.info("Pick the codecs and press Train: the runs start as real processes; curves draw as they come.")
+    got = curve_view.settled(job, "Pick the codecs and press Train: the runs start as real processes; curves draw "
+                             "as they come.", X, Y, "fsdp")
+    if got is None:
         return
-    if job.state == "failed":
-        st.error(job.error)
-        return
-    curves = curve_view.pick(X, Y, ("fsdp_x", "fsdp_y"), "training loss", "fsdp_live", "fsdp_live")
-    if job.running:
-        jobs.watch("fsdp_run", curves.draw)
-        return
-    if job.state != "done":
-        points = pd.DataFrame(job.curve())
-        if len(points):
-            st.warning(f"Stopped: the curves end where each run was ({len(points)} evaluations).")
-            ui.figure(curves.figure(points), points, "fsdp_curves")
-        return
-    res = job.result
+    res, curves = got
     if job.token != jobs.token(params):
         st.caption("These results are from an earlier Train; press Train to run the current settings.")
     s = res.summary
@@ -134,7 +139,9 @@ def _results(job, params) -> None:
                 "group):")
     ui.figure(plots.fsdp_run_bytes_figure(res.collectives), res.collectives, "fsdp_bytes")
     ui.figure(curves.figure(res.curve), res.curve, "fsdp_curves")
-    ui.table(res.runs.round(4), "fsdp_runs")
+    runs = res.runs.dropna(axis=1, how="all")
+    ui.people_table(runs, "fsdp_runs", RUN_COLUMNS, [c for c in RUN_DEFAULT if c in runs and (  # nodes: with hpZ
+        c != "cross_node_per_step" or s.get("hpz"))])
     ui.takeaway(fsdp_takeaway(s, res.runs, res.collectives), key="fsdp_takeaway")
 
 

@@ -188,24 +188,11 @@ def _predict(results: dict | None, codec: str) -> None:
 
 
 def _results(job, params, mode: str, cfg: dict) -> None:
-    if job is None:
-        st.info("Pick the parallelism and press Train: fp32 and the codec run as real processes, one after the "
-                "other; curves draw as they come.")
+    got = curve_view.settled(job, "Pick the parallelism and press Train: fp32 and the codec run as real processes, "
+                             "one after the other; curves draw as they come.", X, Y, "par")
+    if got is None:
         return
-    if job.state == "failed":
-        st.error(job.error)
-        return
-    curves = curve_view.pick(X, Y, ("par_x", "par_y"), "training loss", "par_live", "par_live")
-    if job.running:
-        jobs.watch("par_run", curves.draw)
-        return
-    if job.state != "done":
-        points = pd.DataFrame(job.curve())
-        if len(points):
-            st.warning(f"Stopped: the curves end where each run was ({len(points)} evaluations).")
-            ui.figure(curves.figure(points), points, "par_curves")
-        return
-    results: dict = job.result
+    results, curves = got
     if job.token != jobs.token(params):
         st.caption("These results are from an earlier Train; press Train to run the current settings.")
     rows = []
@@ -231,7 +218,7 @@ def _results(job, params, mode: str, cfg: dict) -> None:
     shown = table.round({"final_test_error": 2, "final_train_loss": 4, "step_ms": 2}).astype(
         {"bytes_per_step": int}).rename(
         columns={"run": "Run", "final_test_error": "Final test error (%)", "final_train_loss": "Final training loss",
-                 "bytes_per_step": "Bytes per step", "step_ms": "Step (ms)", "steps": "Steps"})
+                 "bytes_per_step": "Bytes per step (B)", "step_ms": "Step (ms)", "steps": "Steps"})
     ui.table(shown, "par_runs")
     if job.token == jobs.token(params):
         n_test = int(dataset_info(cfg["dataset"], seed=int(cfg["seed"]))["test"])

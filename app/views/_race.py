@@ -11,7 +11,7 @@ import _runs as jobs
 from lab import plots
 from lab.experiments import (CONVERGE_TASKS, INTER_LINKS, INTRA_LINKS, MODELS, RACE_COMMITTED_DEFAULT, RACE_LIVE_DEFAULT,
                              committed_race_data, converge, converge_task_descriptions, race, race_live_specs)
-from lab.plots.units import seconds_label
+from lab.experiments.race import duration_text
 
 SOURCES = ["committed result", "live race (small)"]
 KEY = "race_run"
@@ -148,42 +148,56 @@ def _live_body(job, params: dict, price: dict) -> None:
 
 
 def _show(runs: pd.DataFrame, curves: pd.DataFrame, *, partial: bool, log_y: bool = True, **kw) -> None:
-    """The two views (steps, modelled time), each with its lessons, and the arrivals table."""
+    """The two views (steps, modelled time) in one figure with one legend below, each view's lessons under it,
+    and the arrivals table, best first by what the intervals support."""
     with ui.guard():
         res = _race(runs, curves, **kw)
     head = next((t for t in res.lessons["time"] if "reaches the target first" in t), None)
     if head:
         ui.takeaway(head, key="race_takeaway")
+    ui.figure(plots.race_pair_figure(res.curves, res.arrivals, res.target, log_y), res.curves, "race",
+              key="race_views")
     v1, v2 = st.columns(2)
     with v1:
         st.markdown(f"**Against steps** (seed {res.seed}; target {res.target:.4g})")
-        ui.figure(plots.race_figure(res.curves, res.arrivals, res.target, "step", log_y), res.curves,
-                  "race_steps", key="race_steps")
         for text in res.lessons["steps"] or ["Add a codec and its error-feedback twin, or an 8-bit type, to see "
                                              "what it costs in steps."]:
             st.markdown(f"- {text}")
     with v2:
         st.markdown(f"**Against modelled time** ({res.cluster})")
-        ui.figure(plots.race_figure(res.curves, res.arrivals, res.target, "modelled_s", log_y), res.curves,
-                  "race_time", key="race_time")
         for text in [t for t in res.lessons["time"] if t != head] or (
                 [] if head else ["No codec with a modelled step time reached the target."]):
             st.markdown(f"- {text}")
-    arr = res.arrivals.copy()
-    arr["penalty"] = [("never" if r.never_reached else (f"{r.penalty:.2f}" if pd.notna(r.penalty) else "not measured"))
-                      + (f" ({r.penalty_ci_low:.2f}-{r.penalty_ci_high:.2f})" if pd.notna(r.penalty_ci_low) else "")
-                      for r in arr.itertuples()]
-    arr["modelled time to target"] = [seconds_label(float(f"{1e6 * t:.3g}")) if pd.notna(t) and t != float("inf")
-                                      else ("never" if t == float("inf") else "not priced")
-                                      for t in arr["modelled_time_to_target_s"]]
-    shown = arr.rename(columns={"spec": "Codec", "seeds": "Seeds", "reached": "Reached",
-                                "penalty": "Steps penalty (95% CI)", "step_ms": "Step (ms, modelled)",
-                                "bits_per_value": "Bits per value",
-                                "time_to_accuracy_speedup": "Speedup in time to accuracy vs fp32 (x)",
-                                "modelled time to target": "Modelled time to target"})
-    ui.table(shown[["Codec", "Seeds", "Reached", "Steps penalty (95% CI)", "Bits per value", "Step (ms, modelled)",
-                    "Modelled time to target", "Speedup in time to accuracy vs fp32 (x)"]].round(3), "race_arrivals")
+    ui.table(arrivals_table(res.arrivals), "race_arrivals")
+    st.caption("Best first by the upper end of each codec's 95% interval of modelled time to the target (over "
+               "seeds): a codec ranks above another only as far as the seeds' spread supports it.")
     if partial or res.partial:
         st.caption("Partial: some codecs have fewer finished seeds than asked (or none: not measured).")
     for n in res.notes:
         st.caption(f"Not priced: {n}")
+
+
+def _with_ci(v: float, lo, hi, fmt) -> str:
+    """'v (lo–hi)'; 'v' without a CI."""
+    return fmt(v) + ("" if lo is None or hi is None or pd.isna(lo) or pd.isna(hi) else f" ({fmt(lo)}–{fmt(hi)})")
+
+
+def arrivals_table(arr: pd.DataFrame) -> pd.DataFrame:
+    """The race's arrivals for people (as ranked by `lab.experiments.race`): each mean with its 95% CI over
+    seeds, the verdict against fp32, human headers with units."""
+    rows = []
+    for r in arr.to_dict(orient="records"):
+        never, priced = bool(r["never_reached"]), bool(r["priced"]) and r["seeds"] > 0
+        t = r["modelled_time_to_target_s"]
+        rows.append({
+            "Codec": r["spec"], "Reached (seeds)": f"{r['reached']} of {r['seeds']}",
+            "Steps penalty (x, 95% CI)": "never" if never else "not measured" if pd.isna(r["penalty"]) else
+            _with_ci(r["penalty"], r["penalty_ci_low"], r["penalty_ci_high"], "{:.2f}".format),
+            "Bits per value": f"{r['bits_per_value']:.3g}" if pd.notna(r["bits_per_value"]) else "",
+            "Step (ms, modelled)": f"{r['step_ms']:.3g}" if pd.notna(r["step_ms"]) else "not priced",
+            "Modelled time to target (95% CI)": "never" if never else "not priced" if not priced or pd.isna(t) else
+            _with_ci(t, r["time_to_target_ci_low"], r["time_to_target_ci_high"], duration_text),
+            "Speedup vs fp32 in time to target (x, 95% CI)": "never" if never else "" if not priced or pd.isna(t) else
+            _with_ci(r["time_to_accuracy_speedup"], r["speedup_ci_low"], r["speedup_ci_high"], "{:.2f}".format),
+            "Verdict": r["verdict"]})
+    return pd.DataFrame(rows)

@@ -11,7 +11,7 @@ import streamlit as st
 import _common as ui
 import _runs as jobs
 from lab import plots
-from lab.experiments import (LIVE_CODECS, RANGE_KINDS, TIME_SPLIT_RESULT, load_time_split, time_split)
+from lab.experiments import (LIVE_CODECS, codec_names, RANGE_KINDS, TIME_SPLIT_RESULT, load_time_split, time_split)
 from lab.plots.units import bytes_label
 
 KEY = "split_run"
@@ -70,8 +70,11 @@ def _show(res, where: str) -> None:
     codecs = list(dict.fromkeys(split["codec"]))
     default = next((c for c in codecs if c.startswith("dynamic_tree")), codecs[-1])
     wk = ui.widget_key("split_codec")
-    if st.session_state.get(wk) not in (None, *codecs) or st.query_params.get("split_codec") not in (None, *codecs):
-        # a call of the result shown before (the committed one, an earlier run): this result's default instead
+    linked = st.query_params.get("split_codec")
+    if st.session_state.get(wk) not in (None, *codecs) or (
+            linked not in (None, *codecs) and str(linked).split("[")[0] in codec_names()):
+        # a call of the result shown before (the committed one, an earlier run): this result's default instead (a
+        # link's value that names no codec is ui.radio's to say, in the control's name)
         st.session_state.pop(wk, None)
         st.query_params.pop("split_codec", None)
     codec = ui.radio("Call on the timeline", codecs, "split_codec", default if default in codecs else codecs[0],

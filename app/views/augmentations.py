@@ -44,15 +44,23 @@ def _sci(n: int) -> str:
     return f"{n / 10 ** e:.1f} × 10" + str(e).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
+def _whole_pipeline(crop: int, image_size: int) -> str:
+    """What the product counts: all six edits, named in the pipeline's order (crop first, §4.1)."""
+    return (f"All six edits together (a {crop}-px crop of the {image_size}-px image, then colour cast, vignette, lens "
+            "distortion, rotation and flip)")
+
+
 def _product_sentence(image_size: int, crop: int, detail: bool = True) -> str:
-    """The takeaway; without `detail` (the prediction below is not answered yet) it names no single edit's count."""
+    """The takeaway: the whole pipeline's count, said to be the product of all six edits' counts. Without `detail`
+    (the prediction above is not answered yet) it names no single edit's count, so it gives no hint which is
+    largest."""
     cdf = _counts(image_size, crop)
     total = int(cdf["possible_changes"].iloc[-1])
     counts = dict(zip(cdf["augmentation"], cdf["possible_changes"]))
-    each = (f": cropping alone gives {int(counts['crop']):,} and colour casting {int(counts['color_cast']):,}"
-            if detail else "")
-    return (f"A {crop}-px crop of a {image_size}-px image can come out in {_sci(total)} different ways{each}, so a "
-            "network almost never sees the same training image twice.")
+    each = (f"; of the six, cropping alone gives {int(counts['crop']):,} and colour casting "
+            f"{int(counts['color_cast']):,}" if detail else "")
+    return (f"{_whole_pipeline(crop, image_size)} can turn one image into {_sci(total)} different training images, "
+            f"the product of the six edits' counts{each}: a network almost never sees the same training image twice.")
 
 
 def render() -> None:
@@ -159,8 +167,8 @@ def _settings(seed: int) -> None:
                                ("lens distortion", degree > 0), ("rotation", angle != 0), ("flip", flipped)) if on]
     ui.takeaway((f"These settings change the crop by {', '.join(changed)}" if changed else
                  "At these settings every edit is the identity: move a slider") +
-                f" — one of {_sci(total)} combinations the paper's grids allow for a {crop}-px crop of a "
-                f"{image_size}-px image.")
+                f" — one of the {_sci(total)} combinations of all six edits (a {crop}-px crop of the {image_size}-px "
+                "image and the five edits on it) that the paper's grids allow.")
     chart.plotly(fig, key="augment_settings")
 
 
@@ -188,8 +196,11 @@ def _table1(seed: int) -> None:
               help="counts with a paper number at these sizes that equal it (the product is not in the paper)")
     ui.figure(plots.augment_counts_figure(cdf), cdf, "augment_counts")
     with st.expander("Table with the grids each count comes from"):
-        ui.table(cdf.rename(columns={"possible_changes": "possible changes (here)", "paper": "paper (Table 1)"}),
-                 "augment_counts_table")
+        named = cdf.assign(augmentation=cdf["augmentation"].str.replace("_", " "))  # "lens distortion"
+        ui.people_table(named, "augment_counts_table", {
+            "augmentation": ("Augmentation",), "possible_changes": ("Possible changes (here)",),
+            "paper": ("Paper (Table 1)",), "matches": ("Matches the paper",),
+            "grid": ("Grid", "", "the parameter values each count is the product of")})
 
 
 def _throughput(seed: int) -> None:

@@ -3,14 +3,19 @@ distribution, captured tensors or your file; Dettmers 2016 Table 1 beside the pa
 one block of a block-scaled format (OCP MX, NVFP4) and where block scaling beats the per-tensor types."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import streamlit as st
 
 import _common as ui
 from lab import plots
-from lab.experiments import (BLOCK_PICKS, BLOCK_SCALED_TYPES, CAPTURE_KINDS, TABLE1_NOTE, TABLE1_TYPES, TableCodec,
-                             block_scaling_lesson, block_view, capture_tensors, codec_catalog, codec_speed,
-                             error_histogram, error_table, get_codec, load_tensor, parse_distribution, sample, table1)
+from lab.experiments import (BLOCK_PICKS, FIRST_CODECS, BLOCK_SCALED_TYPES, CAPTURE_KINDS, FLOATS, TABLE1_NOTE, TABLE1_TYPES,
+                             TableCodec, block_scaling_lesson, block_view, capture_tensors, check_code, code_bits,
+                             codec_catalog, codec_speed, compare_formats, element_format, error_histogram, error_table,
+                             explorable, explore, format_digits, format_kind, get_codec, grid, load_tensor, number_line,
+                             parse_distribution, requantize_block, round_to_code, sample, separable, table1)
+from lab.plots import FIELD_COLORS
 
 # distribution -> its parameters: (name, default, what it is and its range); each has its own URL key
 # `<dist>.<param>`, so switching distributions never carries one's parameter over as another's
@@ -29,10 +34,10 @@ SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numb
                                     "saturate and which flush to zero",
             "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
                                            "tensor at the same bits, and where not",
-            "Speed": "encode / decode time on this device",
-            "Bit explorer": "Float Toy for every value-table and block-scaled format: click a code's bits to see its "
-                            "value, its neighbours and the inputs that round to it; one MX / NVFP4 block under a "
-                            "shared scale you set"}
+            "Speed": "encode / decode time on this device, each with its spread",
+            "Bit explorer": "Float Toy: type a value or flip a code's bits in fp32, fp16, bf16, fp8 (E4M3, E5M2), the "
+                            "value tables and the block-scaled formats; its neighbours, rounding interval and number "
+                            "line, your value in every format; one MX / NVFP4 block under a shared scale you set"}
 VIEWS = ["Error per codec", "Error histograms", "Value tables"]
 
 COLUMNS = {  # error_table column -> (plain name, tooltip with the paper's symbol)
@@ -230,69 +235,276 @@ def table1_section(seed: int) -> None:
         st.caption(TABLE1_NOTE)
 
 
-def _num(v: float | None) -> str:
-    return "—" if v is None else "∞" if v == float("inf") else "−∞" if v == float("-inf") else f"{v:.6g}"
+def _num(v: float | None, digits: int = 6) -> str:
+    return "—" if v is None else "∞" if v == float("inf") else "−∞" if v == float("-inf") else f"{v:.{digits}g}"
+
+
+def _exact(v: float) -> str:
+    """A code's value as the Value field shows it: the shortest decimal that reads back as that value."""
+    return "nan" if math.isnan(v) else "inf" if v == math.inf else "-inf" if v == -math.inf else repr(float(v))
+
+
+def _parse_value(raw: str) -> float:
+    """The Value field's text as a float: any decimal, inf, -inf or nan (ValueError otherwise)."""
+    try:
+        return float(str(raw).strip().replace("−", "-").replace("∞", "inf").replace(" ", ""))
+    except ValueError:
+        raise ValueError(f"{str(raw)!r} is not a number") from None
+
+
+#: what each kind of format stores of a value (the bit explorer's caption and table)
+STORED_AS = {"float": "the value itself", "table": "the value / the tensor's absmax (or the value itself for an "
+             "unscaled table)", "element": "the value / the block's shared scale"}
+BX_COLUMNS = {  # compare_formats column -> (header, tooltip)
+    "format": ("Format", "the explorer's formats: hardware floats, value tables, block-scaled elements"),
+    "kind": ("Stores", "what the code holds: the value itself (hardware floats), the value / the tensor's absmax "
+                       "(value tables; unscaled ones: the value) or the value / the block's shared scale (block-scaled "
+                       "elements; scale 1 here)"),
+    "bits": ("Bits", "bits per code"),
+    "code_bits": ("Code (sign exponent mantissa)", "the code your value rounds to, its fields apart"),
+    "stored": ("Stored value", "what that code decodes to"),
+    "error": ("Error", "stored − your value, in the value's units"),
+    "rel_error": ("Relative error (%)", "|stored − your value| / |your value|"),
+    "spacing": ("Gap to the next value", "distance to the next representable value: the format's resolution here"),
+}
+
+
+def _fields(fmt: str) -> list[tuple[str, list[str]]]:
+    """(field name, its bits' names) of a format's code, most significant first: '±', 'e3'…'e0', 'm2'…'m0' for
+    a float, 'b7'…'b0' for a table index or an integer."""
+    out, short = [], {"sign": None, "exponent": "e", "mantissa": "m"}
+    for name, b in explore(fmt, 0).fields:
+        w = len(b)
+        out.append((name, ["±"] if name == "sign" else
+                    [f"{short.get(name) or 'b'}{i}" for i in range(w - 1, -1, -1)]))
+    return out
+
+
+def _field_label(fmt: str, name: str, width: int) -> str:
+    if name == "sign":
+        return "Sign"
+    if name == "exponent":
+        bias = FLOATS[fmt].bias if fmt in FLOATS else element_format(fmt).bias
+        return f"Exponent ({width} bits, bias {bias})"
+    if name == "mantissa":
+        return f"Mantissa ({width} bits)"
+    if name == "two's complement":
+        return f"Two's complement ({width} bits, 6 after the point)"
+    return f"Index into the sorted table ({width} bits)"
+
+
+def _pill_key(fmt: str, field: str) -> str:
+    """Session key of one field's bit pills (widget-prefixed: arriving from another page drops it with the rest)."""
+    return ui.widget_key(f"bx_{field.split()[0].replace(chr(39), '')}_{fmt}")
+
+
+SHOWN = ui.widget_key("bx_shown")  # the format whose bits were last set up (absent: the session's first draw)
+
+
+def _set_code(fmt: str, code: int) -> None:
+    """Put `code`'s bits into the bit pills of `fmt` (before they are drawn, or from a callback)."""
+    pos = code_bits(fmt)
+    for name, bits in _fields(fmt):
+        st.session_state[_pill_key(fmt, name)] = [b for i, b in enumerate(bits) if code >> (pos - 1 - i) & 1]
+        pos -= len(bits)
+
+
+def _code_of_pills(fmt: str) -> int:
+    code, pos = 0, code_bits(fmt)
+    for name, bits in _fields(fmt):
+        lit = set(st.session_state.get(_pill_key(fmt, name)) or [])
+        code |= sum(1 << (pos - 1 - i) for i, b in enumerate(bits) if b in lit)
+        pos -= len(bits)
+    return code
+
+
+def _typed_changed() -> None:
+    """The Value field changed: its code (round to nearest) lights the bit pills; a non-number leaves them."""
+    fmt = st.session_state.get(ui.widget_key("bx_fmt"))
+    try:
+        _set_code(fmt, round_to_code(fmt, _parse_value(st.session_state.get(ui.widget_key("bx_x"), ""))))
+    except ValueError:
+        pass
+
+
+def _shown_value(fmt: str, v: float) -> str:
+    """What the Value field shows for a code's value: its exact decimal; empty for a code of a value table or
+    block-scaled element that no rounding produces (no number rounds to it)."""
+    return "" if math.isnan(v) and fmt not in FLOATS else _exact(v)
+
+
+def _bit_flipped() -> None:
+    """A bit was clicked: the Value field shows the new code's exact value."""
+    fmt = st.session_state.get(ui.widget_key("bx_fmt"))
+    st.session_state[ui.widget_key("bx_x")] = _shown_value(fmt, explore(fmt, _code_of_pills(fmt)).value)
+
+
+def _bits_css() -> None:
+    """Each field's bits in its colour (Float Toy's): the bit's digit big (outlined at 0, filled at 1), its name
+    small under it."""
+    rules = []
+    for field, color in FIELD_COLORS.items():
+        k = f".st-key-bx_field_{field.split()[0].replace(chr(39), '')}"
+        pill, active = f"{k} button[aria-pressed='false']", f"{k} button[aria-pressed='true']"
+        rules.append(f"{pill}, {active} {{ border: 2px solid {color} !important; flex-direction: column; "
+                     "height: auto !important; min-height: 2.9rem; min-width: 2.3rem; border-radius: 0.5rem; "
+                     "padding: 0.15rem 0.3rem; line-height: 1.1; gap: 0.05rem; }")
+        rules.append(f"{pill} {{ color: {color} !important; background: white !important; }}")
+        rules.append(f"{active} {{ color: white !important; background: {color} !important; }}")
+        rules.append(f"{pill}::before, {active}::before {{ font: 700 1.1rem monospace; }}")
+        rules.append(f"{pill}::before {{ content: '0'; }}")
+        rules.append(f"{active}::before {{ content: '1'; }}")
+        rules.append(f"{pill} p, {active} p {{ font-size: 0.7rem; line-height: 1; }}")
+        rules.append(f"{k} [data-testid='stWidgetLabel'] p {{ color: {color}; font-weight: 600; }}")
+    st.html("<style>" + "\n".join(rules) + "</style>")
+
+
+def _float_toy(fmt: str, where) -> tuple[int, float | None]:
+    """The value field and the coloured bit pills of `fmt`, kept in step: (the code shown, the typed value
+    when it is a number, else None). Out-of-range link values are said beside their control."""
+    nbits = code_bits(fmt)
+    first = SHOWN not in st.session_state  # the session's first draw: the link's values apply
+    url_code, refused = None, None
+    if first and "bx_code" in st.query_params:
+        refused = st.query_params.get("bx_code")
+        try:
+            url_code, refused = check_code(fmt, int(refused)), None
+        except ValueError:
+            pass
+    if not first and st.session_state.get(SHOWN) != fmt and not str(st.session_state.get(ui.widget_key("bx_x"), "")):
+        # another format after an empty Value (a code no rounding produces): start from 0.1, and say so in the field
+        st.session_state[ui.widget_key("bx_x")] = "0.1"
+    typed_default = _shown_value(fmt, explore(fmt, url_code).value) if url_code is not None else "0.1"
+    c1 = where.container()
+    raw = ui.text("Value", "bx_x", typed_default, where=c1, on_change=_typed_changed,
+                  help="type any number (0.1, -2.5e-3, 65519, 1e-8, inf, nan): the bits below light up for the code "
+                       "it rounds to in this format, and the table shows it in every format")
+    typed, code_typed, bad = None, None, None
+    try:
+        if str(raw).strip():
+            typed = _parse_value(raw)
+            code_typed = round_to_code(fmt, typed)
+    except ValueError as e:
+        typed, code_typed, bad = None, None, e
+    if st.session_state.get(SHOWN) != fmt:  # first draw, or another format: the bits follow the Value
+        start = code_typed
+        if first and "bx_x" not in st.query_params and url_code is not None:
+            start = url_code  # a link with bits but no value: its bits
+        if start is None:
+            start = url_code if url_code is not None else round_to_code(fmt, 0.1)
+        _set_code(fmt, start)
+        st.session_state[SHOWN] = fmt
+    if bad is not None:
+        code = _code_of_pills(fmt)
+        ui.complain(f"Value: {bad}; allowed: a number such as 0.1, -2.5e-3 or 1e-8, or inf, -inf, nan (the "
+                    f"hardware floats only for these three). Showing code {code} "
+                    f"({_num(explore(fmt, code).value)}).", c1)
+    _bits_css()
+    fields = _fields(fmt)
+    bits_box = st.container()
+    bits_box.markdown(f"**Bits** of {fmt}, which stores {STORED_AS[format_kind(fmt)]}; most significant first: "
+                      "click one to flip it (filled = 1).")
+    cols = st.columns([max(2, len(b)) for _, b in fields])
+    for (name, bits), col in zip(fields, cols):
+        with col, st.container(key=f"bx_field_{name.split()[0].replace(chr(39), '')}"):
+            st.pills(_field_label(fmt, name, len(bits)), bits, selection_mode="multi", key=_pill_key(fmt, name),
+                     on_change=_bit_flipped,
+                     help="click a bit to flip it (filled = 1); the Value field then shows the new code's value")
+    code = _code_of_pills(fmt)
+    if refused is not None and first:
+        ui.complain(f"Bits: code {refused!r} from the link (bx_code) is not allowed for {fmt}; allowed: a whole "
+                    f"number 0..{(1 << nbits) - 1} ({nbits} bits). Showing code {code} "
+                    f"({_num(explore(fmt, code).value)}).", bits_box)
+    elif first and url_code is not None and "bx_x" in st.query_params and code_typed is not None \
+            and code_typed != url_code:
+        ui.complain(f"Bits: code {url_code} from the link (bx_code) is not the code of the link's Value {raw} in "
+                    f"{fmt} ({code_typed}); showing the Value's code.", bits_box)
+    ui.sync_url("bx_code", code)
+    return code, typed if code_typed == code else None
 
 
 @st.fragment
 def bits_section(x, data_name: str | None, data_key=None) -> None:
-    """The bit explorer: one code of a format, bit by bit (Float Toy), and for a block-scaled format one block
-    of the data re-quantised under a shared scale the learner sets."""
-    import math
-
-    from lab.experiments.bits import element_format, explorable, explore, grid, requantize_block
-
-    st.subheader("Bit explorer")
-    st.caption("Click bits to flip them (a highlighted bit is 1). A value-table code is an index into the sorted "
-               "table of values; an element code of an MX / NVFP4 format is sign, exponent and mantissa. The rounding "
-               "interval is every input that rounds to this code (round to nearest).")
+    """The bit explorer as a Float Toy: type a value or flip bits of one code of a format (hardware floats, value
+    tables, block-scaled elements); its value, neighbours and rounding interval on a number line; the typed value in
+    every format; for a block-scaled format, one block of the data re-quantised under a shared scale the learner
+    sets."""
+    st.subheader("Bit explorer (Float Toy)")
+    st.caption("Type a value or click bits to flip them. Sign, exponent and mantissa bits are coloured apart; a "
+               "value-table code is one index into the sorted table of values. The number line shows the code's "
+               "value, its neighbours and the inputs that round to it (round to nearest).")
     names = explorable()
-    fmt = ui.select("Format", names, "bx_fmt", "mxfp6_e3m2" if "mxfp6_e3m2" in names else names[0],
-                    help="every registered value-table codec and block-scaled format: " + ", ".join(names))
-    values, nbits = grid(fmt)
-    block_scaled = fmt in BLOCK_SCALED_TYPES
-    if block_scaled:
-        ef = element_format(fmt)
-        names_of = (["±"] + [f"e{i}" for i in range(ef.ebits - 1, -1, -1)]
-                    + [f"m{i}" for i in range(ef.mbits - 1, -1, -1)]) if not ef.is_int else \
-            [f"b{i}" for i in range(nbits - 1, -1, -1)]
-    else:
-        names_of = [f"b{i}" for i in range(nbits - 1, -1, -1)]
-    labels = names_of
-    pkey = f"bx_bits_{fmt}"
-    if pkey not in st.session_state:  # the URL's code, else one near 1.0
-        start = ui.from_url("bx_code", None, int)
-        if start is None or not 0 <= start < (1 << nbits):
-            finite = [i for i, v in enumerate(values) if math.isfinite(v) and v > 0]
-            start = min(finite, key=lambda i: abs(values[i] - 1.0)) if finite else 0
-        st.session_state[pkey] = [labels[j] for j in range(nbits) if start >> (nbits - 1 - j) & 1]
-    chosen = st.pills("Bits (most significant first)", labels, selection_mode="multi", key=pkey,
-                      help="each pill is one bit of the code: highlighted = 1")
-    code = sum(1 << (nbits - 1 - labels.index(b)) for b in chosen or [])
-    ui.sync_url("bx_code", code)
+    c1, c2 = st.columns([1, 1])
+    with c1:
+        fmt = ui.select("Format", names, "bx_fmt", "fp8_e4m3",
+                        help="hardware floats (fp32, fp16, bf16, the 8-bit fp8 E4M3 and E5M2 as formats, without the "
+                             "fp8 codecs' absmax scaling), the value-table codecs and the block-scaled element formats: "
+                             + ", ".join(names))
+    code, typed = _float_toy(fmt, c2)
     cv = explore(fmt, code)
     st.markdown(f"**Code {code}** = `{' '.join(b for _, b in cv.fields)}` "
                 f"({', '.join(f'{n} {b}' for n, b in cv.fields)}): {cv.formula}.")
     if not cv.used:
         st.info(f"Code {code} is never produced by rounding: {cv.formula}.")
     else:
-        k = st.columns(4)
-        k[0].metric("Value", _num(cv.value), help="what this code decodes to, before the shared / absmax scale")
-        k[1].metric("Next below", _num(cv.below), help="the nearest smaller value on this format's grid")
-        k[2].metric("Next above", _num(cv.above), help="the nearest larger value on this format's grid")
-        k[3].metric("Rounds from", f"[{_num(cv.lo)}, {_num(cv.hi)}]",
-                    help="inputs in this interval round to this code (halfway to each neighbour); an open end "
-                         "means larger inputs saturate to it")
+        st.html("<style>.st-key-bx_metrics [data-testid='stMetricValue'] { font-size: 1.35rem; }</style>")
+        k, d = st.container(key="bx_metrics").columns(4), format_digits(fmt)
+        k[0].metric("Value", _num(cv.value, d), help="what this code decodes to (before any shared or absmax scale)")
+        k[1].metric("Next below", _num(cv.below, d), help="the nearest smaller value on this format's grid")
+        k[2].metric("Next above", _num(cv.above, d), help="the nearest larger value on this format's grid")
+        k[3].metric("Rounds from", f"[{_num(cv.lo, d)}, {_num(cv.hi, d)}]",
+                    help="inputs in this interval round to this code (halfway to each neighbour, a tie to the even "
+                         "code); an end at ±∞ means larger inputs saturate to it")
+        if typed is not None and math.isfinite(typed) and math.isfinite(cv.value) and typed != cv.value:
+            err = cv.value - typed
+            st.caption(f"You typed {_exact(typed)}: {fmt} stores {_exact(cv.value)}, an error of {err:+.3g}"
+                       + (f" ({abs(err / typed):.3g} of your value)." if typed else "."))
+        elif typed is not None and math.isfinite(typed) and not math.isfinite(cv.value):
+            st.caption(f"You typed {_exact(typed)}: past {fmt}'s largest finite value it becomes {_num(cv.value)}.")
         gap = (cv.above - cv.value) if cv.above is not None else (cv.value - cv.below if cv.below is not None else 0)
-        if cv.value and gap:
+        if math.isfinite(cv.value) and cv.value and gap:
             st.caption(f"The gap to the next value is {_num(gap)}, {abs(gap / cv.value):.3g} of the value: the "
                        "relative error a value here can suffer is up to half that.")
-    if not block_scaled or x is None:
+        if math.isfinite(cv.value):
+            line = number_line(fmt, code, typed)
+            ui.figure(plots.number_line_figure(line), line, "bit_explorer_line")
+        else:
+            st.caption(f"{_num(cv.value)} has no place on the number line: inputs beyond ±{abs(cv.lo if cv.value > 0 else cv.hi):.6g} round to it.")
+    value = typed if typed is not None else cv.value
+    if not math.isnan(value):
+        st.markdown(f"**{value:.9g} in every format.** Hardware floats store the value itself; value tables store "
+                    "it divided by the tensor's absmax (so read it as a fraction of the largest |x|); block-scaled "
+                    "elements store it divided by the block's shared scale (scale 1 here).")
+        cmp = compare_formats(value)
+        shown = cmp[list(BX_COLUMNS)].rename(columns={c: h for c, (h, _) in BX_COLUMNS.items()})
+        ui.table(shown, "bit_explorer_formats", help={h: t for h, t in BX_COLUMNS.values()},
+                 formats={"Stored value": "%.9g", "Error": "%.3g", "Relative error (%)": "percent",
+                          "Gap to the next value": "%.3g"})
+        exact = cmp[cmp.error == 0].format.tolist()
+        off = cmp[(cmp.error != 0) & cmp.error.notna()]
+        off = off.assign(a=off.error.abs()).sort_values("a", kind="stable")
+
+        def fate(rows: pd.DataFrame) -> str:
+            return (", flushed to zero" if (rows.stored == 0).all() else
+                    ", saturated at the largest value" if rows.saturated.all() else "")
+        text = (f"{value:.9g} is exact in {', '.join(exact)}" if exact else f"No format stores {value:.9g} exactly")
+        rest = "of the rest, " if exact else ""
+        if len(off) and off.a.iloc[0] == off.a.iloc[-1]:
+            text += (f"; {rest}{' and '.join(off.format)} {'stores' if len(off) == 1 else 'store'} "
+                     f"{off.stored.iloc[0]:.9g}{fate(off)}.")
+        elif len(off):
+            b, far = off.iloc[0], off[off.a == off.a.iloc[-1]]
+            text += (f"; {rest}{b.format} comes closest ({b.stored:.9g}, error {b.error:+.3g}) and "
+                     f"{' and '.join(far.format)} {'is' if len(far) == 1 else 'are'} furthest "
+                     f"({far.stored.iloc[0]:.9g}{fate(far)}).")
+        else:
+            text += "."
+        ui.takeaway(text, key="takeaway-formats")
+    if format_kind(fmt) != "element" or x is None:
         return
     import numpy as np
 
-    from lab.experiments import block_view
-
+    values, _ = grid(fmt)
     st.markdown("**One block under a shared scale you set.** The format stores one scale per block; every element "
                 "is the value / scale rounded to the grid above. Move the scale: too small and the large values "
                 "saturate, too large and the small ones flush to zero.")
@@ -302,7 +514,6 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
         st.error(str(e))
         return
     auto = float(view.attrs["scale"])
-    ef = element_format(fmt)
     if fmt.startswith("mx"):  # E8M0: a power of two
         k0 = int(round(math.log2(auto)))
         k = ui.slider("Shared scale: 2^k, k =", "bx_scale_k", k0, k0 - 8, k0 + 8, step=1,
@@ -325,38 +536,89 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
     m[2].metric("Flushed to zero", f"{int(counts.get('flushed to zero', 0))} of {len(rq)}",
                 help="non-zero values whose x / scale rounds to 0")
     m[3].metric("Largest |error|", f"{err:.3g}", help="max |decoded − value| in this block")
-    ui.table(rq.round(6), "bit_explorer_block")
+    ui.table(rq.round(6).rename(columns={"value": "Value", "value / scale": "Value / scale", "element": "Element",
+                                         "decoded": "Decoded", "fate": "Fate"}), "bit_explorer_block",
+             help={"Value": "your data's value", "Value / scale": "what the element must hold",
+                   "Element": "the nearest element value (clipped to the largest)",
+                   "Decoded": "element × scale: what comes back", "Fate": "exact, rounded, saturated or flushed to zero"})
     ui.takeaway(f"In block {view.attrs['block']} of {data_name} ({BLOCK_PICKS[0]}), {fmt} at scale {scale:.4g} "
                 f"({scale / auto:.3g}× the encoder's {auto:.4g}) saturates {int(counts.get('saturated', 0))} and "
                 f"flushes {int(counts.get('flushed to zero', 0))} of {len(rq)} values; its largest error is {err:.3g}.",
                 key="takeaway-bits")
 
 
+SPEED_COLUMNS = {  # codec_speed column -> (header, tooltip)
+    "codec": ("Codec", "the codec and its options; 'torch fp8_e4m3 cast' is the baseline, timed in the same rounds"),
+    "op": ("Operation", "encode (float32 → wire) or decode (wire → float32)"),
+    "ns_per_value": ("ns per value (median)", "median time of the repeats / values timed"),
+    "interval": ("95 % interval (ns)", "distribution-free 95 % interval of the median (order statistics)"),
+    "range": ("min–max (ns)", "fastest and slowest repeat"),
+    "repeats": ("Repeats", "timed calls, interleaved with the other codecs' (one round: every codec once)"),
+    "vs_cast": ("vs torch's cast", "torch's fp8 cast time / this codec's (> 1: faster), medians; the range from "
+                                   "the two intervals"),
+}
+
+
+def _speed_verdict(enc: pd.DataFrame) -> str:
+    """The takeaway of a speed run: the fastest encoder, and whom it is within noise of (overlapping 95 %
+    intervals), and how it compares with torch's cast, from the table's numbers."""
+    codecs = enc[enc.codec != "torch fp8_e4m3 cast"].sort_values("ns_per_value")
+    if codecs.empty:
+        return "Only torch's cast was timed."
+    top = codecs.iloc[0]
+    ties = [r.codec for r in codecs.iloc[1:].itertuples() if not separable((top.ns_lo, top.ns_hi), (r.ns_lo, r.ns_hi))]
+    text = (f"Here {top.codec} encodes fastest, {top.ns_per_value:.2g} ns per value (95 % interval "
+            f"{top.ns_lo:.2g}–{top.ns_hi:.2g})")
+    text += (f", within noise of {', '.join(ties)} (their intervals overlap: no ranking between them)" if ties else
+             (f", ahead of {codecs.iloc[1].codec} beyond the noise" if len(codecs) > 1 else ""))
+    lo, hi = top.vs_cast_lo, top.vs_cast_hi
+    if lo <= 1 <= hi:
+        text += f"; against torch's fp8 cast it is within noise ({lo:.2g}x–{hi:.2g}x)"
+    else:
+        text += f"; {top.speed_vs_fp8_cast:.2g}x torch's fp8 cast ({lo:.2g}x–{hi:.2g}x)"
+    return text + "; the paper's GPU kernel took 1 ns."
+
+
 @st.fragment
 def speed_section(specs: tuple, layout_key, layout) -> None:
     st.subheader("Encode / decode speed on this device")
-    st.caption(f"Device: {ui.device_name()}. Median of 3 after warm-up; baseline: torch's fp8 cast in the same run. "
-               "The paper's GTX Titan kernels: 1 ns per value to compress, 0.5 ns to decompress.")
+    st.caption(f"Device: {ui.device_name()}. Each codec is warmed up first (its first call compiles, untimed), then "
+               "all are timed in interleaved rounds, torch's fp8 cast among them as the baseline: the median of the "
+               "repeats with its 95 % interval and min–max. The paper's GTX Titan kernels: 1 ns per value to "
+               "compress, 0.5 ns to decompress.")
     n_speed = ui.select_slider("Values timed", [1 << 16, 1 << 18, 1 << 20, 1 << 22], "speed_n", 1 << 18,
                                format_func=lambda v: f"{v:,}",
                                help="values per timed encode/decode: 65,536 to 4,194,304; larger is steadier and slower")
     if ui.run_button("Measure speed", "speed_run", [list(specs), layout_key, n_speed],
-                     help="time encode and decode of each chosen codec here (seconds; torch.compile the first time)"):
+                     help="time encode and decode of each chosen codec here (a few seconds; torch.compile the first "
+                          "time)"):
         try:
             cb = ui.progress()
             speed = ui.cached_run("codec_speed", [list(specs), layout_key, n_speed], lambda: codec_speed(
-                [get_codec(s) for s in specs] + ([layout] if layout is not None else []), n_speed, repeats=3,
-                progress=cb))
+                [get_codec(s) for s in specs] + ([layout] if layout is not None else []), n_speed, repeats=5,
+                budget_s=2.0, progress=cb))
             cb(1.0, "done")
         except ui.USER_ERRORS as e:
             st.error(str(e))
             return
+        a = speed.attrs
+        ui.load_warning((a["load_before"], a["cores"]), "These timings")
+        if a["threads"] < a["threads_before"]:
+            st.caption(f"Timed on {a['threads']} of torch's {a['threads_before']} CPU threads: the load average "
+                       f"{a['load_before']:.1f} left only {a['threads']} of {a['cores']} cores free. On busier cores "
+                       "than threads, a threaded pass waits at every step for a thread another process holds, and a "
+                       "pass of a few ns per value takes hundreds.")
+        else:
+            st.caption(f"Timed on {a['threads']} CPU thread(s), {a['cores']} cores.")
         ui.figure(plots.codec_speed_figure(speed), speed, "codec_speed")
-        enc = speed[speed.op == "encode"].set_index("codec")
-        fastest = enc.ns_per_value.idxmin()
-        ui.takeaway(f"Here {fastest} encodes fastest, {enc.ns_per_value[fastest]:.2g} ns per value "
-                    f"({enc.speed_vs_fp8_cast[fastest]:.2g}x torch's fp8 cast); the paper's GPU kernel took 1 ns.",
-                    key="takeaway-speed")
+        shown = speed.assign(
+            interval=[f"{lo:.3g}–{hi:.3g}" for lo, hi in zip(speed.ns_lo, speed.ns_hi)],
+            range=[f"{lo:.3g}–{hi:.3g}" for lo, hi in zip(speed.ns_min, speed.ns_max)],
+            vs_cast=["baseline" if c == "torch fp8_e4m3 cast" else f"{m:.2g}x ({lo:.2g}–{hi:.2g})" for c, m, lo, hi in
+                     zip(speed.codec, speed.speed_vs_fp8_cast, speed.vs_cast_lo, speed.vs_cast_hi)])
+        ui.table(shown[list(SPEED_COLUMNS)].rename(columns={c: h for c, (h, _) in SPEED_COLUMNS.items()}), "codec_speed",
+                 help={h: t for h, t in SPEED_COLUMNS.values()}, formats={"ns per value (median)": "%.3g"})
+        ui.takeaway(_speed_verdict(speed[speed.op == "encode"]), key="takeaway-speed")
 
 
 def render() -> None:
@@ -388,7 +650,7 @@ def render() -> None:
 
     left, right = st.columns([3, 2])
     with left:
-        chosen = ui.multiselect("Codecs", list(catalog), "codecs", ["dynamic_tree", "linear", "fp8_e4m3", "int8"],
+        chosen = ui.multiselect("Codecs", list(catalog), "codecs", list(FIRST_CODECS),
                                 help="the codecs to compare (any number): " +
                                      "; ".join(f"{k}: {catalog[k].summary}" for k in catalog))
         source = ui.radio("Data", ["distribution", "captured tensor", "upload"], "source", "distribution",

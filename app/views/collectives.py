@@ -35,7 +35,7 @@ SCALE_COLUMNS = {
                      "decoded once"),
     "rel_error": ("Relative error (%)", "‖allreduce − exact sum‖₂ / ‖exact sum‖₂"),
     "ranks_agree": ("All ranks agree", "every rank holds bit-identical results"),
-    "wire_bytes": ("Bytes on the wire (all ranks)", None),
+    "wire_bytes": ("On the wire, all ranks (B)", "bytes every rank sent, summed"),
 }
 
 
@@ -235,7 +235,7 @@ def _measured_rows(rows: list, P: int, key: str) -> None:
     df = pd.DataFrame(rows)
     if not len(df):
         return
-    shown = pd.DataFrame({"Algorithm": df["algorithm"], "Bytes per rank": df["nbytes"],
+    shown = pd.DataFrame({"Algorithm": df["algorithm"], "Message per rank (B)": df["nbytes"],
                           "Time (µs)": (df["seconds"] * 1e6).round(1),
                           "Bus bandwidth (GB/s)": df["nbytes"] / df["seconds"] * 2 * (P - 1) / P / 1e9})
     ui.table(shown, key, formats={"Bus bandwidth (GB/s)": "%.3g"}, download=False)  # rows of an unfinished run

@@ -16,6 +16,26 @@ from lab.plots.dropout import DROPOUT_LABELS, dropout_paper_figure
 PATTERNS = list(LAYER_KINDS)
 WIDTHS = [64, 128, 256, 512, 1024, 2048]
 LAYER_WIDTHS = ["128", "256", "512", "1024", "2048", "4096"]
+RUN_COLUMNS = {  # the runs' table for people (MLP or LSTM columns, whichever ran); the rest behind "All columns"
+    "pattern": ("Pattern",), "hidden": ("Hidden units",), "rates": ("Dropout rates",),
+    "test_acc": ("Test accuracy", "%", "", 1.0, "%.2f"),
+    "acc_change": ("Accuracy change", "points", "against conventional dropout", 1.0, "%+.2f"),
+    "test_ppl": ("Test perplexity", "", "", 1.0, "%.1f"),
+    "ppl_change": ("Perplexity change", "", "against conventional dropout", 1.0, "%+.1f"),
+    "epoch_s": ("Epoch", "s", "median training-step time of an epoch", 1.0, "%.3g"),
+    "speedup": ("Speedup vs conventional", "x", "", 1.0, "%.2f"),
+    "paper_acc": ("Paper's accuracy", "%"), "paper_speedup": ("Paper's speedup", "x"),
+    "epoch_s_lo": ("Fastest epoch", "s", "", 1.0, "%.3g"), "epoch_s_hi": ("Slowest epoch", "s", "", 1.0, "%.3g"),
+    "speedup_lo": ("Speedup, low end", "x", "slowest epoch against conventional's fastest", 1.0, "%.2f"),
+    "speedup_hi": ("Speedup, high end", "x", "fastest epoch against conventional's slowest", 1.0, "%.2f"),
+    "paper_acc_change": ("Paper's accuracy change", "points"), "valid_ppl": ("Validation perplexity", "", "", 1.0,
+                                                                            "%.1f"),
+    "kind": ("Kind",), "dataset": ("Data set",), "corpus": ("Corpus",), "corpus_source": ("Corpus source",),
+    "epochs": ("Epochs",), "train_samples": ("Training images",), "test_samples": ("Test images",),
+    "vocab": ("Vocabulary",), "train_tokens": ("Training tokens",),
+}
+RUN_DEFAULT = ["pattern", "hidden", "rates", "test_acc", "acc_change", "test_ppl", "ppl_change", "epoch_s", "speedup",
+               "paper_acc", "paper_speedup"]
 # Table I's hidden sizes the page can train (the paper's 784-input MLP; the rows merge when p = 0.7)
 PAPER_T1 = "Song et al. 2019 Table I (MNIST, 784-h-h-10, p = 0.7, GTX 1080 Ti)"
 
@@ -45,8 +65,9 @@ def render() -> None:
     ui.lesson("Can a network drop whole rows or tiles of a layer, instead of random units, learn as well and "
               "train faster?",
               "Press **Train**: each pattern's test accuracy against conventional dropout's, and how much faster an "
-              "epoch runs. Below: what one step keeps, how often each unit ends up dropped (Algorithm 1), and "
-              "the layer widths where skipping pays on this machine.")
+              "epoch runs (the patterns train taking turns, a quarter epoch each). Below: what one step keeps, how "
+              "often each unit ends up dropped (Algorithm 1), and the layer widths where skipping pays on this "
+              "machine.")
 
     def preset_table1():
         ui.set_state(p=0.7, net="MLP", net_hidden=1024, net_epochs=8)
@@ -65,13 +86,12 @@ def render() -> None:
     hidden = ui.select_slider("Hidden units per layer", WIDTHS, "net_hidden" if mlp else "lstm_hidden",
                               1024 if mlp else 256, where=d1,
                               help="width of each hidden layer, 64–2048: wider layers spend more time in the GEMMs "
-                                   "the patterns shrink, so the speedup grows (Table I)" +
-                                   ("" if mlp else "; an LSTM epoch at 256 units takes about 10 s here, at 1024 "
-                                                   "about 80 s"))
+                                   "the patterns shrink, so the speedup grows (Table I), and take longer to train "
+                                   "(the progress bar estimates the time left)")
     epochs = ui.number("Epochs", "net_epochs" if mlp else "lstm_epochs", 8 if mlp else 3, where=d2, min_value=1,
                        max_value=50, step=1,
-                       help="passes over the training set, 1–50 (MLP on digits: about 0.6 s per epoch for three "
-                            "runs; LSTM: see Hidden units)")
+                       help="passes over the training set, 1–50: the time grows with the epochs and the width; "
+                            "while it trains, the progress bar estimates the time left from the progress so far")
     d3.button("Preset: Table I setting", on_click=preset_table1,
               help="p = 0.7 and a 1024×1024 MLP, the paper's Table I column 1024×1024")
     with ui.more_settings():
@@ -137,13 +157,16 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
     def go(job: jobs.Job):
         if net == "MLP":
             return mlp_table(dataset, hidden=((hidden, hidden),), rates=((p, p),), kinds=kinds, epochs=epochs,
-                             batch=batch, lr=lr, seed=seed, progress=job.progress, on_point=job.on_row)
+                             batch=batch, lr=lr, seed=seed, progress=job.progress, on_point=job.on_row,
+                             side_by_side=True)
         return lstm_table(corpus, ptb_path or None, hidden=hidden, rates=((p, p),), kinds=kinds, epochs=epochs,
                           batch=batch, lr=lr, max_train_tokens=20_000, vocab_size=2000, seed=seed,
-                          progress=job.progress, on_point=job.on_row)
+                          progress=job.progress, on_point=job.on_row, side_by_side=True)
 
     job = jobs.controls("Train", "net_run", params, go,
-                        help=f"trains one {net} per pattern with these settings (MLP defaults: a few seconds here)")
+                        help=f"trains one {net} per pattern with these settings, the patterns taking turns a quarter "
+                             "epoch each: Stop keeps every pattern's curve so far; the progress bar estimates the "
+                             "time left")
 
     def live(j: jobs.Job) -> None:
         chart.plotly(plots.dropout_curve_figure(pd.DataFrame(j.curve()), "epoch", y), key="dropout_live")
@@ -152,13 +175,14 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
     if job is not None and job.error:
         st.error(job.error)
     if job is not None and job.stopped and job.rows:
-        st.caption(f"Partial curve of the stopped run ({len(job.rows)} points):")
+        st.caption(_partial_caption(job.curve()))
         chart.plotly(plots.dropout_curve_figure(pd.DataFrame(job.curve()), "epoch", y), key="dropout_partial")
     done = jobs.last_result("net_run")
     if done is None:
         if job is None:
-            st.caption("Nothing trained yet in this session: press **Train** (the defaults train three 64-1024-1024-10 "
-                       "MLPs on digits for 8 epochs, a few seconds).")
+            st.caption("Nothing trained yet in this session: press **Train** (the defaults train three "
+                       "64-1024-1024-10 MLPs on digits for 8 epochs, taking turns; the progress bar estimates the time "
+                       "left as they go).")
         return None
     stale = done.token != ui.params_token(params)
     if stale:
@@ -174,7 +198,7 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
     else:
         st.caption(f"Data that ran: **{t.dataset.iloc[0]}**, {t.train_samples.iloc[0]:,} training and "
                    f"{t.test_samples.iloc[0]:,} test images; time per epoch is the median of the epochs' "
-                   "training-step time (same process, runs one after another).")
+                   "training-step time (same process, the patterns taking turns a quarter epoch each).")
     st.markdown("**Test accuracy after training**, and the change against conventional dropout:")
     cols = st.columns(len(t))
     for i, r in enumerate(t.itertuples()):
@@ -191,9 +215,18 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
               "dropout_curves")
     _speed_caption(t)
     with st.expander("Table of the runs"):
-        ui.table(t, "dropout_runs")
+        shown = [c for c in RUN_DEFAULT if c in t][:10]
+        ui.people_table(t, "dropout_runs", RUN_COLUMNS, shown)
     # the takeaway speaks of the settings on screen: a result of other settings is shown, labelled, not summed up
     return None if stale else _takeaway(t, dp)
+
+
+def _partial_caption(rows: list) -> str:
+    """What a stopped run kept: how far each pattern got (the patterns take turns, so every one has a curve)."""
+    df = pd.DataFrame(rows)
+    reached = df.groupby("kind", sort=False).epoch.max()
+    return (f"Partial curves of the stopped run ({len(df)} points): " + ", ".join(
+        f"{KIND_LABELS.get(k, k)} to epoch {e:.2g}" for k, e in reached.items()) + ".")
 
 
 def _noisy(r) -> bool:
@@ -375,7 +408,7 @@ def _layer_section(p: float, seed: int) -> None:
         l1, l2 = st.columns([3, 2])
         widths = ui.multiselect("Widths w", LAYER_WIDTHS, "widths", ["128", "512", "1024"], where=l1,
                                 help="layer widths to time, 128–4096; on this CPU skipping does not pay at 128 and "
-                                     "pays more the wider the layer (4096 takes about half a minute)")
+                                     "pays more the wider the layer (4096 takes longest)")
         rates = ui.multiselect("Rates p", ["0.3", "0.5", "0.7", "0.9"], "rates", [f"{p:g}"] if f"{p:g}" in
                                ("0.3", "0.5", "0.7", "0.9") else ["0.5"], where=l2,
                                help="dropout rates to time; the ceiling is 1/(1−p): 1.43x at 0.3, 2x at 0.5, 3.3x "
@@ -390,7 +423,9 @@ def _layer_section(p: float, seed: int) -> None:
         return layer_speedup([int(w) for w in widths], [float(r) for r in rates], batch=64, steps=4, repeats=3,
                              seed=seed, progress=job.progress)
 
-    job = jobs.controls("Time layers", "speed_run", params, go, help="times each width and rate (a few seconds)")
+    job = jobs.controls("Time layers", "speed_run", params, go,
+                        help="times each width and rate (wider layers take longer: the progress bar estimates the "
+                             "time left)")
     jobs.watch("speed_run", lambda j: None)
     jobs.release("speed_run")  # the end of this fragment (the figure below is drawn from a finished run)
     if job is not None and job.error:

@@ -17,6 +17,9 @@ PAPER = pd.DataFrame({"model": ["256 px", "512 px", "fused (mean of softmax)"], 
 FUSION_ANSWERS = ["fewer mistakes than the better scale", "about the same: a few test images either way",
                   "more mistakes than the better scale"]
 NOISE_IMAGES = 2.5  # a difference of fewer test images than this is one seed's luck (the takeaway's rule)
+HIDDEN_BEFORE = "the paper's §4.2 numbers show once you answer the question above, or skip it"
+HIDDEN_AFTER = ("the test errors, the fused model's bar and the paper's numbers show once you answer the question "
+                "above, or skip it")
 
 
 def _predict_fusion(done) -> None:
@@ -35,6 +38,26 @@ def _predict_fusion(done) -> None:
                        f"7.42 % → 6.97 %.")
     ui.predict("Averaging the softmax of the same network trained at two scales: does the fused model make fewer "
                "test mistakes than the better single scale?", FUSION_ANSWERS, reveal, key="guess")
+
+
+def _verdict(t: pd.DataFrame, info: dict) -> str:
+    """The takeaway of a finished run, by the reveal's rule: fewer than NOISE_IMAGES test images apart is one
+    seed's noise (Wu et al. 2015 §4.2 found the fusion better)."""
+    fused, best = t.iloc[-1], t.iloc[:-1].sort_values("test_error").iloc[0]
+    worst = t.iloc[:-1].sort_values("test_error").iloc[-1]
+    gain = best.test_error - fused.test_error
+    images = gain * info["test"] / 100
+    head = (f"On {info['dataset']}, the fused model misclassifies {fused.test_error:.2f} % of the test images "
+            f"against {best.test_error:.2f} % for the better single model ({best.model}): ")
+    if images >= NOISE_IMAGES:
+        return head + (f"{gain:.2f} points ({images:.0f} test images) fewer — the scales complement each other, as "
+                       "§4.2 found.")
+    if images > -NOISE_IMAGES:
+        return head + (f"{abs(round(images))} test image(s) apart, within one seed's noise — more test images or "
+                       "Fashion-MNIST at 28 and 56 px settle it.")
+    return head + (f"{-gain:.2f} points ({-images:.0f} test images) more — fusion hurts here: the weaker scale "
+                   f"({worst.model}, {worst.test_error:.2f} %) drags the average down; scales closer in accuracy, or "
+                   "Fashion-MNIST at 28 and 56 px, show the paper's gain.")
 
 
 def render() -> None:
@@ -85,12 +108,22 @@ def render() -> None:
     done = jobs.last_result("fusion_run")
     with predict_slot:
         _predict_fusion(done if done is not None and done.token == ui.params_token(params) else None)
+    # the paper's numbers and this run's errors answer the question: they wait for an answer (or a skip), which
+    # the URL carries as soon as it is given, even while the reveal itself waits for a run
+    answered = ui.revealed("guess") or st.query_params.get("guess") in (*FUSION_ANSWERS, ui.SKIP)
     paper_gain = PAPER.test_error.iloc[:2].min() - PAPER.test_error.iloc[-1]
     if done is None:
         with takeaway_slot:
-            ui.takeaway(f"In the paper, averaging the 256- and 512-px models cut ImageNet top-5 error to "
-                        f"{PAPER.test_error.iloc[-1]:.2f} %, {paper_gain:.2f} points below the better single model — "
-                        "press **Train and fuse** to test the idea here.")
+            if answered:
+                ui.takeaway(f"In the paper, averaging the 256- and 512-px models cut ImageNet top-5 error to "
+                            f"{PAPER.test_error.iloc[-1]:.2f} %, {paper_gain:.2f} points below the better single "
+                            "model — press **Train and fuse** to test the idea here.")
+            else:
+                ui.withheld(HIDDEN_BEFORE, "Whether averaging the two scales beats the better one is the question "
+                                           "above: answer it (or skip it), then press **Train and fuse** to see it "
+                                           "here.")
+        if not answered:
+            return
         ui.paper_callout("The paper's §4.2 numbers (ImageNet validation, top-5 error): 256 px 7.96 %, 512 px 7.42 %, "
                          "fused 6.97 %. Nothing trained here yet.", "fusion")
         fig = plots.fusion_figure(PAPER)
@@ -103,31 +136,34 @@ def render() -> None:
                    + "); press **Train and fuse** for the current settings.")
     t = res.table
     fused, best = t.iloc[-1], t.iloc[:-1].sort_values("test_error").iloc[0]
-    gain = best.test_error - fused.test_error
-    with takeaway_slot:
-        ui.takeaway(f"On {res.info['dataset']}, the fused model misclassifies {fused.test_error:.2f} % of the test "
-                    f"images against {best.test_error:.2f} % for the better single model ({best.model}): "
-                    + (f"{gain:.2f} points fewer — the scales complement each other, as §4.2 found."
-                       if gain * res.info["test"] / 100 >= 2.5 else
-                       f"{gain:.2f} points fewer, but that is {round(gain * res.info['test'] / 100)} test image(s): "
-                       "too few to call — more test images or Fashion-MNIST at 28 and 56 px settle it."
-                       if gain > 0 else "no better here — " + ("too few test images to separate them, or scales "
-                                                             "too alike; try Fashion-MNIST at 28 and 56 px.")))
     cols = st.columns(len(t))
-    for i, r in enumerate(t.itertuples()):
-        cols[i].metric(f"{'fused' if i == len(t) - 1 else r.model}: test error", f"{r.test_error:.2f} %",
-                       delta=f"{r.vs_best_single:+.2f} points vs best single" if i == len(t) - 1 else None,
-                       delta_color="inverse")
+    labels = [f"{'fused' if i == len(t) - 1 else r.model}: test error" for i, r in enumerate(t.itertuples())]
+    if not answered:
+        with takeaway_slot:
+            singles = " and ".join(t.model.iloc[:-1])
+            ui.withheld(HIDDEN_AFTER, f"Whether the fused model beats the better of {singles} on "
+                                      f"{res.info['dataset']} is the question above: answer it (or skip it) to see "
+                                      "this run's test errors.", zip(cols, labels))
+    else:
+        with takeaway_slot:
+            ui.takeaway(_verdict(t, res.info))
+        for i, r in enumerate(t.itertuples()):
+            cols[i].metric(labels[i], f"{r.test_error:.2f} %",
+                           delta=f"{r.vs_best_single:+.2f} points" if i == len(t) - 1 else None,
+                           delta_color="inverse", help="the change is against the better single scale (lower is "
+                                                       "better)" if i == len(t) - 1 else None)
     n_test = res.info["test"]
-    ui.paper_callout(f"Paper (ImageNet top-5): 256 px 7.96 %, 512 px 7.42 %, fused 6.97 % — {paper_gain:.2f} points "
-                     f"({paper_gain / 7.42:.0%}) below the better one. Here ({res.info['dataset']}, top-1, "
-                     f"{n_test:,} test images, one error = {100 / n_test:.2f} points): fused {fused.test_error:.2f} % "
-                     f"vs {best.test_error:.2f} %. Upsampling small images adds no detail, so what differs between "
-                     "the scales is the object's size against the fixed 3×3 kernels — a weaker version of the "
-                     "paper's high-resolution gain.", "fusion")
+    if answered:
+        ui.paper_callout(f"Paper (ImageNet top-5): 256 px 7.96 %, 512 px 7.42 %, fused 6.97 % — {paper_gain:.2f} "
+                         f"points ({paper_gain / 7.42:.0%}) below the better one. Here ({res.info['dataset']}, "
+                         f"top-1, {n_test:,} test images, one error = {100 / n_test:.2f} points): fused "
+                         f"{fused.test_error:.2f} % vs {best.test_error:.2f} %. Upsampling small images adds no "
+                         "detail, so what differs between the scales is the object's size against the fixed 3×3 "
+                         "kernels — a weaker version of the paper's high-resolution gain.", "fusion")
     st.caption(f"{res.info['dataset']} ({res.info['source']}): {res.info['train']:,} training and {n_test:,} test "
                f"images, native {res.info['native_px'][0]}×{res.info['native_px'][1]} px; {done.seconds:.1f} s.")
-    ui.figure(plots.fusion_figure(t), t, "fusion")
+    if answered:
+        ui.figure(plots.fusion_figure(t), t, "fusion")
     ui.figure(plots.fusion_curve_figure(res.curves), res.curves, "fusion_curves")
-    ui.table(res.agreement.assign(fraction=(100 * res.agreement["fraction"]).round(2)).rename(
-        columns={"fraction": "test images (%)"}), "fusion_agreement")
+    ui.people_table(res.agreement, "fusion_agreement", {"outcome": ("Outcome",), "fraction": (
+        "Test images", "%", "share of the test set", 100.0, "%.2f")})

@@ -2,14 +2,17 @@
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
+import math
 import re
 
+import pandas as pd
 import streamlit as st
 
 import _common as ui
 from lab import plots
 from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, LINK_ALIASES, MODELS, PAPER_PAYS, ZERO_PP_SWITCHES,
                              does_compression_pay, nvls_table, pays_takeaway)
+from lab.experiments.pays import NEVER, NOT_MEASURED, measured_words, ranked_summary
 
 SHOWN = 6  # codecs drawn by default: the fastest ones at the chosen cluster
 MEASURES = ["Time to accuracy", "Per step"]  # the page opens on time to accuracy: per-step speed alone hides a codec's extra steps
@@ -38,6 +41,18 @@ HEADERS = {
     "pays": ("Pays here", "reaches the target sooner than bf16 on this cluster where the steps penalty is measured; "
                           "faster per step where it is not"),
     "pays_per_step": ("Pays per step", "a step at least 1% faster than the best bf16 step"),
+    "verdict": ("Verdict", "in time to accuracy, by the interval: pays where the whole 95% interval is at least 1% "
+                           "faster than bf16, within noise where it straddles that, does not pay where none of it is "
+                           "(per step, flagged, where the steps penalty is not measured)"),
+    "time_to_accuracy_interval": ("Time to accuracy vs bf16 (x, 95% interval)",
+                                  "speedup in time to the target: per-step speedup / steps penalty; in brackets the "
+                                  "interval the penalty's 95% CI gives (its part below 1 counted as 1: no codec is "
+                                  "credited with training faster than bf16 from noise)"),
+    "steps_penalty_interval": ("Steps penalty (x, 95% CI)", "steps to the target / bf16's, mean over seeds and its "
+                                                           "two-sided Student-t 95% interval; → the penalty time to "
+                                                           "accuracy counts (below 1 within noise: 1)"),
+    "steps_penalty_measured": ("Steps penalty, measured (x)", "the mean over seeds, before a penalty below 1 within "
+                                                              "noise is counted as 1"),
     "steps_penalty": ("Steps penalty (x)", "steps to the target / bf16's, measured by paralab converge on the task "
                                            "closest to the model (blank: not measured, or never reached)"),
     "steps_penalty_ci_low": ("Penalty CI low (x)", "two-sided Student-t 95% interval over seeds"),
@@ -71,14 +86,51 @@ HEADERS.update({
        for m, w, t in (("cross_node_MB", "across nodes (MB)", "bytes leaving one node per step"),
                        ("intra_node_MB", "inside a node (MB)", "bytes a node's GPUs send each other per step"),
                        ("ms", "(ms)", "seconds of this collective per step, over all layers"),
-                       ("where", "runs", "which GPUs take part"))},
+                       ("where", "runs", "which GPUs take part"),
+                       ("algorithm", "algorithm", "the registered collective chosen per level (the fastest)"))},
 })
 LONG_TEXT = ["codec_time", "penalty_source"]  # said once in the captions (codec time, the penalties' file)
-TTA_FIRST = ["codec", "time_to_accuracy_speedup", "steps_penalty", "steps_penalty_ci_low", "steps_penalty_ci_high",
-             "accuracy", "pays", "speedup_vs_bf16", "pays_per_step", "pays_below_tta"]
-TTA_DETAIL = ["steps_penalty_ci_low", "steps_penalty_ci_high", "time_to_accuracy_speedup_ci_low",
-              "time_to_accuracy_speedup_ci_high", "break_even_tta_GBps", "pays_below_tta", "steps_penalty",
-              "time_to_accuracy_speedup", "pays_per_step"]
+# The columns each table shows by default (at most MAX_COLUMNS); "All columns" shows every one.
+MAX_COLUMNS = 10
+DEFAULT_COLUMNS = {
+    ("summary", "ddp", True): ["codec", "verdict", "time_to_accuracy_interval", "steps_penalty_interval",
+                               "speedup_vs_bf16", "best_algorithm", "bits_per_value", "step_ms", "pays_below_tta"],
+    ("summary", "fsdp", True): ["codec", "weights_codec", "verdict", "time_to_accuracy_interval",
+                                "steps_penalty_interval", "speedup_vs_bf16", "speedup_vs_zero3", "step_ms",
+                                "cross_node_MB", "pays_below_tta"],
+    ("summary", "ddp", False): ["codec", "best_algorithm", "bits_per_value", "step_ms", "speedup_vs_bf16",
+                                "pays_per_step", "pays_below", "accuracy"],
+    ("summary", "fsdp", False): ["codec", "weights_codec", "best_algorithm", "step_ms", "speedup_vs_bf16",
+                                 "speedup_vs_zero3", "pays_per_step", "cross_node_MB", "pays_below"],
+    ("rows", "ddp"): ["codec", "algorithm", "mode", "bits_per_value", "comm_ms", "exposed_comm_ms", "step_ms",
+                      "speedup_vs_bf16", "cross_node_MB", "pays_below"],
+    ("rows", "fsdp"): ["codec", "algorithm", "weights_codec", "comm_ms", "exposed_comm_ms", "step_ms",
+                       "speedup_vs_bf16", "speedup_vs_zero3", "cross_node_MB", "intra_node_MB"],
+}
+
+
+def with_intervals(df):
+    """`df` (a `pays` summary or rows) with the time to accuracy and the steps penalty as text beside their
+    intervals: '2.64 (2.02–2.64)', '0.97 (0.63–1.31) → 1', 'never', 'not measured'."""
+    def tta(r) -> str:
+        if r["accuracy"] in ("baseline", NOT_MEASURED):
+            return "1" if r["accuracy"] == "baseline" else NOT_MEASURED
+        if r["accuracy"] == NEVER:
+            return "never"
+        lo, hi = r["time_to_accuracy_speedup_ci_low"], r["time_to_accuracy_speedup_ci_high"]
+        return f"{r['time_to_accuracy_speedup']:.2f}" + (f" ({lo:.2f}–{hi:.2f})" if lo == lo and hi == hi else "")
+
+    def penalty(r) -> str:
+        if r["accuracy"] in ("baseline", NOT_MEASURED, NEVER):
+            return {"baseline": "1", NEVER: "never reaches the target"}.get(r["accuracy"], NOT_MEASURED)
+        m = r.get("steps_penalty_measured", r["steps_penalty"])
+        lo, hi = r["steps_penalty_ci_low"], r["steps_penalty_ci_high"]
+        counted = f" → {r['steps_penalty']:.2f}" if f"{m:.2f}" != f"{r['steps_penalty']:.2f}" else ""
+        return f"{m:.2f}" + (f" ({lo:.2f}–{hi:.2f})" if lo == lo and hi == hi else "") + counted
+
+    recs = df.to_dict(orient="records")
+    return df.assign(time_to_accuracy_interval=[tta(r) for r in recs],
+                     steps_penalty_interval=[penalty(r) for r in recs])
 
 
 def human(df):
@@ -101,14 +153,53 @@ def in_words(text: str) -> str:
 
 
 def _plain(col) -> str:
-    """A column's printf format: 3 significant digits, but never an exponent ("1.92e+03" is "1920.4")."""
-    values = [v for v in col if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
-    return "%.1f" if values and max(abs(v) for v in values) >= 1000 else "%.3g"
+    """A column's printf format, never an exponent: one decimal from 100 up ("1.92e+03" is "1920.4"), enough
+    decimals for two significant digits below 0.001 ("1e-05" is "0.000010"), else 3 significant digits."""
+    values = [abs(v) for v in col if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+              and abs(v) != float("inf")]
+    if values and max(values) >= 99.95:
+        return "%.1f"
+    small = min((v for v in values if v > 0), default=1.0)
+    if small < 1e-3:
+        return f"%.{min(12, 1 - math.floor(math.log10(small)))}f"
+    return "%.3g"
 
 
-def _table(df, name: str) -> None:
+def _table(df, name: str, columns: list[str] | None) -> None:
+    """A result table with human headers and readable numbers: `columns` (None: every column) in that order."""
+    if columns is not None:
+        df = df[[c for c in columns if c in df.columns]]
     shown, tips = human(df)
     ui.table(shown, name, help=tips, formats={h: _plain(shown[h]) for h in shown.columns if "(" in h})
+
+
+def _columns(df, default: list[str], every: bool) -> list[str]:
+    """The columns a table shows: `default` (at most MAX_COLUMNS), then, with `every`, all the others."""
+    if not every:
+        return default[:MAX_COLUMNS]
+    derived = ["time_to_accuracy_interval", "steps_penalty_interval"]
+    return [*default, *[c for c in [*df.columns, *derived] if c not in default and c not in LONG_TEXT]]
+
+
+def _best_measured(where, lesson: dict) -> None:
+    """The best measured codec as its interval supports it: its speedup where no other measured codec's interval
+    overlaps its own; a tie, named, where some do; none where no measured codec pays beyond the noise."""
+    name, x = lesson["best_measured_here"]
+    tied = lesson.get("tied_here") or []
+    said = measured_words(lesson, "here")
+    if name is None:
+        noise = lesson.get("noise_here") or []
+        where.metric("Best measured codec here", "none", delta=f"{len(noise)} within noise", delta_color="off",
+                     help="no measured codec's whole time-to-accuracy interval is at least 1% faster than bf16")
+        return
+    lo, hi = lesson["best_measured_ci_here"]
+    if tied:
+        where.metric("Best measured codec here", f"{len(tied) + 1}-way tie",
+                     delta=f"{name} leads", delta_color="off",
+                     help=f"{said[0].upper()}{said[1:]}: the seeds' spread does not separate them.")
+    else:
+        where.metric("Best measured codec here", f"{x:.2f}x", delta=f"{name}, {lo:.2f}–{hi:.2f}x",
+                     delta_color="off", help=f"{said[0].upper()}{said[1:]}.")
 
 
 def _predict(comp, lesson: dict, inter: str) -> None:
@@ -229,7 +320,8 @@ def render() -> None:
     summary = res.summary
     lesson = res.lesson
     comp = summary[summary["codec"] != "bf16"]
-    measured = comp[comp["accuracy"] == "measured"].sort_values("time_to_accuracy_speedup", ascending=False)
+    ranked = ranked_summary(summary)  # best first by the low end of its time-to-accuracy interval
+    measured = ranked[ranked["accuracy"] == "measured"]
     fastest = comp.sort_values("speedup_vs_bf16", ascending=False)
     default_shown = (measured["codec"].tolist() + [c for c in fastest["codec"] if c not in set(measured["codec"])])
     measure = ui.radio("Speedup", MEASURES, "measure", MEASURES[0],
@@ -249,10 +341,7 @@ def render() -> None:
     if not shown_answer:
         k2.metric("Best codec here", "?", help=HIDDEN)
     elif tta and len(measured):
-        best = measured.iloc[0]
-        k2.metric("Best measured codec here", f"{best['time_to_accuracy_speedup']:.2f}x",
-                  delta=f"{best['codec']}, {best['steps_penalty']:.2f}x the steps", delta_color="off",
-                  help="speedup in time to accuracy against bf16: per-step speedup / measured steps penalty")
+        _best_measured(k2, lesson)
     else:
         best = fastest.iloc[0]
         k2.metric("Best codec here", f"{best['speedup_vs_bf16']:.2f}x", delta=f"{best['codec']}, {best['best_algorithm']}"
@@ -261,8 +350,13 @@ def render() -> None:
     k3.metric("Codecs that pay inside one node", f"{lesson['pay_inside_node']} of {lesson['codecs']}",
               help=f"{lesson['inside_node']}: the same step without a network")
     if shown_answer:
+        noise = lesson.get("noise_here") or []
         k4.metric("Codecs that pay here", f"{lesson['pay_here']} of {lesson['codecs']}",
-                  delta=f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off")
+                  delta=f"+{len(noise)} within noise" if noise and tta else
+                  f"{lesson['pay_slow']} of {lesson['codecs']} on 10 Gb/s Ethernet", delta_color="off",
+                  help="pays: the whole 95% interval of its time to accuracy is at least 1% faster than bf16; within "
+                       "noise: the interval straddles that. On 10 Gb/s Ethernet: "
+                       f"{lesson['pay_slow']} of {lesson['codecs']} pay")
         ui.takeaway(pays_takeaway(res))
     else:
         ui.withheld(HIDDEN, _before_answer(lesson, int(nodes)), [(k4, "Codecs that pay here")])
@@ -281,6 +375,9 @@ def render() -> None:
     st.caption(f"Codec time: {res.codec_time}. {res.accuracy[0].upper()}{res.accuracy[1:]}. "
                + " ".join(f"{n[0].upper()}{n[1:]}." for n in map(in_words, res.notes)))
 
+    all_columns = ui.checkbox("All columns", "all_columns", False,
+                              help=f"the tables show at most {MAX_COLUMNS} main columns; tick for every column the "
+                                   "model computes (the CSV downloads always hold them all)")
     t1, t2, t3, *t4 = st.tabs(["Per codec", "Every codec × algorithm", "Why NVLS busbw beats the ring's",
                                *(["What FSDP sends"] if strategy == "fsdp" else [])])
     if t4:
@@ -291,20 +388,20 @@ def render() -> None:
                 ui.withheld(HIDDEN)
     with t1:
         if shown_answer:
-            per_codec = summary.drop(columns=["break_even_GBps"])
+            order = ranked if tta else pd.concat([summary[summary["codec"] == "bf16"], fastest])
+            _table(with_intervals(order.drop(columns=["break_even_GBps"])), "pays_summary",
+                   _columns(order, DEFAULT_COLUMNS["summary", strategy, tta], all_columns))
             if tta:
-                per_codec = per_codec[TTA_FIRST + [c for c in per_codec.columns if c not in TTA_FIRST]]
-            else:
-                per_codec = per_codec.drop(columns=TTA_DETAIL)
-            _table(per_codec, "pays_summary")
+                st.caption("Best first by the low end of the time-to-accuracy interval: a codec ranks above another "
+                           "only as far as the seeds' spread supports it.")
         else:
             ui.withheld(HIDDEN)
     with t2:
         if shown_answer:
             rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
             ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
-            _table(res.rows.drop(columns=[c for c in TTA_DETAIL if c in res.rows and c != "time_to_accuracy_speedup"]),
-                   "pays_rows")
+            _table(with_intervals(res.rows), "pays_rows", _columns(res.rows, DEFAULT_COLUMNS["rows", strategy],
+                                                                   all_columns))
         else:
             ui.withheld(HIDDEN)
     with t3:

@@ -24,6 +24,37 @@ NICS = ["one per GPU", "1", "2", "4", "8", "16"]
 HIDDEN = ("each strategy's speedup on the most GPUs, the crossover and the chart of them all show once you answer "
           "the question above, or skip it")
 SHOW = ["Speedup", "Step-time breakdown", "Scaling efficiency", "One step, layer by layer", "Codec advice", "Table"]
+SWEEP_COLUMNS = {  # the sweep's table for people; the columns after `batch_per_gpu` .. `memory_GB` behind "All columns"
+    "strategy": ("Strategy",), "P": ("GPUs P",), "batch_per_gpu": ("Batch per GPU",),
+    "compute_ms": ("Compute", "ms", "one step's forward and backward on one GPU", 1.0, "%.2f"),
+    "exposed_comm_ms": ("Exposed communication", "ms", "communication not hidden behind compute", 1.0, "%.2f"),
+    "step_ms": ("Step", "ms", "", 1.0, "%.2f"),
+    "images_per_s": ("Throughput", "images/s", "", 1.0, "%.0f"),
+    "speedup": ("Speedup vs one GPU", "x", "", 1.0, "%.2f"),
+    "efficiency": ("Scaling efficiency", "", "speedup / P", 1.0, "percent"),
+    "memory_GB": ("Memory per GPU", "GB", "", 1.0, "%.2f"),
+    "global_batch": ("Global batch",), "comm_ms": ("All communication", "ms", "", 1.0, "%.2f"),
+    "idle_ms": ("Idle", "ms", "pipeline bubble", 1.0, "%.2f"), "fits": ("Fits in memory",),
+    "feasible": ("Feasible",), "note": ("Note",),
+}
+SWEEP_DEFAULT = list(SWEEP_COLUMNS)[:10]
+ADVICE_COLUMNS = {"layer": ("Layer",), "kind": ("Kind",), "role": ("Role",), "sends": ("Sends",),
+                  "values": ("Values sent",), "none_ms": ("Time with uncompressed fp32", "ms", "", 1.0, "%.3g"),
+                  "best": ("Fastest codec", "", "skips a codec whose measured steps penalty never reaches the target"),
+                  "saving_ms": ("Saving", "ms", "against uncompressed fp32", 1.0, "%.3g"),
+                  "saving_pct": ("Saving", "%", "against uncompressed fp32", 1.0, "%.1f"),
+                  "best_per_step": ("Fastest per step", "", "the fastest codec, whatever its accuracy")}
+
+
+def _advice_columns(adv: pd.DataFrame) -> dict:
+    """ADVICE_COLUMNS and each candidate codec's time and payload ('Time with dynamic_tree (ms)', 'Payload with
+    dynamic_tree (MB)'; 'none' is uncompressed fp32)."""
+    name = lambda c: "uncompressed fp32" if c[:-3] == "none" else c[:-3]  # noqa: E731
+    per = {c: (f"Time with {name(c)}", "ms", "", 1.0, "%.3g") for c in adv.columns
+           if c.endswith("_ms") and c not in ADVICE_COLUMNS}
+    per |= {c: (f"Payload with {name(c)}", "MB", "one rank's gradient payload", 1.0, "%.3g")
+            for c in adv.columns if c.endswith("_MB")}
+    return {**ADVICE_COLUMNS, **per}
 
 
 def codec_choices() -> list[str]:
@@ -136,7 +167,7 @@ def render() -> None:
                               help="per GPU: the mini-batch grows with P (Deep Image, weak scaling); global: a fixed "
                                    "mini-batch split over the GPUs (Dettmers, strong scaling)")
         batch = ui.number("Images" + (" per GPU" if batch_mode == "per GPU" else " per step"), "batch_size", 128,
-                          where=e2, step=1, help="images per GPU or per step, ≥ 1")
+                          where=e2, min_value=1, step=1, help="images per GPU or per step, ≥ 1")
         grad_codec = ui.select("Gradient codec", codec_choices(), "grad_codec", "none", where=e3,
                                help="compresses the gradients' allreduce (its measured wire size); none = fp32")
         act_codec = ui.select("Activation codec", codec_choices(), "act_codec", "none", where=e3,
@@ -152,12 +183,15 @@ def render() -> None:
                              help="network cards per node; one GPU's share of the network is NIC bandwidth × NICs / "
                                   "GPUs per node (DGX H100: 8 NDR400 NICs, one per GPU)")
         if device == "custom":
-            tflops = ui.number("Achieved TFLOP/s", "tflops", 10.0, where=e4, format="%.4g",
+            tflops = ui.number("Achieved TFLOP/s", "tflops", 10.0, where=e4, min_value=1e-6, max_value=1e6,
+                               format="%.4g",
                                help="what a training step gets (peak × efficiency), > 0")
         if link == "custom":
-            lat = ui.number("Latency per message (µs)", "lat_us", 10.0, where=e4, format="%.4g",
+            lat = ui.number("Latency per message (µs)", "lat_us", 10.0, where=e4, min_value=0.0, max_value=1e6,
+                            format="%.4g",
                             help="time to start one message, ≥ 0 µs")
-            bw = ui.number("Bandwidth (GB/s)", "bw_gbps", 10.0, where=e4, format="%.4g",
+            bw = ui.number("Bandwidth (GB/s)", "bw_gbps", 10.0, where=e4, min_value=1e-6, max_value=1e4,
+                           format="%.4g",
                            help="bytes per second on the link, > 0")
 
     Ps = tuple(sorted(int(g) for g in gpus))
@@ -329,7 +363,7 @@ def _planner(net, Ps, strategies, codecs, overlap, kw, show, device, where) -> d
     elif show == "Scaling efficiency":
         ui.figure(plots.plan_speedup_figure(sweep, "efficiency"), sweep, "plan_efficiency")
     elif show == "Table":
-        ui.table(sweep, "plan_sweep")
+        ui.people_table(sweep, "plan_sweep", SWEEP_COLUMNS, SWEEP_DEFAULT)
     else:
         _detail(net, Ps, strategies, codecs, overlap, kw, show)
     return out
@@ -353,15 +387,17 @@ def _two_level_metrics(df: pd.DataFrame, chosen: str) -> None:
                    help="data parallelism's gradient allreduce per step on the cluster (the planner's sweep with "
                         "this algorithm)" + (" — the one chosen under More settings" if a == chosen else ""))
     table = df.pivot(index="P", columns="algorithm", values="comm_ms")[shown].reset_index()
-    table.columns = ["GPUs P", *(f"{'flat ring' if a == 'ring' else a} (ms)" for a in shown)]
+    table.columns = ["GPUs P", *(f"{'Flat ring' if a == 'ring' else a.replace('_', ' ').capitalize()} (ms)"
+                                 for a in shown)]
     with st.expander("Gradient allreduce per step against P, per algorithm (the lesson's numbers)"):
         st.markdown(_markdown_table(table.assign(**{c: table[c].map(lambda v: f"{v:,.2f}")
                                                     for c in table.columns[1:]})))
 
 
 def _keep_valid(key: str, options: list, default) -> None:
-    """A choice that the other controls removed (a GPU count, a strategy) falls back to its default."""
-    current = st.session_state.get(f"w_{key}", st.query_params.get(key))
+    """A choice that the other controls removed (a GPU count, a strategy) falls back to its default (a link's
+    value the control cannot take is the control's to say, in its name: ui.select)."""
+    current = st.session_state.get(f"w_{key}")
     if current is not None and current not in options:
         ui.set_state(**{key: default})
 
@@ -386,7 +422,7 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
         st.metric("Best codec per layer saves", f"{adv['saving_ms'].sum():,.2f} ms per step",
                   help="sum over layers against uncompressed fp32 (the layers' transfers, not the exposed time)")
         ui.figure(plots.codec_advice_figure(adv), adv, "codec_advice")
-        ui.table(adv, "codec_advice_table")
+        ui.people_table(adv, "codec_advice_table", _advice_columns(adv), list(ADVICE_COLUMNS)[:9])
         return
     bd = planner_breakdown(net, P, strategy=strategy, codec=codecs[0], activation_codec=codecs[1], overlap=overlap,
                            **kw)
@@ -406,7 +442,9 @@ def _plain_number(v) -> str:
     """A table cell in words: 60,000,000 rather than 6e+07; 4 significant digits below 100,000."""
     if v is None or (isinstance(v, float) and v != v):
         return "—"
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
         return f"{v:,.0f}" if abs(v) >= 1e5 else f"{v:.4g}"
     return str(v)
 

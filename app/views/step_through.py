@@ -48,7 +48,8 @@ LAYOUTS = ["side by side", "stacked"]
 
 
 def _stacked() -> bool:
-    """The figure's layout: panels side by side (wide windows) or stacked one per row (about 800 px)."""
+    """The figure's layout: panels side by side (wide windows) or stacked one per row (about 800 px). Drawn
+    under More settings: nothing comes between the step controls and the figure they drive."""
     return ui.radio("Figure", LAYOUTS, "layout", LAYOUTS[0],
                     help="side by side: ranks and buffers in one row; stacked: one panel per row, larger, for a "
                          "window about 800 px wide or P = 8") == "stacked"
@@ -202,6 +203,7 @@ def render() -> None:
                                 help="Bytes per rank (nccl-tests' size) the traced pattern is scaled to for algbw "
                                      "and busbw: 1 kB to 1 GB. Small sizes are latency-bound.")
         spec = ui.codec_options(codec_name, "codec_opt") if codec_name != "none" else "none"
+        stacked = _stacked()
     with ui.guard():
         tr = _trace(algorithm, int(P), int(n), spec, int(seed))
     info = catalog.set_index("name").loc[algorithm]
@@ -211,8 +213,7 @@ def render() -> None:
     _predict(tr, algorithm, int(P))
     step = _step_controls(S)
 
-    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step, stacked=_stacked()), tr.messages,
-              "step_through")
+    ui.figure(_figure(algorithm, int(P), int(n), spec, int(seed), step, stacked=stacked), tr.messages, "step_through")
     shown = tr.messages[tr.messages.step < step]
     now = tr.messages[tr.messages.step == step - 1]
     k1, k2 = st.columns(2)
@@ -253,41 +254,39 @@ def render() -> None:
         traffic = _traffic(int(P), int(n), link, int(size))
     share, x = s["nccl_share"], s["busiest_rank_x_n"]
     fp = bw.iloc[0]
-    left, right = st.columns([1, 1])
-    with left:
-        b1, b2 = st.columns(2)
-        b1.metric("algbw, GB/s", f"{fp.algbw_GBps:,.3g}",
-                  help=f"size / time: {bytes_label(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
-                       "step costing one latency + its busiest rank's bytes / bandwidth (fp32 on the wire)")
-        b2.metric("busbw, GB/s", f"{fp.busbw_GBps:,.3g}", help="algbw × 2(P−1)/P (nccl-tests), fp32 on the wire")
-        b3, b4 = st.columns(2)
-        b3.metric("Busiest rank", f"{x:.3g}·n", help=f"rank {s['busiest_rank']}: {s['busiest_rank_bytes']:,.0f} B "
-                  f"of n = {tr.nbytes} B, the larger of what it sends and receives (fp32)")
-        b4.metric("busbw / link", f"{fp.busbw_of_link:.1%}",
-                  help=f"busbw over the link's bandwidth ({link}: {fp.link_GBps:g} GB/s per direction)")
-        eq = abs(x - share) < 1e-9
-        st.markdown(
-            f"**Why 2(P−1)/P.** algbw = size / time. An allreduce cannot finish with fewer than 2(P−1)/P·n bytes "
-            f"through each rank: it must send out the (P−1)/P of its vector that others reduce, and receive the "
-            f"(P−1)/P of the result it did not compute. At P = {P} that is {share:.3g}·n. Multiplying algbw by "
-            f"{share:.3g} turns it into the bytes per second each rank's link carried *if* the algorithm moves "
-            f"only that minimum — a number to hold against the link's bandwidth, which does not shrink as P grows.\n\n"
-            f"**Here.** {algorithm}'s busiest rank moves {x:.3g}·n ({s['busiest_rank_bytes']:,.0f} B of "
-            f"n = {tr.nbytes} B), its busiest single link {s['busiest_link_x_n']:.3g}·n (rank "
-            f"{s['busiest_link'][0]} → {s['busiest_link'][1]}). "
-            + (f"That is exactly the {share:.3g}·n busbw assumes, so busbw can reach the link bandwidth "
-               f"({fp.busbw_of_link:.1%} of it here, the rest is latency)."
-               if eq else
-               f"That is {x / share:.2g}× the {share:.3g}·n busbw assumes, so its busbw reaches at most "
-               f"{share / x:.0%} of the link bandwidth even with no latency ({fp.busbw_of_link:.0%} here)."
-               if x > share else
-               f"That is less than the {share:.3g}·n busbw assumes (its factor is {s['busbw_factor']:.3g}).")
-            + ("" if len(bw) < 2 else
-               f" With {tr.codec.split('[')[0]} the busiest rank moves {s['wire_busiest_rank_bytes']:,.0f} B "
-               f"on the wire instead: busbw counted from the fp32 size is then {bw.iloc[1].busbw_of_link:.0%} of "
-               f"the link — compression shows up as bandwidth the link does not have."))
-    with right:
-        chart.plotly(plots.step_traffic_figure(traffic), key="fig_step_traffic")
+    b1, b2 = st.columns(2)
+    b1.metric("algbw, GB/s", f"{fp.algbw_GBps:,.3g}",
+              help=f"size / time: {bytes_label(size)} per rank in {fp.time_us:,.1f} µs on {link}, each traced "
+                   "step costing one latency + its busiest rank's bytes / bandwidth (fp32 on the wire)")
+    b2.metric("busbw, GB/s", f"{fp.busbw_GBps:,.3g}", help="algbw × 2(P−1)/P (nccl-tests), fp32 on the wire")
+    b3, b4 = st.columns(2)
+    b3.metric("Busiest rank", f"{x:.3g}·n", help=f"rank {s['busiest_rank']}: {s['busiest_rank_bytes']:,.0f} B "
+              f"of n = {tr.nbytes} B, the larger of what it sends and receives (fp32)")
+    b4.metric("busbw / link", f"{fp.busbw_of_link:.1%}",
+              help=f"busbw over the link's bandwidth ({link}: {fp.link_GBps:g} GB/s per direction)")
+    eq = abs(x - share) < 1e-9
+    st.markdown(
+        f"**Why 2(P−1)/P.** algbw = size / time. An allreduce cannot finish with fewer than 2(P−1)/P·n bytes "
+        f"through each rank: it must send out the (P−1)/P of its vector that others reduce, and receive the "
+        f"(P−1)/P of the result it did not compute. At P = {P} that is {share:.3g}·n. Multiplying algbw by "
+        f"{share:.3g} turns it into the bytes per second each rank's link carried *if* the algorithm moves "
+        f"only that minimum — a number to hold against the link's bandwidth, which does not shrink as P grows.\n\n"
+        f"**Here.** {algorithm}'s busiest rank moves {x:.3g}·n ({s['busiest_rank_bytes']:,.0f} B of "
+        f"n = {tr.nbytes} B), its busiest single link {s['busiest_link_x_n']:.3g}·n (rank "
+        f"{s['busiest_link'][0]} → {s['busiest_link'][1]}). "
+        + (f"That is exactly the {share:.3g}·n busbw assumes, so busbw can reach the link bandwidth "
+           f"({fp.busbw_of_link:.1%} of it here, the rest is latency)."
+           if eq else
+           f"That is {x / share:.2g}× the {share:.3g}·n busbw assumes, so its busbw reaches at most "
+           f"{share / x:.0%} of the link bandwidth even with no latency ({fp.busbw_of_link:.0%} here)."
+           if x > share else
+           f"That is less than the {share:.3g}·n busbw assumes (its factor is {s['busbw_factor']:.3g}).")
+        + ("" if len(bw) < 2 else
+           f" With {tr.codec.split('[')[0]} the busiest rank moves {s['wire_busiest_rank_bytes']:,.0f} B "
+           f"on the wire instead: busbw counted from the fp32 size is then {bw.iloc[1].busbw_of_link:.0%} of "
+           f"the link — compression shows up as bandwidth the link does not have."))
+    # across the page's width: its legend's longest entry alone (~270 px) is wider than a half column at 800 px
+    chart.plotly(plots.step_traffic_figure(traffic), key="fig_step_traffic")
     cols = ["algorithm", "steps", "messages", "busiest_link_x_n", "busiest_rank_x_n", "nccl_share_x_n", "busbw_of_link"]
     if (traffic.busbw_factor.round(9) != traffic.nccl_share_x_n.round(9)).any():  # a plugin with its own factor
         cols.append("busbw_factor")
@@ -367,6 +366,7 @@ def _render_op_body(op: str, where, catalog, algorithms: list) -> None:
                              "shards, all-to-all's blocks)" if slotted else "Length of each rank's buffer")
         link = ui.select("Link for the timing", list(LINKS), "link", "nvlink4", where=m2,
                          help="Latency and bandwidth used to time this run's steps")
+        stacked = _stacked()
     n = int(per) * (int(P) if slotted else 1)
     with ui.guard():
         tr = _op_trace(op, algorithm, int(P), n, int(root))
@@ -374,7 +374,7 @@ def _render_op_body(op: str, where, catalog, algorithms: list) -> None:
     st.caption(f"**{algorithm}**: {info.summary} ({info.citation}).")
     S = tr.steps
     step = _step_controls(S)
-    ui.figure(_figure(algorithm, int(P), n, "none", 0, step, op, int(root), _stacked()), tr.messages, "step_through")
+    ui.figure(_figure(algorithm, int(P), n, "none", 0, step, op, int(root), stacked), tr.messages, "step_through")
     shown = tr.messages[tr.messages.step < step]
     k1, k2 = st.columns(2)
     k1.metric("Step", f"{step} of {S}", help="Lamport rounds: a message sent after receiving one from step k is "

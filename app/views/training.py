@@ -381,11 +381,12 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
     ui.figure(picked.figure(curves), curves, "training_curves")
     shown = summary.rename(columns={"variant": "Run", "final_test_error": "Final test error (%)",
-                                    "best_test_error": "Best test error (%)", "bytes": "Bytes sent",
+                                    "best_test_error": "Best test error (%)", "bytes": "Bytes sent (B)",
                                     "modelled_time_s": "Modelled time (s)", "wall_s": "Wall time here (s)",
-                                    "parameters": "Parameters", "dataset": "Data set", "architecture": "Model"})
-    keep = [c for c in ("Run", "Final test error (%)", "Bytes sent", "Modelled time (s)", "Wall time here (s)",
-                        "epochs done") if c in shown]
+                                    "parameters": "Parameters", "dataset": "Data set", "architecture": "Model",
+                                    "epochs done": "Epochs done"})
+    keep = [c for c in ("Run", "Final test error (%)", "Bytes sent (B)", "Modelled time (s)", "Wall time here (s)",
+                        "Epochs done") if c in shown]
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
     # the takeaway speaks of the settings on screen: earlier settings' curves are shown, labelled, not summed up

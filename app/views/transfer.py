@@ -7,6 +7,8 @@ import streamlit as st
 
 import _common as ui
 from lab import plots
+from views import _transfer_text as words
+from views._transfer_text import Models
 from lab.experiments import (DEVICES, LINKS, PAPER_CODEC_NS, codec_catalog, custom_link, link_presets,
                              transfer_model, transfer_sweep)
 
@@ -22,20 +24,23 @@ HIDDEN = ("the fastest codec, its speedup, where each codec starts to win, the p
           "chart show once you answer the question above, or skip it")
 
 
-def _n(v: float) -> str:
-    return f"{v / 1e6:.3g} million" if v >= 1e6 else f"{int(v):,}"
-
-
-def _about(v: int) -> str:
-    """A crossover size to two significant figures ('about 53,000')."""
-    return "any size" if v <= 1 else f"about {_n(float(f'{v:.2g}'))}"
+_n, _about = words.count, words.about
 
 
 @st.cache_data(show_spinner="timing the codecs on this CPU…", max_entries=16)
+def _measured(specs: tuple) -> dict:
+    """Each codec's (encode, decode) ns per value timed here once per codec set ("median"), the medians'
+    95 % intervals ((low, high), (low, high)) ("range"), the fewest timings of any ("repeats") and the load while
+    timing ("load": load average, CPU count): every model, spread and callout of the page uses these same numbers
+    (two timings disagree on a busy CPU)."""
+    a = transfer_model([1024], list(specs), "pcie3", codec_ns="measured").attrs
+    return {"median": dict(a["codec_ns"]), "range": dict(a["codec_ns_range"]), "repeats": a["repeats"],
+            "load": a["load"]}
+
+
 def _measured_ns(specs: tuple) -> dict:
-    """(encode, decode) ns per value of each codec, timed here once per codec set: every model and
-    callout of the page uses these same numbers (two timings disagree on a busy CPU)."""
-    return dict(transfer_model([1024], list(specs), "pcie3", codec_ns="measured").attrs["codec_ns"])
+    """The median (encode, decode) ns per value of each codec timed here (`_measured`)."""
+    return _measured(specs)["median"]
 
 
 def _fit_link(meas: pd.DataFrame):
@@ -63,6 +68,33 @@ def _model(sizes: tuple, codecs: tuple, link, codec_ns, kernel):
     return transfer_model(list(sizes), list(codecs), link, codec_ns=codec_ns, kernel=kernel)
 
 
+def _models(sizes: tuple, specs: tuple, link, mode: str, ns) -> Models:
+    """The page's model at `sizes`; with codec speeds measured here, also at every codec's fastest and slowest
+    timing's 95 % interval (the spread each number carries)."""
+    kernel = ns if mode == "kernel" else None
+    if mode != "measured":
+        return Models(_model(sizes, specs, link, PAPER_CODEC_NS if mode == "kernel" else ns, kernel))
+    meas = _measured(specs)
+    fast = {k: (e[0], d[0]) for k, (e, d) in meas["range"].items()}
+    slow = {k: (e[1], d[1]) for k, (e, d) in meas["range"].items()}
+    return Models(_model(sizes, specs, link, meas["median"], None), _model(sizes, specs, link, fast, None),
+                  _model(sizes, specs, link, slow, None))
+
+
+def _with_spread(m: Models) -> pd.DataFrame:
+    """The chart's rows: the median model, plus the fastest and slowest timings' speedup and time as
+    `<column>_lo` / `<column>_hi` (drawn as error bars: the ends of the codec timings' 95 % intervals) when the
+    codec speeds were measured here."""
+    df = m.mid.copy()
+    if m.spread:
+        idx = pd.MultiIndex.from_frame(df[["codec", "n_values"]])
+        fast, slow = (x.set_index(["codec", "n_values"]).reindex(idx) for x in (m.fast, m.slow))
+        df["speedup_vs_fp32_lo"] = slow.speedup_vs_fp32.to_numpy()
+        df["speedup_vs_fp32_hi"] = fast.speedup_vs_fp32.to_numpy()
+        df["seconds_lo"], df["seconds_hi"] = fast.seconds.to_numpy(), slow.seconds.to_numpy()
+    return df
+
+
 def render() -> None:
     """Render the page (called by Home's navigation on every rerun)."""
     CODECS = [c.name for c in codec_catalog() if not c.work.raw]  # read per run: a codec registered later shows
@@ -70,8 +102,9 @@ def render() -> None:
     st.title("Transfer")
     ui.lesson("When does compressing a message before sending it make the transfer faster?",
               "Look at where each curve crosses the dotted 32-bit line: compression loses on small messages, where "
-              "the codec's fixed kernel time dominates, and wins once the link time it saves is larger. The paper "
-              "(Figure 2): 8-bit is slower below about 50,000 values and 2x faster above 250,000.")
+              "the codec's fixed kernel time dominates, and wins once the link time it saves is larger than its "
+              "encode + decode time. The first preset is the paper's Figure 2; the paper's numbers show beside the "
+              "chart once you have answered the question below.")
 
     def preset_figure2():
         ui.set_state(**FIG2)
@@ -125,15 +158,14 @@ def render() -> None:
     sizes = [1 << k for k in range(lo, hi + 1, 2 if hi - lo > 12 else 1)]
     with ui.guard():
         link = custom_link(lat, bw) if link_name == "custom" else link_name
-        ns = ({"ns": arg, "kernel": PAPER_CODEC_NS}.get(mode) or (enc, dec) if mode != "measured"
-              else _measured_ns(tuple(specs)))
-        df = _model(tuple(sizes), tuple(specs), link, ns, arg if mode == "kernel" else None)
+        ns = arg if mode in ("ns", "kernel") else None if mode == "measured" else (enc, dec)
+        m = _models(tuple(sizes), tuple(specs), link, mode, ns)
+    df = m.mid
 
     big = df[df.n_values == df.n_values.max()]
     ranked = big[big.codec != "fp32"].sort_values("speedup_vs_fp32", ascending=False)
     top = ranked.iloc[0]
-    even = df.attrs["breakeven"]
-    _predict(df, ranked)
+    _predict(m, ranked)
     if not ui.revealed("guess"):  # the speedups, the crossovers and the chart would answer it: they wait
         ui.withheld(HIDDEN, f"Which is fastest at {_n(top.n_values)} values on {df.link.iloc[0]} is the question "
                     "above: answer it (or skip it) to see each codec's speedup, the message size from which it wins "
@@ -141,90 +173,80 @@ def render() -> None:
                     zip(st.columns(3), ("Fastest codec", "Its speedup, largest size", "Beats 32-bit from (values)")))
         measured_section(tuple(specs))
         return
-    m1, m2, m3 = st.columns(3)
-    m1.metric("Fastest codec", top.codec.split("[")[0], help=f"{top.codec}, at {_n(top.n_values)} values")
-    m2.metric("Its speedup, largest size", f"{top.speedup_vs_fp32:.2f}x",
-              help=f"32-bit time / its time at {_n(top.n_values)} values")
-    be = even.get(top.codec)
-    m3.metric("Beats 32-bit from (values)", "never" if be is None else "any size" if be <= 1 else
-              _about(be).replace("about ", "~"), help="the message size where its modelled time equals 32-bit's")
+    _metrics(m)
     link_label = df.link.iloc[0]
     kernel_note = {"kernel": f"{arg} kernels", "measured": "codec speeds measured here",
                    "ns": "the paper's average 1 / 0.5 ns per value"}.get(mode, "your codec speeds")
-    wins = []
-    for codec, b in even.items():
-        short = codec.split("[")[0]
-        wins.append(f"{short} {'never wins' if b is None else 'wins from ' + _about(b) + ' values'}")
-    ui.takeaway(f"On {link_label} with {kernel_note}, {top.codec.split('[')[0]} is the fastest at {_n(top.n_values)} "
-                f"values, " + (f"{top.speedup_vs_fp32:.2f}x faster than 32-bit; " if top.speedup_vs_fp32 >= 1 else
-                               f"yet slower than 32-bit ({top.speedup_vs_fp32:.2f}x its speed); ")
-                + "; ".join(wins) + ".")
+    ui.takeaway(words.takeaway(m, link_label, kernel_note))
     if mode == "measured":
-        st.caption("Codec speeds measured here (ns/value, encode / decode): " + ", ".join(
-            f"{k} {v[0]:.2f} / {v[1]:.2f}" for k, v in df.attrs["codec_ns"].items()))
+        _speeds(m, tuple(specs))
 
-    _figure2_callout(df, mode, arg, link_label, link, ns, tuple(specs))
+    at250 = _models((250_000,), tuple(specs), link, mode, ns)  # the chart's own codec speeds
+    ui.paper_callout(words.callout(m, at250, mode, arg, link_label), "figure2")
 
     st.subheader("Modelled on the chosen link")
-    _model_view(df)
+    _model_view(_with_spread(m))
 
     measured_section(tuple(specs))
 
 
-def _predict(df: pd.DataFrame, ranked: pd.DataFrame) -> None:
+def _predict(m: Models, ranked: pd.DataFrame) -> None:
     """Predict, then reveal: which is fastest at the largest size on this link, 32-bit included."""
+    df = m.mid
     n, link = _n(ranked.n_values.iloc[0]), df.link.iloc[0]
     top = ranked.iloc[0]
     choices = ["32-bit", *dict.fromkeys(c.split("[")[0] for c in ranked.codec)]
 
     def reveal() -> tuple[str, str]:
         right = top.codec.split("[")[0] if top.speedup_vs_fp32 > 1 else "32-bit"
-        sp = ", ".join(f"{c.split('[')[0]} {v:.2f}x" for c, v in zip(ranked.codec, ranked.speedup_vs_fp32))
+        sp = ", ".join(f"{words.short(c)} {words.times(words.speedup(m, c))}" for c in ranked.codec)
         t32 = float(df[(df.codec == "fp32") & (df.n_values == ranked.n_values.iloc[0])].seconds.iloc[0])
-        return right, (f"At {n} values on {link}, 32-bit takes {t32 * 1e3:.3g} ms; speedups over it: {sp}. A codec "
-                       "wins when the link time it saves (fewer bytes / bandwidth) exceeds its encode + decode time.")
+        _, tied, straddles = words.ranking(m)
+        noise = (" " + words.short(top.codec) + " is within noise of " + ", ".join(words.short(c) for c in tied)
+                 + " (their spreads overlap)." if tied else "") + (
+            " Whether it beats 32-bit is within noise (its spread spans 1x)." if straddles else "")
+        spread = " (in brackets: at the two ends of the codec timings' 95 % intervals)" if m.spread else ""
+        return right, (f"At {n} values on {link}, 32-bit takes {t32 * 1e3:.3g} ms; speedups over it{spread}: {sp}. "
+                       "A codec wins when the link time it saves (fewer bytes / bandwidth) exceeds its encode + decode "
+                       "time." + noise)
     ui.predict(f"On {link} at {n} values, which is fastest: sending 32-bit, or one of the codecs?", choices, reveal,
                key="guess")
 
 
-def _figure2_callout(df: pd.DataFrame, mode: str, arg, link_label: str, link, ns, specs: tuple) -> None:
-    """Paper vs here for Figure 2: the paper's claims beside this model's numbers, and what changes them."""
-    even = df.attrs["breakeven"]
-    eight = next((c for c in even if c.startswith("dynamic_tree") or c.startswith("linear")), None)
-    one = next((c for c in even if c.startswith("onebit")), None)
-    here = []
-    if eight is not None:
-        b = even[eight]
-        s250 = _model((250_000,), specs, link, ns, arg if mode == "kernel" else None)  # ns: the chart's own
-        sp = float(s250[s250.codec == eight].speedup_vs_fp32.iloc[0])
-        here.append(f"8-bit beats 32-bit {'never' if b is None else 'from ' + _about(b) + ' values'} and is "
-                    f"{sp:.2f}x at 250,000")
-    if eight is not None and one is not None:
-        big = df[df.n_values == df.n_values.max()].set_index("codec").speedup_vs_fp32
-        here.append(f"1-bit is {big[one] / big[eight]:.2f}x 8-bit at {_n(df.n_values.max())} values")
-    ours = "; ".join(here) if here else "pick dynamic_tree and onebit to compare with the paper's curves"
-    if mode == "kernel" and arg == PAPER_KERNEL and link_label == "pcie3":
-        why = ("This is the paper's link (PCIe 3, 7 GB/s) and GPU (GTX Titan), its codec kernels modelled as "
-               "memory-bound (5 bytes read and written per value at 288 GB/s: 0.02 ns) plus ~7 µs per kernel launch, "
-               "3 launches (an assumption of lab.plan's gtx_titan preset: the paper gives no launch time). That fixed "
-               "~21 µs is what only messages above ~50,000 values repay. Our 1-bit keeps gaining with size because "
-               "its kernels are modelled memory-bound too; the paper measured it only 10-20 % faster than 8-bit, so "
-               "its 1-bit kernels were slower than that.")
-    elif mode == "ns" or (mode == "custom"):
-        why = ("With a cost per value and no fixed kernel time, compression wins at every size or at none: the "
-               "paper's average 1 + 0.5 ns per value is more than the 0.57 ns 32-bit needs per value at 7 GB/s, so "
-               "on PCIe 8-bit never wins. The paper's curve needs fast kernels with a fixed launch "
-               "cost: choose 'GPU kernels: gtx_titan' (the Figure 2 preset).")
-    elif mode == "measured":
-        why = ("Here the codec runs on this device's CPU at several ns per value, slower than a PCIe link moves "
-               "32-bit values (0.57 ns each at 7 GB/s), so on fast links it never wins; on slow links (1 Gbit/s "
-               "Ethernet: 32 ns per value) it does. The paper's GPU kernels cost ~0.02 ns per value plus launches.")
-    else:
-        why = (f"The same model with {arg}'s kernels on {link_label}: a faster GPU shortens the codec's time and "
-               "a faster link shrinks what compression saves; the crossover moves with their ratio.")
-    ui.paper_callout(f"Paper (Figure 2, two GTX Titans on PCIe 3): 8-bit is slower below ~50,000 values, about 2x "
-                     f"faster above 250,000; 1-bit 10-20 % faster than 8-bit above 300,000. Here: {ours}. {why}",
-                     "figure2")
+def _metrics(m: Models) -> None:
+    """The fastest codec at the largest size, its speedup (with its spread) and the size it wins from."""
+    top, tied, _ = words.ranking(m)
+    n = _n(m.mid.n_values.max())
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Fastest codec", words.short(top) + (f" ≈ {words.short(tied[0])}" if len(tied) == 1 else
+                                                   f" ≈ {len(tied)} others" if tied else ""),
+              help=f"{top}, at {n} values" + (" (≈: within noise of " + ", ".join(words.short(c) for c in tied)
+                                              + ": their speedups' spreads overlap)" if tied else ""))
+    m2.metric("Its speedup, largest size", words.times(words.speedup(m, top)),
+              help=f"32-bit time / its time at {n} values" + (
+                  "; in brackets: at the two ends of its timing's 95 % interval" if m.spread else ""))
+    be, v = m.mid.attrs["breakeven"].get(top), words.verdict(m, top)
+    m3.metric("Beats 32-bit from (values)", "within noise" if v.startswith("within noise") else "never" if be is None
+              else "any size" if be <= 1 else _about(be).replace("about ", "~"),
+              help="the message size where its modelled time equals 32-bit's" + (f"; {v}" if m.spread else ""))
+
+
+def _speeds(m: Models, specs: tuple) -> None:
+    """The codec speeds measured here: each median with its 95 % interval, beside the link time each saves; which
+    are within noise of each other; a warning when the machine was busy while timing."""
+    meas = _measured(specs)
+    ui.load_warning(tuple(meas["load"]), "The codec timings")
+    ui.table(words.speed_table(m, meas["median"], meas["range"]), "transfer_codec_speeds",
+             help={"Encode (ns/value)": f"median of {meas['repeats']}+ timings on 2^18 values; its 95 % interval in "
+                                        "brackets",
+                   "Decode (ns/value)": f"median of {meas['repeats']}+ timings on 2^18 values; its 95 % interval in "
+                                        "brackets",
+                   "Both (ns/value)": "encode + decode: the codec's cost per value; 95 % interval in brackets",
+                   "Saved on link (ns/value)": "32-bit's wire time per value minus the codec's, on the chosen link",
+                   "Large messages": "wins: its encode + decode is below the link time it saves; within noise: "
+                                     "the saving lies inside its interval; loses: above it"})
+    st.caption(f"Codec speeds timed on this device, round-robin ({meas['repeats']} or more timings each; the median, "
+               f"its 95 % interval in brackets). {words.noise_words(m)}")
 
 
 @st.fragment
@@ -241,9 +263,10 @@ def _model_view(df: pd.DataFrame) -> None:
 @st.fragment
 def measured_section(specs: tuple) -> None:
     st.subheader("Measured here: two processes over loopback")
-    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec. The dashed "
-               "lines are the model of the same link: loopback's latency and bandwidth fitted from the measured "
-               "32-bit times, with the codec speeds timed on this CPU, so model and measurement share one network.")
+    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec. Solid lines "
+               "are measured; the dashed line of the same colour is that codec's model of the same link: loopback's "
+               "latency and bandwidth fitted from the measured 32-bit times, with the codec speeds timed on this CPU, "
+               "so model and measurement share one network.")
     mhi = ui.select_slider("Largest measured size (values)", [1 << 12, 1 << 16, 1 << 20, 1 << 22], "meas_max", 1 << 16,
                            format_func=lambda v: f"{v:,}",
                            help="measured sizes go from 256 values up to this, ×16 per step: 4,096 to 4,194,304")
@@ -254,8 +277,13 @@ def measured_section(specs: tuple) -> None:
             slot = st.empty()  # the progress bar lives only while measuring
             with slot:
                 cb = ui.progress()
-            meas, cross = ui.cached_run("transfer", [msizes, list(specs)], lambda: transfer_sweep(
-                msizes, list(specs), target_s=0.02, progress=cb))
+
+            def sweep():
+                before = ui.machine_load()
+                meas, cross = transfer_sweep(msizes, list(specs), target_s=0.02, progress=cb)
+                after = ui.machine_load()
+                return meas, cross, (max(before[0], after[0]), after[1])
+            meas, cross, load = ui.cached_run("transfer", [msizes, list(specs)], sweep)
             slot.empty()
             loop = _fit_link(meas)
             model = _model(tuple(msizes), specs, loop, _measured_ns(specs), None)
@@ -264,6 +292,7 @@ def measured_section(specs: tuple) -> None:
         fig.update_layout(title={"text": f"Measured and modelled on one link: {loop.name}, {_link_text(loop)}",
                                  "font": {"size": 13}},
                           margin={"t": 50})
+        ui.load_warning(load, "These transfers")
         ui.figure(fig, both, "transfer_measured")
         even = model.attrs["breakeven"]
 

@@ -10,9 +10,10 @@ from .base import STOPPED, TORCHRUN_COMMANDS, app, bench_app  # noqa: E402
 from . import codecs, comm, train, dropout, deep_image, pays  # noqa: E402,I001
 from . import trace  # noqa: E402,I001
 from . import converge, race  # noqa: E402,I001
+from . import kernels  # noqa: E402,I001
 from . import dashboard  # noqa: E402,I001
 
-CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge, race, dashboard)
+CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge, race, kernels, dashboard)
 
 __all__ = ["app", "bench_app", "main", "CAPABILITIES", "TORCHRUN_COMMANDS"]
 

@@ -74,8 +74,11 @@ def race(task: Optional[str] = typer.Option(None, help="{tasks}: the converge ta
     payload = result("race", config, rows=rows, seed=res.seed, seeds=res.seeds, target=res.target,
                      cluster=res.cluster, lessons=res.lessons, takeaway=takeaway, notes=res.notes,
                      partial=res.partial or data["partial"],
+                     first=res.first, tied=res.tied,
                      ci="two-sided Student-t 95% interval of the mean over seeds; speedup: fp32's mean time over "
-                        "the codec's interval")
+                        "the codec's interval; verdict: sooner or later than fp32 where the speedup's whole interval "
+                        "is above or below 1, within noise where it straddles 1; rows best first by the upper end "
+                        "of the time's interval; tied: the codecs whose interval overlaps the first's")
     if emit(payload, out, as_json):
         return
     table = res.arrivals.assign(
@@ -89,14 +92,15 @@ def race(task: Optional[str] = typer.Option(None, help="{tasks}: the converge ta
         speedup=[_ci(r["time_to_accuracy_speedup"], r["speedup_ci_low"], r["speedup_ci_high"], "{:.2f}x",
                      r["never_reached"]) if r["priced"] else "not priced" for r in _recs(res)],
         arrived=rows["arrived"])
-    cols = ["spec", "reached", "steps", "penalty", "step_ms", "step_vs_fp32", "algorithm", "time_to_target", "speedup",
-            "arrived"]
+    cols = ["spec", "reached", "steps", "penalty", "step_ms", "step_vs_fp32", "time_to_target", "speedup",
+            "verdict"]  # each step's allreduce algorithm: in --json
     print_frame(table[cols].rename(columns={"spec": "codec", "steps": "steps_to_target (95% CI)",
                                             "penalty": "steps_penalty (95% CI)", "step_ms": "step_ms (modelled)",
                                             "time_to_target": "time_to_target (modelled, 95% CI)",
                                             "speedup": "speedup_vs_fp32 (95% CI)"}),
                 f"Race to the target: {data['task'].get('description', data['name'])} ({data['path']}), on "
-                f"{res.cluster}; target {res.target:.4g} (seed {res.seed})")
+                f"{res.cluster}; target {res.target:.4g} (seed {res.seed}); best first by the upper end of the "
+                "modelled time's 95% CI")
     for text in [*res.lessons["steps"], *res.lessons["time"]]:
         console.print(f"- {text}", highlight=False, soft_wrap=True)
     if payload.get("partial"):

@@ -17,9 +17,12 @@ later is in them.
     benchmarks   `paralab bench ...`: the nccl-tests-style allreduce sweep, Figure 2 transfer, compressed
                  allreduce, codec speed
     errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
-    bits         the bit explorer: one code of a value-table or block-scaled format, bit by bit
+    bits         the bit explorer (Float Toy): one code of a hardware float, value table or block-scaled format, bit
+                 by bit; a typed value in every format
+    spread       the spread of repeated measurements: the median's 95 % interval, within noise or not
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
     fsdp         FSDP2 with codecs on its all-gather / reduce-scatter beside fp32 FSDP2 and DDP
+    parallelism  pipeline, tensor, hybrid and expert parallelism on real ranks (every registered strategy)
     dropout      Song et al. 2019: patterns, Algorithm 1, layer speedup, MLP/LSTM tables
     deep_image   Wu et al. 2015: augmentations, multi-scale fusion; plan: the parallelism planner
     pays         does compression pay on a two-level cluster against bf16
@@ -34,10 +37,12 @@ from typing import Any
 from . import choices, pays
 from .inputs import check_backend, check_range
 from .distributions import sample, parse as parse_distribution
-from .errors import (error_metrics, error_table, error_histogram, codec_speed, capture_tensors, load_tensor,
+from .errors import (FIRST_CODECS, error_metrics, error_table, error_histogram, codec_speed, capture_tensors, load_tensor,
                      CAPTURE_KINDS, block_view, block_scaling_lesson, lesson_data, BLOCK_PICKS, BLOCK_LESSON_CODECS,
                      BLOCK_LESSON_DATA)
-from .bits import CodeView, element_format, explorable, explore, grid, requantize_block
+from .bits import (CodeView, FLOATS, check_code, code_bits, compare_formats, digits as format_digits, element_format,
+                   explorable, explore, grid, kind as format_kind, number_line, requantize_block, round_to_code)
+from .spread import median_interval, separable
 from .codec_table1 import (table1, PAPER_TABLE1, NOTE as TABLE1_NOTE, TYPES as TABLE1_TYPES,
                            EXTENDED_TYPES as BLOCK_SCALED_TYPES)
 from .catalog import check_codec_spec, codec_catalog, codec_spec
@@ -57,6 +62,10 @@ from .training import (TrainConfig, TrainResult, train, training_curves, codec_c
                        ddp_comparison, reproduction_summary, ddp_training, reproduction, dataset_info,
                        check_dataset)
 from .fsdp import fsdp_training, fsdp_settings, fsdp_run_codecs, FSDP_RUN_COLLECTIVES
+from .parallelism import (DATA_PARALLEL_MODES, ParallelResult, parallel_strategies, strategy_options, option_modes,
+                          parse_setting,
+                          strategy_catalog, parallel_settings, check_link_rate, parallel_training,
+                          partial_parallel_summary, schedule_names, planned_timeline, bubble_formula, bubble_of)
 from .dropout import (pattern_masks, drop_frequency, search_trace, layer_speedup, mlp_table, lstm_corpora, lstm_table,
                       KIND_LABELS, MODEL_KINDS, LAYER_KINDS, DEFAULT_TILE, PAPER_MLP_TABLE1, TABLE1_HIDDEN,
                       PAPER_LSTM_TABLE2, DEFAULT_RATES)
@@ -64,7 +73,7 @@ from .deep_image import (test_card, Preview, augmentation_preview, augmentation_
                          augmentation_throughput, FusionResult, multiscale_fusion, Figure2, deep_image_figure2)
 from .plan import DEFAULT_GPUS, planner_sweep, planner_breakdown, planner_advice, advice_time_to_accuracy, paper_checks
 from .pays import (INTRA_LINKS, INTER_LINKS, LINK_ALIASES, PAYS_BANDWIDTHS, PAPER_PAYS, PaysResult,
-                   does_compression_pay, pays_takeaway, nvls_table)
+                   does_compression_pay, pays_takeaway, nvls_table, best_words)
 from .choices import (LINKS, custom_link, codec_names, codec_help, get_codec, TableCodec, DATASETS, CORPORA, DataError,
                       CommError, USER_ERRORS, check_rate, CONSISTENCY_KINDS, DEVICES, MODELS, STRATEGIES, crossover,
                       custom_device, get_model, link_presets, resolve_link, COLOR_SHIFTS, ROTATION_ANGLES,
@@ -72,10 +81,11 @@ from .choices import (LINKS, custom_link, codec_names, codec_help, get_codec, Ta
 from .sharded import (PAR_STRATEGIES, ZERO_PP_SWITCHES, ZERO_PP_DEFAULT, FSDP_ALGORITHMS, FSDP_COLLECTIVES,
                       PAPER_ZEROPP_VOLUME, fsdp_codecs, parse_zero_pp, fsdp_model, fsdp_traffic, fsdp_takeaway,
                       zeropp_volume)
+from .kernel_report import kernel_report, kernel_report_table
 from .results import jsonable, write_result, results_dir, check_writable, RESULTS_ENV
 from .converge import (converge, converge_config, convergence_summary, converge_takeaway, ConvergeResult,
                        ConvergeError, Penalty, load_penalties, result_name, expand_specs, codec_coverage,
-                       converge_tasks, converge_task_descriptions, CONVERGE_MODES)
+                       converge_tasks, converge_task_descriptions, CONVERGE_MODES, converge_modes)
 from .race import (race, race_lessons, step_times, modelled_seconds, committed_race_data, race_data, RaceResult,
                    RACE_LESSON_SPECS, RACE_LIVE_DEFAULT, RACE_COMMITTED_DEFAULT, race_live_specs)
 

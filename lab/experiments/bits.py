@@ -3,13 +3,15 @@ block-scaled element format means, bit by bit — its value, its neighbours on t
 of inputs that round to it — and one block of a block-scaled format re-quantised with a shared scale
 the learner sets. Dettmers 2016 §3.1 (value tables: a code indexes the sorted table); OCP MX v1.0 §5.3
 (element formats: sign, exponent, mantissa) and §6.3 (a shared scale per block); NVFP4 (E2M1
-elements, E4M3 block scale)."""
+elements, E4M3 block scale); IEEE 754 binary32 / binary16, bfloat16 and the OCP 8-bit floats (E4M3, E5M2)
+beside them: type a value, see which code it rounds to in every format."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,49 @@ class CodeView:
     used: bool = True
 
 
+@dataclass(frozen=True)
+class FloatFormat:
+    """A hardware binary float (IEEE 754 style): sign, `ebits` exponent bits with `bias`, `mbits` mantissa bits;
+    `inf`: whether the all-ones exponent holds ±∞ (and NaN), else only the all-ones code is NaN and values beyond
+    the largest finite one saturate to it (OCP 8-bit E4M3, torch's float8_e4m3fn)."""
+
+    name: str
+    ebits: int
+    mbits: int
+    bias: int
+    dtype: torch.dtype
+    inf: bool = True
+    is_int: bool = False
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.ebits + self.mbits
+
+
+#: the hardware floats, by their codec names (the fp8 codecs scale by the absmax first; here: the format itself)
+FLOATS = {
+    "fp32": FloatFormat("fp32", 8, 23, 127, torch.float32),
+    "fp16": FloatFormat("fp16", 5, 10, 15, torch.float16),
+    "bf16": FloatFormat("bf16", 8, 7, 127, torch.bfloat16),
+    "fp8_e4m3": FloatFormat("fp8_e4m3", 4, 3, 7, torch.float8_e4m3fn, inf=False),
+    "fp8_e5m2": FloatFormat("fp8_e5m2", 5, 2, 15, torch.float8_e5m2),
+}
+_INT_OF = {8: torch.uint8, 16: torch.int16, 32: torch.int32}
+
+
+def kind(name: str) -> str:
+    """'float' (a hardware float), 'table' (a value-table codec: the code indexes its sorted table) or
+    'element' (the element format of a block-scaled codec)."""
+    if name in FLOATS:
+        return "float"
+    from .codec_table1 import EXTENDED_TYPES as BLOCK_SCALED_TYPES
+
+    return "element" if name in BLOCK_SCALED_TYPES else "table"
+
+
 def explorable() -> list[str]:
-    """Every format the explorer can open: the registered value-table codecs and the block-scaled ones."""
+    """Every format the explorer can open: the hardware floats (fp32, fp16, bf16, fp8 E4M3 / E5M2), the
+    registered value-table codecs and the block-scaled ones."""
     from lab.codecs.registry import codec_infos
 
     from .codec_table1 import EXTENDED_TYPES as BLOCK_SCALED_TYPES
@@ -47,7 +90,7 @@ def explorable() -> list[str]:
             continue
         if _is_table(c):
             out.append(info.name)
-    return out + [t for t in BLOCK_SCALED_TYPES if t not in out]
+    return list(FLOATS) + out + [t for t in BLOCK_SCALED_TYPES if t not in out]
 
 
 def _codec(name: str):
@@ -78,6 +121,11 @@ def element_format(name: str):
 def grid(name: str) -> tuple[np.ndarray, int]:
     """(value of every code, bits per code) of a format: a table codec's sorted table (the code is its
     index), or an element format's 2^bits codes."""
+    if name in FLOATS:
+        f = FLOATS[name]
+        if f.bits > 16:
+            raise ValueError(f"{name} has 2^{f.bits} codes: too many to list (explore one code at a time)")
+        return _float_values(f, np.arange(1 << f.bits)), f.bits
     c = _codec(name)
     if _is_table(c):
         return np.asarray(c.values.tolist(), dtype=np.float64), int(c.bits)
@@ -87,12 +135,26 @@ def grid(name: str) -> tuple[np.ndarray, int]:
     return value_table(fmt).double().numpy()[: 1 << fmt.bits].copy(), int(fmt.bits)
 
 
-def explore(name: str, code: int) -> CodeView:
-    """What code `code` of format `name` means (see `CodeView`)."""
-    values, nbits = grid(name)
+def code_bits(name: str) -> int:
+    """Bits per code of format `name`."""
+    return FLOATS[name].bits if name in FLOATS else grid(name)[1]
+
+
+def check_code(name: str, code) -> int:
+    """`code` as an int when it is a whole number in 0..2^bits - 1 of format `name`, else a ValueError naming the
+    allowed range."""
+    nbits = code_bits(name)
     if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or not 0 <= code < (1 << nbits):
         raise ValueError(f"code={code!r}: allowed 0..{(1 << nbits) - 1} for {name} ({nbits} bits)")
-    code = int(code)
+    return int(code)
+
+
+def explore(name: str, code: int) -> CodeView:
+    """What code `code` of format `name` means (see `CodeView`)."""
+    code = check_code(name, code)
+    if name in FLOATS:
+        return _explore_float(FLOATS[name], code)
+    values, nbits = grid(name)
     bits = format(code, f"0{nbits}b")
     c = _codec(name)
     if _is_table(c):
@@ -145,6 +207,164 @@ def _element_fields(fmt, code: int, v: float) -> tuple[list, str]:
     return [("sign", s), ("exponent", e), ("mantissa", m)], formula
 
 
+def _float_values(f: FloatFormat, codes: np.ndarray) -> np.ndarray:
+    """float64 value of each code of hardware float `f` (torch's own bit pattern of the format)."""
+    c = np.asarray(codes, dtype=np.int64)
+    if f.bits > 8:
+        c = np.where(c >= 1 << (f.bits - 1), c - (1 << f.bits), c)  # the signed int of the same bits
+    return torch.from_numpy(c).to(_INT_OF[f.bits]).view(f.dtype).double().numpy()
+
+
+def _float_step(f: FloatFormat, code: int, up: bool) -> int | None:
+    """The code of the next larger (`up`) or smaller finite value after code `code` (±0 count as one value;
+    zero's neighbours are ±the smallest subnormal); None past the largest finite value or from a NaN."""
+    sign, mag = code >> (f.bits - 1), code & ((1 << (f.bits - 1)) - 1)
+    neg = 1 << (f.bits - 1)
+    if np.isnan(_float_values(f, [code])[0]):
+        return None
+    if np.isinf(_float_values(f, [code])[0]):
+        return (code - 1) if (sign == 0) != up else None  # from ±∞ inwards: ±the largest finite value
+    if mag == 0:
+        return 1 if up else neg | 1
+    outward = (sign == 0) == up
+    nxt = code + 1 if outward else (0 if mag == 1 else code - 1)
+    return nxt if np.isfinite(_float_values(f, [nxt])[0]) else None
+
+
+def _explore_float(f: FloatFormat, code: int) -> CodeView:
+    """One code of a hardware float: sign, exponent and mantissa fields, the value as a formula, the neighbours
+    and the rounding interval (round to nearest, ties to even; past the largest finite value: ±∞ where the format
+    has it, else saturation)."""
+    bits = format(code, f"0{f.bits}b")
+    s, e, m = bits[0], bits[1:1 + f.ebits], bits[1 + f.ebits:]
+    S, E, M = int(s), int(e, 2), int(m, 2)
+    v = float(_float_values(f, [code])[0])
+    sign, top = "−" if S else "+", (1 << f.ebits) - 1
+    fields = [("sign", s), ("exponent", e), ("mantissa", m)]
+    if np.isnan(v):
+        why = "exponent all ones, mantissa not 0" if f.inf else "all magnitude bits 1, the format's one NaN"
+        return CodeView(f.name, code, f.bits, bits, fields, v, f"NaN ({why}): not a number, no place on the line",
+                        None, None, float("nan"), float("nan"), used=False)
+    if np.isinf(v):
+        last = (top - 1) << f.mbits | ((1 << f.mbits) - 1)  # the largest finite value's code
+        big = float(_float_values(f, [last])[0])
+        edge = big + (big - float(_float_values(f, [last - 1])[0])) / 2
+        formula = f"{sign}∞ (exponent all ones, mantissa 0): what every input past ±{edge:.9g} rounds to"
+        return CodeView(f.name, code, f.bits, bits, fields, v, formula, None if S else big, -big if S else None,
+                        -np.inf if S else edge, -edge if S else np.inf)
+    frac = f"{M}/{1 << f.mbits}" if f.mbits < 16 else f"{M}/2^{f.mbits}"
+    if E == 0:
+        formula = f"{sign}2^(1 − {f.bias}) × (0 + {frac}) = {v:.9g} (subnormal: exponent field 0, no implicit 1)"
+    else:
+        formula = f"{sign}2^({E} − {f.bias}) × (1 + {frac}) = {v:.9g}"
+    b, a = (_float_step(f, code, up) for up in (False, True))
+    below = float(_float_values(f, [b])[0]) if b is not None else None
+    above = float(_float_values(f, [a])[0]) if a is not None else None
+    lo = (below + v) / 2 if below is not None else (v - (above - v) / 2 if f.inf else -np.inf)
+    hi = (v + above) / 2 if above is not None else (v + (v - below) / 2 if f.inf else np.inf)
+    return CodeView(f.name, code, f.bits, bits, fields, v + 0.0, formula, below, above, lo, hi)
+
+
+def round_to_code(name: str, x: float) -> int:
+    """The code value `x` rounds to in format `name`, as the lab encodes: hardware floats by torch's cast (round
+    to nearest even, in one rounding; ±∞ past the largest finite value, E4M3 saturates), block-scaled elements by
+    their encoder's rounding (`round_elements`, x being value / shared scale, saturating), value tables to the
+    nearest table value (x being value / absmax for the absmax-scaled ones; ends saturate). Non-finite x: the
+    hardware floats only (ValueError for the others)."""
+    x = float(x)
+    if name in FLOATS:
+        from lab.codecs.block_scaled import round_to_odd_f32
+
+        f = FLOATS[name]
+        t = torch.tensor([x], dtype=torch.float64)
+        y = t.to(torch.float32) if f.bits == 32 else round_to_odd_f32(t).to(f.dtype)
+        return int(y.view(_INT_OF[f.bits]).to(torch.int64)[0]) & ((1 << f.bits) - 1)
+    if not np.isfinite(x):
+        raise ValueError(f"value {x}: {name} codes finite values only (∞ and NaN: the hardware floats "
+                         f"{', '.join(FLOATS)})")
+    values, _ = grid(name)
+    if kind(name) == "element":
+        from lab.codecs.block_scaled import round_elements
+
+        fmt = element_format(name)
+        return int(round_elements(torch.tensor([x], dtype=torch.float32), fmt)[0])
+    ok = np.flatnonzero(np.isfinite(values))
+    return int(ok[np.argmin(np.abs(values[ok] - x))])  # nearest; a tie takes the lower code
+
+
+def _code_of_value(name: str, v: float) -> int:
+    """A code of a listed format holding value v (+0 for zero)."""
+    values, _ = grid(name)
+    hit = np.flatnonzero(values == v)
+    pos = [c for c in hit if not np.signbit(values[c])]
+    return int((pos or hit)[0])
+
+
+def digits(name: str) -> int:
+    """Significant digits that tell a format's neighbouring values apart: 9 for fp32, else 6."""
+    return 9 if name in FLOATS and FLOATS[name].mbits > 16 else 6
+
+
+def neighbour_code(name: str, code: int, up: bool) -> int | None:
+    """The code of the next larger (`up`) or smaller value on the format's line, None past its end."""
+    if name in FLOATS:
+        return _float_step(FLOATS[name], code, up)
+    cv = explore(name, code)
+    nxt = cv.above if up else cv.below
+    return None if nxt is None else _code_of_value(name, nxt)
+
+
+def number_line(name: str, code: int, typed: float | None = None, k: int = 3) -> pd.DataFrame:
+    """The format's values around code `code`: up to `k` codes each side (value, code, bits, role: 'this code',
+    'next below', 'next above' or 'grid'). attrs: value, lo, hi (the rounding interval), typed (or None), fmt and
+    digits (`digits`)."""
+    cv = explore(name, code)
+    if not cv.used or not np.isfinite(cv.value):
+        raise ValueError(f"code {code} of {name} ({cv.formula}) has no place on the number line")
+    nbits = cv.nbits
+    rows = [{"value": cv.value, "code": code, "bits": cv.bits, "role": "this code"}]
+    for up in (False, True):
+        c = code
+        for i in range(k):
+            c = neighbour_code(name, c, up)
+            if c is None:
+                break
+            v = explore(name, c).value
+            rows.append({"value": v, "code": c, "bits": format(c, f"0{nbits}b"),
+                         "role": ("next above" if up else "next below") if i == 0 else "grid"})
+    out = pd.DataFrame(rows).sort_values("value", kind="stable").reset_index(drop=True)
+    out.attrs.update(value=cv.value, lo=cv.lo, hi=cv.hi, typed=typed, fmt=name, digits=digits(name))
+    return out
+
+
+KIND_WORDS = {"float": "the value", "table": "value / absmax", "element": "value / block scale"}
+
+
+def compare_formats(x: float, names: list[str] | None = None) -> pd.DataFrame:
+    """Where value `x` lands in every format (default: `explorable()` but the layout designer's default): format,
+    kind, bits, code, saturated (x beyond the largest value, clipped to it), code_bits (fields apart), stored, error
+    (stored − x), rel_error (|error| / |x|), spacing (the gap to the next value up, or down at the top) and the
+    rounding interval lo, hi. The formats that code finite
+    values only are left out for a non-finite x."""
+    rows = []
+    for name in names if names is not None else [n for n in explorable() if n != "layout"]:
+        try:
+            code = round_to_code(name, x)
+        except ValueError:
+            continue
+        cv = explore(name, code)
+        nxt = cv.above if cv.above is not None else cv.below
+        err = 0.0 if cv.value == x else cv.value - x  # ±∞ where one of them is infinite; NaN: a NaN on either side
+        sat = bool(np.isfinite(cv.value) and abs(x) > abs(cv.value)
+                   and (cv.hi == np.inf if cv.value > 0 else cv.lo == -np.inf))
+        rows.append({"format": name, "kind": KIND_WORDS[kind(name)], "bits": cv.nbits, "code": code, "saturated": sat,
+                     "code_bits": " ".join(b for _, b in cv.fields), "stored": cv.value, "error": err,
+                     "rel_error": abs(err) / abs(x) if x and np.isfinite(err) and np.isfinite(x) else float("nan"),
+                     "spacing": abs(nxt - cv.value) if nxt is not None and np.isfinite(cv.value) else float("nan"),
+                     "lo": cv.lo, "hi": cv.hi})
+    return pd.DataFrame(rows)
+
+
 def requantize_block(x: np.ndarray, name: str, scale: float) -> pd.DataFrame:
     """One block of values `x` through format `name`'s elements with the shared `scale`: each value / scale
     rounded to the nearest element (clipped to the largest), times scale; its fate as `block_view` names it."""
@@ -168,4 +388,6 @@ def requantize_block(x: np.ndarray, name: str, scale: float) -> pd.DataFrame:
     return out
 
 
-__all__ = ["CodeView", "explorable", "explore", "grid", "element_format", "requantize_block"]
+__all__ = ["CodeView", "FLOATS", "FloatFormat", "check_code", "code_bits", "compare_formats", "digits", "explorable",
+           "explore",
+           "grid", "element_format", "kind", "neighbour_code", "number_line", "requantize_block", "round_to_code"]

@@ -239,7 +239,13 @@ def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = 
     of `lab.comm.cost` or of `lab.plan` (dettmers2016), or a Link. Columns as `transfer_sweep`'s, plus
     link and source='model'; `.attrs['crossover']` is each codec's crossover size on the grid, `.attrs['breakeven']`
     the size where its time equals 32-bit's (the model is affine in n; None: never faster), `.attrs['codec_ns']`
-    the per-value speeds used and `.attrs['launch_us']` each codec's fixed kernel time per message."""
+    the per-value speeds used, `.attrs['launch_us']` each codec's fixed kernel time per message and
+    `.attrs['per_value_ns']` each line's cost per value, {codec: {"wire": ns on the link, "codec": encode +
+    decode ns}} (fp32 included): compression wins on large messages when its wire + codec ns are below fp32's
+    wire ns. Measured speeds (`errors.codec_speed`: medians of round-robin timings) add
+    `.attrs['codec_ns_range']`, {codec: ((encode low, high), (decode low, high))}: each median's 95 % interval, ns
+    per value, over `.attrs['repeats']` timings, and `.attrs['load']`, (the higher 1-minute load average before
+    and after timing, CPU count)."""
     from lab.plan.links import resolve_link
 
     lk = resolve_link(link) if isinstance(link, str) else cost.get_link(link)
@@ -262,11 +268,19 @@ def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = 
         if codec_ns != "measured":
             raise ValueError(f"codec_ns={codec_ns!r}; allowed: (encode_ns, decode_ns), a dict, or 'measured'")
         from .errors import codec_speed
-        sp = codec_speed([c for c in codecs], 1 << 18, repeats=3)
-        ns_of = sp.pivot_table(index="codec", columns="op", values="ns_per_value")
-        codec_ns = {name: (float(ns_of.loc[resolve_codec(name).describe(), "encode"]),
-                           float(ns_of.loc[resolve_codec(name).describe(), "decode"])) for name in codecs}
-    rows, lines = [], {}
+        sp = codec_speed([c for c in codecs], 1 << 18)
+
+        def of(col: str, name: str, op: str) -> float:
+            return float(sp[(sp.codec == resolve_codec(name).describe()) & (sp.op == op)][col].iloc[0])
+        codec_ns = {name: (of("ns_per_value", name, "encode"), of("ns_per_value", name, "decode")) for name in codecs}
+        measured = {"codec_ns_range": {name: ((of("ns_lo", name, "encode"), of("ns_hi", name, "encode")),
+                                              (of("ns_lo", name, "decode"), of("ns_hi", name, "decode")))
+                                       for name in codecs},
+                    "repeats": int(sp.repeats.min()),
+                    "load": (max(sp.attrs["load_before"], sp.attrs["load_after"]), int(sp.attrs["cores"]))}
+    else:
+        measured = {}
+    rows, lines, per_value = [], {}, {}
     for name in [None, *codecs]:
         codec = resolve_codec(name)
         ns = (0.0, 0.0) if codec is None else (codec_ns.get(name, PAPER_CODEC_NS) if isinstance(codec_ns, dict)
@@ -283,13 +297,18 @@ def transfer_model(sizes: list[int], codecs: list[str], link: str | cost.Link = 
             rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": wire,
                          "seconds": t, "link": lk.name, "source": "model"})
         a, b = seconds(1 << 20)[1], seconds(1 << 21)[1]  # time is affine in n: intercept and slope
-        lines[codec.describe() if codec else "fp32"] = (2 * a - b, (b - a) / (1 << 20))
+        label = codec.describe() if codec else "fp32"
+        lines[label] = (2 * a - b, (b - a) / (1 << 20))
+        per_value[label] = {"wire": (_wire_bytes(codec, 1 << 21) - _wire_bytes(codec, 1 << 20)) / (1 << 20)
+                            / lk.bandwidth_Bps * 1e9, "codec": float(ns[0] + ns[1])}
     df = pd.DataFrame(rows)
     base = df[df.codec == "fp32"].set_index("n_values")["seconds"]
     df["speedup_vs_fp32"] = [base[n] / s for n, s in zip(df.n_values, df.seconds)]
     df.attrs["crossover"] = bench.crossover(df)
     df.attrs["codec_ns"] = codec_ns if isinstance(codec_ns, dict) else {c: tuple(codec_ns) for c in codecs}
     df.attrs["launch_us"] = launch
+    df.attrs["per_value_ns"] = per_value
+    df.attrs.update(measured)
     c0, s0 = lines["fp32"]
     df.attrs["breakeven"] = {c: (int(round((c1 - c0) / (s0 - s1))) if s1 < s0 and c1 > c0 else 1 if s1 < s0 else None)
                              for c, (c1, s1) in lines.items() if c != "fp32"}

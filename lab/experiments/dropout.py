@@ -4,7 +4,7 @@ sweep, and the MLP (§IV-A/B, Table I) and LSTM (§IV-C, Table II) training runs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import pandas as pd
 import torch
@@ -14,6 +14,7 @@ from lab.dropout.conventional import check_rate
 from lab.dropout.search import default_max_dp
 from lab.dropout.kinds import DEFAULT_TILE, KIND_LABELS, LAYER_KINDS, MODEL_KINDS
 from lab.backend import Progress, RowSink
+from lab.experiments.turns import Turns
 
 # Table I of the paper: MNIST, rates (0.7, 0.7); accuracy (change vs conventional) and speedup.
 # The 2048x2048 ROW change is printed as "(0.37%)" without a sign.
@@ -193,6 +194,37 @@ def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> p
     return table
 
 
+class _Contestants:
+    """The runs of one table, one after another or (`side_by_side`) taking turns a logged point each (`Turns`), so a
+    run stopped part-way (a callback raising) has a curve of every contestant up to about the same epoch. Progress
+    is the mean of the runs' fractions. Each run keeps its own stream of torch's global generator across its turns
+    (conventional dropout draws its masks from it), so the results equal the runs' one after another."""
+
+    def __init__(self, n: int, side_by_side: bool, progress: Optional[Progress]) -> None:
+        self.n, self.progress = n, progress
+        self.fracs = [0.0] * n
+        self.turns = Turns(n) if side_by_side and n > 1 else None
+
+    def report(self, i: int, label: str, kind: str) -> Progress:
+        """Run i's progress callback (the training loop's messages start with the raw kind: the label names it)."""
+        def sub(frac: float, msg: str) -> None:
+            self.fracs[i] = frac
+            if self.progress:
+                rest = msg[len(kind) + 1:] if msg.startswith(f"{kind} ") else msg
+                self.progress(sum(self.fracs) / self.n, f"{label}: {rest}")
+        return sub
+
+    def point(self, i: int) -> None:
+        """Run i logged a point: with turns, the next run goes on, and run i waits for its turn again."""
+        if self.turns is not None:
+            rng = torch.get_rng_state()
+            self.turns.next(i)
+            torch.set_rng_state(rng)
+
+    def run(self, jobs: list[Callable[[], Any]]) -> list:
+        return [job() for job in jobs] if self.turns is None else self.turns.run(jobs)
+
+
 def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
               hidden: Sequence[Sequence[int]] = ((2048, 2048),), rates: Sequence[Sequence[float]] = DEFAULT_RATES,
               kinds: Sequence[str] = LAYER_KINDS, epochs: int = 1, batch: int = 128,
@@ -200,12 +232,13 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
               test_samples: Optional[int] = None, max_dp: Optional[int] = None,
               tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None, seed: int = 0,
               progress: Optional[Progress] = None, on_point: Optional[RowSink] = None,
-              on_row: Optional[RowSink] = None) -> TrainingTables:
+              on_row: Optional[RowSink] = None, side_by_side: bool = False) -> TrainingTables:
     """The MLP experiments (§IV-A: rates (0.3,0.3)..(0.7,0.7) on 784-2048-2048-10; §IV-B, Table I:
     hidden sizes at (0.7,0.7)): test accuracy and time per epoch for each dropout kind, the change
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
     Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc), and each run's
-    table row through `on_row` as it finishes (before the change and speedup columns exist)."""
+    table row through `on_row` as it finishes (before the change and speedup columns exist). side_by_side: the
+    runs take turns, a logged point (a quarter epoch) each, with the same results (`_Contestants`)."""
     from lab.dropout.train import train_mlp
     from lab.data.images import load_dataset
 
@@ -227,28 +260,30 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     bad = [(hs, r) for hs, r in {(hs, r) for hs, r, _ in runs} if len(r) != len(hs)]
     if bad:
         raise ValueError(f"each rate tuple needs one rate per hidden layer: {bad[0][1]} for hidden {bad[0][0]}")
-    rows, curves = [], []
-    for i, (hs, r, kind) in enumerate(runs):
+    order = _Contestants(len(runs), side_by_side, progress)
+
+    def one(i: int, hs: tuple, r: tuple, kind: str) -> tuple[pd.DataFrame, dict]:
         label = f"{'x'.join(map(str, hs))} {_rates_label(r)} {KIND_LABELS[kind]}"
+        tags = dict(run=label, kind=kind, hidden="x".join(map(str, hs)), rates=_rates_label(r))
 
-        def sub(frac: float, msg: str, i=i, label=label) -> None:
-            if progress:
-                progress((i + frac) / len(runs), f"{label}: {msg}")
-
-        def point(row: dict, label=label, kind=kind, hs=hs, r=r) -> None:
+        def point(row: dict) -> None:
             if on_point:
-                on_point(dict(row, run=label, kind=kind, hidden="x".join(map(str, hs)), rates=_rates_label(r)))
+                on_point(dict(row, **tags))
+            order.point(i)
 
         curve, s = train_mlp(ds.train_x, ds.train_y, ds.test_x, ds.test_y, ds.classes, hidden=hs, rates=r,
                              kind=kind, epochs=epochs, batch=batch, lr=lr, momentum=momentum, max_dp=max_dp,
-                             tile=tile, seed=seed, progress=sub, on_point=point)
-        curves.append(curve.assign(run=label, kind=kind, hidden="x".join(map(str, hs)), rates=_rates_label(r)))
-        rows.append({"dataset": ds.name, "hidden": "x".join(map(str, hs)), "rates": _rates_label(r), "kind": kind,
-                     "pattern": KIND_LABELS[kind], "test_acc": s["test_acc"], "epoch_s": s["epoch_s"],
-                     "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
-                     "epochs": epochs, "train_samples": len(ds.train_y), "test_samples": len(ds.test_y)})
+                             tile=tile, seed=seed, progress=order.report(i, label, kind), on_point=point)
+        row = {"dataset": ds.name, "hidden": "x".join(map(str, hs)), "rates": _rates_label(r), "kind": kind,
+               "pattern": KIND_LABELS[kind], "test_acc": s["test_acc"], "epoch_s": s["epoch_s"],
+               "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
+               "epochs": epochs, "train_samples": len(ds.train_y), "test_samples": len(ds.test_y)}
         if on_row:
-            on_row(dict(rows[-1]))
+            on_row(dict(row))
+        return curve.assign(**tags), row
+
+    done = order.run([lambda i=i, run=run: one(i, *run) for i, run in enumerate(runs)])
+    curves, rows = [curve for curve, _ in done], [row for _, row in done]
     table = _finish(pd.DataFrame(rows), ["hidden", "rates"], "test_acc", "acc_change")
     if set(table.rates) == {"(0.7,0.7)"}:
         table = table.merge(PAPER_MLP_TABLE1, on=["hidden", "kind"], how="left")
@@ -275,14 +310,16 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
                clip: float = 5.0, vocab_size: int = 10_000, max_train_tokens: Optional[int] = None,
                max_dp: Optional[int] = None, tile: tuple[int, int] = DEFAULT_TILE, threads: Optional[int] = None,
                seed: int = 0, progress: Optional[Progress] = None,
-               on_point: Optional[RowSink] = None, on_row: Optional[RowSink] = None) -> TrainingTables:
+               on_point: Optional[RowSink] = None, on_row: Optional[RowSink] = None,
+               side_by_side: bool = False) -> TrainingTables:
     """The LSTM language-model experiment (§IV-C, Table II): test perplexity, next-word accuracy
     and time per epoch for each dropout kind at each rate pair, with the change against
     conventional dropout at the same rates and the speedup. `corpus` is one of
     `lab.data.text.CORPORA` ('auto': PTB at `path`, else Debian's fortunes or bible-kjv, else the
     Python documentation that ships with Python); the table's `corpus` and `corpus_source`
     columns say which one was used. A missing corpus raises FileNotFoundError. Each run's table
-    row streams through `on_row` as it finishes (before the change and speedup columns exist)."""
+    row streams through `on_row` as it finishes (before the change and speedup columns exist). side_by_side: as
+    in `mlp_table`."""
     from lab.dropout.train import train_lstm
     from lab.data.text import load_corpus
 
@@ -297,30 +334,32 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
         torch.set_num_threads(threads)
     c = load_corpus(corpus, path, vocab_size=vocab_size, max_train_tokens=max_train_tokens, seed=seed)
     runs = [(r, k) for r in rates for k in kinds]
-    rows, curves = [], []
-    for i, (r, kind) in enumerate(runs):
+    order = _Contestants(len(runs), side_by_side, progress)
+
+    def one(i: int, r: tuple, kind: str) -> tuple[pd.DataFrame, dict]:
         label = f"{_rates_label(r)} {KIND_LABELS[kind]}"
+        tags = dict(run=label, kind=kind, rates=_rates_label(r))
 
-        def sub(frac: float, msg: str, i=i, label=label) -> None:
-            if progress:
-                progress((i + frac) / len(runs), f"{label}: {msg}")
-
-        def point(row: dict, label=label, kind=kind, r=r) -> None:
+        def point(row: dict) -> None:
             if on_point:
-                on_point(dict(row, run=label, kind=kind, rates=_rates_label(r)))
+                on_point(dict(row, **tags))
+            order.point(i)
 
         curve, s = train_lstm(c.train, c.valid, c.test, c.vocab_size, hidden=hidden, layers=layers, rates=r,
                               kind=kind, epochs=epochs, batch=batch, bptt=bptt, lr=lr, lr_decay=lr_decay, clip=clip,
-                              max_dp=max_dp, tile=tile, seed=seed, progress=sub, on_point=point)
-        curves.append(curve.assign(run=label, kind=kind, rates=_rates_label(r)))
-        rows.append({"corpus": c.name, "corpus_source": c.source, "rates": _rates_label(r), "kind": kind,
-                     "pattern": KIND_LABELS[kind],
-                     "test_ppl": s["test_ppl"], "test_acc": s["test_acc"], "valid_ppl": s["valid_ppl"],
-                     "epoch_s": s["epoch_s"], "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
-                     "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
-                     "train_tokens": int(c.train.numel())})
+                              max_dp=max_dp, tile=tile, seed=seed, progress=order.report(i, label, kind), on_point=point)
+        row = {"corpus": c.name, "corpus_source": c.source, "rates": _rates_label(r), "kind": kind,
+               "pattern": KIND_LABELS[kind],
+               "test_ppl": s["test_ppl"], "test_acc": s["test_acc"], "valid_ppl": s["valid_ppl"],
+               "epoch_s": s["epoch_s"], "epoch_s_lo": s["epoch_s_lo"], "epoch_s_hi": s["epoch_s_hi"],
+               "epochs": epochs, "hidden": hidden, "vocab": c.vocab_size,
+               "train_tokens": int(c.train.numel())}
         if on_row:
-            on_row(dict(rows[-1]))
+            on_row(dict(row))
+        return curve.assign(**tags), row
+
+    done = order.run([lambda i=i, run=run: one(i, *run) for i, run in enumerate(runs)])
+    curves, rows = [curve for curve, _ in done], [row for _, row in done]
     table = _finish(pd.DataFrame(rows), ["rates"], "test_ppl", "ppl_change")
     base = table[table.kind == "bernoulli"].set_index("rates")["test_acc"]
     table["acc_change"] = [r.test_acc - base[r.rates] if r.rates in base.index else float("nan")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable, Iterable, Mapping
 
 import pandas as pd
@@ -92,33 +93,101 @@ def error_histogram(codecs: Iterable[str | Codec], distribution: str = "normal(0
 
 
 def codec_speed(codecs: Iterable[str | Codec], n: int = 1 << 20, *, device: str | torch.device | None = None,
-                repeats: int = 5, seed: int = 0, progress: Progress | None = None) -> pd.DataFrame:
-    """Encode and decode time of each codec on n normal values on this device (median of `repeats`
-    after warm-up), with torch's fp8 cast measured in the same run as the baseline: codec, op, n,
-    seconds, ns_per_value, gb_per_s (float32 side), speed_vs_fp8_cast (> 1: faster)."""
+                repeats: int = 5, budget_s: float = 1.0, max_repeats: int = 41, seed: int = 0,
+                threads: int | str | None = "free", progress: Progress | None = None) -> pd.DataFrame:
+    """Encode and decode time of each codec on n normal values on this device, with torch's fp8 cast measured
+    in the same run as the baseline. Each codec is warmed up first (its first call compiles its passes; the
+    warm-up calls are not timed), then the codecs are timed round-robin, one encode and one decode each per
+    round, so a burst of other work on the machine falls on all of them alike: at least `repeats` rounds, more
+    while the timed calls have used less than `budget_s` seconds (at most `max_repeats`). Columns: codec, op, n,
+    repeats, seconds (the median), ns_per_value, ns_min, ns_max, ns_lo and ns_hi (the median's distribution-free
+    95 % interval, `spread.median_interval`), gb_per_s (float32 side), speed_vs_fp8_cast (> 1: faster, medians)
+    with vs_cast_lo / vs_cast_hi from the two intervals. `threads`: torch's CPU threads while timing (None: as set;
+    'free', the default: `free_threads()`, so a busy machine's cores are not oversubscribed: there a threaded pass
+    waits at every step for a thread another process holds, hundreds of ns per value for a pass of a few, while
+    torch's one-pass cast hardly notices); restored afterwards.
+    attrs: device, threads (used), threads_before, cores, load_before / load_after (1-minute load average; NaN
+    where the OS has none), interval_coverage."""
+    import os
+
     from .. import backend
 
-    if not isinstance(n, int) or n < 1:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n={n!r}: need an integer >= 1")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= max_repeats:
+        raise ValueError(f"repeats={repeats!r}: need an integer in 1..max_repeats ({max_repeats})")
     dev = torch.device(device) if device is not None else backend.default_device()
+    load = (lambda: os.getloadavg()[0]) if hasattr(os, "getloadavg") else (lambda: math.nan)
+    load_before, threads_before = load(), torch.get_num_threads()
+    if threads == "free":
+        threads = free_threads()
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
+        raise ValueError(f"threads={threads!r}: allowed an integer >= 1, 'free' or None")
+    used = threads if threads is not None and dev.type == "cpu" else threads_before
+    torch.set_num_threads(used)
+    try:
+        df = _time_codecs(codecs, n, dev, repeats, budget_s, max_repeats, seed, progress)
+    finally:
+        torch.set_num_threads(threads_before)
+    df.attrs.update(device=backend.device_name(dev), threads=used, threads_before=threads_before,
+                    cores=os.cpu_count() or 1, load_before=load_before, load_after=load())
+    return df
+
+
+def free_threads() -> int:
+    """CPU threads to time with: torch's thread count, lowered to the cores the 1-minute load average leaves free
+    (at least 1); all of them where the OS has no load average."""
+    import os
+
+    if not hasattr(os, "getloadavg"):
+        return torch.get_num_threads()
+    cores = os.cpu_count() or 1
+    return max(1, min(torch.get_num_threads(), math.floor(cores - os.getloadavg()[0] + 0.5)))
+
+
+def _time_codecs(codecs, n: int, dev: torch.device, repeats: int, budget_s: float, max_repeats: int, seed: int,
+                 progress: Progress | None) -> pd.DataFrame:
+    """`codec_speed`'s rounds: warm-up, then interleaved timed calls; the table without its attrs."""
+    from .. import backend
+    from .spread import median_interval
+
     x = torch.randn(n, generator=torch.Generator().manual_seed(seed)).to(dev)
     named = [(c.describe(), c.encode, c.decode) for c in (_as_codec(c) for c in codecs)]
     named.append(("torch fp8_e4m3 cast", lambda t: t.to(torch.float8_e4m3fn), lambda e: e.to(torch.float32)))
-    rows = []
+    calls = []  # (name, op, fn)
     for i, (name, enc, dec) in enumerate(named):
         if progress:
-            progress(i / len(named), f"timing {name}")
+            progress(0.3 * i / len(named), f"warming up {name} (its first call compiles)")
         e = enc(x)
-        for op, fn in (("encode", lambda: enc(x)), ("decode", lambda: dec(e))):
-            t = backend.time_fn(fn, dev, repeats=repeats).median
-            rows.append({"codec": name, "op": op, "n": n, "seconds": t, "ns_per_value": t / n * 1e9,
-                         "gb_per_s": 4 * n / t / 1e9})
+        for _ in range(2):
+            enc(x), dec(e)
+        calls += [(name, "encode", lambda enc=enc: enc(x)), (name, "decode", lambda dec=dec, e=e: dec(e))]
+    times: dict[tuple[str, str], list[float]] = {(name, op): [] for name, op, _ in calls}
+    spent, rounds = 0.0, 0
+    while rounds < repeats or (spent < budget_s and rounds < max_repeats):
+        for name, op, fn in calls:
+            t = backend.time_fn(fn, dev, warmup=0, repeats=1).median
+            times[name, op].append(t)
+            spent += t
+        rounds += 1
+        if progress:
+            progress(0.3 + 0.7 * min(1.0, max(rounds / repeats, spent / budget_s if budget_s > 0 else 0)),
+                     f"timed {rounds} round(s)")
+    rows, cover = [], 1.0
+    for (name, op), ts in times.items():
+        lo, hi, cover = median_interval(ts)
+        med = statistics.median(ts)
+        rows.append({"codec": name, "op": op, "n": n, "repeats": len(ts), "seconds": med,
+                     "ns_per_value": med / n * 1e9, "ns_min": min(ts) / n * 1e9, "ns_max": max(ts) / n * 1e9,
+                     "ns_lo": lo / n * 1e9, "ns_hi": hi / n * 1e9, "gb_per_s": 4 * n / med / 1e9})
     if progress:
         progress(1.0, "done")
     df = pd.DataFrame(rows)
-    base = df[df.codec == "torch fp8_e4m3 cast"].set_index("op")["seconds"]
-    df["speed_vs_fp8_cast"] = [base[o] / s for o, s in zip(df.op, df.seconds)]
-    df.attrs["device"] = backend.device_name(dev)
+    base = df[df.codec == "torch fp8_e4m3 cast"].set_index("op")
+    df["speed_vs_fp8_cast"] = [base.seconds[o] / s for o, s in zip(df.op, df.seconds)]
+    df["vs_cast_lo"] = [base.ns_lo[o] / h for o, h in zip(df.op, df.ns_hi)]
+    df["vs_cast_hi"] = [base.ns_hi[o] / lo for o, lo in zip(df.op, df.ns_lo)]
+    df.attrs["interval_coverage"] = cover
     return df
 
 
@@ -213,6 +282,9 @@ def load_tensor(data: bytes, filename: str) -> torch.Tensor:
 # --- block-scaled formats (OCP MX v1.0, NVFP4): one block drawn, and the lesson at equal bits ---
 
 BLOCK_PICKS = ("largest value", "most flushed to zero", "most saturated", "by number")
+#: the Codecs page's first contestants (and its tour step's): the paper's best 8-bit type against the plain
+#: linear quantiser, fp8 (E4M3) and int8
+FIRST_CODECS = ("dynamic_tree", "linear", "fp8_e4m3", "int8")
 
 
 def _block_format(codec: Codec):

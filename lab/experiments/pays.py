@@ -1,7 +1,8 @@
 """Does compression pay? Every registered codec × allreduce algorithm on a two-level cluster
 against a bf16 baseline, codec time counted, optional overlap with the backward pass; the break-even
-NIC bandwidth per codec; time to accuracy from the steps penalties `paralab converge` measured (issue
-32: `lab.plan.accuracy`, "not measured" where it has none); and why NVLS busbw exceeds the ring's.
+NIC bandwidth per codec; time to accuracy from the steps penalties `paralab converge` measured
+(`lab.plan.accuracy`, "not measured" where it has none), each verdict as its interval supports it
+(`ranked_summary`, `measured_words`); and why NVLS busbw exceeds the ring's.
 Step times are predictions of `lab.plan.pays` and `lab.comm.cluster`; docs/pays.md compares them with
 the papers."""
 from __future__ import annotations
@@ -13,7 +14,8 @@ import pandas as pd
 from lab.backend import Progress
 from lab.comm import cluster as _cluster
 from lab.plan import pays as _pays
-from lab.plan.pays import PaysResult, lesson_sentence
+from lab.plan.accuracy import NEVER, NOT_MEASURED
+from lab.plan.pays import PaysResult, best_words, lesson_sentence, measured_words, ranked_summary
 
 INTRA_LINKS = tuple(_cluster.INTRA)
 INTER_LINKS = tuple(_cluster.INTER)
@@ -106,4 +108,5 @@ def nvls_table(P: int = 8, line_GBps: float = 450.0, ring_busbw_GBps: float = 37
 
 
 __all__ = ["CLUSTER_ALGORITHMS", "INTRA_LINKS", "INTER_LINKS", "LINK_ALIASES", "PAYS_BANDWIDTHS", "PAPER_PAYS",
-           "PaysResult", "does_compression_pay", "pays_takeaway", "nvls_table"]
+           "PaysResult", "does_compression_pay", "pays_takeaway", "nvls_table", "ranked_summary", "measured_words", "best_words",
+           "NEVER", "NOT_MEASURED"]

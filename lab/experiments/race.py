@@ -28,10 +28,11 @@ class RaceResult:
     """curves: the shown seed's evaluations (spec, step, val_loss, quality, modelled_s); arrivals: one
     row per spec (this seed's arrival step and modelled time; over all seeds: steps to target, penalty,
     modelled time to target, each with its t-based 95 % CI, and the speedup in time to target against
-    fp32's mean, its CI = fp32's mean over the time's CI bounds); target: this seed's target loss;
-    lessons: {'steps': [..],
-    'time': [..]} sentences from the numbers; cluster: the cluster in words; partial: fewer runs than
-    the study asked."""
+    fp32's mean, its CI = fp32's mean over the time's CI bounds; `verdict` against fp32: sooner, later or
+    within noise by that CI), best first by the upper end of the time's CI (`rank_arrivals`); target: this
+    seed's target loss; lessons: {'steps': [..], 'time': [..]} sentences from the numbers; cluster: the
+    cluster in words; partial: fewer runs than the study asked; first, tied: who reaches the target first
+    as the intervals support it (`podium`)."""
 
     curves: pd.DataFrame
     arrivals: pd.DataFrame
@@ -43,6 +44,8 @@ class RaceResult:
     model: str
     partial: bool = False
     notes: list[str] = field(default_factory=list)
+    first: str | None = None  # the spec first by the upper end of its time-to-target interval (None: no arrival)
+    tied: list[str] = field(default_factory=list)  # specs whose interval overlaps the first's: not separated
 
 
 def committed_race_data(task: str) -> dict[str, Any] | None:
@@ -217,13 +220,77 @@ def race(runs: pd.DataFrame | list[dict], curves: pd.DataFrame | list[dict], *, 
             speedup_ci_low=fp32_tt / tt_ci[1] if tt_ci and tt_ci[1] > 0 else None,
             speedup_ci_high=fp32_tt / tt_ci[0] if tt_ci and tt_ci[0] > 0 else None))
     arr = pd.DataFrame(rows)
+    arr["verdict"] = [versus_fp32(r) for r in rows]
+    arr = rank_arrivals(arr)
     nodes, _, per = str(cluster).partition("x")
     where = (f"{nodes} nodes x {per} {gpu.upper()} ({intra} inside a node, {inter} between nodes), {model}"
              if per else f"{cluster} ({gpu}, {intra}, {inter}), {model}")
     lessons = race_lessons(arr, summary, optimizer=optimizer, where=where)
     partial = any(r["partial"] for r in summary.values()) or any(r["seeds"] == 0 for r in summary.values())
     notes = [f"{r.spec}: {r.why}" for r in times.itertuples() if not r.priced]
-    return RaceResult(cur.reset_index(drop=True), arr, target, seed, seeds, lessons, where, model, partial, notes)
+    first, tied = podium(arr)
+    return RaceResult(cur.reset_index(drop=True), arr, target, seed, seeds, lessons, where, model, partial, notes,
+                      first, tied)
+
+
+SOONER, LATER, NOISE_OF_FP32 = "sooner than fp32", "later than fp32", "within noise of fp32"
+
+
+def versus_fp32(r: dict) -> str:
+    """A race row's verdict against fp32 by its speedup's 95% CI: sooner / later than fp32 where the whole
+    interval is above / below 1, within noise where it straddles 1 (the point where there is no CI); 'never'
+    (some seed missed the target), 'not measured' (no finished run), 'not priced' (no step model)."""
+    if r["spec"] == FP32:
+        return "baseline"
+    if not r["seeds"]:
+        return "not measured"
+    if r["never_reached"]:
+        return "never"
+    if not r["priced"]:
+        return "not priced"
+    x, lo, hi = r["time_to_accuracy_speedup"], r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    lo, hi = (x, x) if lo is None or hi is None or lo != lo or hi != hi else (lo, hi)
+    return SOONER if lo > 1 else LATER if hi < 1 else NOISE_OF_FP32
+
+
+def _bounds(r: dict) -> tuple[float, float]:
+    """(low, high) modelled seconds to the target of a race row: its 95% CI, the mean where there is none."""
+    t, lo, hi = r["modelled_time_to_target_s"], r.get("time_to_target_ci_low"), r.get("time_to_target_ci_high")
+    return (t, t) if lo is None or hi is None or lo != lo or hi != hi else (lo, hi)
+
+
+def rank_arrivals(arr: pd.DataFrame) -> pd.DataFrame:
+    """The arrivals best first by what the interval supports: the upper end of the modelled time to the target's
+    95% CI (the mean where there is none), then the mean; never reached, not priced and not measured last."""
+    def key(r: dict) -> tuple:
+        t = r["modelled_time_to_target_s"]
+        if not r["seeds"] or not r["priced"] or t != t:
+            return (2, 0.0, 0.0)
+        if not math.isfinite(t):
+            return (1, 0.0, 0.0)
+        return (0, _bounds(r)[1], t)
+    recs = arr.to_dict(orient="records")
+    order = sorted(range(len(recs)), key=lambda i: key(recs[i]))
+    return arr.iloc[order].reset_index(drop=True)
+
+
+def podium(arr: pd.DataFrame) -> tuple[str | None, list[str]]:
+    """(the spec first by the upper end of its time-to-target interval, the specs whose intervals overlap its
+    own: the seeds do not separate them) of ranked arrivals (`rank_arrivals`); (None, []) when none arrived."""
+    recs = [r for r in arr.to_dict(orient="records") if r["seeds"] and r["priced"]
+            and math.isfinite(r["modelled_time_to_target_s"])]
+    if not recs:
+        return None, []
+    w = min(recs, key=lambda r: (_bounds(r)[1], r["modelled_time_to_target_s"]))
+    top = _bounds(w)[1]
+    return w["spec"], [r["spec"] for r in recs if r is not w and _bounds(r)[0] <= top]
+
+
+def _ci_text(lo, hi, fmt) -> str:
+    """', 95% CI a-b' ('' without a CI; ', the same in every seed' where its ends print alike)."""
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return ""
+    return ", the same in every seed" if fmt(lo) == fmt(hi) else f", 95% CI {fmt(lo)}-{fmt(hi)}"
 
 
 def _loss_at(cur: pd.DataFrame, spec: str, run: dict | None) -> float:
@@ -236,8 +303,9 @@ def _loss_at(cur: pd.DataFrame, spec: str, run: dict | None) -> float:
 def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str, where: str) -> dict[str, list[str]]:
     """The sentences each view of the race teaches, from the numbers in `arr` and `summary`:
     'steps': error feedback against none for every codec run both ways, the 8-bit types against fp32;
-    'time': who reaches the target first on the cluster, what the 8-bit types' steps cost, PowerSGD's
-    rank (steps penalty against bytes)."""
+    'time': who reaches the target first on the cluster as the intervals support it (`podium`: no single
+    first where another's interval overlaps its own), what the 8-bit types' steps cost, PowerSGD's rank
+    (steps penalty against bytes)."""
     by = {r["spec"]: r for r in arr.to_dict(orient="records")}
     steps: list[str] = []
     time: list[str] = []
@@ -281,10 +349,15 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
             lo = min(r["step_vs_fp32"] for r in fast)
             hi = max(r["step_vs_fp32"] for r in fast)
             sp = [r["time_to_accuracy_speedup"] for r in fast]
+            lows = [r.get("speedup_ci_low") for r in fast]
+            highs = [r.get("speedup_ci_high") for r in fast]
+            ci = (f" (95% CI {min(lows):.2f}-{max(highs):.2f})" if None not in lows + highs else "")
+            noisy = [r["spec"] for r in fast if r["verdict"] == NOISE_OF_FP32]
             time.append(f"The 8-bit types cost almost nothing: the same steps as fp32, each step "
                         f"{_span([lo, hi], '{:.0%}')} of fp32's on {where} (a quarter of the bits), so "
                         f"{'they reach' if len(fast) > 1 else fast[0]['spec'] + ' reaches'} the target "
-                        f"{_span(sp, '{:.2f}')}x sooner than fp32.")
+                        f"{_span(sp, '{:.2f}')}x sooner than fp32{ci}"
+                        + (f"; for {_listed(noisy)} that is within the seeds' spread of fp32." if noisy else "."))
         if slow:
             lo = min(r["step_vs_fp32"] for r in slow)
             hi = max(r["step_vs_fp32"] for r in slow)
@@ -298,25 +371,39 @@ def race_lessons(arr: pd.DataFrame, summary: dict[str, dict], *, optimizer: str,
         fin = [r for r in priced if math.isfinite(r["modelled_time_to_target_s"])]
         never = [r["spec"] for r in priced if not math.isfinite(r["modelled_time_to_target_s"])]
         if fin:
-            w = min(fin, key=lambda r: r["modelled_time_to_target_s"])
+            first, tied = podium(pd.DataFrame(fin))
+            w = by[first]
             fp = by.get(FP32)
-            vs = (f", {w['time_to_accuracy_speedup']:.2f}x sooner than fp32" if fp and w["spec"] != FP32 else "")
+            vs = (f"; {w['time_to_accuracy_speedup']:.2f}x sooner than fp32"
+                  + _ci_text(w.get("speedup_ci_low"), w.get("speedup_ci_high"), "{:.2f}".format)
+                  if fp and w["spec"] != FP32 else "")
+            when = (f"{duration_text(w['modelled_time_to_target_s'])} modelled"
+                    + _ci_text(w.get("time_to_target_ci_low"), w.get("time_to_target_ci_high"), duration_text) + vs)
             cheap = min(priced, key=lambda r: r["step_ms"])
             extra = ("" if cheap["spec"] == w["spec"] else
                      f" The cheapest step is {cheap['spec']}'s ({cheap['step_vs_fp32']:.0%} of fp32's), but it "
                      + (f"never reaches the target" if not math.isfinite(cheap["modelled_time_to_target_s"]) else
                         f"needs {cheap['penalty']:.2f}x the steps") + ".")
-            time.append(f"On {where}, {w['spec']} reaches the target first: "
-                        f"{duration_text(w['modelled_time_to_target_s'])} modelled{vs}." + extra
-                        + (f" Never there: {', '.join(never)}." if never else ""))
+            head = (f"On {where}, {w['spec']} reaches the target first ({when}), ahead of every other codec's "
+                    "interval." if not tied else
+                    f"On {where}, no single codec reaches the target first beyond the seeds' spread: {w['spec']} "
+                    f"leads by its interval's upper end ({when}), but the intervals of {_listed(tied)} overlap "
+                    "its own.")
+            time.append(head + extra + (f" Never there: {', '.join(never)}." if never else ""))
     ranks = sorted((_rank(s), s) for s in by if _rank(s) is not None and by[s]["seeds"])
     if len(ranks) >= 2:
         parts = [f"rank {k}: {_fmt_pen(summary[s]).replace('needs ', '')}, {by[s]['bits_per_value']:.2g} bits per "
                  "value" for k, s in ranks]
-        fin = [(by[s]["modelled_time_to_target_s"], k) for k, s in ranks if by[s]["priced"]
-               and math.isfinite(by[s]["modelled_time_to_target_s"])]
-        tail = (f"; on this cluster rank {min(fin)[1]} reaches the target first ({duration_text(min(fin)[0])})"
-                if fin else "")
+        rank_of = {s: k for k, s in ranks}
+        first, tied = podium(pd.DataFrame([by[s] for _, s in ranks]))
+        tail = ""
+        if first is not None:
+            t = duration_text(by[first]["modelled_time_to_target_s"])
+            tail = (f"; on this cluster rank {rank_of[first]} reaches the target first ({t}), beyond the seeds' "
+                    "spread" if not tied else
+                    f"; on this cluster rank {rank_of[first]} ({t}) and rank "
+                    f"{_listed([str(rank_of[s]) for s in tied])} reach the target within the seeds' spread of "
+                    "each other")
         time.append(f"PowerSGD's rank trades steps for bytes ({'; '.join(parts)}): a low rank sends less but "
                     f"approximates the gradient worse, so it pays only while the saved bytes outweigh the extra "
                     f"steps{tail} (Vogels et al. 2019 reach full accuracy at rank 2-4).")
@@ -343,6 +430,11 @@ def _better(a: dict, b: dict) -> bool | None:
     if hb < la:
         return False
     return None
+
+
+def _listed(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _span(values: list[float], fmt: str) -> str:
@@ -378,4 +470,5 @@ def race_live_specs() -> list[str]:
 
 
 __all__ = ["RACE_LESSON_SPECS", "RACE_LIVE_DEFAULT", "RACE_COMMITTED_DEFAULT", "race_live_specs", "RaceResult", "race",
+           "versus_fp32", "rank_arrivals", "podium", "SOONER", "LATER", "NOISE_OF_FP32",
            "race_lessons", "step_times", "modelled_seconds", "committed_race_data", "race_data", "duration_text"]

@@ -11,6 +11,7 @@ from lab.train.reproduce import Reproduction, reproduce, type_summary
 from lab.train.run import TrainConfig, TrainResult, load_data, train
 from lab.data.images import DATASETS, DataError, locate_dataset
 from lab.backend import Progress, RowSink
+from lab.experiments.turns import Turns
 
 CONFIG_FIELDS = tuple(f.name for f in fields(TrainConfig))
 
@@ -28,7 +29,7 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
                     **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One run per variant (settings laid over `base`), on the same data: the curves (a
     `variant` column; x = step, epoch, bytes or modelled time_s) and one summary row per variant.
-    side_by_side: the runs take turns, one evaluation interval each (`_Turns`), so a run stopped
+    side_by_side: the runs take turns, one evaluation interval each (`Turns`), so a run stopped
     part-way (a callback raising) has a curve for every variant up to about the same epoch."""
     if not variants:
         raise ValueError("training_curves needs at least one variant")
@@ -41,7 +42,7 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
             raise ValueError(f"variant {name!r}: {e}") from None
     data = load_data(cfg0)
     fracs = [0.0] * len(configs)
-    turns = _Turns(len(configs)) if side_by_side else None
+    turns = Turns(len(configs)) if side_by_side else None
 
     def one(i: int, name: str, c: TrainConfig) -> tuple[pd.DataFrame, dict]:
         def sub(frac: float, msg: str, label=c.label()) -> None:
@@ -66,73 +67,6 @@ def training_curves(variants: dict[str, dict[str, Any]], *, progress: Progress |
     else:
         done = turns.run([lambda i=i, name=name, c=c: one(i, name, c) for i, (name, c) in enumerate(items)])
     return pd.concat([d[0] for d in done], ignore_index=True), pd.DataFrame([d[1] for d in done])
-
-
-class _Turns:
-    """Runs n jobs in threads that take turns: exactly one runs at a time and hands over at `next(i)`
-    (after each evaluation), round robin over the jobs not yet finished, so the order is fixed and the
-    results repeatable. An exception in one job (Stop's, a bad setting's) ends the others at their next
-    turn and is raised by `run`."""
-
-    class _Abort(Exception):
-        pass
-
-    def __init__(self, n: int) -> None:
-        import threading
-
-        self.n, self.turn, self.live = n, 0, set(range(n))
-        self.cv = threading.Condition()
-        self.error: BaseException | None = None
-
-    def _wait(self, i: int) -> None:
-        with self.cv:
-            self.cv.wait_for(lambda: self.turn == i or self.error is not None)
-            if self.error is not None:
-                raise self._Abort()
-
-    def _hand_over(self, i: int) -> None:
-        with self.cv:
-            others = sorted(self.live - {i}) if i in self.live else sorted(self.live)
-            if others:
-                self.turn = next((j for j in others if j > i), others[0])
-            self.cv.notify_all()
-
-    def next(self, i: int) -> None:
-        """Job i reached a turn boundary: the next live job runs; i waits for its turn again."""
-        if len(self.live) > 1:
-            self._hand_over(i)
-            self._wait(i)
-
-    def run(self, jobs: list) -> list:
-        import threading
-
-        out: list = [None] * self.n
-
-        def body(i: int) -> None:
-            try:
-                self._wait(i)
-                out[i] = jobs[i]()
-            except self._Abort:
-                pass
-            except BaseException as e:  # noqa: BLE001 - handed to the caller below
-                with self.cv:
-                    self.error = self.error or e
-                    self.cv.notify_all()
-            finally:
-                with self.cv:
-                    self.live.discard(i)
-                    if self.live and self.turn == i:
-                        self.turn = next((j for j in sorted(self.live) if j > i), min(self.live))
-                    self.cv.notify_all()
-
-        threads = [threading.Thread(target=body, args=(i,), daemon=True, name=f"train-{i}") for i in range(self.n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if self.error is not None:
-            raise self.error
-        return out
 
 
 def architecture(cfg: TrainConfig, inputs: int, classes: int) -> str:

@@ -26,6 +26,11 @@ to bf16's own penalty when bf16 was measured; time-to-accuracy speedup = per-ste
 A codec that never reached the target never pays; one without a measurement is "not measured" and
 keeps its per-step verdict, flagged. Error feedback (`ef:` specs) is priced as its codec plus a local
 decode and 12 bytes per value (`lab.plan.wire.with_error_feedback`).
+
+Verdicts by what the interval supports (`standing`): the penalty's t-based 95 % CI over seeds gives the
+time-to-accuracy speedup an interval; a codec pays where the whole interval clears PAYS_MARGIN, is
+"within noise" where it straddles it, and codecs are ranked by the interval's low end; a codec whose
+interval overlaps the best's is tied with it, and the takeaway then names no single best.
 """
 from __future__ import annotations
 
@@ -346,9 +351,7 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
                 "codec_time": cc.source or "none (bf16 baseline)"})
             rows[-1]["pays_below"] = "baseline" if cc is BF16 else pays_below(rows[-1]["break_even_GBps"])
             rows[-1].update(_tta_fields(accs.get(cc.name), base_step / t, bw, grid, base_grid))
-            rel = accs[cc.name]["steps_penalty"] if cc is not BF16 else 1.0
-            sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
-                       "speedup_vs_bf16": float(bg / g), "time_to_accuracy_speedup": _tta(float(bg / g), rel)}
+            sweep += [sweep_row(cc.name, a, float(b), float(g), float(bg), accs.get(cc.name))
                       for b, g, bg in zip(bw, grid, base_grid)]
         if per_alg:
             best = min(per_alg, key=lambda a: per_alg[a][0])
@@ -363,12 +366,11 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
             summary[-1].update(_tta_fields(accs.get(cc.name), base_step / per_alg[best][0], bw, env, base_grid))
             summary[-1]["pays_per_step"] = summary[-1]["pays"]
             if cc is not BF16 and accs[cc.name]["accuracy"] != acc.NOT_MEASURED:
-                summary[-1]["pays"] = bool(summary[-1]["time_to_accuracy_speedup"] > 1 + PAYS_MARGIN)
+                summary[-1]["pays"] = summary[-1]["verdict"] == PAYS
         if progress:
             progress((k + 1) / (len(costs) + 1), cc.name)
     summary_df = pd.DataFrame(summary)
-    rels = {n: a["steps_penalty"] for n, a in accs.items()}
-    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, summary_df, best_base, base_step, rels)
+    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, summary_df, best_base, base_step, accs)
     lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()))
     source = (f"measured: {bench_file.name} (roofline for codecs it does not time)" if bench_file is not None
@@ -384,7 +386,12 @@ def pays(model: str | ModelSpec = "gpt2_small", cluster: str | tuple[int, int] =
              "time to accuracy = step time x steps to the target: time_to_accuracy_speedup = speedup_vs_bf16 / "
              "steps_penalty (relative to bf16's measured penalty" + ("" if base_pen is not None else
                                                                       "; bf16 not measured: relative to fp32")
-             + "); pays: in time to accuracy where measured, per step where not measured (flagged)"]
+             + "); pays: in time to accuracy where measured, per step where not measured (flagged)",
+             "verdict: time_to_accuracy_speedup_ci_low and time_to_accuracy_speedup_ci_high come from the steps "
+             f"penalty's 95% interval over seeds; pays where the whole interval is at least {PAYS_MARGIN:.0%} "
+             "faster than bf16, does not pay where none of it is, within noise where it straddles that line; "
+             "codecs are ranked by the interval's low end, and a codec whose interval overlaps the best's is "
+             "tied with it"]
     return PaysResult(pd.DataFrame(rows), summary_df, pd.DataFrame(sweep), lesson, source, notes, pen.describe())
 
 
@@ -443,12 +450,112 @@ def credited_penalty(rel: float, ci: tuple[float, float] | None) -> float:
     return rel if ci is not None and math.isfinite(ci[1]) and ci[1] < 1.0 else 1.0
 
 
+def credited_interval(lo: float, hi: float) -> tuple[float, float]:
+    """The steps penalty's 95 % interval as time to accuracy credits it (`credited_penalty`'s rule): its part
+    below 1 counts as 1 unless the whole interval is below 1, so no codec's time-to-accuracy interval reaches
+    past its per-step speedup from noise."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < 1.0:
+        return lo, hi
+    return max(lo, 1.0), hi
+
+
+def sweep_row(codec: str, algorithm: str, inter_GBps: float, step_s: float, base_s: float, a: dict | None) -> dict:
+    """One point of the bandwidth sweep: the step, its speedup against the best bf16 step there, and the speedup in
+    time to accuracy with the interval its penalty's CI gives (`standing`; `a`: accuracy fields, None: bf16)."""
+    where = standing(base_s / step_s, a, codec)
+    measured = a is not None and a["accuracy"] != acc.NOT_MEASURED
+    return {"codec": codec, "algorithm": algorithm, "inter_GBps": inter_GBps, "step_ms": 1e3 * step_s,
+            "speedup_vs_bf16": base_s / step_s,
+            "time_to_accuracy_speedup": where.point if measured else base_s / step_s if a is None else math.nan,
+            "time_to_accuracy_speedup_ci_low": where.lo if measured else math.nan,
+            "time_to_accuracy_speedup_ci_high": where.hi if measured else math.nan}
+
+
+def ranked_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """`summary` (a `PaysResult.summary`) best first by what the interval supports (`rank_key`), the baseline
+    first."""
+    keys = [(r["verdict"] != BASELINE_VERDICT, *rank_key(r)) for r in summary.to_dict(orient="records")]
+    order = sorted(range(len(summary)), key=lambda i: keys[i])
+    return summary.iloc[order].reset_index(drop=True)
+
+
 def _tta(speedup: float, rel: float) -> float:
     """Time-to-accuracy speedup from a per-step speedup and a relative steps penalty (0: never; nan: not
     measured)."""
     if math.isnan(rel):
         return math.nan
     return 0.0 if math.isinf(rel) else speedup / rel
+
+
+# A codec's verdict in time to accuracy, from the interval its steps penalty's 95 % CI gives (`standing`)
+PAYS = "pays"
+NOISE = "within noise"
+NO = "does not pay"
+NEVER_VERDICT = "never reaches the target"
+PER_STEP_PAYS = "pays per step; accuracy not measured"
+PER_STEP_NO = "does not pay per step; accuracy not measured"
+BASELINE_VERDICT = "baseline"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one codec stands against the bf16 baseline: its time-to-accuracy speedup `point` (per step
+    when not measured) and the 95 % interval [lo, hi] its steps penalty's CI gives (lo = hi = point without
+    one), the per-step speedup, whether the penalty is measured, and the verdict the interval supports."""
+
+    name: str
+    point: float
+    lo: float
+    hi: float
+    per_step: float
+    measured: bool
+    verdict: str
+
+    @property
+    def pays(self) -> bool:
+        """Pays beyond the noise (or per step, flagged, where the penalty is not measured)."""
+        return self.verdict in (PAYS, PER_STEP_PAYS)
+
+
+def standing(per_step: float, a: dict | None, name: str = "") -> Standing:
+    """The `Standing` of a codec with per-step speedup `per_step` and accuracy fields `a` (`accuracy_fields`;
+    None: the baseline). Time to accuracy = per_step / steps penalty, its interval per_step / the penalty's
+    CI bounds. pays: the whole interval is at least PAYS_MARGIN above 1; does not pay: none of it is;
+    within noise: it straddles that line (the seeds do not say). The penalty's interval is credited as its
+    point is (`credited_interval`): no codec trains faster than the baseline from noise. Never reaching the
+    target never pays; a codec without a measured penalty keeps its per-step verdict, flagged."""
+    line = 1 + PAYS_MARGIN
+    if a is None:
+        return Standing(name, 1.0, 1.0, 1.0, 1.0, True, BASELINE_VERDICT)
+    rel = a["steps_penalty"]
+    if a["accuracy"] == acc.NOT_MEASURED or math.isnan(rel):
+        return Standing(name, per_step, per_step, per_step, per_step, False,
+                        PER_STEP_PAYS if per_step > line else PER_STEP_NO)
+    if math.isinf(rel):
+        return Standing(name, 0.0, 0.0, 0.0, per_step, True, NEVER_VERDICT)
+    point = per_step / rel
+    lo_p, hi_p = credited_interval(a.get("steps_penalty_ci_low", math.nan), a.get("steps_penalty_ci_high", math.nan))
+    ok = math.isfinite(lo_p) and math.isfinite(hi_p) and lo_p > 0
+    lo, hi = (min(point, per_step / hi_p), max(point, per_step / lo_p)) if ok else (point, point)
+    verdict = PAYS if lo > line else NO if hi <= line else NOISE
+    return Standing(name, point, lo, hi, per_step, True, verdict)
+
+
+def ranked(standings: list[Standing]) -> list[Standing]:
+    """Best first by what the interval supports: the low end of the time-to-accuracy interval (the point
+    where there is none), then the point."""
+    return sorted(standings, key=lambda t: (-t.lo, -t.point, t.name))
+
+
+def rank_key(row: dict | pd.Series) -> tuple[float, float]:
+    """The sort key `ranked` uses, from a summary row (`verdict`, `time_to_accuracy_speedup`, its CI,
+    `speedup_vs_bf16`): sort ascending for best first."""
+    if row["verdict"] in (PER_STEP_PAYS, PER_STEP_NO):
+        return -float(row["speedup_vs_bf16"]), -float(row["speedup_vs_bf16"])
+    point = float(row["time_to_accuracy_speedup"])
+    lo = row.get("time_to_accuracy_speedup_ci_low")
+    lo = point if lo is None or not math.isfinite(float(lo)) else min(point, float(lo))
+    return -lo, -point
 
 
 def _tta_fields(a: dict | None, speedup: float, bw: np.ndarray, grid: np.ndarray, base_grid: np.ndarray) -> dict:
@@ -458,14 +565,16 @@ def _tta_fields(a: dict | None, speedup: float, bw: np.ndarray, grid: np.ndarray
         return {"steps_penalty": 1.0, "steps_penalty_ci_low": math.nan, "steps_penalty_ci_high": math.nan,
                 "accuracy": "baseline", "penalty_source": None, "time_to_accuracy_speedup": 1.0,
                 "time_to_accuracy_speedup_ci_low": math.nan, "time_to_accuracy_speedup_ci_high": math.nan,
-                "break_even_tta_GBps": math.nan, "pays_below_tta": "baseline"}
+                "verdict": BASELINE_VERDICT, "break_even_tta_GBps": math.nan, "pays_below_tta": "baseline"}
     rel = a["steps_penalty"]
     out = dict(a)
     out["time_to_accuracy_speedup"] = _tta(speedup, rel)
     lo, hi = a["steps_penalty_ci_low"], a["steps_penalty_ci_high"]
-    ok = math.isfinite(lo) and math.isfinite(hi) and lo > 0
-    out["time_to_accuracy_speedup_ci_low"] = speedup / hi if ok else math.nan
-    out["time_to_accuracy_speedup_ci_high"] = speedup / lo if ok else math.nan
+    ok = math.isfinite(lo) and math.isfinite(hi) and lo > 0 and math.isfinite(rel)
+    where = standing(speedup, a)
+    out["time_to_accuracy_speedup_ci_low"] = where.lo if ok else math.nan
+    out["time_to_accuracy_speedup_ci_high"] = where.hi if ok else math.nan
+    out["verdict"] = where.verdict
     if math.isnan(rel):
         out["break_even_tta_GBps"], out["pays_below_tta"] = math.nan, acc.NOT_MEASURED
     elif math.isinf(rel):
@@ -484,81 +593,117 @@ def _count(summary: pd.DataFrame) -> tuple[int, int]:
 SLOW = "eth10g"  # the slow network of the lesson: 10 Gb/s Ethernet, as in Agarwal et al. 2022's cloud settings
 
 
-def _paying(s: Setting, costs: list[Cost], algos: list[str],
-            rels: dict[str, float]) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
-    """(paying, sunk) against the best bf16 step of s. paying: (codec, speedup, measured?) of every codec
-    whose best algorithm pays (PAYS_MARGIN): in time to accuracy where its steps penalty (`rels`, relative;
-    nan: not measured) is measured, per step where not. sunk: (codec, per-step speedup) of the codecs that
-    pay per step but not in time to accuracy."""
+def _paying(s: Setting, costs: list[Cost], algos: list[str], accs: dict[str, dict]) -> list[Standing]:
+    """Each codec's `Standing` against the best bf16 step of s: in time to accuracy where its steps penalty
+    (`accs`: `accuracy_fields` by codec) is measured, per step where not."""
     ba = [a for a in algos if available(a, BF16, s.cluster)]
     if not ba:
-        return [], []
+        return []
     base = min(step(s, BF16, a)[0] for a in ba)
-    out, sunk = [], []
+    out = []
     for cc in costs:
         ts = [step(s, cc, a)[0] for a in algos if available(a, cc, s.cluster)]
-        if not ts:
-            continue
-        rel = rels.get(cc.name, math.nan)
-        per_step = base / min(ts)
-        x = per_step if math.isnan(rel) else _tta(per_step, rel)
-        if x > 1 + PAYS_MARGIN:
-            out.append((cc.name, x, not math.isnan(rel)))
-        elif per_step > 1 + PAYS_MARGIN:
-            sunk.append((cc.name, per_step))
-    return out, sunk
+        if ts:
+            out.append(standing(base / min(ts), accs.get(cc.name), cc.name))
+    return out
+
+
+def lesson_part(key: str, standings: list[Standing]) -> dict:
+    """One place's keys of the lesson (`key`: inside, here or slow): how many codecs pay beyond the noise
+    (pay_<key>, pay_inside_node for inside), which are within noise (noise_<key>), the best one by the low end
+    of its interval (best_<key>, its point best_speedup_<key>, whether measured best_<key>_measured), the best
+    measured one (best_measured_<key>: name, point; its interval best_measured_ci_<key>) and the measured codecs
+    whose intervals overlap its own (tied_<key>: the measurement does not separate them), and the codecs that pay
+    per step but not in time to accuracy (sunk_<key>: their penalty sinks them), each list best first."""
+    paying = ranked([t for t in standings if t.pays])
+    noise = ranked([t for t in standings if t.verdict == NOISE])
+    sunk = sorted((t for t in standings if not t.pays and t.verdict != NOISE and t.per_step > 1 + PAYS_MARGIN),
+                  key=lambda t: -t.per_step)
+    best = paying[0] if paying else None
+    measured = next((t for t in paying if t.measured), None)
+    tied = [t.name for t in ranked([*paying, *noise]) if measured is not None and t.measured and t is not measured
+            and t.hi >= measured.lo]
+    return {("pay_inside_node" if key == "inside" else f"pay_{key}"): len(paying),
+            f"noise_{key}": [t.name for t in noise],
+            f"best_{key}": best.name if best else None, f"best_speedup_{key}": best.point if best else None,
+            f"best_{key}_measured": bool(best and best.measured),
+            f"best_measured_{key}": [measured.name, measured.point] if measured else [None, None],
+            f"best_measured_ci_{key}": [measured.lo, measured.hi] if measured else None,
+            f"tied_{key}": tied, f"sunk_{key}": [t.name for t in sunk]}
 
 
 def _lesson(spec: ModelSpec, c: Cluster, dev: Device, batch: int, overlap: bool, costs: list[Cost],
             algos: list[str], summary: pd.DataFrame, best_base: str, base_step: float,
-            rels: dict[str, float] | None = None) -> dict:
+            accs: dict[str, dict] | None = None) -> dict:
     """The same question inside one node of this cluster (no network), at this cluster and at this
-    cluster on 10 Gb/s Ethernet: how many codecs pay and the best one, ranked by time to accuracy where
-    the steps penalty is measured (`rels`), per step where not; which codecs pay per step but are sunk
-    by their measured penalty; the median break-even bandwidth."""
-    rels = rels or {}
-    inside, sunk_inside = _paying(Setting(spec, Cluster(1, c.gpus_per_node, c.intra, c.inter, c.nics_per_node), dev,
-                                          batch, overlap), costs, algos, rels)
+    cluster on 10 Gb/s Ethernet (`lesson_part` each: ranked by the low end of the time-to-accuracy interval
+    where the steps penalty is measured, `accs`, per step where not); the median break-even bandwidth."""
+    accs = accs or {}
     slow_c = c if c.nodes == 1 else Cluster(c.nodes, c.gpus_per_node, c.intra, cl.resolve_level_link(SLOW, "inter"),
                                             c.nics_per_node)
-    slow, sunk_slow = _paying(Setting(spec, slow_c, dev, batch, overlap), costs, algos, rels)
-    here, sunk_here = _paying(Setting(spec, c, dev, batch, overlap), costs, algos, rels)
+    out = {"codecs": len(costs), "inside_node": f"1x{c.gpus_per_node} {c.intra.name}", "here": c.name,
+           "slow": slow_c.name}
+    for key, where in (("inside", Cluster(1, c.gpus_per_node, c.intra, c.inter, c.nics_per_node)), ("here", c),
+                       ("slow", slow_c)):
+        out.update(lesson_part(key, _paying(Setting(spec, where, dev, batch, overlap), costs, algos, accs)))
     comp = summary[summary["codec"] != BASELINE] if len(summary) else summary
     finite = [b for b in comp["break_even_GBps"] if b is not None and np.isfinite(b)] if len(comp) else []
+    out.update({"median_break_even_GBps": float(np.median(finite)) if finite else None,
+                "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base,
+                "baseline_step_ms": 1e3 * base_step})
+    return out
 
-    def best(x):
-        return max(x, key=lambda t: t[1]) if x else (None, None, False)
 
-    def names(x):
-        return [n for n, _ in sorted(x, key=lambda t: -t[1])]
+def _names(names: list[str], k: int = 3) -> str:
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
-    def measured(x):
-        return best([t for t in x if t[2]])[:2]
 
-    return {"codecs": len(costs), "inside_node": f"1x{c.gpus_per_node} {c.intra.name}", "pay_inside_node": len(inside),
-            "best_inside": best(inside)[0], "best_speedup_inside": best(inside)[1],
-            "best_inside_measured": best(inside)[2], "best_measured_inside": measured(inside), "sunk_inside": names(sunk_inside),
-            "here": c.name, "pay_here": len(here), "best_here": best(here)[0], "best_speedup_here": best(here)[1],
-            "best_here_measured": best(here)[2], "best_measured_here": measured(here), "sunk_here": names(sunk_here),
-            "slow": slow_c.name, "pay_slow": len(slow), "best_slow": best(slow)[0], "best_speedup_slow": best(slow)[1],
-            "best_slow_measured": best(slow)[2], "best_measured_slow": measured(slow), "sunk_slow": names(sunk_slow),
-            "median_break_even_GBps": float(np.median(finite)) if finite else None,
-            "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base,
-            "baseline_step_ms": 1e3 * base_step}
+def measured_words(lesson: dict, key: str) -> str:
+    """The best measured codec of one place of the lesson in words, as its interval supports it: 'X, 2.64x in time
+    to accuracy (95% interval a-b), ahead of every other codec's interval' when no other measured codec's interval
+    overlaps its own; 'no single best: X ranks first by its interval's low end ... but its interval overlaps those
+    of Y, Z' when some do; '' when no measured codec pays."""
+    name, x = lesson.get(f"best_measured_{key}") or (None, None)
+    if not name:
+        return ""
+    lo, hi = lesson.get(f"best_measured_ci_{key}") or (x, x)
+    tied = lesson.get(f"tied_{key}") or []
+    ci = f"95% interval {lo:.2f}-{hi:.2f}"
+    if not tied:
+        return f"{name}, {x:.2f}x in time to accuracy ({ci}), ahead of every other codec's interval"
+    return (f"no single best: {name} ranks first by its interval's low end, at least {lo:.2f}x in time to accuracy "
+            f"({x:.2f}x, {ci}), but its interval overlaps those of {_names(tied)}")
+
+
+def best_words(lesson: dict, key: str) -> str:
+    """The best codec of one place of the lesson in words (`measured_words`; a codec without a measured penalty
+    ranks by its per-step speedup, flagged, with the best measured one beside it); '' when none pays."""
+    best, x = lesson[f"best_{key}"], lesson[f"best_speedup_{key}"]
+    if not best:
+        return ""
+    words = measured_words(lesson, key)
+    if lesson.get(f"best_{key}_measured"):
+        return words if words.startswith("no single best") else f"best {words}"
+    if words:
+        words = (f"; among the measured ones, {words}" if words.startswith("no single best")
+                 else f"; best measured {words}")
+    return f"best {best}, {x:.2f}x per step, accuracy {acc.NOT_MEASURED}{words}"
 
 
 def lesson_sentence(lesson: dict) -> str:
-    """The takeaway in one sentence, from the numbers of `PaysResult.lesson`."""
+    """The takeaway in one sentence, from the numbers of `PaysResult.lesson`: per place, the codecs that pay
+    where the whole interval says so, those within noise, the best as its interval supports it, and those the
+    measured penalty sinks."""
     n = lesson["codecs"]
 
     def part(where: str, key: str) -> str:
-        best, x, k = lesson[f"best_{key}"], lesson[f"best_speedup_{key}"], lesson[f"pay_{key}_node" if key == "inside"
-                                                                                     else f"pay_{key}"]
-        how = ("in time to accuracy" if lesson.get(f"best_{key}_measured") else
-               f"per step, accuracy {acc.NOT_MEASURED}")
-        bm, xm = lesson.get(f"best_measured_{key}") or (None, None)
-        also = f"; best measured {bm}, {xm:.2f}x in time to accuracy" if bm and bm != best else ""
-        out = f"{where}: {k} of {n}" + (f" (best {best}, {x:.2f}x {how}{also})" if best else "")
+        k = lesson["pay_inside_node" if key == "inside" else f"pay_{key}"]
+        words = best_words(lesson, key)
+        out = f"{where}: {k} of {n}" + (f" ({words})" if words else "")
+        noise = lesson.get(f"noise_{key}") or []
+        if noise:
+            verb = "their intervals straddle" if len(noise) > 1 else "its interval straddles"
+            out += f", {len(noise)} more within noise ({_names(noise)}: {verb} {1 + PAYS_MARGIN:g}x)"
         sunk = lesson.get(f"sunk_{key}") or []
         if sunk:
             verb = "pay" if len(sunk) > 1 else "pays"
@@ -574,10 +719,10 @@ def lesson_sentence(lesson: dict) -> str:
             if be is not None else "")
     task, path = lesson.get("penalty_task"), lesson.get("penalty_file")
     src = (f" Steps penalties measured on the {task} task ({Path(path).name}) for {lesson.get('measured', 0)} of {n} "
-           "codecs." if path else
+           "codecs, with 95% intervals over seeds." if path else
            (f" Steps penalties: no {task} result ({acc.NOT_MEASURED}), so these are per-step verdicts." if task else ""))
-    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 run — " + "; ".join(parts) + tail + "."
-            + src)
+    return (f"Codecs at least {PAYS_MARGIN:.0%} faster than the best bf16 run, where the whole 95% interval says so — "
+            + "; ".join(parts) + tail + "." + src)
 
 
 # public names of the pieces `lab.plan.sharded_pays` prices FSDP rows with (the same verdict rules as DDP's)
@@ -586,7 +731,9 @@ accuracy_fields = _accuracy
 tta = _tta
 tta_fields = _tta_fields
 
-__all__ = ["crossing", "accuracy_fields", "tta", "tta_fields", "BASELINE", "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
-           "PhasedCost", "FP32",
-           "ddp_step", "pays_below",
-           "Setting", "available", "step", "PaysResult", "pays", "lesson_sentence"]
+__all__ = ["crossing", "accuracy_fields", "tta", "tta_fields", "standing", "Standing", "ranked", "rank_key",
+           "lesson_part", "best_words", "measured_words", "credited_interval", "ranked_summary", "sweep_row",
+           "PAYS", "NOISE", "NO", "NEVER_VERDICT", "PER_STEP_PAYS", "PER_STEP_NO", "BASELINE_VERDICT", "BASELINE",
+           "DEFAULT_BANDWIDTHS", "PAYS_MARGIN", "candidate_codecs", "measured_codec_file", "codec_cost",
+           "PhasedCost", "FP32", "ddp_step", "pays_below", "Setting", "available", "step", "PaysResult", "pays",
+           "lesson_sentence"]

@@ -153,9 +153,7 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
             row["pays_below"] = "baseline" if is_base else _p.pays_below(row["break_even_GBps"])
             row.update(_p.tta_fields(accs.get(cc.name), base_step / t, bw, grid, base_grid))
             rows.append(row)
-            rel = 1.0 if is_base else accs[cc.name]["steps_penalty"]
-            sweep += [{"codec": cc.name, "algorithm": a, "inter_GBps": float(b), "step_ms": 1e3 * g,
-                       "speedup_vs_bf16": float(bg / g), "time_to_accuracy_speedup": _p.tta(float(bg / g), rel)}
+            sweep += [_p.sweep_row(cc.name, a, float(b), float(g), float(bg), None if is_base else accs[cc.name])
                       for b, g, bg in zip(bw, grid, base_grid)]
         best = min(per_alg, key=lambda a: per_alg[a][0])
         t, _, st = per_alg[best]
@@ -170,13 +168,12 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
         srow.update(_p.tta_fields(accs.get(cc.name), base_step / t, bw, env, base_grid))
         srow["pays_per_step"] = srow["pays"]
         if not is_base and accs[cc.name]["accuracy"] != acc.NOT_MEASURED:
-            srow["pays"] = bool(srow["time_to_accuracy_speedup"] > 1 + _p.PAYS_MARGIN)
+            srow["pays"] = srow["verdict"] == _p.PAYS  # the whole interval clears the margin
         summary.append(srow)
         if progress:
             progress((k + 1) / (len(costs) + 1), cc.name)
     summary_df = pd.DataFrame(summary)
-    rels = {n: a["steps_penalty"] for n, a in accs.items()}
-    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, zp, summary_df, best_base, base_step, rels,
+    lesson = _lesson(spec, c, dev, batch_per_gpu, overlap, costs, algos, zp, summary_df, best_base, base_step, accs,
                      wcc, collectives)
     lesson.update(penalty_task=pen.task, penalty_file=str(pen.path) if pen.path else None,
                   measured=sum(a["accuracy"] != acc.NOT_MEASURED for a in accs.values()),
@@ -199,57 +196,33 @@ def fsdp_pays(model: str = "gpt2_small", cluster: str | tuple[int, int] = "8x8",
 
 
 def _paying(s: _p.Setting, costs: list[CodecCost], algos: list[str], zp: tuple[str, ...],
-            rels: dict[str, float], wcc: CodecCost | None = None, collectives: Candidates | None = None
-            ) -> tuple[list[tuple[str, float, bool]], list[tuple[str, float]]]:
-    """(paying, sunk) as `lab.plan.pays._paying`, for FSDP steps."""
+            accs: dict[str, dict], wcc: CodecCost | None = None, collectives: Candidates | None = None
+            ) -> list[_p.Standing]:
+    """Each codec's `lab.plan.pays.Standing` against the best bf16 FSDP step of s (as `lab.plan.pays._paying`)."""
     base_zp = tuple(x for x in zp if x == "hpz")
     base = min(_steps(s, BF16, a, base_zp, candidates=collectives).seconds for a in algos)
-    out, sunk = [], []
-    for cc in costs:
-        per_step = base / min(_steps(s, cc, a, zp, weights=wcc, candidates=collectives).seconds for a in algos)
-        rel = rels.get(cc.name, math.nan)
-        x = per_step if math.isnan(rel) else _p.tta(per_step, rel)
-        if x > 1 + _p.PAYS_MARGIN:
-            out.append((cc.name, x, not math.isnan(rel)))
-        elif per_step > 1 + _p.PAYS_MARGIN:
-            sunk.append((cc.name, per_step))
-    return out, sunk
+    return [_p.standing(base / min(_steps(s, cc, a, zp, weights=wcc, candidates=collectives).seconds for a in algos),
+                        accs.get(cc.name), cc.name) for cc in costs]
 
 
 def _lesson(spec, c: Cluster, dev, batch: int, overlap: bool, costs: list[CodecCost], algos: list[str],
             zp: tuple[str, ...], summary: pd.DataFrame, best_base: str, base_step: float,
-            rels: dict[str, float], wcc: CodecCost | None = None, collectives: Candidates | None = None) -> dict:
+            accs: dict[str, dict], wcc: CodecCost | None = None, collectives: Candidates | None = None) -> dict:
     """The keys of `lab.plan.pays`'s lesson (so `lesson_sentence` reads it), for FSDP: inside one node (of at
     least 2 GPUs), here, and on 10 Gb/s Ethernet."""
     def at(cc: Cluster):
-        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, rels, wcc, collectives)
+        return _paying(_p.Setting(spec, cc, dev, batch, overlap), costs, algos, zp, accs, wcc, collectives)
 
     g = max(2, c.gpus_per_node)
-    inside, sunk_inside = at(Cluster(1, g, c.intra, c.inter, c.nics_per_node))
-    here, sunk_here = at(c)
     slow_c = c if c.nodes == 1 else Cluster(c.nodes, c.gpus_per_node, c.intra, cl.resolve_level_link(_p.SLOW, "inter"),
                                             c.nics_per_node)
-    slow, sunk_slow = at(slow_c)
     comp = summary[summary["codec"] != _p.BASELINE]
     finite = [b for b in comp["break_even_GBps"] if b is not None and np.isfinite(b)]
-
-    def best(x):
-        return max(x, key=lambda t: t[1]) if x else (None, None, False)
-
-    def names(x):
-        return [n for n, _ in sorted(x, key=lambda t: -t[1])]
-
-    def measured(x):
-        return best([t for t in x if t[2]])[:2]
-
-    out = {"codecs": len(costs), "inside_node": f"1x{g} {c.intra.name}", "pay_inside_node": len(inside), "here": c.name,
-           "pay_here": len(here), "slow": slow_c.name, "pay_slow": len(slow),
+    out = {"codecs": len(costs), "inside_node": f"1x{g} {c.intra.name}", "here": c.name, "slow": slow_c.name,
            "median_break_even_GBps": float(np.median(finite)) if finite else None,
            "nic_GBps": c.inter.bandwidth_Bps / 1e9, "baseline_algorithm": best_base, "baseline_step_ms": 1e3 * base_step}
-    for key, x, sunk in (("inside", inside, sunk_inside), ("here", here, sunk_here), ("slow", slow, sunk_slow)):
-        b = best(x)
-        out.update({f"best_{key}": b[0], f"best_speedup_{key}": b[1], f"best_{key}_measured": b[2],
-                    f"best_measured_{key}": measured(x), f"sunk_{key}": names(sunk)})
+    for key, where in (("inside", Cluster(1, g, c.intra, c.inter, c.nics_per_node)), ("here", c), ("slow", slow_c)):
+        out.update(_p.lesson_part(key, at(where)))
     return out
 
 

@@ -6,7 +6,7 @@ units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
 from types import ModuleType as _ModuleType
 from .codecs import value_table_figure, error_bar_figure, error_histogram_figure, codec_speed_figure
-from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks
+from .codecs import table1_figure, block_figure, block_lesson_figure, decade_ticks, number_line_figure, FIELD_COLORS
 from .training import TRAIN_AXES, training_curve_figure, reproduction_figure
 from .fsdp import fsdp_run_bytes_figure
 from .collectives import (transfer_figure, collective_time_figure, busbw_figure, allreduce_trace_figure,
@@ -20,7 +20,7 @@ from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
 from .pays import pays_sweep_figure, pays_bars_figure
 from .sharded import fsdp_bytes_figure, fsdp_row_frame
-from .race import RACE_AXES, race_figure
+from .race import RACE_AXES, race_figure, race_pair_figure
 from .step_through import step_through_figure, step_through_frames, step_traffic_figure
 from .timesplit import time_split_figure, split_bars_figure
 from .widgets import refresh

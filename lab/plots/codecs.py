@@ -75,14 +75,83 @@ def error_histogram_figure(hist: pd.DataFrame) -> go.Figure:
 
 
 def codec_speed_figure(speed: pd.DataFrame) -> go.Figure:
-    """Encode and decode ns per value per codec on this device, from `errors.codec_speed`."""
+    """Encode and decode ns per value per codec on this device, from `errors.codec_speed`: the median of the
+    repeats, its 95 % interval as the error bar (ns_lo..ns_hi) and min–max in the hover."""
     fig = go.Figure()
     for op, part in speed.groupby("op", sort=False):
-        fig.add_trace(go.Bar(x=part["codec"], y=part["ns_per_value"], name=str(op)))
-    fig.update_layout(barmode="group", xaxis_title="codec", yaxis_title="time per value (ns)", yaxis_type="log",
-                      legend_title="operation", margin={"t": 30, "l": 80})
+        spread = {}
+        if {"ns_lo", "ns_hi"} <= set(part):
+            spread = {"error_y": {"type": "data", "symmetric": False, "array": part["ns_hi"] - part["ns_per_value"],
+                                  "arrayminus": part["ns_per_value"] - part["ns_lo"], "thickness": 1.5},
+                      "customdata": part[["ns_lo", "ns_hi", "ns_min", "ns_max", "repeats"]].to_numpy(),
+                      "hovertemplate": "%{x}<br>median %{y:.3g} ns per value<br>95 % interval %{customdata[0]:.3g}–"
+                                       "%{customdata[1]:.3g}<br>min–max %{customdata[2]:.3g}–%{customdata[3]:.3g} "
+                                       "(%{customdata[4]} repeats)<extra>" + str(op) + "</extra>"}
+        fig.add_trace(go.Bar(x=part["codec"], y=part["ns_per_value"], name=str(op), **spread))
+    fig.update_layout(barmode="group", xaxis_title="codec", yaxis_title="time per value (ns), median",
+                      yaxis_type="log", legend_title="operation", margin={"t": 30, "l": 80},
+                      legend={"orientation": "h", "y": -0.35})
     if len(speed):
-        fig.update_yaxes(**decade_ticks(speed["ns_per_value"].min(), speed["ns_per_value"].max()))
+        lo = speed["ns_lo"].min() if "ns_lo" in speed else speed["ns_per_value"].min()
+        hi = speed["ns_hi"].max() if "ns_hi" in speed else speed["ns_per_value"].max()
+        fig.update_yaxes(**(decade_ticks(lo, hi) if hi > 100 * lo else _ticks_125(lo, hi)))
+    return fig
+
+
+def _ticks_125(lo: float, hi: float) -> dict:
+    """Log-axis ticks at 1, 2 and 5 times the powers of ten in [lo, hi] (a span of two decades or less, where
+    one tick per decade would leave one or none)."""
+    vals = [m * 10.0 ** e for e in range(math.floor(math.log10(max(lo, 1e-300))), math.ceil(math.log10(hi)) + 1)
+            for m in (1, 2, 5) if lo / 1.3 <= m * 10.0 ** e <= hi * 1.3]
+    return {"tickvals": vals, "ticktext": [f"{v:g}" for v in vals]}
+
+
+#: the colour of each field of a code, in the bit explorer's figure and its bits (sign, exponent, mantissa; an
+#: index into a table or an integer's bits: one colour)
+FIELD_COLORS = {"sign": "#4c78a8", "exponent": "#54a24b", "mantissa": "#e45756", "index into the sorted table": "#9467bd",
+                "two's complement": "#9467bd"}
+
+
+def number_line_figure(line: pd.DataFrame) -> go.Figure:
+    """The number line of one code (`bits.number_line`): the format's values around it (grey ticks), the code's
+    value and its neighbours (dots, labelled), the interval of inputs that round to it (shaded; an arrow where it
+    runs on to ±∞) and the typed value (a red triangle) when there is one; the legend below names them."""
+    a = line.attrs
+    v, lo, hi, typed = a["value"], a["lo"], a["hi"], a.get("typed")
+    xs = [x for x in line["value"].tolist() + [typed] if x is not None and math.isfinite(x)]
+    left, right = min(xs), max(xs)
+    pad = (right - left) * 0.08 or max(abs(v), 1.0) * 0.1
+    left, right = left - pad, right + pad
+    fig = go.Figure()
+    fig.add_vrect(x0=max(lo, left), x1=min(hi, right), fillcolor="#f2b134", opacity=0.3, line_width=0,
+                  annotation_text="rounds to this code", annotation_position="top left")
+    for end, edge, arrow in ((lo, left, "← to −∞"), (hi, right, "to +∞ →")):
+        if not math.isfinite(end) or (end < left if end == lo else end > right):
+            fig.add_annotation(x=edge, y=0, text=arrow, showarrow=False, yshift=-22,
+                               xanchor="left" if end == lo else "right", font={"color": "#a66f00"})
+    grid = line[line.role == "grid"]
+    fig.add_trace(go.Scatter(x=grid["value"], y=[0] * len(grid), mode="markers", name="other values of the format",
+                             marker={"symbol": "line-ns-open", "size": 18, "color": "#888", "line": {"width": 2}},
+                             customdata=grid[["code", "bits"]].to_numpy(),
+                             hovertemplate="%{x:.9g}<br>code %{customdata[0]} = %{customdata[1]}<extra></extra>"))
+    for role, color, size, where in (("next below", "#4c78a8", 11, "bottom center"),
+                                     ("next above", "#4c78a8", 11, "bottom center"), ("this code", "#111", 15, "top center")):
+        part = line[line.role == role]
+        if len(part):
+            fig.add_trace(go.Scatter(
+                x=part["value"], y=[0] * len(part), mode="markers+text", name=role, marker={"size": size, "color": color},
+                text=[f"{x:.{a.get('digits', 6)}g}" for x in part["value"]], textposition=where, customdata=part[["code", "bits"]].to_numpy(),
+                hovertemplate=role + ": %{x:.9g}<br>code %{customdata[0]} = %{customdata[1]}<extra></extra>"))
+    if typed is not None and math.isfinite(typed):
+        fig.add_trace(go.Scatter(x=[typed], y=[-0.3], mode="markers", name=f"your value {typed:.9g}",
+                                 marker={"symbol": "triangle-up", "size": 14, "color": "#d62728"},
+                                 hovertemplate="your value %{x:.9g}<extra></extra>"))
+    fig.update_layout(height=300, margin={"t": 30, "l": 20, "r": 20, "b": 90},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0,
+                              "title": {"text": f"values of {a.get('fmt', '')}:"}},
+                      xaxis={"range": [left, right], "tickformat": f".{a.get('digits', 6)}~g",
+                             "zeroline": False},
+                      yaxis={"visible": False, "range": [-1, 1.2], "fixedrange": True})
     return fig
 
 

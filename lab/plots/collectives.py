@@ -9,6 +9,10 @@ from lab.plots.units import bytes_label, seconds_label
 
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# one colour per codec (plotly's default sequence), shared by its measured and modelled lines
+CODEC_COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#ff97ff",
+                "#fecb52")
+FP32_COLOR = "#444444"
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
 
 
@@ -33,26 +37,36 @@ def ratio_ticks(lo: float, hi: float) -> dict:
 
 def transfer_figure(df: pd.DataFrame, y: str = "seconds") -> go.Figure:
     """Dettmers 2016 Figure 2: one-way time (or speedup over 32-bit) against message size per codec;
-    rows of `transfer_model` (source 'model') and/or `transfer_sweep` (measured). Each codec has its
-    own dash and marker, so codecs whose curves coincide (dynamic tree and linear: same bytes, same
-    kernels) both stay visible; measured curves are drawn thicker."""
+    rows of `transfer_model` (source 'model') and/or `transfer_sweep` (measured). Each codec has one
+    colour and one marker for both sources; measured lines are solid and thicker, model lines dashed with a
+    dash of their codec's own, so codecs whose curves coincide (dynamic tree and linear: same bytes, same
+    kernels) both stay visible. Columns `<y>_lo` and `<y>_hi`, where present, draw as error bars (the spread of
+    the measured codec speeds behind a model line)."""
     import math
 
     if y not in ("seconds", "speedup_vs_fp32"):
         raise ValueError(f"y={y!r}; allowed: seconds, speedup_vs_fp32")
     fig = go.Figure()
     src = df["source"] if "source" in df else pd.Series("measured", index=df.index)
-    codecs = list(dict.fromkeys(df["codec"]))
+    codecs = [c for c in dict.fromkeys(df["codec"]) if c != "fp32"]
+    scale = 1e3 if y == "seconds" else 1
     for (s, codec), part in df.assign(source=src).groupby(["source", "codec"], sort=False):
         if y == "speedup_vs_fp32" and codec == "fp32":
             continue  # the 32-bit line is the dotted 1x line
-        i = codecs.index(codec)
-        yy = part[y] * (1e3 if y == "seconds" else 1)
+        i = codecs.index(codec) if codec != "fp32" else -1
+        color = FP32_COLOR if codec == "fp32" else CODEC_COLORS[i % len(CODEC_COLORS)]
+        yy = part[y] * scale
         width = max(1.5, 7.0 - 2.0 * (i % 4)) + (1.0 if s != "model" else 0.0)  # earlier traces wider: both show
+        err = {}
+        if f"{y}_lo" in part and part[f"{y}_lo"].notna().all():
+            err = {"error_y": {"type": "data", "array": part[f"{y}_hi"] * scale - yy,
+                               "arrayminus": yy - part[f"{y}_lo"] * scale, "color": color, "thickness": 1.5}}
         fig.add_trace(go.Scatter(x=part["n_values"], y=yy, mode="lines+markers", name=f"{codec} ({s})",
-                                 line={"dash": DASHES[i % len(DASHES)], "width": width},
-                                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": width + 5},
-                                 opacity=0.9 if s == "model" else 1.0))
+                                 line={"dash": "solid" if s != "model" else "dot" if codec == "fp32"
+                                       else DASHES[1 + i % (len(DASHES) - 1)],
+                                       "width": width, "color": color},
+                                 marker={"symbol": SYMBOLS[i % len(SYMBOLS)], "size": width + 5, "color": color},
+                                 opacity=0.9 if s == "model" else 1.0, **err))
     if y == "speedup_vs_fp32":
         fig.add_hline(y=1.0, line_dash="dot", line_color="black")
         # on a log axis an annotation's y is log10 of the value: 0 is the 1x line

@@ -17,11 +17,15 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
     """Speedup vs bf16 (its best algorithm at each bandwidth) against the NIC bandwidth, log-log, one line
     per codec (each at its best algorithm there), break-even points as markers on the 1x line, and the
     cluster's own NIC bandwidth as a vertical line. From `pays(...).sweep` and `.summary`. time_to_accuracy:
-    the speedup in time to the target (per step / the measured steps penalty); a codec without a
-    measurement, or one that never reaches the target, has no line."""
+    the speedup in time to the target (per step / the measured steps penalty; its hover gives the interval the
+    penalty's 95% CI puts it in); a codec without a measurement, or one that never reaches the target, has no
+    line."""
     col, be_col = (("time_to_accuracy_speedup", "break_even_tta_GBps") if time_to_accuracy
                    else ("speedup_vs_bf16", "break_even_GBps"))
-    best = (sweep.groupby(["codec", "inter_GBps"], sort=False)[col].max().reset_index()
+    ci = ["time_to_accuracy_speedup_ci_low", "time_to_accuracy_speedup_ci_high"]
+    ci = ci if time_to_accuracy and set(ci) <= set(sweep.columns) else []
+    best = (sweep.sort_values(col, ascending=False, na_position="last")  # each codec's best algorithm there
+            .drop_duplicates(["codec", "inter_GBps"]).sort_values("inter_GBps")[["codec", "inter_GBps", col, *ci]]
             .rename(columns={col: "speedup_vs_bf16"}))
     best = best[best["speedup_vs_bf16"] > 0]  # not measured (nan) or never reaching the target (0): no line
     fig = go.Figure()
@@ -30,9 +34,11 @@ def pays_sweep_figure(sweep: pd.DataFrame, summary: pd.DataFrame, nic_GBps: floa
         part = best[best["codec"] == c]
         if part.empty:
             continue
+        interval = " (95% interval %{customdata[0]:.2f}-%{customdata[1]:.2f}x)" if ci else ""
         fig.add_trace(go.Scatter(x=part["inter_GBps"], y=part["speedup_vs_bf16"], mode="lines", name=c,
-                                 legendgroup=c,
-                                 hovertemplate=c + ": %{y:.2f}x at %{x:.3g} GB/s per NIC<extra></extra>"))
+                                 legendgroup=c, customdata=part[ci].to_numpy() if ci else None,
+                                 hovertemplate=c + ": %{y:.2f}x" + interval
+                                 + " at %{x:.3g} GB/s per NIC<extra></extra>"))
     be = summary[summary["codec"].isin(keep)]
     pts = [(c, b) for c, b in zip(be["codec"], be[be_col]) if isinstance(b, float) and math.isfinite(b)]
     if pts:

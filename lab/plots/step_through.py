@@ -329,7 +329,7 @@ def step_through_frames(tr, *, height: int | None = None, stacked: bool = False)
                            "y0": _r(cy - R), "y1": _r(cy + R), "fillcolor": "rgba(76,120,168,0.08)",
                            "line": {"color": "#4c78a8", "width": 1.5, "dash": "dot"}, "layer": "below"})
             ranks = f"{j * k}–{j * k + k - 1}" if k > 2 else f"{j * k}, {j * k + 1}"
-            node_notes.append({"text": f"node {j}<br>(ranks {ranks})", "x": _r(cx * (1 + (R + 0.02) / max(
+            node_notes.append({"text": f"node {j}<br>ranks {ranks}", "x": _r(cx * (1 + (R + 0.02) / max(
                 math.hypot(cx, cy), 1e-9))), "y": _r(cy * (1 + (R + 0.02) / max(math.hypot(cx, cy), 1e-9))),
                 "xref": "x", "yref": "y", "showarrow": False, "font": {"size": 11, "color": "#4c78a8"}})
     else:
@@ -384,6 +384,12 @@ def step_through_frames(tr, *, height: int | None = None, stacked: bool = False)
     return {"frames": frames, "layout": layout}
 
 
+def step_title(step: int, steps: int) -> str:
+    """The title of the messages panel at `step` of `steps`, short enough for the panel at 800 px:
+    "Step 3 of 8: its messages", or, at step 0, "Step 0 of 8: none sent yet"."""
+    return f"Step {step} of {steps}: " + ("none sent yet" if step == 0 else "its messages")
+
+
 def step_through_figure(tr, step: int = 0, *, frames: dict | None = None, animate: bool = True) -> go.Figure:
     """The animated step-through of `tr` (a `StepThrough`), opened at frame `step` (0 = start, k = after
     step k's messages arrived, up to `tr.steps`): ranks and messages, buffers, bytes per link so far,
@@ -393,9 +399,11 @@ def step_through_figure(tr, step: int = 0, *, frames: dict | None = None, animat
     anim = frames if frames is not None else step_through_frames(tr)
     step = int(min(max(step, 0), tr.steps))
     data = next(f["data"] for f in anim["frames"] if f["name"] == str(step))
-    if not animate:
+    if not animate:  # the first panel's title names the step drawn: the figure says which step it shows
+        notes = [dict(anim["layout"]["annotations"][0], text=f"<b>{step_title(step, tr.steps)}</b>"),
+                 *anim["layout"]["annotations"][1:]]
         return AnimatedFigure(data, {k: v for k, v in anim["layout"].items() if k not in ("updatemenus", "sliders")}
-                              | {"margin": {"t": 30, "b": 40, "l": 10, "r": 10}, "legend": {
+                              | {"annotations": notes, "margin": {"t": 30, "b": 40, "l": 10, "r": 10}, "legend": {
                                   "orientation": "h", "y": -0.04, "x": 1.0, "xanchor": "right", "yanchor": "top"}})
     layout = dict(anim["layout"], sliders=[dict(sl, active=step) for sl in anim["layout"]["sliders"]])
     return AnimatedFigure(data, layout, anim["frames"])
