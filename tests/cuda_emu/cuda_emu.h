@@ -19,10 +19,7 @@
 // binary32 with contraction off and no flush-to-zero; the PTX conversions the kernels use are done
 // in software (emu_cvt_* below). Misaligned vector accesses are caught by -fsanitize=alignment
 // through the handlers below. Not emulated: timing, the memory model (a write is seen at once by
-// every thread), real PTX. Inside a CTA, every __shared__ byte keeps, for the barrier interval it is in, its last
-// writer thread and two reader threads: an access by another thread in the same interval (a write, or a read of
-// another thread's write) not atomic on both sides is a race. An access that reaches a buffer's guard zone (the
-// harness's red zones) stops the launch, a read as well as a write.
+// every thread), races inside one CTA, real PTX.
 #pragma once
 
 #include <cmath>
@@ -46,9 +43,7 @@
 // (library templates) re-enters a hook, which returns at once while `emu_in_hook` is set.
 #define EMU_PLAIN __attribute__((no_sanitize_thread, noinline))
 static bool emu_in_hook = false;
-static uintptr_t emu_lo = 0, emu_span = 0;  // the global buffers of the launch and their guard zones: [lo, lo + span)
-static uintptr_t emu_redzone = 0;  // bytes of guard zone before and after each buffer: an access there is an error
-static uintptr_t emu_shared_lo = 0, emu_shared_span = 0;  // the __shared__ arrays registered so far lie in here
+static uintptr_t emu_lo = 0, emu_span = 0;  // the global buffers of the launch lie in [lo, lo + span)
 
 #define __global__
 #define __device__
@@ -178,7 +173,6 @@ struct Block {
     unsigned cursor = 0;   // round robin over its threads
     unsigned at_barrier = 0;
     unsigned done = 0;  // threads that have exited
-    unsigned epoch = 0;  // the barrier interval it is in (unique over the launch)
     std::vector<Fiber> fibers;
     std::vector<std::vector<unsigned char>> shared;  // per registered region; missing: poison
 };
@@ -191,15 +185,6 @@ struct Shadow {
     unsigned w, r1, r2;
     unsigned char watomic, r1atomic, r2atomic;
     uintptr_t wpc, r1pc, r2pc;  // return addresses of the hooks
-};
-
-// Shadow state of one byte of __shared__ memory for the race detector inside a CTA: the barrier interval it
-// describes, the last writer thread and up to two reader threads in that interval (each as thread + 1; 0: none).
-struct SharedShadow {
-    unsigned epoch;
-    unsigned short w, r1, r2;
-    unsigned char watomic, r1atomic, r2atomic;
-    uintptr_t wpc, r1pc, r2pc;
 };
 
 // A global buffer of a launch (the harness's guarded copy of one tensor's storage).
@@ -232,9 +217,6 @@ struct Launch {
     void (*body)(void**) = nullptr;
     void** args = nullptr;
     bool reverse = false;
-    bool greedy = false;  // the first runnable thread in order runs next (lowest or, reversed, highest first)
-    unsigned epochs = 0;  // barrier intervals begun so far
-    std::vector<std::vector<SharedShadow>> shared_shadow;  // per fiber-stack slot, over the registered arrays
     unsigned long long rng = 0;
     unsigned switch_mask = 0;  // a global access switches CTA when (rng & mask) == 0
     bool in_atomic = false;
@@ -286,9 +268,6 @@ inline unsigned char& shared_poison() {
 
 inline bool register_shared(void* p, size_t n) {
     shared_regions().push_back(Region{p, n});
-    const uintptr_t lo = emu_shared_span ? std::min(emu_shared_lo, (uintptr_t)p) : (uintptr_t)p;
-    const uintptr_t hi = std::max(emu_shared_lo + emu_shared_span, (uintptr_t)p + n);
-    emu_shared_lo = lo, emu_shared_span = hi - lo;
     memset(p, shared_poison(), n);
     return true;
 }
@@ -379,7 +358,6 @@ inline void syncthreads(int line) {
     me->state = AT_BARRIER;
     if (++b->at_barrier == threads) {
         b->at_barrier = 0;
-        b->epoch = ++l->epochs;
         for (Fiber& f : b->fibers) f.state = RUNNABLE;
         return;
     }
@@ -528,39 +506,12 @@ EMU_PLAIN inline void record(Launch* l, Buffer* b, uintptr_t a, size_t n, bool w
     }
 }
 
-// An access of n bytes at a that reaches a guard zone around a buffer (its first byte in one, or its last past the
-// buffer's end): stops the launch, as memcheck's invalid global read or write on a GPU.
-EMU_PLAIN inline void out_of_bounds(Launch* l, uintptr_t a, size_t n, bool write, void* ret) {
-    for (size_t i = 0; i < l->nbufs; ++i) {
-        const Buffer& b = l->bufs[i];
-        long off;
-        const char* side;
-        if (a >= b.lo && a < b.hi) {
-            if (a + n <= b.hi) continue;
-            off = (long)(a + n - b.hi), side = "past the end";
-        } else if (a < b.lo && a + emu_redzone >= b.lo) {
-            off = (long)(b.lo - a), side = "before the start";
-        } else if (a >= b.hi && a < b.hi + emu_redzone) {
-            off = (long)(a + n - b.hi), side = "past the end";
-        } else {
-            continue;
-        }
-        char buf[300];
-        snprintf(buf, sizeof buf,
-                 "out-of-bounds %s of %lu bytes in kernel %s: %ld bytes %s of parameter %d (%lu bytes) {pc:%x}",
-                 write ? "write" : "read", (unsigned long)n, l->kernel, off, side, b.param,
-                 (unsigned long)(b.hi - b.lo), code_offset((uintptr_t)ret));
-        fail(buf);
-    }
-}
-
 // A global-memory access: maybe let another CTA run first (the seeded interleaving).
 EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
     Launch* l = active();
     if (!l || !l->current || l->in_atomic) return;
     const uintptr_t a = (uintptr_t)p;
     Buffer* b = buffer_of(l, a);
-    if (!b || a + n > b->hi) out_of_bounds(l, a, n, write, ret);
     if (!b) return;
     if (l->switch_mask != ~0u && (next_random(l) & l->switch_mask) == 0) {
         emu_in_hook = false;
@@ -571,77 +522,11 @@ EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
     record(l, b, a, n, write, false, ret);
 }
 
-[[noreturn]] inline void shared_race(Launch* l, const Region& r, uintptr_t a, const char* first, unsigned other,
-                                     uintptr_t opc, const char* second, uintptr_t pc) {
-    char buf[400];
-    snprintf(buf, sizeof buf,
-             "race inside a CTA in kernel %s, block %u: byte %lu of a %lu-byte __shared__ array, %s by thread %u "
-             "{pc:%x} and %s by thread %u {pc:%x} between the same two barriers with no atomic",
-             l->kernel, l->current->blk->idx.x, (unsigned long)(a - (uintptr_t)r.p), (unsigned long)r.n, first, other,
-             code_offset(opc), second, l->current->tid, code_offset(pc));
-    fail(buf);
-}
-
-// A __shared__ access of n bytes at a by the running thread: one by another thread of its CTA in the same barrier
-// interval (at least one side a write, not both atomic) stops the launch, whatever order the threads ran in.
-EMU_PLAIN inline void shared_access(uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
-    Launch* l = active();
-    if (!l || !l->current) return;
-    // The arrays of every library loaded (the list is a unique symbol, and so are the arrays of template kernels:
-    // a variant library uses the first one's), in the order registered: a byte's shadow is at its array's base (the
-    // sizes of the arrays before it) plus its offset.
-    // The array of the last access is looked at first (a kernel's loop touches one array again and again).
-    static size_t last = 0, last_base = 0;
-    const std::vector<Region>& regions = shared_regions();
-    const Region* in = nullptr;
-    size_t base = 0;
-    if (last < regions.size() && a - (uintptr_t)regions[last].p < regions[last].n) {
-        in = &regions[last], base = last_base;
-    } else {
-        for (size_t i = 0; i < regions.size(); base += regions[i++].n)
-            if (a - (uintptr_t)regions[i].p < regions[i].n) {
-                in = &regions[i], last = i, last_base = base;
-                break;
-            }
-    }
-    if (!in) return;  // another static variable between the arrays
-    Block* b = l->current->blk;
-    if (l->shared_shadow.size() <= b->slot) l->shared_shadow.resize(b->slot + 1);
-    std::vector<SharedShadow>& sh = l->shared_shadow[b->slot];
-    if (sh.size() < base + in->n) sh.resize(base + in->n, SharedShadow{});
-    const unsigned short me = (unsigned short)(l->current->tid + 1);
-    const uintptr_t pc = (uintptr_t)ret, end = std::min(a + n, (uintptr_t)in->p + in->n);
-    for (uintptr_t x = a; x < end; ++x) {
-        SharedShadow& s = sh[base + (x - (uintptr_t)in->p)];
-        if (s.epoch != b->epoch) s = SharedShadow{}, s.epoch = b->epoch;
-        if (s.w && s.w != me && !(atomic && s.watomic))
-            shared_race(l, *in, x, "written", s.w - 1u, s.wpc, write ? "written" : "read", pc);
-        if (write) {
-            if (s.r1 && s.r1 != me && !(atomic && s.r1atomic))
-                shared_race(l, *in, x, "read", s.r1 - 1u, s.r1pc, "written", pc);
-            if (s.r2 && s.r2 != me && !(atomic && s.r2atomic))
-                shared_race(l, *in, x, "read", s.r2 - 1u, s.r2pc, "written", pc);
-            s.w = me, s.wpc = pc, s.watomic = atomic;
-        } else if (!s.r1 || s.r1 == me) {
-            s.r1 = me, s.r1pc = pc, s.r1atomic = atomic;
-        } else if (!s.r2 || s.r2 == me) {
-            s.r2 = me, s.r2pc = pc, s.r2atomic = atomic;
-        }
-    }
-}
-
 EMU_PLAIN inline void hook(void* p, size_t n, bool write, void* ret) {
-    if (emu_in_hook) return;
-    const uintptr_t a = (uintptr_t)p;
-    if (a - emu_lo < emu_span) {
-        emu_in_hook = true;
-        global_access(p, n, write, ret);
-        emu_in_hook = false;
-    } else if (a - emu_shared_lo < emu_shared_span) {
-        emu_in_hook = true;
-        shared_access(a, n, write, false, ret);
-        emu_in_hook = false;
-    }
+    if (emu_in_hook || (uintptr_t)p - emu_lo >= emu_span) return;
+    emu_in_hook = true;
+    global_access(p, n, write, ret);
+    emu_in_hook = false;
 }
 
 // An atomic read-modify-write of n bytes: a switch point; returns with the guard on, so the
@@ -661,7 +546,6 @@ EMU_PLAIN inline void atomic_begin(void* p, size_t n) {
         emu_in_hook = true;
     }
     if (Buffer* b = buffer_of(l, (uintptr_t)p)) record(l, b, (uintptr_t)p, n, true, true, ret);
-    else if ((uintptr_t)p - emu_shared_lo < emu_shared_span) shared_access((uintptr_t)p, n, true, true, ret);
     l->in_atomic = true;
 }
 
@@ -693,7 +577,6 @@ inline Block* admit(Launch* l, unsigned idx, unsigned slot, char* st) {
     Block* b = new Block;
     b->idx.x = idx;
     b->slot = slot;
-    b->epoch = ++l->epochs;
     const unsigned n = l->block.x;
     b->fibers.assign(n, Fiber{});
     for (unsigned t = 0; t < n; ++t) {
@@ -756,7 +639,7 @@ inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
         Fiber* f = nullptr;
         bool done = true;
         for (unsigned k = 0; k < n; ++k) {
-            const unsigned j = l->greedy ? k : (b->cursor + k) % n;
+            const unsigned j = (b->cursor + k) % n;
             Fiber& g = b->fibers[l->reverse ? n - 1 - j : j];
             if (g.state != DONE) done = false;
             if (g.state == RUNNABLE) {
@@ -1007,15 +890,13 @@ long emu_shared_bytes() {  // registered so far
 }
 
 // Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks admitted
-// in reverse order, 8 = a CTA runs its first runnable thread in that order (lowest first, or with 1 highest first)
-// instead of round robin, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are
+// in reverse order, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are
 // resident at once; `seed` drives which resident CTA runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
 // never). buffers: nbuf (start, end, parameter) triples of the global buffers, for the race
-// detector; redzone: bytes of guard zone around each (an access there stops the launch). Returns 0, or -1 with the
-// message in err.
+// detector. Returns 0, or -1 with the message in err.
 int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, unsigned char poison,
                unsigned long long seed, unsigned window, unsigned switch_mask, const unsigned long long* buffers,
-               int nbuf, unsigned long redzone, char* err, int errlen) {
+               int nbuf, char* err, int errlen) {
     emu::Launch l;
     l.kernel = emu::kernels()[k].name;
     l.grid.x = grid;
@@ -1023,7 +904,6 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
     l.body = emu::kernels()[k].call;
     l.args = args;
     l.reverse = flags & 1;
-    l.greedy = flags & 8;
     emu_ucontext = flags & 4;
     l.rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     l.switch_mask = switch_mask;
@@ -1038,13 +918,7 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
     l.nbufs = l.buffers.size();
     uintptr_t lo = ~(uintptr_t)0, hi = 0;
     for (const emu::Buffer& b : l.buffers) lo = std::min(lo, b.lo), hi = std::max(hi, b.hi);
-    emu_redzone = redzone;
-    for (const emu::Region& r : emu::shared_regions()) {  // arrays another library registered may be this one's too
-        const uintptr_t slo = emu_shared_span ? std::min(emu_shared_lo, (uintptr_t)r.p) : (uintptr_t)r.p;
-        const uintptr_t shi = std::max(emu_shared_lo + emu_shared_span, (uintptr_t)r.p + r.n);
-        emu_shared_lo = slo, emu_shared_span = shi - slo;
-    }
-    emu_lo = lo - redzone, emu_span = hi > lo ? hi - lo + 2 * redzone : 0;
+    emu_lo = lo, emu_span = hi > lo ? hi - lo : 0;
     emu::active() = &l;
     emu::shared_poison() = poison;
     emu_in_hook = false;

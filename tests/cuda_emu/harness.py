@@ -9,10 +9,8 @@ caching the library by a hash of everything that goes into it. `Launcher` has th
 RawKernel argument rules (a Python int travels as int64, a numpy scalar as its own size, a
 tensor as a pointer, None as a null pointer; each size is checked against the kernel's
 parameter list). Every buffer a launch touches is copied into a guarded copy at the same
-address alignment, with poisoned red zones before and after: a load or store that reaches one stops the launch
-with its source line, and the zones are checked afterwards too, so an out-of-bounds read or write is an error
-rather than silent corruption. Shared memory is checked for races between the threads of a CTA per barrier
-interval.
+address alignment, with poisoned red zones before and after that are checked afterwards, so an
+out-of-bounds write is an error rather than silent corruption.
 """
 from __future__ import annotations
 
@@ -213,8 +211,7 @@ class Module:
         L.emu_shared_bytes.restype = ctypes.c_long
         L.emu_launch.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.c_int, ctypes.c_ubyte, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_uint,
-                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p,
-                                 ctypes.c_int]
+                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         L.emu_loops_take.argtypes = [ctypes.POINTER(ctypes.c_long), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self.kernels: dict[str, Kernel] = {}
         for k in range(L.emu_kernel_count()):
@@ -450,8 +447,7 @@ class _Guarded:
 @dataclass
 class Launcher:
     """`lab.backend.launch_kernel` on the emulator. flags: 1 = threads of a block in reverse
-    order, 2 = blocks in reverse order, 8 = a CTA always runs its first runnable thread in that order (lowest
-    first, with 1 highest first) instead of round robin, 4 = threads as ucontext fibers (what non-x86-64 machines use). Up to
+    order, 2 = blocks in reverse order, 4 = threads as ucontext fibers (what non-x86-64 machines use). Up to
     `window` CTAs run at once; `seed` fixes the interleaving (which resident CTA runs next; a global access switches CTA with probability
     1/switch_every, an atomic with 1/2). `sources` replaces a module's text (mutation tests).
     `launches` lists every launch (module, kernel, grid, threads)."""
@@ -514,7 +510,7 @@ class Launcher:
             raise ValueError(f"switch_every={self.switch_every!r}; allowed: a power of two (1 << 32: never)")
         mask = min(self.switch_every - 1, 0xFFFFFFFF)
         rc = mod.lib.emu_launch(k.index, grid, threads, argv, self.flags, SHARED_POISON, self.seed, self.window,
-                                mask, table, len(spans) // 3, REDZONE, err, len(err))
+                                mask, table, len(spans) // 3, err, len(err))
         self.launches.append((module_name, kernel, grid, threads))
         loops = mod.take_loops()
         if src is None:
