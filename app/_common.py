@@ -464,14 +464,15 @@ BYTES, Col = static_table.BYTES, static_table.Col  # a byte count's unit picked 
 
 
 def people_table(df: pd.DataFrame, name: str, columns: Mapping[str, static_table.Col | tuple],
-                 default: Sequence[str] | None = None, download: bool = True) -> None:
+                 default: Sequence[str] | None = None, download: bool = True, every: bool | None = None) -> None:
     """A result table for people (static_table.people): the `default` columns (None: those of `columns`), headed
     'Header (unit)' by `columns` ({column: Col(header, unit, help, scale, format)} or a tuple of those), and an
-    "All columns" tick (in the URL as `<name>_all`) for the rest. The CSV has every column, exact and named as
-    the result names them."""
+    "All columns" tick (in the URL as `<name>_all`) for the rest, or, with `every` given, the page's own tick for
+    several tables. The CSV has every column, exact and named as the result names them."""
     hidden = static_table.hidden_columns(df, columns, default)
-    every = bool(hidden) and checkbox(ALL_COLUMNS, f"{name}_all", False, help=f"{len(hidden)} more columns: " +
-                                      ", ".join(static_table.header(c, columns) for c in hidden))
+    if every is None:
+        every = bool(hidden) and checkbox(ALL_COLUMNS, f"{name}_all", False, help=f"{len(hidden)} more columns: " +
+                                          ", ".join(static_table.header(c, columns) for c in hidden))
     shown, tips, formats = static_table.people(df, columns, default, every)
     table(shown, name, help=tips, formats=formats, download=False)
     if download:

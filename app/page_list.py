@@ -43,10 +43,17 @@ PAGES: list[PageInfo] = [
              "error histograms, the Table 1 preset with the original kernel's rounding or exact rounding, "
              "encode/decode speed here.", f"[Dettmers 2016]({DETTMERS}) §3.1–3.2, Table 1",
              paper_views=('section=Table 1 beside the paper',)),
+    PageInfo("Stochastic rounding", ":material/casino:", "views.rounding", "rounding",
+             "Rounding to nearest against stochastic rounding on any grid (fp16, bf16, fp8, the value tables): a "
+             "weight under updates smaller than half a gap stalls or keeps moving, the bias E[Q(x)] − x across x, "
+             "and a short training run with the weights stored in the format.",
+             f"[Ben-Nun & Hoefler 2018]({BENNUN}) (communication optimizations: stochastic rounding); Gupta et al. "
+             "2015 §3"),
     PageInfo("Transfer", ":material/swap_horiz:", "views.transfer", "transfer",
              "Figure 2: when compressing a message pays — time and speedup against message size, measured between "
              "two processes here and modelled for a link.", f"[Dettmers 2016]({DETTMERS}) §3.3, Figure 2",
              paper_views=('guess=skip',)),  # the callout compares speedups: it shows once the prediction is out
+    PageInfo("Kernels", ":material/memory:", "views.kernels", "kernels", "Why is this kernel memory bound? The lab's CUDA kernels without a GPU: registers, occupancy and why it is limited, DRAM bytes and SASS instructions per value, each kernel on the roofline of H100, H200 and B200.", "Williams, Waterman & Patterson 2009 (the roofline); Ding & Williams 2019 (the instruction roofline)"),
     PageInfo("Collectives", ":material/hub:", "views.collectives", "collectives",
              "Tree, recursive doubling, ring, Rabenseifner, butterfly sync and parameter server: modelled vs "
              "measured time, bus bandwidth against the lower bound, a step-by-step view of each algorithm, error of "
@@ -79,6 +86,11 @@ PAGES: list[PageInfo] = [
              f"[GPipe]({GPIPE}) §2.2; [Narayanan et al. 2021]({MEGATRON}) §2.2 (1F1B, interleaved); "
              f"[Qi et al. 2024]({ZEROBUBBLE}) (zero bubble); [DeepSeek-V3]({DEEPSEEK}) §3.2.1 (DualPipe); "
              f"[Ben-Nun & Hoefler 2018]({BENNUN}) (layer pipelining)"),
+    PageInfo("Operators", ":material/functions:", "views.operators", "operators",
+             "Inside one layer: work, depth and average parallelism (W/D) of a fully connected layer and of direct, "
+             "im2col, FFT and Winograd convolution beside the threads here; each method checked against F.conv2d "
+             "and timed, the batch split into micro-batches (µ-cuDNN).",
+             f"[Ben-Nun & Hoefler 2018]({BENNUN}) (work–depth, the FC and convolution tables, µ-cuDNN)"),
     PageInfo("Dropout", ":material/grid_on:", "views.dropout", "dropout",
              "Approximate Random Dropout: row and tile patterns, the search for the pattern distribution "
              "(Algorithm 1), layer speedup against the 1/(1−p) ceiling, MLP and LSTM runs.",

@@ -397,6 +397,13 @@ def _see_fusion() -> Seen:
                 "top-5 error).")
 
 
+def _see_operators() -> Seen:
+    return Seen("Each method's work W, depth D and average parallelism W/D by the survey's formulas beside the threads "
+                "this device runs, the multiplications each performs here, and after Time the methods each one's "
+                "time against F.conv2d with its spread, its check against F.conv2d and what splitting the batch does "
+                "to its workspace.")
+
+
 WRITTEN: list[TourStep] = [
     TourStep("codecs", "Is 8 bits enough?", "Codecs: how few bits?", CODECS_STEP,
              "Answer the page's question (or skip it), then switch the distribution between heavy-tailed student_t "
@@ -435,6 +442,9 @@ WRITTEN: list[TourStep] = [
     TourStep("training", "The race to the target", "Training in parallel", RACE_STEP,
              "Compare the two charts: steps to the target (what a codec costs in accuracy) and modelled time (what "
              "it is worth); then make the network faster.", _see_race),
+    TourStep("operators", "Inside one layer: which convolution multiplies least?", "Training in parallel", {},
+             "Answer which method does the fewest multiplications (or skip), then widen the channels until another "
+             "method wins, and press Time the methods.", _see_operators, answers=True),
     TourStep("planner", "Where does data parallelism stop scaling?", "Training in parallel", PLANNER_STEP,
              "Predict which strategy wins (or skip), then change the mini-batch per GPU and watch the crossover move.",
              _see_planner, answers=True),

@@ -38,6 +38,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 TARGET_VIEW_S, TARGET_CHANGE_S = 2.0, 1.0
+TARGET_AFTER_START_S = 5.0  # a first visit while the server's warm-up (app/warmup.py) is still running
 
 
 def _free_port() -> int:
@@ -301,11 +302,26 @@ def time_navigation(url: str, browser, pages: list[page_list.PageInfo], visits: 
     return times
 
 
-def measure(url: str, browser, pages: list[page_list.PageInfo], visits: int = 3) -> list[dict]:
+def after_start(url: str, browser, pages: list[page_list.PageInfo]) -> list[dict]:
+    """Right after `streamlit run` answers (its warm-up of every page still running): each of `pages` opened once,
+    one after the other, in a fresh browser profile, timed as `open_page` does, with the seconds since the server
+    came up."""
+    up, rows = time.perf_counter(), []
+    for p in pages:
+        since = time.perf_counter() - up
+        page, s = open_page(browser, f"{url}/{p.url_path}")
+        page.close()
+        rows.append({"page": p.title, "url_path": p.url_path, "seconds": s, "since_start_s": since,
+                     "ok": s <= TARGET_AFTER_START_S})
+        print(f"{p.title:12s} right after start ({since:.1f} s after it came up): {s:.2f} s", flush=True)
+    return rows
+
+
+def measure(url: str, browser, pages: list[page_list.PageInfo], visits: int = 3, on_row=None) -> list[dict]:
     """Per page: median default-view seconds over `visits` (after a warm-up visit) in a new tab of a browser
     that has shown the dashboard before (its caches warm), the same in a fresh browser profile (a first
     visit), the median over as many visits by the sidebar in one tab, and the median of the same number
-    of control changes."""
+    of control changes. on_row: called with the rows so far after each page (a run cut short keeps them)."""
     rows = []
     navigated = time_navigation(url, browser, pages, visits)
     ctx = browser.new_context()
@@ -338,6 +354,8 @@ def measure(url: str, browser, pages: list[page_list.PageInfo], visits: int = 3)
         print(f"{p.title:12s} new tab {fmt(row['view_s'])} s  first visit {fmt(row['first_visit_s'])} s  "
               f"by sidebar {fmt(row['navigate_s'])} s  "
               f"change {fmt(row['change_s'])} s ({what})", flush=True)
+        if on_row:
+            on_row(rows)
     ctx.close()
     return rows
 
@@ -367,6 +385,21 @@ def screenshots(url: str, browser, pages: list[page_list.PageInfo], folder: Path
     return saved
 
 
+TIMING = ("median of visits after one warm-up visit on a warm server; a view is finished at its last "
+          "DOM change once the script has stopped, every plotly chart in the window is drawn (app/chart.js "
+          "draws the others as they scroll into view) and nothing changed for "
+          f"{QUIET_MS} ms. view_s: a new tab at the page's URL in a browser that has shown the dashboard "
+          "before (one profile: its HTTP and code caches warm), timed from navigation; first_visit_s: the "
+          "same in a fresh browser profile each time (nothing cached: Streamlit's JavaScript and the "
+          "bundled plotly.js, app/static, fetched, compiled and run); navigate_s: a click on the "
+          "page's sidebar link from Home in one tab that has shown every page once (timed from the "
+          "click); a change is a click on the page's control (CONTROL, else its first radio with a "
+          "choice made, else its first selectbox, number input, slider or preset button) and the click "
+          "that undoes it, each timed to the rerun's finished render after 1.5 s idle, in one tab; "
+          "after_start: the first two pages opened one after the other in fresh profiles as soon as the "
+          "server answers, its warm-up still running (once each, before everything else)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", default="", help="comma-separated URL paths (home = ''), default: every page")
@@ -382,28 +415,24 @@ def main() -> None:
                 print(f"wrote {path} ({path.stat().st_size // 1024} KB)")
         return
     load_before = os.getloadavg()
-    with serve() as url, launch() as browser:
-        rows = measure(url, browser, pages, a.visits)
     sys.path.insert(0, str(ROOT))
     from lab import backend
 
-    out = {"benchmark": "app-browser", "device": backend.device_name("cpu"), "cores": os.cpu_count(),
-           "browser": "Debian chromium, headless, 1400 px", "visits": a.visits,
-           "load_avg_1_5_15_before": load_before, "load_avg_1_5_15_after": os.getloadavg(),
-           "targets_s": {"view": TARGET_VIEW_S, "change": TARGET_CHANGE_S},
-           "timing": "median of visits after one warm-up visit on a warm server; a view is finished at its last "
-                     "DOM change once the script has stopped, every plotly chart in the window is drawn (app/chart.js "
-                     "draws the others as they scroll into view) and nothing changed for "
-                     f"{QUIET_MS} ms. view_s: a new tab at the page's URL in a browser that has shown the dashboard "
-                     "before (one profile: its HTTP and code caches warm), timed from navigation; first_visit_s: the "
-                     "same in a fresh browser profile each time (nothing cached: Streamlit's JavaScript and the "
-                     "bundled plotly.js, app/static, fetched, compiled and run); navigate_s: a click on the "
-                     "page's sidebar link from Home in one tab that has shown every page once (timed from the "
-                     "click); a change is a click on the page's control (CONTROL, else its first radio with a "
-                     "choice made, else its first selectbox, number input, slider or preset button) and the click "
-                     "that undoes it, each timed to the rerun's finished render after 1.5 s idle, in one tab",
-           "rows": rows}
-    Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    started: list[dict] = []
+
+    def write(rows: list[dict]) -> None:  # after every page: a run stopped by its time limit keeps what it measured
+        out = {"benchmark": "app-browser", "device": backend.device_name("cpu"), "cores": os.cpu_count(),
+               **backend.vector_isa(),
+               "browser": "Debian chromium, headless, 1400 px", "visits": a.visits,
+               "load_avg_1_5_15_before": load_before, "load_avg_1_5_15_after": os.getloadavg(),
+               "targets_s": {"view": TARGET_VIEW_S, "change": TARGET_CHANGE_S, "after_start": TARGET_AFTER_START_S},
+               "after_start": started, "pages_not_measured": [p.url_path or "home" for p in pages[len(rows):]],
+               "timing": TIMING, "rows": rows}
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+
+    with serve() as url, launch() as browser:
+        started += after_start(url, browser, pages[:2])  # Home, then the first lesson, as a first visitor would
+        measure(url, browser, pages, a.visits, on_row=write)
     print(f"wrote {a.out}")
 
 

@@ -1,12 +1,14 @@
 """Measured pipeline bubbles against the papers' formulas: every schedule torch ships on 2 Gloo ranks (loopback, no
 shaped link), M = 2, 4, 8 micro-batches (M >= P, where the schedule runs them), compute-bound stages of equal work
 (a 64-2048x9-10 MLP on digits, batch 1024: eight 2048x2048 layers, two per stage when 4 stages; a
-micro-batch's forward then takes ~50 ms at M = 8, long beside the few milliseconds a 2-core machine's scheduler
-steals from a rank now and then for Gloo's threads, which inflate the measured idle time of shorter ones), one thread per rank.
+micro-batch's forward then takes ~25 ms at M = 8 on 4 stages, long beside the ~0.5 ms a send of its 1 MiB of
+activations takes to post), one thread per rank.
 
-Each run trains a few steps (`paralab train --mode pipeline`) and reports, for its median timed step, the bubble
-measured from every rank's action times, the published formula at the measured F, B, I, W times
-(`bubble_formula`) and torch's order laid out with those times (`bubble_planned`), with their ratios. Writes
+Each run trains 8 steps (`paralab train --mode pipeline`) and reports, for the median of its 5 timed steps, the
+bubble measured from every rank's action times, the published formula at the measured F, B, I, W times
+(`bubble_formula`), torch's order laid out with those times (`bubble_planned`) and with each block's own time in
+that step, sends free (`bubble_replayed`: what the spread of the blocks' times alone leaves idle), with their
+ratios, and where each rank's idle time went (waiting for a receive, posting a send, the rest). Writes
 bench/results/pipeline_bubble.json (vector ISA and versions recorded). Run it alone on the machine.
 
 Usage: python bench/pipeline_bubble.py [--tiny] [--out PATH]   (--tiny: a seconds-long check of the script)
@@ -40,7 +42,7 @@ def config(tiny: bool) -> TrainConfig:
     """Compute-bound, equal stages: 9 hidden layers of 2048 (8 of 2048x2048, 2 per stage at 4 stages)."""
     width, batch = (32, 64) if tiny else (2048, 1024)
     return TrainConfig(dataset="digits", model="mlp", hidden=(width,) * 9, dropout=(0.0,) * 10, batch=batch,
-                       epochs=0.25 if tiny else 4.0, evals_per_epoch=1, lr=0.001, optimizer="sgd", momentum=0.0,
+                       epochs=0.25 if tiny else 6.0, evals_per_epoch=1, lr=0.001, optimizer="sgd", momentum=0.0,
                        train_limit=256 if tiny else None)
 
 
@@ -50,12 +52,17 @@ def measure(cfg: TrainConfig, schedule: str, M: int) -> dict:
     r = train_parallel("pipeline", cfg, P, settings, timeout=600)
     s = r.summary
     row = {k: s.get(k) for k in ("schedule", "microbatches", "stages_per_rank", "stages", "bubble_measured",
-                                 "bubble_formula", "bubble_planned", "t_f_s", "t_b_s", "t_i_s", "t_w_s", "step_s",
-                                 "steps", "timeline_step")}
+                                 "bubble_formula", "bubble_planned", "bubble_replayed", "t_f_s", "t_b_s", "t_i_s",
+                                 "t_w_s", "idle_wait_s", "idle_send_s", "idle_other_s", "step_s", "steps",
+                                 "timeline_step", "bubble_steps")}
     m, f, p = s["bubble_measured"], s["bubble_formula"], s["bubble_planned"]
+    r_ = s.get("bubble_replayed")
     row.update(P=P, measured_over_formula=m / f if f else None, measured_over_planned=m / p if p else None,
+               replayed_over_formula=r_ / f if f and r_ is not None else None,
                within_15pct_of_formula=bool(f) and abs(m / f - 1) <= TOLERANCE,
-               within_15pct_of_planned=bool(p) and abs(m / p - 1) <= TOLERANCE, wall_s=time.perf_counter() - t0)
+               within_15pct_of_planned=bool(p) and abs(m / p - 1) <= TOLERANCE,
+               formula_within_step_spread=min(row["bubble_steps"]) <= f <= max(row["bubble_steps"]),
+               wall_s=time.perf_counter() - t0)
     return row
 
 
@@ -80,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(cfg, schedule, M)
             rows.append(row)
             print(f"{schedule:22s} M={M}: measured {row['bubble_measured']:.3f}  formula {row['bubble_formula']:.3f}  "
-                  f"planned {row['bubble_planned']:.3f}  (F {1e3 * row['t_f_s']:.2f} ms)", flush=True)
+                  f"planned {row['bubble_planned']:.3f}  replayed {row['bubble_replayed'] or float('nan'):.3f}  "
+                  f"steps {min(row['bubble_steps']):.3f}-{max(row['bubble_steps']):.3f}  "
+                  f"(F {1e3 * row['t_f_s']:.2f} ms)", flush=True)
     v = versions()
     out = dict(benchmark="pipeline_bubble", device=device_name("cpu"), vector_isa=v.get("vector_isa"), versions=v,
                procs=P, config=dict(
@@ -89,9 +98,15 @@ def main(argv: list[str] | None = None) -> int:
                load_avg_1min=[load0, os.getloadavg()[0]], wall_s=time.perf_counter() - t0, rows=rows,
                within_15pct_of_formula=sum(r["within_15pct_of_formula"] for r in rows),
                within_15pct_of_planned=sum(r["within_15pct_of_planned"] for r in rows), runs=len(rows),
+               formula_within_step_spread=sum(r["formula_within_step_spread"] for r in rows),
                notes="bubble_measured: the median timed step's makespan less each rank's compute (F, I, W, B), over "
                      "the makespan, averaged over the ranks; bubble_formula: the papers' fraction at the measured "
-                     "median block times; bubble_planned: torch's action order laid out with those times.")
+                     "median block times (I and W from the stages whose backward torch splits: all but the first); "
+                     "bubble_planned: torch's action order laid out with those times; bubble_replayed: that order "
+                     "with each block's own time in the median step and free sends; idle_wait_s / idle_send_s / "
+                     "idle_other_s: the median step's idle per rank (mean), waiting for receives, posting sends, "
+                     "the rest; bubble_steps: the bubble of each of the 5 timed steps (its spread), "
+                     "formula_within_step_spread: the formula between their least and most.")
     path = a.out if a.out is not None else (None if a.tiny else OUT)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -353,7 +353,9 @@ def _headline(kind: str, d: dict) -> str:
     if kind == "pipeline_bubble":
         return (f"measured bubble within 15 % of the published formula in {d['within_15pct_of_formula']} of "
                 f"{d['runs']} schedule x micro-batch runs on {d['procs']} ranks, of torch's order laid out with the "
-                f"measured times in {d['within_15pct_of_planned']}")
+                f"measured times in {d['within_15pct_of_planned']}"
+                + (f"; the formula inside the spread of the 5 timed steps in {d['formula_within_step_spread']}"
+                   if "formula_within_step_spread" in d else ""))
     if kind == "scale":
         ring = [r for r in rows if r["algorithm"] == "ring" and r["codec"].startswith("dynamic_tree")]
         lo, hi = min(ring, key=lambda r: r["P"]), max(ring, key=lambda r: r["P"])
@@ -364,11 +366,28 @@ def _headline(kind: str, d: dict) -> str:
         return (f"{len({r['kernel'] for r in rows})} kernels on {', '.join(d['archs'])} ({d['nvcc'].split(', ')[-1]}): "
                 f"{min(r['registers'] for r in rows)}-{max(r['registers'] for r in rows)} registers, spills in "
                 f"{', '.join(spilled) or 'none'}; memory roof vs H100: " + ", ".join(
-                    f"{g['name']} {_x(g['hbm_GBps'] / d['gpus'][0]['hbm_GBps'])}" for g in d["gpus"][1:]))
+                    f"{g['name']} {_x(g['hbm_GBps'] / d['gpus'][0]['hbm_GBps'])}" for g in d["gpus"][1:])
+                + "".join(f"; predicted issue bound on {g['name']}: {n} of {len(on)}" for g in d["gpus"]
+                          if (on := [r for r in rows if g["name"] in r.get("predicted", {})])
+                          for n in [sum(r["predicted"][g["name"]].get("bound") == "issue" for r in on)]))
+    if kind == "kernels measure":
+        both = sorted(r["measured_over_predicted"] for r in rows if r.get("measured_over_predicted") is not None)
+        if not both:
+            return f"{len(rows)} kernels measured on {d['device']}; the card has no prediction for this GPU"
+        return (f"{len(rows)} kernels on {d['device']}: measured / predicted median {_x(both[len(both) // 2])} "
+                f"({_x(both[0])}-{_x(both[-1])}), {sum(x <= 2 for x in both)} within 2x of the card")
+    if kind == "gpu_all":
+        st = [x["status"] for x in d["steps"]]
+        t = d.get("tests") or {}
+        return (f"{len(st)} steps: {st.count('ok')} ok, {len(st) - st.count('ok') - st.count('skipped')} failed or "
+                f"timed out, {st.count('skipped')} skipped" + (f"; gpu tests {t.get('passed', 0)} passed, "
+                f"{t.get('failures', 0) + t.get('errors', 0)} failed" if t else ""))
     if kind == "app-browser":
         worst = max(rows, key=lambda r: r["first_visit_s"])
+        start = max(d.get("after_start") or [{}], key=lambda r: r.get("seconds", 0))
         return (f"slowest first visit {worst['first_visit_s']:.2f} s ({worst['page']}) against "
-                f"{d['targets_s']['view']:.0f} s")
+                f"{d['targets_s']['view']:.0f} s" + (f"; right after the server starts {start['seconds']:.2f} s "
+                f"({start['page']}) against {d['targets_s']['after_start']:.0f} s" if start else ""))
     if kind == "app-render":
         return f"slowest page script {max(r['cold_s'] for r in rows):.2f} s cold, target {d['target_s']:.0f} s"
     if isinstance(d.get("table"), list) and d["table"] and "pattern" in d["table"][0]:  # `dropout mlp` / `lstm`

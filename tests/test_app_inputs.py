@@ -19,6 +19,8 @@ JUNK = [  # (page, query, words the message must hold)
     ("pays", {"nodes": "many"}, ["Nodes", "'many'", "a whole number in 1..4096"]),
     ("pays", {"overlap": "maybe"}, ["'maybe'", "1 (on) or 0 (off)"]),
     ("dropout", {"p": "3"}, ["Dropout rate p", "'3'", "0..0.95"]),
+    # drawn only when each hidden layer has its own rate: the sweep of the default view never reaches it
+    ("dropout", {"rate_mode": "a rate per layer", "p2": "3", "more": "true"}, ["Layer 2 rate", "'3'", "0..0.95"]),
     ("collectives", {"compare": ["tree", "bogus"]}, ["'bogus'", "rabenseifner"]),
     ("collectives", {"size": "7"}, ["Message size per rank", "'7'"]),
     ("collectives", {"size": "big"}, ["Message size per rank", "'big'", "1048576"]),
@@ -150,6 +152,8 @@ def _shown(v) -> str:
 
 
 SWEPT = [p.module.split(".")[1] for p in page_list.PAGES]
+# views a choice on the page opens (not a tab): swept too, with that choice kept as given
+BEYOND = {"training": [{"experiment": "consistency models"}]}
 
 
 @pytest.mark.parametrize("name", SWEPT)
@@ -162,11 +166,12 @@ def test_every_control_says_in_its_own_name_what_it_did_with_a_bad_link_value(na
     opened, at = _opened(name, {})
     tabs, others = _views(at)
     assert _controls(at) or name == "overview", name
-    for view in [{}, *others]:
+    for view in [{}, *others, *BEYOND.get(name, [])]:
         opened, at = _opened(name, view) if view else (opened, at)
         controls = _controls(at)
+        pinned = view if view in BEYOND.get(name, []) else {}
         for round_ in OTHER:
-            query = {**opened, **{k: _bad(round_, kind, v) for k, (kind, _, _, v) in controls.items()}}
+            query = {**opened, **{k: _bad(round_, kind, v) for k, (kind, _, _, v) in controls.items()}, **pinned}
             if round_ == "junk" and not view:
                 query.update({k: "no such view" for k in tabs})
             at = page(name, **query)
@@ -178,6 +183,9 @@ def test_every_control_says_in_its_own_name_what_it_did_with_a_bad_link_value(na
             # the library's (batch_size=-4 was "batch_per_gpu must be an int >= 1")
             unnamed = [m for m in said if not any(_names(label, m) for label in labels)]
             assert not unnamed, (name, view, round_, unnamed)
+            # ... and in the page's words, not the command line's ("--schedule 1f1b ... cannot run --microbatches 1")
+            flags = [m for m in said if re.search(r"(?<![\w-])--[a-z]", m)]
+            assert not flags, (name, view, round_, flags)
             wanted = [(k, *c[:3]) for k, c in controls.items() if k in now]  # drawn in this run too
             wanted += [(k, "tab", label, False) for k, label in tabs.items() if query.get(k) == "no such view"]
             for key, kind, label, whole in wanted:
@@ -194,6 +202,35 @@ def test_every_control_says_in_its_own_name_what_it_did_with_a_bad_link_value(na
                 if kind in ("number_input", "slider") and value is not None:
                     assert re.search(rf"(?:Computing with|Showing) {re.escape(_shown(value))}\b", mine[0]), \
                         (name, key, value, mine[0])
+
+
+# A value each control takes alone that the others rule out (a schedule that cannot run that many micro-batches,
+# more stages than layers): the message starts with the control's label, sits beside it (in its column, or under
+# the closed expander it is folded into) and says what is allowed with the other settings.
+TOGETHER = [  # (page, query, the control's key, its label, words the message holds)
+    ("pipeline", {"M": "1"}, "M", "Micro-batches M", ["M = 1", "1f1b on 4 ranks", "allowed with these: 4..32"]),
+    ("pipeline", {"schedule": "dualpipev"}, "M", "Micro-batches M", ["M = 4", "allowed with these: 8..32"]),
+    ("pipeline", {"V": "2"}, "V", "Stages per rank", ["= 2", "1f1b runs one stage per rank", "allowed with it: auto, 1"]),
+    ("pipeline", {"schedule": "interleaved1f1b", "V": "1"}, "V", "Stages per rank",
+     ["runs several stages per rank", "allowed with it: auto, 2, 3, 4"]),
+    ("pipeline", {"layers": "1", "more": "true"}, "layers", "Hidden layers", ["= 1", "4 stages", "auto or 3..16"]),
+    ("pipeline", {"batch": "3", "more": "true"}, "batch", "Batch", ["= 3", "4 micro-batches", "allowed with these: 4..1024"]),
+    ("pipeline", {"batch": "3"}, None, "Under “More settings”: Batch", ["allowed with these: 4..1024"]),
+]
+
+
+@pytest.mark.parametrize("name,query,key,label,words", TOGETHER, ids=[f"{n}-{'-'.join(q)}" for n, q, *_ in TOGETHER])
+def test_a_value_the_other_settings_rule_out_is_said_beside_its_control_in_its_name(name, query, key, label, words):
+    """Regression: the Pipeline page said "--schedule 1f1b on 4 pipeline ranks x 1 stages per rank cannot run
+    --microbatches 1" under its charts, in the command line's words."""
+    at = page(name, guess="skip", **query)
+    assert not at.exception, [e.value for e in at.exception]
+    said = [m for m in _errors(at) if m.startswith(label)]
+    assert len(said) == 1 and all(w in said[0] for w in words), (query, _errors(at))
+    assert not re.search(r"(?<![\w-])--[a-z]", said[0]), said
+    if key is not None:  # beside its control: in the column that holds it
+        col = [c for c in at.columns if any(w.key == f"w_{key}" for kind in CONTROLS for w in c.get(kind))]
+        assert col and said[0] in [e.value for e in col[-1].error], (key, said)
 
 
 NAMED = [  # (page, query, the control's key, the value it shows, words its message holds)

@@ -18,7 +18,7 @@ from browser_fixtures import browser, needs_chromium, no_exception, server, shot
 pytestmark = needs_chromium
 
 #: every prediction skipped, so each page draws its charts
-SKIPPED = "guess=skip&split_guess=skip&fsdp_guess=skip&par_guess=skip"
+SKIPPED = "guess=skip&split_guess=skip&fsdp_guess=skip&par_guess=skip&guess_warps=skip&guess_models=skip"
 #: the views kept in the URL beyond each page's first (ui.tabs), each drawing charts of its own
 VIEWS = ["collectives?part=Measured%20here", "collectives?part=Error%20as%20P%20grows",
          "collectives?part=Where%20the%20time%20goes", "training?view=Race%20to%20the%20target",

@@ -40,6 +40,8 @@ SMOKE = {
                  "--seeds", "2", "-k", "2", "--batch", "16", "--budget", "1", "--tolerance", "0.9"],
     "race": ["race", "--task", "mlp", "--cluster", "2x8", "--codecs", "dynamic_tree,ef:randomk:ratio=0.01"],
     "augment": ["augment"],
+    "operators": ["operators", "-n", "2", "--c-in", "3", "--c-out", "4", "--height", "6", "--width", "6",
+                  "--splits", "1,2", "--repeats", "3"],
     "kernels report": ["kernels", "report"],
     "fusion": ["fusion", "--dataset", "digits", "--epochs", "1", "--train-size", "100", "--test-size", "50",
                "--scales", "8,12"],

@@ -27,6 +27,30 @@ def test_transfer_sweep_reports_speedups_against_fp32() -> None:
     assert (df[df.codec == "fp32"]["speedup_vs_fp32"] == 1.0).all()
     assert (df.wire_bytes[df.codec != "fp32"].values < df.wire_bytes[df.codec == "fp32"].values).all()
     assert set(cross) == {"linear[nearest,tensor]"}
+    assert (df.calls >= 5).all() and (df.seconds_lo <= df.seconds).all() and (df.seconds <= df.seconds_hi).all()
+    assert (df.speedup_vs_fp32_lo <= df.speedup_vs_fp32).all() and (df.speedup_vs_fp32 <= df.speedup_vs_fp32_hi).all()
+    assert "rank_calls_s" not in df
+
+
+def test_transfer_verdicts_rank_by_what_the_intervals_support() -> None:
+    """A codec whose median beats 32-bit but whose interval overlaps 32-bit's is within noise there, and its
+    crossover (from which size it wins at every larger size) counts only wins beyond the noise."""
+    import pandas as pd
+
+    from lab.experiments import within_noise
+    from lab.experiments.collectives import bench, transfer_spread
+
+    def row(n, codec, calls):
+        return {"n_values": n, "codec": codec, "seconds": sorted(calls)[len(calls) // 2], "rank_calls_s": [calls, calls]}
+    rows = [row(256, "fp32", [1.0, 1.1, 1.2, 1.3, 1.4]), row(256, "q", [0.95, 1.0, 1.05, 1.3, 1.5]),  # overlap
+            row(4096, "fp32", [4.0, 4.1, 4.2, 4.3, 4.4]), row(4096, "q", [1.0, 1.1, 1.2, 1.3, 1.4])]  # apart
+    df = pd.DataFrame(transfer_spread(rows))
+    q = df[df.codec == "q"].set_index("n_values")
+    assert q.loc[256, "speedup_vs_fp32"] > 1 and q.loc[256, "speedup_vs_fp32_lo"] < 1 < q.loc[256, "speedup_vs_fp32_hi"]
+    assert q.loc[4096, "speedup_vs_fp32_lo"] == pytest.approx(4.0 / 1.4)
+    assert within_noise(df) == {"q": [256]}
+    assert bench.crossover(df) == {"q": 4096}  # on medians alone it would be 256
+    assert bench.crossover(df.drop(columns=["speedup_vs_fp32_lo", "speedup_vs_fp32_hi"])) == {"q": 256}
 
 
 def test_collective_sweep_measures_and_models() -> None:

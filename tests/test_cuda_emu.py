@@ -11,6 +11,7 @@ from lab.backend import KERNEL_DIR, kernel_source
 from lab.codecs import cuda as C
 from lab.codecs import cuda_block as CB
 from lab.codecs import cuda_hop as H
+from lab.codecs import hop
 from lab.codecs.mx import MX_NAMES
 from test_collective_kernels import CODECS, EMU_LENGTHS, _check_kernels, _codec, _no_fallback
 from test_kernels import (DTYPES, SEARCHES, _check_roundtrip, _data, _mode, _prepared, bound_sitting,
@@ -139,9 +140,12 @@ def _block_scaled_battery(monkeypatch) -> None:
         check_nan_scale(name, torch.float32, emu, monkeypatch)
 
 
-@pytest.mark.parametrize("flags", (1, 2, 3), ids=("threads-reversed", "blocks-reversed", "both-reversed"))
+@pytest.mark.parametrize("flags", (1, 2, 3, 8, 8 | 1 | 2),
+                         ids=("threads-reversed", "blocks-reversed", "both-reversed", "lowest-runnable-first",
+                              "highest-runnable-first"))
 def test_any_thread_order_gives_the_same_result(flags: int, cuda_emu, monkeypatch) -> None:
-    """Threads and blocks run in reverse order: a result that depends on the order is a race."""
+    """Threads and blocks run in reverse order, or a CTA always runs its lowest (highest) runnable thread instead of
+    round robin: a result that depends on the order is a race."""
     cuda_emu.flags = flags
     before = {k: list(v) for k, v in harness.LOOPS.items()}
     _codec_battery()
@@ -156,6 +160,47 @@ def test_ucontext_fibers_pass_the_codec_battery_too(cuda_emu) -> None:
     header's emu_switch, which makes no system call): the same kernels give the same checked results that way."""
     cuda_emu.flags = 4 | 1
     _codec_battery()
+
+
+def test_every_output_dtype_rounds_to_nearest(cuda_emu) -> None:
+    """The decode kernels' float16 and bfloat16 outputs are their own float32 output rounded to nearest even (torch's
+    casts), at sizes with tails and both block modes: a store that truncates, or rounds another way, differs
+    whatever the CPU reference says (a check of its own beside test_kernels' comparison with the reference)."""
+    p = _prepared("17")
+    for n in (1, 63, 4097, 3 * 4096 + 6):
+        x = torch.randn(n, generator=torch.Generator().manual_seed(n)) * 3
+        for block_size in (64, None):
+            scale = None if block_size else _mode("scale_absmax", x)[1]
+            codes, scales = C.encode_cuda(x, p["bpad"], p["lut"], p["K"], block_size=block_size, scale=scale,
+                                          search="lut")
+            f32 = C.decode_cuda(codes, p["values256"], scales, block_size=block_size, dtype=torch.float32)
+            assert not torch.equal(f32, f32.to(torch.bfloat16).float()), "the data must need rounding"
+            for dtype in (torch.float16, torch.bfloat16):
+                got = C.decode_cuda(codes, p["values256"], scales, block_size=block_size, dtype=dtype)
+                want = f32.to(dtype)
+                bad = (got.view(torch.int16) != want.view(torch.int16)).nonzero()
+                assert bad.numel() == 0, (f"{dtype} decode of {n} values (block {block_size}) is not the float32 "
+                                          f"decode rounded to nearest at {bad[:4, 0].tolist()}")
+
+
+def test_scaled_word_sees_every_chunk_of_codes_sums(cuda_emu) -> None:
+    """scale='none' (mantissa) through the codes + codes hop: two payloads whose sum leaves the table only in the
+    first chunk of a CTA that goes on to later chunks, then only in its last: the fused hop gives the codec's own
+    result (the saturated count), so the word that watches |sum| kept every chunk's maximum (a check of its own
+    beside check_none_sees_every_chunk's mixed hop)."""
+    from lab.codecs import cuda_hop
+    from test_collective_kernels import _assert_same
+
+    codec = _codec("mantissa")
+    chunk = cuda_hop.CTA * cuda_hop.HOP_ITEMS * cuda_hop.GROUP
+    n = 4 * chunk + 8  # the grid cap (3 CTAs) gives CTA 0 chunks 0 and 3
+    big = float(codec.decode(codec.encode(torch.tensor([1e30]))).abs().max())  # the table's largest magnitude
+    for at in (3, 3 * chunk + 5):
+        x = torch.zeros(n)
+        x[at] = big
+        a = codec.encode(x)
+        want = hop.hop_codes_reference(codec, a, a)
+        _assert_same(hop.hop_codes(codec, a, a), want)
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -208,6 +253,13 @@ MUTATIONS = {
         s, "y = y > lim ? lim : y < -lim ? -lim : y;", "")),
     "block_scaled-noise-off-by-one": ("block_scaled", lambda s: _sub(
         s, "uniform_noise(base + j, k0, k1)", "uniform_noise(base + j + 1, k0, k1)")),
+    # a race inside a CTA (the team max's last reads of `red` against the next call's writes) and a read past the end
+    # whose values are never stored: the shared-memory race detector and the guard zones' read check catch them
+    "codec-team-max-without-trailing-syncthreads": ("codec", lambda s: _sub(
+        s, "for (int w = 1; w < (int)blockDim.x / 32; ++w) v = umax(v, red[w]);\n        __syncthreads();",
+        "for (int w = 1; w < (int)blockDim.x / 32; ++w) v = umax(v, red[w]);\n")),
+    "codec-packed-load-without-tail-guard": ("codec", lambda s: _sub(
+        s, "if (g < ngroups) c[j] = cb[g];", "c[j] = cb[g];")),
     # the classes the concurrent emulator, the grid cap, NaN scales and midpoint data catch
     "collective-racy-absmax": ("collective", lambda s: _sub(
         s, "if (threadIdx.x == 0 && m != 0u) atomicMax(word, m);",

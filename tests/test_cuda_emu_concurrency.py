@@ -1,10 +1,13 @@
 """The CUDA emulator's concurrent CTAs (tests/cuda_emu): atomics are real and interleave, the
 interleaving is fixed by the seed, the race detector names the kernel, both CTAs and both
 source lines of an access to one address from two CTAs without an atomic, and a barrier that threads which
-returned never reach is named."""
+returned never reach is named; inside a CTA, shared memory written and read by two threads between the same two
+barriers is a race, a read of shared memory no thread of the CTA has written is an error, and so is a read into a
+buffer's guard zone; host threads may launch at once while another builds."""
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -142,3 +145,117 @@ def test_a_barrier_after_some_threads_exited_names_how_many() -> None:
     m = re.fullmatch(rf"__syncthreads at line {lines[1]} reached while (\d) of 32 threads have exited "
                      r"\(kernel early_exit, block \d, thread \d+\)", str(caught.value))
     assert m and 1 <= int(m.group(1)) <= 8, str(caught.value)
+
+
+INSIDE = r"""
+extern "C" __global__ void team_sum(float* out, const float* x, long long trailing) {
+    __shared__ float part[64];
+    for (int k = 0; k < 2; ++k) {
+        part[threadIdx.x] = x[k * blockDim.x + threadIdx.x];
+        __syncthreads();
+        float s = 0.f;
+        for (int i = 0; i < (int)blockDim.x; ++i) s += part[i];
+        if (trailing) __syncthreads();
+        out[(blockIdx.x * 2 + k) * blockDim.x + threadIdx.x] = s;
+    }
+}
+extern "C" __global__ void read_before_write(float* out, const float* x) {
+    __shared__ float buf[64];
+    const float early = buf[threadIdx.x];  // no thread has written buf yet
+    buf[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = buf[63 - threadIdx.x] + early * 0.f;
+}
+extern "C" __global__ void unguarded(float* out, const float* x, long long n) {
+    const int i = threadIdx.x;
+    const float v = x[i];  // read before the guard: past the end for i >= n
+    if (i < n) out[i] = v;
+    else if (v != v) out[0] = 0.f;  // uses the value: the load stays where it is
+}
+"""
+
+
+@pytest.mark.parametrize("flags", (0, 1, 8, 9), ids=("round-robin", "reversed", "lowest-first", "highest-first"))
+def test_race_inside_a_cta_names_both_threads_and_lines_in_any_order(flags: int) -> None:
+    """A team sum that loses its trailing __syncthreads: the next round's write to shared memory and another
+    thread's read of the same word fall between the same two barriers. Reported, with both threads and source lines,
+    whichever order the threads run in; with the barrier the same sums come out, no report."""
+    launcher = harness.Launcher(sources={"inside": INSIDE}, flags=flags)
+    x = torch.arange(128, dtype=torch.float32)
+    out = torch.zeros(3 * 128)
+    launcher("inside", "team_sum", 3, 64, (out, x, 1))
+    want = torch.cat([torch.full((64,), float(x[:64].sum())), torch.full((64,), float(x[64:].sum()))])
+    assert torch.equal(out, want.repeat(3))
+    lines = INSIDE.splitlines()
+    write = 1 + next(i for i, s in enumerate(lines) if "part[threadIdx.x] =" in s)
+    read = 1 + next(i for i, s in enumerate(lines) if "s += part[i]" in s)
+    with pytest.raises(harness.EmuError) as caught:
+        launcher("inside", "team_sum", 3, 64, (out, x, 0))
+    m = re.fullmatch(r"race inside a CTA in kernel team_sum, block (\d): byte (\d+) of a 256-byte __shared__ array, "
+                     r"(written|read) by thread (\d+) at inside\.cu:(\d+) and (written|read) by thread (\d+) "
+                     r"at inside\.cu:(\d+) "
+                     r"between the same two barriers with no atomic \(kernel team_sum, block \1, thread \7\)",
+                     str(caught.value))
+    assert m, str(caught.value)
+    assert m.group(4) != m.group(7) and int(m.group(2)) < 256
+    assert {(m.group(3), int(m.group(5))), (m.group(6), int(m.group(8)))} == {("written", write), ("read", read)}
+
+
+def test_a_read_into_a_guard_zone_is_an_error() -> None:
+    """A load past the end whose value is never stored leaves every output exact; the read itself stops the launch,
+    naming the kernel, the parameter, how far past the end and the source line (memcheck's invalid global read)."""
+    launcher = harness.Launcher(sources={"inside": INSIDE})
+    x, out = torch.arange(40, dtype=torch.float32), torch.zeros(40)
+    launcher("inside", "unguarded", 1, 40, (out, x, 40))
+    assert torch.equal(out, x)
+    line = 1 + next(i for i, s in enumerate(INSIDE.splitlines()) if "const float v = x[i];" in s)
+    with pytest.raises(harness.EmuError, match=rf"^out-of-bounds read of 4 bytes in kernel unguarded: 4 bytes past "
+                                               rf"the end of parameter 1 \(160 bytes\) at [\w.]+:{line} "
+                                               rf"\(kernel unguarded, block 0, thread 40\)$"):
+        launcher("inside", "unguarded", 1, 64, (out, x, 40))
+
+
+def test_a_shared_read_before_any_write_is_an_error() -> None:
+    """Shared memory read before any thread of the CTA wrote it (a missing barrier or a missing fill): the launch
+    stops naming the kernel, the bytes, the block, the thread and the source line, whatever the poison's value."""
+    launcher = harness.Launcher(sources={"inside": INSIDE})
+    line = 1 + next(i for i, s in enumerate(INSIDE.splitlines()) if "const float early = buf[threadIdx.x];" in s)
+    with pytest.raises(harness.EmuError, match=rf"^read of uninitialised __shared__ memory in kernel read_before_write: "
+                                               rf"4 bytes at byte 0 of a 256-byte array, which no thread of block 0 has "
+                                               rf"written at [\w.]+:{line} \(kernel read_before_write, block 0, thread 0\)$"):
+        launcher("inside", "read_before_write", 2, 64, (torch.zeros(64), torch.arange(64, dtype=torch.float32)))
+
+
+def test_launches_from_several_threads_while_another_builds() -> None:
+    """Three host threads launch at once (each on fiber stacks of its own; the harness runs one launch at a time)
+    while a fourth builds and loads another library and launches from it: every result is the right one."""
+    x = torch.arange(128, dtype=torch.float32)
+    errors: list[BaseException] = []
+
+    def launch(k: int) -> None:
+        try:
+            launcher = harness.Launcher(sources={"inside": INSIDE}, seed=k)
+            for r in range(8):
+                out = torch.zeros(3 * 128)
+                launcher("inside", "team_sum", 3, 64, (out, x + k + r, 1))
+                want = torch.cat([torch.full((64,), float((x[:64] + k + r).sum())),
+                                  torch.full((64,), float((x[64:] + k + r).sum()))])
+                assert torch.equal(out, want.repeat(3)), (k, r)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def build() -> None:
+        try:
+            launcher = harness.Launcher(sources={"inside": INSIDE + "\n// the copy a thread builds\n"})
+            out = torch.zeros(40)
+            launcher("inside", "unguarded", 1, 40, (out, x[:40], 40))
+            assert torch.equal(out, x[:40])
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=launch, args=(k,)) for k in range(3)] + [threading.Thread(target=build)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

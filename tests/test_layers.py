@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
-INTERNALS = ["lab.codecs", "lab.comm", "lab.data", "lab.dropout", "lab.train", "lab.augment", "lab.plan"]
+INTERNALS = ["lab.codecs", "lab.comm", "lab.data", "lab.dropout", "lab.train", "lab.augment", "lab.plan", "lab.operators"]
 UI_CONFIG = """[importlinter]
 root_packages =
     lab

@@ -92,6 +92,9 @@ def test_the_prediction_keeps_the_answer_back_then_draws_every_schedule():
     said = texts(at, "warning")
     assert "Not quite." in said and f"the page computes {best}" in said
     assert f"{best} {pct(bubbles[best])}" in said and f"{worst} {pct(bubbles[worst])}" in said
+    # why a schedule cannot run at M = 4, in the page's words (it said "--schedule dualpipev ... --microbatches 4")
+    why = [c.value for c in at.caption if c.value.startswith("dualpipev:")]
+    assert why == ["dualpipev: on 4 ranks × 2 stages per rank it runs 8..32 micro-batches, not 4"], why
     figs = figures(at)
     assert len(figs) == 3  # the bubbles, every schedule's timeline, then the chosen one's
     bars = figs[0]
@@ -119,7 +122,7 @@ def test_url_settings_and_bad_input_are_messages():
     at = page(V="2")  # 1F1B holds one stage per rank
     assert not at.exception and "runs one stage per rank" in texts(at, "error")
     at = page(schedule="dualpipev")  # M = 4 on 4 x 2 stages: DualPipeV needs M >= stages
-    assert not at.exception and "allowed e.g.: 8" in texts(at, "error")
+    assert not at.exception and "Micro-batches M = 4" in texts(at, "error") and "allowed with these: 8..32" in texts(at, "error")
     at = page(P="9")
     assert not at.exception and "allowed" in texts(at, "error") and metric(at, "Bubble, formula") == "42.9 %"
 

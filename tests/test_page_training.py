@@ -287,3 +287,43 @@ def test_real_rank_bad_settings_are_one_line_before_any_rank_starts():
     assert "more than the 2 layers" in texts(at, "error") and job(at, "par_run") is None
     at = page(experiment=parallel_view.MODE, par_mode="expert", **{"expert.experts": "3"})  # 3 experts on 2 ranks
     assert not at.exception and "allowed: a multiple of 2" in texts(at, "error")
+
+
+def test_consistency_knobs_reach_the_runs_and_the_takeaway_weighs_updates_against_time_per_update():
+    """The consistency view: each model's knobs from the URL name the runs (ssp's bound, gossip's graph), a
+    predict-first question, curves against modelled time and against updates, and a takeaway whose figures are
+    the curves' own: batches to the target x modelled time per batch = time to the target."""
+    import re
+
+    q = dict(experiment="consistency models", kinds=["sync", "ssp", "gossip"], staleness="0", straggler="1",
+             graph="random", epochs="0.5", workers="3")
+    at = page(**q)
+    assert not at.exception and not at.error
+    assert at.number_input(key="w_straggler").value == 1 and at.selectbox(key="w_graph").value == "random"
+    assert "Predict first." in texts(at, "markdown") and "which run reaches the test-error target" in texts(
+        at, "markdown")
+    at.button(key="run_train_run").click().run()
+    at = wait(at, finished)
+    assert not at.exception and not at.error
+    take = texts(at, "success")  # the answer is held back until the question is answered
+    assert "which one got there first in modelled time is the question above" in take and "batches ×" not in take
+    assert not figures(at)
+    at.radio(key="w_guess_consistency").set_value("sync").run()
+    take = [str(e.value) for e in at.success if str(e.value).startswith("**Takeaway.**")]
+    assert len(take) == 1
+    take = take[0]
+    assert "statistical efficiency" in take and "hardware efficiency" in take
+    runs = re.findall(r"(sync|ssp\(s=0\)|gossip\(random\)) ([\d.]+) batches × ([\d.]+) (ms|s) = ([\d.]+) (ms|s)", take)
+    assert [r[0] for r in runs] == ["sync", "ssp(s=0)", "gossip(random)"], take
+    for _, n, per, unit, total, tunit in runs:  # three significant digits each
+        assert float(n) * float(per) * (1e-3 if unit == "ms" else 1) == pytest.approx(
+            float(total) * (1e-3 if tunit == "ms" else 1), rel=0.01)
+    assert len(figures(at)) == 2  # against modelled time and against updates
+    titles = [f["layout"]["xaxis"]["title"]["text"].lower() for f in figures(at)]
+    assert "time" in titles[0] and ("update" in titles[1] or "step" in titles[1]), titles
+    # the answer is the run the same curves put first
+    fast = min(runs, key=lambda r: float(r[4]) * (1e-3 if r[5] == "ms" else 1))[0]
+    said = texts(at, "success") + texts(at, "warning")
+    assert ("**Right.**" in said) == (fast == "sync") and "Measured on the curves below" in said
+    at = page(experiment="consistency models", staleness="99")
+    assert "SSP staleness bound s" in texts(at, "error") and "0..64" in texts(at, "error")

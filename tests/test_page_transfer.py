@@ -143,6 +143,20 @@ def test_measurement_is_drawn_against_the_model_of_the_same_link():
     take = [s.value for s in at.success if "takeaway-measured" in str(s.key) or "loopback here" in s.value]
     assert take and "The model of this same link says" in take[0]
     assert not at.get("progress"), "the progress bar stays after the measurement"
+    # every measured point carries its spread (error bars: the median's interval over >= 5 calls), and the
+    # takeaway calls 'within noise' exactly the sizes whose speedup interval spans 1x
+    said = take[0].split("The model of this same link says")[0].split("dynamic_tree: ")[1].split(";")[0]
+    err, xs, ys = meas["error_y"], _values(meas["x"]), _values(meas["y"])
+    lo = [y - m for y, m in zip(ys, _values(err["arrayminus"]))]
+    hi = [y + p for y, p in zip(ys, _values(err["array"]))]
+    assert len(lo) == len(ys) == 2 and all(a <= y <= b for a, y, b in zip(lo, ys, hi)) and any(b > a for a, b in zip(lo, hi))
+    tied = [int(x) for x, a, b in zip(xs, lo, hi) if a <= 1 <= b]
+    assert ("within noise" in said) == bool(tied), (said, tied)
+    for x in tied:
+        assert f"{x:,}" in said.split("within noise")[1], (said, tied)
+    if not said.startswith("never"):
+        first = number(said.split("from ")[1])
+        assert all(a > 1 for x, a in zip(xs, lo) if x >= first), (said, lo)  # a win beyond the noise
 
 
 def test_predict_the_fastest_before_the_reveal():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -114,6 +115,35 @@ def test_two_data_replicas_sum_their_gradients_to_the_one_process_step(name, P, 
     res = simulate(pipeline_ranks.pipeline_grads, 2 * P, pipeline_ranks.mlp, x, y, name, M, None, 2)
     _check_equal(res, pipeline_ranks.mlp, x, y, len(res[0]["stage_to_rank"]))
     assert [r["stage_to_rank"] for r in res[:P]] == [r["stage_to_rank"] for r in res[P:]]
+
+
+def test_every_schedule_runs_under_nccls_rules_to_the_one_process_step():
+    """SimComm(strict=True): a transfer moves only while both of its ends are posted, each rank's batches one
+    after the other (NCCL, lab/comm/base.py); a pattern that would hang on a GPU raises CommError "deadlock". 1F1B
+    posting its sends alone deadlocked on every P (each neighbour's send waiting for the other's); batched as
+    torch's runtime batches them, every schedule runs, also with 8-bit sends and 2 data replicas, and its gradients
+    are the ones the lenient rules give (the same order of blocks: bit for bit) and one process's."""
+    x, y = pipeline_ranks.batch()
+    ran = set()
+    for name in SCHEDULES:
+        for P in (2, 3, 4):
+            M = 2 * P
+            nccl = simulate(pipeline_ranks.pipeline_grads, P, pipeline_ranks.mlp, x, y, name, M, strict=True)
+            _check_equal(nccl, pipeline_ranks.mlp, x, y, len(nccl[0]["stage_to_rank"]))
+            if P == 2:
+                lenient = simulate(pipeline_ranks.pipeline_grads, P, pipeline_ranks.mlp, x, y, name, M)
+                for a, b in zip(nccl, lenient, strict=True):
+                    assert all(torch.equal(g, h) for s in a["grads"] for g, h in zip(a["grads"][s], b["grads"][s]))
+            ran.add((name, P))
+    assert len(ran) == 3 * len(SCHEDULES)
+    for name, P, M, data, codec in [("1f1b", 2, 4, 2, None), ("1f1b", 3, 5, 1, "dynamic_tree")]:
+        nccl = simulate(pipeline_ranks.pipeline_grads, data * P, pipeline_ranks.mlp, x, y, name, M, None, data,
+                        codec, strict=True)
+        lenient = simulate(pipeline_ranks.pipeline_grads, data * P, pipeline_ranks.mlp, x, y, name, M, None, data,
+                           codec)
+        for a, b in zip(nccl, lenient, strict=True):
+            assert a["wire_bytes"] == b["wire_bytes"] > 0
+            assert all(torch.equal(g, h) for s in a["grads"] for g, h in zip(a["grads"][s], b["grads"][s]))
 
 
 def _gpt():
@@ -318,10 +348,59 @@ def test_pipeline_training_on_two_gloo_ranks_with_8_bit_sends(tmp_path):
     assert s["bubble_planned"] == pytest.approx(0.2)  # 1F1B's order is its formula whatever F and B take
     tl = r.tables["timeline"]
     assert list(tl.columns) == ["rank", "step", "stage", "microbatch", "kind", "start_s", "end_s", "bytes"]
-    assert sorted(tl.step.unique()) == [3, 4, 5] and sorted(tl["rank"].unique()) == [0, 1]
+    assert sorted(tl.step.unique()) == [3, 4, 5, 6, 7] and sorted(tl["rank"].unique()) == [0, 1]
     one = tl[tl.step == 3]
     assert sorted(one.kind.unique()) == ["B", "F", "RECV_B", "RECV_F", "SEND_B", "SEND_F"]
     assert (one.start_s >= 0).all() and (one.end_s >= one.start_s).all()
     mem = r.tables["memory"]
     assert list(mem.microbatches_held) == [2, 1]
     assert (mem.peak_activation_bytes == mem.activation_bytes_per_microbatch * mem.microbatches_held).all()
+
+
+def test_a_forward_of_dualpipevs_overlapped_pair_is_sent_when_it_ends_and_every_pair_keeps_its_order():
+    from lab.train.parallelism.pipeline_exec import _sends_to_move
+
+    moved_by = {}
+    for name in SCHEDULES:
+        V = 2 if tp.is_multi(name) else 1
+        for P in (2, 3, 4):
+            for M in (2 * P, 8):
+                try:
+                    program, s2r = tp.program(name, P, M, V)
+                except ValueError:
+                    continue
+                for acts in program:
+                    flat = [b for a in acts for b in (a.sub if a.kind == tp.OVERLAP else (a,))]
+                    moves = _sends_to_move(flat, s2r)
+                    moved_by[name] = moved_by.get(name, 0) + len(moves)
+                    for i, j in moves.items():
+                        a, b = flat[i], flat[j]
+                        assert (b.kind, b.stage, b.mb) == ("SEND_F" if a.kind == "F" else "SEND_B", a.stage, a.mb)
+                        dst = s2r[b.stage + 1 if b.kind == "SEND_F" else b.stage - 1]
+                        assert not [c for c in flat[i + 1:j] if c.kind in ("SEND_F", "SEND_B")
+                                    and s2r[c.stage + 1 if c.kind == "SEND_F" else c.stage - 1] == dst]
+    # only DualPipeV lists a send after a later block (its overlapped forward-backward pairs)
+    assert moved_by["dualpipev"] > 0 and not any(n for k, n in moved_by.items() if k != "dualpipev")
+
+
+def test_summary_takes_I_and_W_from_split_backwards_and_replays_a_step_with_its_own_block_times():
+    from types import SimpleNamespace
+
+    from lab.train.parallelism.pipeline_plan import bubble_of, planned_timeline
+
+    stages = SimpleNamespace(spans=[(0, 1)] * 4, flops=[1.0] * 4)
+    # a step laid out exactly as planned (unit times): measured, planned and replayed bubbles agree
+    plan = planned_timeline("interleaved1f1b", 2, 4, 2).assign(step=1)
+    s = pp.summarise(plan, "interleaved1f1b", 2, 4, 2, 1, stages, [0, 1, 0, 1])
+    assert s["bubble_measured"] == pytest.approx(bubble_of(plan)) == pytest.approx(s["bubble_planned"])
+    assert s["bubble_replayed"] == pytest.approx(s["bubble_measured"]) and s["bubble_steps"] == [s["bubble_measured"]]
+    assert s["idle_wait_s"] == 0 and s["idle_send_s"] == 0
+    # the first stage's backward is torch's whole backward in W (its I empty): the formula's I and W come from
+    # the stages whose backward is split, here 1 and 1, not the first stage's 0 and 2
+    rows = [dict(rank=0, step=1, stage=0, microbatch=m, kind=k, start=0.0, end=d)
+            for m in range(3) for k, d in (("I", 0.0), ("W", 2.0))]
+    rows += [dict(rank=1, step=1, stage=1, microbatch=m, kind=k, start=0.0, end=1.0) for m in range(2)
+             for k in ("F", "I", "W")]
+    s = pp.summarise(pd.DataFrame(rows), "zbvzerobubble", 2, 4, 2, 1, stages, [0, 1, 1, 0])
+    assert (s["t_i_s"], s["t_w_s"], s["t_f_s"]) == (1.0, 1.0, 1.0)
+    assert s["bubble_formula"] == pp.bubble_formula("zbvzerobubble", 2, 4, 2, t_f=1.0, t_b=2.0, t_w=1.0)

@@ -40,6 +40,14 @@ def _mlp_rank(comm, m0, x, y, sp, codec, steps):
     """`steps` SGD steps of the MLP split over comm's ranks: losses, the first logits, the parameters after."""
     group = TensorGroup(comm, parse_spec(codec) if codec else None)
     model = TensorParallelMLP(copy.deepcopy(m0), group, sp, seed=1)
+    losses, first = _sgd_steps(model, x, y, steps)
+    return dict(losses=losses, first=first, layers=[(lay.weight.detach(), lay.bias.detach(), lay.index)
+                                                    for lay in model.layers],
+                table=group.table(), fp32=group.fp32_bytes, sent=comm.bytes_sent)
+
+
+def _sgd_steps(model, x, y, steps):
+    """`steps` SGD steps (lr 0.1, momentum 0.9) on one batch: the losses and the first step's logits."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses, first = [], None
     for _ in range(steps):
@@ -50,25 +58,13 @@ def _mlp_rank(comm, m0, x, y, sp, codec, steps):
         opt.step()
         losses.append(loss.item())
         first = out.detach() if first is None else first
-    return dict(losses=losses, first=first, layers=[(lay.weight.detach(), lay.bias.detach(), lay.index)
-                                                    for lay in model.layers],
-                table=group.table(), fp32=group.fp32_bytes, sent=comm.bytes_sent)
+    return losses, first
 
 
 def _mlp_reference(m0, x, y, steps):
     m = copy.deepcopy(m0)
-    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
     torch.manual_seed(1)  # the global stream nn.Dropout draws from, seeded as the ranks' own
-    losses, first = [], None
-    for _ in range(steps):
-        opt.zero_grad()
-        out = m(x)
-        loss = F.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        first = out.detach() if first is None else first
-    return m, losses, first
+    return (m, *_sgd_steps(m, x, y, steps))
 
 
 def test_dropout_noise_is_what_torchs_dropout_draws():

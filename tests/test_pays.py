@@ -254,15 +254,18 @@ def test_the_models_notes_use_the_tables_headers_not_column_names():
 
 
 def test_table_numbers_have_no_exponents():
-    """Regression: "1.92e+03 ms" showed through; a column with values of 1000 and more gets one decimal."""
+    """Regression: "1.92e+03 ms" showed through. The page's tables go through the shared `people` (headers and units
+    from HEADERS): no exponent, four significant digits."""
     import pandas as pd
 
-    from static_table import html
-    from views.pays import _plain
+    from static_table import html, people
+    from views.pays import HEADERS
 
-    df = pd.DataFrame({"Step (ms)": [1923.456, 0.5], "Speedup vs bf16 (x)": [0.912345, 1.5]})
-    out = html(df, formats={c: _plain(df[c]) for c in df.columns})
-    assert "e+" not in out and ">1923.5<" in out and ">0.912<" in out
+    df = pd.DataFrame({"step_ms": [1923.456, 0.5], "speedup_vs_bf16": [0.912345, 1.5], "cross_node_MB": [2.637e5, 3e-6]})
+    out = html(*people(df, HEADERS))
+    shown = re.sub(r'title="[^"]*"', "", out)  # the exact value on hover may have one
+    assert not re.search(r"\d[eE][+-]?\d", shown) and ">1923<" in out and ">0.9123<" in out and ">263,700<" in out
+    assert "Step (ms)" in out and "Speedup vs bf16 (x)" in out and "Across nodes (MB)" in out
 
 
 def _shown_tables(at: AppTest) -> list[tuple[list[str], list[list[str]]]]:

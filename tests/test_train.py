@@ -3,6 +3,7 @@ models, the DDP hook on real Gloo processes, and the §3.4 reproduction in smoke
 from __future__ import annotations
 
 import copy
+import math
 import json
 
 import pytest
@@ -159,7 +160,8 @@ def test_paper_mlp_shape_and_bad_settings():
     (dict(workers=0), "workers=0; it must be an int >= 1"),
     (dict(lr=-1.0), "learning rate -1.0; it must be > 0"),
     (dict(workers=8, batch=4), "a batch must hold at least one sample per worker"),
-    (dict(consistency="gossip"), "consistency 'gossip'; allowed: sync, ssp, async, easgd"),
+    (dict(consistency="hogwild"), "consistency 'hogwild'; allowed: sync, ssp, async, easgd, gossip"),
+    (dict(consistency="gossip", graph="star"), "gossip graph 'star'; allowed: ring, random"),
     (dict(staleness=-1, consistency="ssp"), "staleness bound -1"),
     (dict(parallel="model", consistency="ssp"), "consistency must be 'sync'"),
     (dict(parallel="model", model="cnn"), "use --model mlp"),
@@ -329,6 +331,54 @@ def test_easgd_centre_learns_and_is_reproducible():
     assert a.curve.test_error.iloc[-1] < a.curve.test_error.iloc[0] - 25
     with pytest.raises(ValueError, match="EASGD beta=0"):
         Consistency("easgd", beta=0)
+
+
+@pytest.mark.parametrize("graph", ["ring", "random"])
+def test_gossip_contracts_the_disagreement_at_the_second_eigenvalue_and_keeps_the_mean(graph):
+    """Jin et al. 2016: averaging with neighbours only (Metropolis weights W) keeps the workers' mean and shrinks
+    their disagreement by |lambda_2(W)| per round; on a ring of 8, lambda_2 = 1/3 + 2/3 cos(2 pi / 8)."""
+    from lab.train.consistency import gossip_round, mixing_matrix, neighbours, second_eigenvalue
+
+    K = 8
+    adj = neighbours(graph, K, seed=3)
+    assert adj == neighbours(graph, K, seed=3) and all(i in adj[j] for i in range(K) for j in adj[i])
+    W = mixing_matrix(adj)
+    assert torch.allclose(W.sum(0), torch.ones(K, dtype=W.dtype)) and torch.equal(W, W.T)
+    lam = second_eigenvalue(W)
+    if graph == "ring":
+        assert adj[0] == [1, 7] and lam == pytest.approx(1 / 3 + 2 / 3 * math.cos(2 * math.pi / K), abs=1e-12)
+    assert 0 < lam < 1  # connected: a spectral gap
+    gen = torch.Generator().manual_seed(0)
+    params = [[torch.randn(5, 3, generator=gen, dtype=torch.float64), torch.randn(4, generator=gen,
+                                                                                   dtype=torch.float64)]
+              for _ in range(K)]
+    mean = [torch.stack([p[t] for p in params]).mean(0) for t in range(2)]
+
+    def spread() -> float:
+        return sum(float(((torch.stack([p[t] for p in params]) - mean[t]) ** 2).sum()) for t in range(2)) ** 0.5
+
+    before, ratios = spread(), []
+    for _ in range(40):
+        gossip_round(params, W)
+        now = spread()
+        ratios.append(now / before)
+        before = now
+    assert max(ratios) <= lam + 1e-9  # never slower than the bound
+    late = math.prod(ratios[20:]) ** (1 / 20)
+    assert late == pytest.approx(lam, rel=0.02)  # ... and the slowest mode sets the rate
+    for t in range(2):
+        assert torch.allclose(torch.stack([p[t] for p in params]).mean(0), mean[t], atol=1e-12)
+
+
+def test_gossip_trains_the_task_reproducibly_and_sends_to_its_neighbours_only():
+    a = train(_cfg(consistency="gossip"))
+    b = train(_cfg(consistency="gossip"))
+    assert a.curve.test_error.tolist() == b.curve.test_error.tolist()
+    assert a.curve.test_error.iloc[-1] < a.curve.test_error.iloc[0] - 25  # the workers' mean learns
+    assert a.curve.time_s.is_monotonic_increasing
+    # on a ring of 4, each worker sends its fp32 parameters to its 2 neighbours per update
+    n = 64 * 32 + 32 + 32 * 10 + 10
+    assert a.curve["bytes"].iloc[-1] / a.curve.step.iloc[-1] == pytest.approx(4 * 2 * 4 * n)
 
 
 def test_compressed_data_parallel_run_matches_32bit_on_digits():

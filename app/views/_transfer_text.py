@@ -40,6 +40,12 @@ def count(v: float) -> str:
     return f"{v / 1e6:.3g} million" if v >= 1e6 else f"{int(v):,}"
 
 
+def counts(vs: list[int]) -> str:
+    """Sizes in words: '256', '256 and 4,096', '256, 4,096 and 65,536'."""
+    w = [count(v) for v in vs]
+    return w[0] if len(w) == 1 else ", ".join(w[:-1]) + " and " + w[-1]
+
+
 def about(v: int) -> str:
     """A crossover size to two significant figures ('about 53,000'; 'any size' at 1 value)."""
     return "any size" if v <= 1 else f"about {count(float(f'{v:.2g}'))}"

@@ -14,7 +14,8 @@ from lab.experiments import (BLOCK_PICKS, FIRST_CODECS, BLOCK_SCALED_TYPES, CAPT
                              TableCodec, block_scaling_lesson, block_view, capture_tensors, check_code, code_bits,
                              codec_catalog, codec_speed, compare_formats, element_format, error_histogram, error_table,
                              explorable, explore, format_digits, format_kind, get_codec, grid, load_tensor, number_line,
-                             parse_distribution, requantize_block, round_to_code, sample, separable, table1)
+                             parse_distribution, requantize_block, round_to_code, sample, separable, table1,
+                             PAPER_TYPES, mantissa_band, paper_code, paper_codes_of, worked_examples)
 from lab.plots import FIELD_COLORS
 
 # distribution -> its parameters: (name, default, what it is and its range); each has its own URL key
@@ -423,6 +424,111 @@ def _float_toy(fmt: str, where) -> tuple[int, float | None]:
     return code, typed if code_typed == code else None
 
 
+#: Figure 1's fields in their colours: the paper types' bit patterns (sign, leading zeros, flag, tree, ...)
+PAPER_COLORS = {"sign": FIELD_COLORS["sign"], "leading zeros": "#72b7b2", "exponent": FIELD_COLORS["exponent"],
+                "flag": "#f58518", "tree": FIELD_COLORS["mantissa"], "mantissa": FIELD_COLORS["mantissa"],
+                "integer": "#9467bd"}
+#: §3.1's worked examples as presets: (button, format, value)
+FIGURE1_PRESETS = (("0.2345678 in the dynamic tree", "dynamic_tree", "0.2345678"),
+                   ("0.2345678 in the static tree", "static_tree", "0.2345678"),
+                   ("0.2345678 in the mantissa type", "mantissa", "0.2345678"),
+                   ("0.0000234 in the dynamic tree", "dynamic_tree", "0.0000234"),
+                   ("2.2 in the mantissa type (the 22.5 % band)", "mantissa", "2.2"))
+
+
+def _preset_value(fmt: str, raw: str):
+    def go() -> None:
+        ui.set_state(bx_fmt=fmt, bx_x=raw)
+        _set_code(fmt, round_to_code(fmt, float(raw)))
+        st.session_state[SHOWN] = fmt
+    return go
+
+
+def _figure1_presets() -> None:
+    """§3.1's worked examples as one-click presets (format and value)."""
+    st.markdown("**Dettmers 2016 §3.1's worked examples** (Figure 1's types): pick one, then read the paper's bit "
+                "pattern field by field below the bits.")
+    cols = st.columns(len(FIGURE1_PRESETS))
+    for i, ((label, fmt, raw), col) in enumerate(zip(FIGURE1_PRESETS, cols)):
+        col.button(label, key=f"bx_preset_{i}", on_click=_preset_value(fmt, raw), use_container_width=True,
+                   help=f"Format {fmt}, Value {raw}")
+
+
+def _paper_anatomy(fmt: str, code: int) -> None:
+    """The paper's 8-bit pattern of the code's value, field by field in Figure 1's order and colours, with what
+    each field contributes; the bisection path for the tree types."""
+    patterns = paper_codes_of(fmt, code)
+    pc = paper_code(fmt, patterns[0])
+    boxes = []
+    for f in pc.fields:
+        color = PAPER_COLORS[f.role]
+        boxes.append(f"<div style='border:2px solid {color};border-radius:0.5rem;padding:0.2rem 0.5rem;"
+                     f"flex:{max(1, len(f.bits))} 1 6rem;min-width:5.5rem'>"
+                     f"<div style='font:700 1.15rem monospace;letter-spacing:0.15em;color:{color}'>"
+                     f"{f.bits or '—'}</div><div style='font-size:0.75rem;font-weight:600;color:{color}'>"
+                     f"{f.role.capitalize()} ({len(f.bits)} bit{'s' if len(f.bits) != 1 else ''})</div>"
+                     f"<div style='font-size:0.75rem'>{f.meaning}</div></div>")
+    st.markdown(f"**The paper's bit pattern (Figure 1):** {fmt}'s value {pc.value:.6g} is the pattern "
+                f"`{format(pc.pattern, '08b')}`; the lab's wire code {code} is its place in the sorted table.")
+    st.html(f"<div class='paper-anatomy' style='display:flex;flex-wrap:wrap;gap:0.4rem'>{''.join(boxes)}</div>")
+    if pc.path:
+        steps = " → ".join(f"{bit}: ({lo:.6g}, {hi:.6g})" for bit, (lo, hi) in zip(pc.fields[-1].bits, pc.path))
+        st.caption(f"Bisection path in ({pc.decade[0]:.6g}, {pc.decade[1]:.6g}), the first split at 4.5 × the "
+                   f"decade's start: {steps}; the value is the last interval's midpoint, {pc.value:.6g}.")
+    if len(patterns) > 1:
+        st.caption(f"{len(patterns)} patterns code {pc.value:g} in {fmt}: "
+                   + ", ".join(f"`{format(p, '08b')}`" for p in patterns[:8]) + (" …" if len(patterns) > 8 else "")
+                   + (" (a sign on zero changes nothing)." if pc.value == 0 else
+                      " (m·10^(offset − e) repeats across exponents: 227 distinct values of 256 patterns)."))
+
+
+WORKED_COLUMNS = {
+    "input": ui.Col("Input", help="§3.1's value", format="%.8g"),
+    "type": ui.Col("Type", help="the paper's 8-bit type"),
+    "paper": ui.Col("Paper", help="the approximation §3.1 prints", format="%.8g"),
+    "ours": ui.Col("Here", help="the nearest value of the lab's table (no scaling: the input is already in range)",
+                   format="%.6g"),
+    "pattern": ui.Col("Pattern", help="the paper's bit pattern of the value here, sign first"),
+    "paper_rel_error": ui.Col("Paper's error", "%", help="|paper − input| / input", scale=100, format="%.3g"),
+    "ours_rel_error": ui.Col("Error here", "%", help="|here − input| / input", scale=100, format="%.3g"),
+    "agree": ui.Col("Same", help="the value here, to the digits the paper prints, is the paper's"),
+}
+
+
+def _worked_examples() -> None:
+    """§3.1's worked examples and the mantissa type's 22.5 % band, the paper beside the lab's tables."""
+    ex = worked_examples()
+    st.markdown("**§3.1's worked examples, the paper beside the lab's tables.**")
+    ui.people_table(ex, "figure1_examples", WORKED_COLUMNS)
+    band = mantissa_band()
+    d = {r.type: r for r in ex[ex.input == ex.input.iloc[0]].itertuples()}
+    off = ex[~ex.agree]
+    why = "; ".join(f"{r.type}: {r.why}" for r in off.itertuples())
+    mean = band.ours.iloc[0]
+    ui.paper_callout(
+        f"{int(ex.agree.sum())} of {len(ex)} worked examples give the paper's number here. " +
+        (f"They differ for {', '.join(off.type)} ({why}). " if len(off) else "") +
+        f"The mantissa type rounds 2–2.499 to {', '.join(f'{v:g}' for v in band.attrs['stored'])}: a mean relative "
+        f"error of {100 * mean:.1f} % here against the paper's {100 * band.attrs['paper']:.1f} % "
+        f"({band.attrs['why']}).", key="figure1")
+    ui.people_table(band, "figure1_band", {"measure": ui.Col("Measure over 2–2.499", help="inputs uniform in the band"),
+                                            "ours": ui.Col("Here", "%", scale=100, help="the lab's mantissa table"),
+                                            "paper": ui.Col("Paper", "%", scale=100, help="§3.1's figure")})
+    dt, stt, man = (d[t] for t in ("dynamic_tree", "static_tree", "mantissa"))
+    ui.takeaway(f"For {dt.input:.8g} the dynamic tree's error is {100 * dt.ours_rel_error:.2f} %: "
+                f"{stt.ours_rel_error / dt.ours_rel_error:.0f}× smaller than the static tree's "
+                f"{100 * stt.ours_rel_error:.1f} % here ({100 * stt.paper_rel_error:.1f} % with the paper's "
+                f"{stt.paper:g}) and {man.ours_rel_error / dt.ours_rel_error:.0f}× smaller than the mantissa type's "
+                f"{100 * man.ours_rel_error:.1f} %: spending no bits on a large exponent leaves {_tree_bits(dt.pattern)} "
+                "bits to the tree.", key="takeaway-figure1")
+
+
+def _tree_bits(pattern: str) -> str:
+    """How many tree bits a dynamic-tree pattern has (after its sign, leading zeros and flag)."""
+    mag = pattern[1:]
+    return str(len(mag) - (len(mag) - len(mag.lstrip("0"))) - 1)
+
+
 @st.fragment
 def bits_section(x, data_name: str | None, data_key=None) -> None:
     """The bit explorer as a Float Toy: type a value or flip bits of one code of a format (hardware floats, value
@@ -434,6 +540,7 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
                "value-table code is one index into the sorted table of values. The number line shows the code's "
                "value, its neighbours and the inputs that round to it (round to nearest).")
     names = explorable()
+    _figure1_presets()
     c1, c2 = st.columns([1, 1])
     with c1:
         fmt = ui.select("Format", names, "bx_fmt", "fp8_e4m3",
@@ -444,6 +551,8 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
     cv = explore(fmt, code)
     st.markdown(f"**Code {code}** = `{' '.join(b for _, b in cv.fields)}` "
                 f"({', '.join(f'{n} {b}' for n, b in cv.fields)}): {cv.formula}.")
+    if fmt in PAPER_TYPES and cv.used:
+        _paper_anatomy(fmt, code)
     if not cv.used:
         st.info(f"Code {code} is never produced by rounding: {cv.formula}.")
     else:
@@ -500,6 +609,8 @@ def bits_section(x, data_name: str | None, data_key=None) -> None:
         else:
             text += "."
         ui.takeaway(text, key="takeaway-formats")
+    if fmt in PAPER_TYPES:
+        _worked_examples()
     if format_kind(fmt) != "element" or x is None:
         return
     import numpy as np

@@ -8,6 +8,7 @@ import streamlit as st
 import _common as ui
 import _runs as jobs
 import chart
+from views import _dropout_batch, _dropout_rates, _dropout_submodels, _dropout_warps
 from lab import plots
 from lab.experiments import (DATASETS, KIND_LABELS, LAYER_KINDS, drop_frequency, layer_speedup, lstm_corpora,
                              lstm_table, mlp_table, pattern_masks, search_trace)
@@ -16,6 +17,7 @@ from lab.plots.dropout import DROPOUT_LABELS, dropout_paper_figure
 PATTERNS = list(LAYER_KINDS)
 WIDTHS = [64, 128, 256, 512, 1024, 2048]
 LAYER_WIDTHS = ["128", "256", "512", "1024", "2048", "4096"]
+TILES = ["8×8", "16×16", "32×32", "64×64"]  # square tiles (samples × units); the paper's is 32×32
 RUN_COLUMNS = {  # the runs' table for people (MLP or LSTM columns, whichever ran); the rest behind "All columns"
     "pattern": ("Pattern",), "hidden": ("Hidden units",), "rates": ("Dropout rates",),
     "test_acc": ("Test accuracy", "%", "", 1.0, "%.2f"),
@@ -41,8 +43,8 @@ PAPER_T1 = "Song et al. 2019 Table I (MNIST, 784-h-h-10, p = 0.7, GTX 1080 Ti)"
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _patterns(p: float, kinds: tuple, seed: int) -> pd.DataFrame:
-    return pattern_masks(p, list(kinds), samples=2, batch=32, units=128, seed=seed)  # 1 x 4 tiles of 32x32
+def _patterns(p: float, kinds: tuple, seed: int, tile: tuple = (32, 32)) -> pd.DataFrame:
+    return pattern_masks(p, list(kinds), samples=2, batch=32, units=128, tile=tile, seed=seed)  # 1 x 4 tiles of 32x32
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -55,8 +57,9 @@ def _search(p: float, seed: int):
     return search_trace(p, seed=seed)
 
 
-def _fmt_rates(p: float) -> str:
-    return f"({p:g},{p:g})"
+def _fmt_rates(dp: dict) -> str:
+    p1, p2 = (dp.get("rates") or [(dp["p"], dp["p"])])[0]
+    return f"({p1:g},{p2:g})"
 
 
 def render() -> None:
@@ -70,7 +73,10 @@ def render() -> None:
               "machine.")
 
     def preset_table1():
-        ui.set_state(p=0.7, net="MLP", net_hidden=1024, net_epochs=8)
+        ui.set_state(p=0.7, net="MLP", net_hidden=1024, net_epochs=8, rate_mode=_dropout_rates.MODES[0])
+
+    def preset_fig4():
+        ui.set_state(net="MLP", net_hidden=512, net_epochs=4, rate_mode=_dropout_rates.MODES[2])
 
     c1, c2, c3 = st.columns([2, 3, 2])
     p = ui.slider("Dropout rate p", "p", 0.7, 0.0, 0.95, where=c1, step=0.05,
@@ -92,8 +98,12 @@ def render() -> None:
                        max_value=50, step=1,
                        help="passes over the training set, 1–50: the time grows with the epochs and the width; "
                             "while it trains, the progress bar estimates the time left from the progress so far")
-    d3.button("Preset: Table I setting", on_click=preset_table1,
-              help="p = 0.7 and a 1024×1024 MLP, the paper's Table I column 1024×1024")
+    presets = d3.container(horizontal=True)
+    presets.button("Preset: Table I setting", on_click=preset_table1,
+                   help="p = 0.7 and a 1024×1024 MLP, the paper's Table I column 1024×1024")
+    presets.button("Preset: Fig. 4 rate sweep", on_click=preset_fig4,
+                   help="trains the MLP at rates (0.3,0.3), (0.5,0.5) and (0.7,0.7) (§IV-A, Fig. 4; the paper's "
+                        "2048×2048 is 512×512 here, 4 epochs, to fit a CPU)")
     with ui.more_settings():
         m1, m2, m3, m4 = st.columns(4)
         seed = int(ui.number("Seed", "seed", 0, where=m1, min_value=0, step=1,
@@ -119,19 +129,30 @@ def render() -> None:
             if corpus == "ptb":
                 ptb_path = ui.text("Penn Treebank directory (ptb.train.txt, ptb.valid.txt, ptb.test.txt)", "ptb_path",
                                    "", help="a directory holding the three PTB files")
+        m5, m6, m7 = st.columns([1, 2, 1])
+        tile_name = ui.select("Tile size", TILES, "tile", "32×32", where=m5,
+                              help="TDP's tile, samples × units (§III-B; the paper's 32×32): smaller tiles give more "
+                                   "patterns but finer, less regular access; used by the training, the pictures and "
+                                   "the counts below")
+        rate_mode, p2 = _dropout_rates.controls(float(p), m6, m7)
+    tile = tuple(int(x) for x in tile_name.split("×"))
+    rates = _dropout_rates.rates(rate_mode, float(p), p2)
     if not kinds:
         st.info("Pick at least one pattern.")
         st.stop()
     takeaway_slot = st.container()
     takeaway = _train_section(net, int(hidden), int(epochs), float(p), list(kinds), seed, float(lr), int(batch),
-                              dataset, corpus, ptb_path)
+                              dataset, corpus, ptb_path, rates, tile)
     st.subheader("What one step keeps")
-    ui.shown(lambda: _patterns_section(float(p), tuple(kinds), seed))
+    ui.shown(lambda: _patterns_section(float(p), tuple(kinds), seed, tile))
+    ui.shown(lambda: _dropout_warps.section(float(p), tuple(kinds), int(batch), int(hidden), tile, seed))
     st.subheader("How often is each unit dropped?")
     stats = {}
     ui.shown(lambda: stats.update(_search_section(float(p), tuple(kinds), seed)))
+    ui.shown(lambda: _dropout_submodels.section(float(p), int(hidden), int(batch), tile, seed))
     st.subheader("Where skipping pays: one layer pair on this machine")
-    ui.shown(lambda: _layer_section(float(p), seed))
+    ui.shown(lambda: _layer_section(float(p), seed, tile))
+    ui.shown(lambda: _dropout_batch.section(float(p), corpus, ptb_path, tile, seed))
     with takeaway_slot:
         if takeaway is None and not stats and p > 0:
             takeaway = (f"At p = {p:g}, each RDP/TDP step computes only the kept rows of a layer — press **Train** "
@@ -147,20 +168,23 @@ def render() -> None:
 
 
 def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, seed: int, lr: float, batch: int,
-                   dataset: str, corpus: str, ptb_path: str) -> str | None:
+                   dataset: str, corpus: str, ptb_path: str, rates: list = None, tile: tuple = (32, 32)) -> str | None:
     """Train button, live curve, result beside Table I / II. Returns the takeaway sentence, if a result shows."""
     st.subheader("Train: accuracy and speed against conventional dropout")
+    rates = rates or [(p, p)]
     params = dict(net=net, hidden=hidden, epochs=epochs, p=p, kinds=kinds, seed=seed, lr=lr, batch=batch)
+    if rates != [(p, p)] or tuple(tile) != (32, 32):  # the defaults keep the links they had
+        params.update(rates=[list(r) for r in rates], tile=list(tile))
     params.update(dataset=dataset) if net == "MLP" else params.update(corpus=corpus, ptb_path=ptb_path)
     y = "train_loss" if net == "MLP" else "train_ppl"  # streamed several times per epoch
 
     def go(job: jobs.Job):
         if net == "MLP":
-            return mlp_table(dataset, hidden=((hidden, hidden),), rates=((p, p),), kinds=kinds, epochs=epochs,
-                             batch=batch, lr=lr, seed=seed, progress=job.progress, on_point=job.on_row,
+            return mlp_table(dataset, hidden=((hidden, hidden),), rates=rates, kinds=kinds, epochs=epochs,
+                             batch=batch, lr=lr, tile=tile, seed=seed, progress=job.progress, on_point=job.on_row,
                              side_by_side=True)
-        return lstm_table(corpus, ptb_path or None, hidden=hidden, rates=((p, p),), kinds=kinds, epochs=epochs,
-                          batch=batch, lr=lr, max_train_tokens=20_000, vocab_size=2000, seed=seed,
+        return lstm_table(corpus, ptb_path or None, hidden=hidden, rates=rates, kinds=kinds, epochs=epochs,
+                          batch=batch, lr=lr, max_train_tokens=20_000, vocab_size=2000, tile=tile, seed=seed,
                           progress=job.progress, on_point=job.on_row, side_by_side=True)
 
     job = jobs.controls("Train", "net_run", params, go,
@@ -199,6 +223,9 @@ def _train_section(net: str, hidden: int, epochs: int, p: float, kinds: list, se
         st.caption(f"Data that ran: **{t.dataset.iloc[0]}**, {t.train_samples.iloc[0]:,} training and "
                    f"{t.test_samples.iloc[0]:,} test images; time per epoch is the median of the epochs' "
                    "training-step time (same process, the patterns taking turns a quarter epoch each).")
+    if t.rates.nunique() > 1:  # the Fig. 4 sweep: one figure across the rate pairs
+        said = _dropout_rates.sweep_view(t, res.curves, is_mlp)
+        return None if stale else said
     st.markdown("**Test accuracy after training**, and the change against conventional dropout:")
     cols = st.columns(len(t))
     for i, r in enumerate(t.itertuples()):
@@ -257,7 +284,7 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
     others = t[t.kind != "bernoulli"]
     if others.empty:
         r = t.iloc[0]
-        return f"Conventional dropout at p = {dp['p']:g} reaches {r.test_acc:.1f} % on {what}; add RDP or TDP to compare."
+        return f"Conventional dropout at {_at(dp)} reaches {r.test_acc:.1f} % on {what}; add RDP or TDP to compare."
     best = others.sort_values("speedup").iloc[-1]
     acc = f"{best.test_acc:.1f} %"
     if not base.empty:
@@ -271,21 +298,35 @@ def _takeaway(t: pd.DataFrame, dp: dict) -> str:
         else:
             acc += ")"
     if _noisy(best):
-        return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc}; its "
+        return (f"At {_at(dp)} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc}; its "
                 f"speed against conventional dropout, {_speed(best)}, is within noise: the epochs' spread includes "
                 "1x, so this run shows no speedup either way. Press Train again, or use wider layers (the layer "
                 "section below) to see where skipping pays.")
     verdict = "faster" if best.speedup > 1.05 else "no faster" if best.speedup > 0.95 else "slower"
     # the MLP's hidden-to-hidden GEMM loses units on both sides: it can shrink up to 1/(1-p)^2
-    ceiling = 1 / (1 - dp["p"]) ** 2 if dp["p"] < 1 else float("inf")
+    p1, p2 = (dp.get("rates") or [(dp["p"], dp["p"])])[0]
+    ceiling = 1 / ((1 - p1) * (1 - p2))
     if best.speedup > 1.3 * ceiling:
-        return (f"At p = {dp['p']:g} on {what}, {best.pattern} reaches {acc}; its measured {best.speedup:.1f}x is "
-                f"above what skipping can give (1/(1−p)² = {ceiling:.1f}x), so other work on this machine slowed the "
+        return (f"At {_at(dp)} on {what}, {best.pattern} reaches {acc}; its measured {best.speedup:.1f}x is "
+                f"above what skipping can give ({_ceiling_words(dp)} = {ceiling:.1f}x), so other work on this "
+                "machine slowed the "
                 "conventional run — press Train again for a clean timing.")
-    return (f"At p = {dp['p']:g} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc} and runs "
+    return (f"At {_at(dp)} with {dp['hidden']}-unit layers on {what}, {best.pattern} reaches {acc} and runs "
             f"an epoch {_speed(best)} as fast as conventional dropout — {verdict}"
             + (" here." if verdict != "faster" else
-               f" (a GEMM that loses units on both sides can shrink up to 1/(1−p)² = {ceiling:.1f}x)."))
+               f" (a GEMM that loses units on both sides can shrink up to {_ceiling_words(dp)} = {ceiling:.1f}x)."))
+
+
+def _ceiling_words(dp: dict) -> str:
+    """The hidden-to-hidden GEMM's ceiling as a formula: 1/(1−p)², or 1/((1−p₁)(1−p₂)) for two rates."""
+    p1, p2 = (dp.get("rates") or [(dp["p"], dp["p"])])[0]
+    return "1/(1−p)²" if p1 == p2 else "1/((1−p₁)(1−p₂))"
+
+
+def _at(dp: dict) -> str:
+    """'p = 0.7', or 'rates (0.3,0.7)' when the two layers' rates differ."""
+    p1, p2 = (dp.get("rates") or [(dp["p"], dp["p"])])[0]
+    return f"p = {p1:g}" if p1 == p2 else f"rates ({p1:g},{p2:g})"
 
 
 def _paper_text(t: pd.DataFrame, dp: dict) -> str:
@@ -295,7 +336,7 @@ def _paper_text(t: pd.DataFrame, dp: dict) -> str:
         paper = t.dropna(subset=["paper_acc"]) if "paper_acc" in t else t.iloc[0:0]
         if paper.empty:
             head = (f"Table I is at p = 0.7 for hidden sizes 1024×64 … 4096×4096 on MNIST (speedup 1.19–2.16x, "
-                    f"accuracy within 0.5 points); this run ({_fmt_rates(dp['p'])}, {dp['hidden']}×{dp['hidden']}) "
+                    f"accuracy within 0.5 points); this run ({_fmt_rates(dp)}, {dp['hidden']}×{dp['hidden']}) "
                     "has no paper row — the preset sets Table I's 1024×1024 column. ")
         else:
             head = "Table I: " + "; ".join(f"{r.pattern} {r.paper_acc:.2f} % at {r.paper_speedup:.2f}x (here "
@@ -328,11 +369,12 @@ def _paper_text(t: pd.DataFrame, dp: dict) -> str:
 
 
 @st.fragment
-def _patterns_section(p: float, kinds: tuple, seed: int) -> None:
-    masks = _patterns(p, kinds, seed)
+def _patterns_section(p: float, kinds: tuple, seed: int, tile: tuple = (32, 32)) -> None:
+    masks = _patterns(p, kinds, seed, tuple(tile))
     st.caption("A 32-sample batch × 128 units, two draws per pattern. Conventional dropout scatters dropped units "
                "(grey) differently for each sample, so the GEMM still computes all of them; RDP keeps every dp-th "
-               "unit for the whole batch and TDP whole 32-unit tiles, so the kept part is a smaller dense GEMM.")
+               "unit for the whole batch and TDP whole "
+               f"{tile[0]}×{tile[1]} tiles, so the kept part is a smaller dense GEMM.")
     fig = plots.dropout_pattern_figure(masks)
     ui.figure(fig, masks, "dropout_patterns")
 
@@ -399,7 +441,7 @@ def _search_views(p: float, kinds: tuple, seed: int) -> None:
 
 
 @st.fragment
-def _layer_section(p: float, seed: int) -> None:
+def _layer_section(p: float, seed: int, tile: tuple = (32, 32)) -> None:
     st.caption("Forward + backward of Linear(w, w) → ReLU → dropout → Linear(w, w), batch 64: conventional "
                "dropout with full GEMMs against RDP and TDP computing only the kept part (same run, interleaved, "
                "medians). The black tick is the 1/(1−p) ceiling.")
@@ -418,10 +460,12 @@ def _layer_section(p: float, seed: int) -> None:
         return
     st.caption(f"**Time layers** times widths {', '.join(widths)} at p = {', '.join(rates)}.")
     params = dict(widths=widths, rates=rates, seed=seed)
+    if tuple(tile) != (32, 32):
+        params["tile"] = list(tile)
 
     def go(job: jobs.Job):
         return layer_speedup([int(w) for w in widths], [float(r) for r in rates], batch=64, steps=4, repeats=3,
-                             seed=seed, progress=job.progress)
+                             tile=tuple(tile), seed=seed, progress=job.progress)
 
     job = jobs.controls("Time layers", "speed_run", params, go,
                         help="times each width and rate (wider layers take longer: the progress bar estimates the "

@@ -2,7 +2,6 @@
 against the best bf16 step, codec time counted, with or without overlap; speedup against the NIC
 bandwidth with each codec's break-even point; why NVLS busbw exceeds the ring's. A model (lab.plan.pays,
 lab.comm.cluster), instant: no Run button."""
-import math
 import re
 
 import pandas as pd
@@ -20,7 +19,8 @@ HIDDEN = ("the verdicts on this cluster (best codec, how many pay, the chart and
           "the question above, or skip it")
 ASKED = "onebit"  # the codec the prediction asks about (1-bit SGD), else the first compressing codec
 
-# Column -> (header with its unit, tooltip) of the page's tables; the CSV downloads keep the exact names.
+# Column -> (header with its unit, tooltip) of the page's tables (made `ui.Col`s below); the CSV downloads keep the
+# exact names.
 HEADERS = {
     "codec": ("Codec", "the gradient codec (bf16: the uncompressed baseline)"),
     "best_algorithm": ("Fastest allreduce", "the allreduce giving this codec its shortest step"),
@@ -89,6 +89,15 @@ HEADERS.update({
                        ("where", "runs", "which GPUs take part"),
                        ("algorithm", "algorithm", "the registered collective chosen per level (the fastest)"))},
 })
+
+
+def _col(header: str, tip: str) -> ui.Col:
+    """'Step (ms)' and its tooltip as a Col: header 'Step', unit 'ms'."""
+    m = re.fullmatch(r"(.*?) \(([^()]*)\)", header)
+    return ui.Col(m.group(1), m.group(2), tip) if m else ui.Col(header, "", tip)
+
+
+HEADERS = {c: _col(*h) for c, h in HEADERS.items()}
 LONG_TEXT = ["codec_time", "penalty_source"]  # said once in the captions (codec time, the penalties' file)
 # The columns each table shows by default (at most MAX_COLUMNS); "All columns" shows every one.
 MAX_COLUMNS = 10
@@ -133,52 +142,25 @@ def with_intervals(df):
                      steps_penalty_interval=[penalty(r) for r in recs])
 
 
-def human(df):
-    """`df` with human headers (units in brackets), yes/no for True/False and long text columns left out,
-    plus the headers' tooltips."""
-    out = df.drop(columns=[c for c in LONG_TEXT if c in df.columns])
-    for c in out.columns:
-        if out[c].dtype == bool:
-            out[c] = out[c].map({True: "yes", False: "no"})
-    tips = {HEADERS[c][0]: HEADERS[c][1] for c in out.columns if c in HEADERS}
-    return out.rename(columns={c: HEADERS[c][0] for c in out.columns if c in HEADERS}), tips
+def _header(c: str) -> str:
+    """Column `c`'s header as its tables show it: 'Break-even NIC (GB/s)'."""
+    h = HEADERS[c]
+    return f"{h.header} ({h.unit})" if h.unit else h.header
 
 
 def in_words(text: str) -> str:
     """A note of the model with its column names (the names with "_") replaced by the tables' headers ("break_even_GBps" ->
     "Break-even NIC (GB/s)"), longest names first so no name is half-replaced."""
     for c in sorted((c for c in HEADERS if "_" in c), key=len, reverse=True):  # identifiers, not words
-        text = re.sub(rf"(?<![\w.]){re.escape(c)}(?![\w])", f"*{HEADERS[c][0]}*", text)
+        text = re.sub(rf"(?<![\w.]){re.escape(c)}(?![\w])", f"*{_header(c)}*", text)
     return text
 
 
-def _plain(col) -> str:
-    """A column's printf format, never an exponent: one decimal from 100 up ("1.92e+03" is "1920.4"), enough
-    decimals for two significant digits below 0.001 ("1e-05" is "0.000010"), else 3 significant digits."""
-    values = [abs(v) for v in col if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-              and abs(v) != float("inf")]
-    if values and max(values) >= 99.95:
-        return "%.1f"
-    small = min((v for v in values if v > 0), default=1.0)
-    if small < 1e-3:
-        return f"%.{min(12, 1 - math.floor(math.log10(small)))}f"
-    return "%.3g"
-
-
-def _table(df, name: str, columns: list[str] | None) -> None:
-    """A result table with human headers and readable numbers: `columns` (None: every column) in that order."""
-    if columns is not None:
-        df = df[[c for c in columns if c in df.columns]]
-    shown, tips = human(df)
-    ui.table(shown, name, help=tips, formats={h: _plain(shown[h]) for h in shown.columns if "(" in h})
-
-
-def _columns(df, default: list[str], every: bool) -> list[str]:
-    """The columns a table shows: `default` (at most MAX_COLUMNS), then, with `every`, all the others."""
-    if not every:
-        return default[:MAX_COLUMNS]
-    derived = ["time_to_accuracy_interval", "steps_penalty_interval"]
-    return [*default, *[c for c in [*df.columns, *derived] if c not in default and c not in LONG_TEXT]]
+def _table(df, name: str, default: list[str], every: bool) -> None:
+    """A result table for people (`ui.people_table`): the `default` columns (at most MAX_COLUMNS) headed by
+    HEADERS, with `every` (the page's one "All columns" tick) every other column but the long texts."""
+    ui.people_table(df.drop(columns=[c for c in LONG_TEXT if c in df.columns]), name, HEADERS,
+                    default=default[:MAX_COLUMNS], every=every)
 
 
 def _best_measured(where, lesson: dict) -> None:
@@ -390,7 +372,7 @@ def render() -> None:
         if shown_answer:
             order = ranked if tta else pd.concat([summary[summary["codec"] == "bf16"], fastest])
             _table(with_intervals(order.drop(columns=["break_even_GBps"])), "pays_summary",
-                   _columns(order, DEFAULT_COLUMNS["summary", strategy, tta], all_columns))
+                   DEFAULT_COLUMNS["summary", strategy, tta], all_columns)
             if tta:
                 st.caption("Best first by the low end of the time-to-accuracy interval: a codec ranks above another "
                            "only as far as the seeds' spread supports it.")
@@ -400,8 +382,7 @@ def render() -> None:
         if shown_answer:
             rows = res.rows[res.rows["codec"].isin(["bf16", *shown])]
             ui.figure(plots.pays_bars_figure(rows), rows, "pays_bars")
-            _table(with_intervals(res.rows), "pays_rows", _columns(res.rows, DEFAULT_COLUMNS["rows", strategy],
-                                                                   all_columns))
+            _table(with_intervals(res.rows), "pays_rows", DEFAULT_COLUMNS["rows", strategy], all_columns)
         else:
             ui.withheld(HIDDEN)
     with t3:

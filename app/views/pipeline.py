@@ -14,7 +14,7 @@ import _runs as jobs
 import chart
 from views import _pipeline_plot as pplot
 from lab.experiments import (DATASETS, bubble_formula, bubble_of, check_link_rate, codec_catalog, dataset_info,
-                             parallel_settings, parallel_training, planned_timeline, schedule_names)
+                             parallel_settings, parallel_training, pipeline_fit, planned_timeline, schedule_names)
 from lab.plots.units import si_bytes_label
 
 ASK_P, ASK_M = 4, 4  # the prediction's pipeline: 4 ranks, 4 micro-batches (each schedule's default stages per rank)
@@ -67,8 +67,13 @@ def _every_schedule(P: int, M: int) -> tuple[pd.DataFrame, dict]:
             d = _planned(s, P, M, None)
             planned[s] = d
             rows.append(dict(schedule=s, formula=_formula(s, P, M, None), planned=bubble_of(d), why=""))
-        except ValueError as e:
-            rows.append(dict(schedule=s, formula=float("nan"), planned=float("nan"), why=str(e)))
+        except ValueError:
+            fit = pipeline_fit(s, P, M, None)
+            v = int(fit["stages_per_rank"])
+            why = (f"on {P} ranks × {v} stage{'s' if v > 1 else ''} per rank it runs {_spans(fit['allowed'])} "
+                   f"micro-batches, not {M}" if fit["setting"] == "microbatches" else
+                   f"it cannot run {P} ranks × {v} stages per rank")
+            rows.append(dict(schedule=s, formula=float("nan"), planned=float("nan"), why=why))
     return pd.DataFrame(rows), planned
 
 
@@ -149,10 +154,16 @@ def render() -> None:
                       help="pipeline ranks, one process each (2..4)"))
     M = int(ui.number("Micro-batches M", "M", 4, where=c3, min_value=1, max_value=32, step=1,
                       help="pieces each batch is cut into (1..32); more fill the pipeline better"))
+    m_note = c3.empty()  # a micro-batch count the schedule cannot run is said here, under its control
     c4, c5, _ = st.columns(3)
     V = _stages(ui.select("Stages per rank", STAGES, "V", AUTO, where=c4,
                           help="model stages each rank holds: auto is 1 for the single-stage schedules (GPipe, "
                                "1F1B), 2 for the multi-stage ones (interleaved, looped BFS, zero bubble, DualPipeV)"))
+    fit = _fit(schedule, P, M, V)
+    unfit = _unfit_words(schedule, P, M, V, fit)
+    if unfit:
+        ui.complain(unfit, where=m_note if fit["setting"] == "microbatches" else c4)
+    used = int(fit["stages_per_rank"])
     codec = ui.select("Codec on the sends", _codecs(), "codec", FP32, where=c5,
                       help="what the stages' activations and their gradients cross the wire in (fp32: none)")
     with ui.more_settings():
@@ -172,6 +183,9 @@ def render() -> None:
                          help="loopback: this machine's; a rate shapes a link between the ranks (network "
                               "namespaces: needs root)")
         seed = ui.seed(where=s3)
+        runnable = _check_run_settings(P, M, used, layers, int(batch), m2, m4)
+    if unfit:
+        return
     try:
         planned = _planned(schedule, P, M, V)
         formula = _formula(schedule, P, M, V)
@@ -198,7 +212,7 @@ def render() -> None:
     depth = P * stages - 1 if layers == AUTO else int(layers)
     try:
         ran = _run_section(schedule, P, M, V, codec, int(hidden), max(depth, 1), int(steps), int(batch), dataset,
-                           link, int(seed))
+                           link, int(seed)) if runnable else _not_runnable()
     finally:
         jobs.release("pipe_run")
     if ran:
@@ -206,6 +220,64 @@ def render() -> None:
     else:
         with slot:
             ui.takeaway(text)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _fit(schedule: str, P: int, M: int, V: int | None) -> dict:
+    return pipeline_fit(schedule, P, M, V)
+
+
+def _spans(values: list[int]) -> str:
+    """Whole numbers in runs: [1, 2, 3, 4, 6, 8] -> '1..4, 6, 8'."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _unfit_words(schedule: str, P: int, M: int, V: int | None, fit: dict) -> str:
+    """The message, in the control's own name, for a micro-batch count or stages per rank the schedule cannot run
+    with the other settings ('' when it runs)."""
+    used = int(fit["stages_per_rank"])
+    each = f"{used} stage{'s' if used > 1 else ''} per rank"
+    if fit["setting"] == "microbatches":
+        return (f"Micro-batches M = {M}: {schedule} on {P} ranks × {each} cannot run it; allowed with these: "
+                f"{_spans(fit['allowed'])}.")
+    if fit["setting"] == "stages_per_rank":
+        given = AUTO if V is None else str(V)
+        ok = [AUTO, *(str(v) for v in fit["allowed"] if v != used and str(v) in STAGES)]
+        rule = ("runs one stage per rank" if fit["allowed"] == [1] else "runs several stages per rank"
+                if used < 2 and 1 not in fit["allowed"] else f"cannot run {P} ranks × {each} at any micro-batch count")
+        return f"Stages per rank = {given}: {schedule} {rule}; allowed with it: {', '.join(ok)}."
+    return ""
+
+
+def _check_run_settings(P: int, M: int, stages: int, layers: str, batch: int, layers_at, batch_at) -> bool:
+    """Whether the run's settings fit the pipeline: one hidden layer at least per stage but the last (whose layer is
+    the output) and a batch of at least one sample per rank and per micro-batch; a message under the control that
+    does not fit (under 'More settings' while it is closed). True when they fit."""
+    ok = True
+    need = P * stages - 1
+    if layers != AUTO and int(layers) < need:
+        ui.complain(f"Hidden layers = {layers}: {P} ranks × {stages} stage{'s' if stages > 1 else ''} per rank are "
+                    f"{P * stages} stages, one layer each at least (the last is the output layer); allowed with these: "
+                    f"{AUTO} or {need}..16.", where=layers_at)
+        ok = False
+    least = max(P, M)
+    if batch < least:
+        ui.complain(f"Batch = {batch}: cut into {M} micro-batches on {P} ranks it needs at least one sample for each; "
+                    f"allowed with these: {least}..1024.", where=batch_at)
+        ok = False
+    return ok
+
+
+def _not_runnable() -> None:
+    st.subheader("Measured on real ranks")
+    st.info("Run needs the settings marked in red above.")
+    return None
 
 
 def _planned_takeaway(schedule: str, P: int, M: int, V: int | None, stages: int, idle: float, formula: float) -> str:

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import _common as ui
+from views._factors import factors_section
 import static_table
 from lab import plots
 from lab.experiments import (DEVICES, INTER_LINKS, INTRA_LINKS, MODELS, STRATEGIES, algorithm_catalog, codec_names,
@@ -423,6 +424,7 @@ def _detail(net, Ps, strategies, codecs, overlap, kw, show) -> None:
                   help="sum over layers against uncompressed fp32 (the layers' transfers, not the exposed time)")
         ui.figure(plots.codec_advice_figure(adv), adv, "codec_advice")
         ui.people_table(adv, "codec_advice_table", _advice_columns(adv), list(ADVICE_COLUMNS)[:9])
+        factors_section(net, kw.get("batch_per_gpu") or -(-kw["global_batch"] // P), P)
         return
     bd = planner_breakdown(net, P, strategy=strategy, codec=codecs[0], activation_codec=codecs[1], overlap=overlap,
                            **kw)

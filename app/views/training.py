@@ -10,10 +10,11 @@ import _runs as jobs
 from views import _curves as curve_view
 from views import _race as race_view
 from lab.experiments import (TABLE1_TYPES, CONSISTENCY_KINDS, DATASETS, LINKS, codec_catalog, codec_curves, codec_spec,
-                             consistency_curves, dataset_info)
+                             consistency_curves, consistency_names, dataset_info)
 from lab.plots.units import seconds_label, si_bytes_label
 from views import _fsdp_training as fsdp_view
 from views import _parallel_training as parallel_view
+from views import _consistency as consistency_view
 
 Y = {"test error (%)": "test_error", "training loss": "train_loss", "test loss": "test_loss"}
 X = {"epochs": "epoch", "updates": "step", "bytes sent (MB)": "bytes", "modelled time (s)": "time_s"}
@@ -159,7 +160,7 @@ def render() -> None:
                    "workers, 1024-unit MLP, RMSProp lr 0.003, batch 128, "
                    "MNIST when installed (else digits)")
     b2.button("Preset: consistency", on_click=preset_consistency, width="stretch",
-              help="sync, stale-synchronous, asynchronous and EASGD side by side on 4 workers")
+              help="sync, stale-synchronous, asynchronous, EASGD and gossip side by side on 4 workers")
 
     experiment = ui.radio("Compare", ["codecs", "consistency models", fsdp_view.MODE, parallel_view.MODE],
                           "experiment", "codecs",
@@ -202,7 +203,8 @@ def render() -> None:
         runs = ui.multiselect("Consistency models (overlaid)", list(CONSISTENCY_KINDS), "kinds",
                               list(CONSISTENCY_KINDS), where=c1,
                               help="sync: every step waits for all; ssp: up to s steps stale; async: parameter "
-                                   "server, no waiting; easgd: elastic averaging")
+                                   "server, no waiting; easgd: elastic averaging; gossip: each worker averages "
+                                   "with its neighbours only")
         codec = ui.select("Codec on the wire", CODECS[:8], "codec", "32-bit", where=s2,
                           help="the one codec every consistency run sends its gradients with")
         codec = ui.codec_option_specs([codec], "codec")[0]
@@ -213,6 +215,10 @@ def render() -> None:
                              "scikit-learn; MNIST / Fashion-MNIST (28×28 = 784 inputs) are read from disk")
     epochs = ui.number("Epochs", "epochs", 3.0, where=c4, min_value=0.25, max_value=50.0, step=0.25,
                        help="passes over the training set (0.25..50)")
+    knobs = {}
+    if experiment == "consistency models":
+        st.markdown(f"**{consistency_view.QUESTION}**")
+        knobs = consistency_view.knobs(list(runs), int(workers))
 
     with ui.guard():
         info = _data(dataset, int(seed))
@@ -231,6 +237,7 @@ def render() -> None:
                 workers=int(workers), link=link, parallel=parallel, seed=int(seed), evals_per_epoch=4)
     if experiment == "consistency models":
         base["codec"] = None if codec == "32-bit" else codec
+        base.update(knobs)
     paper_view = experiment == "codecs" and int(hidden) == 1024 and set(PAPER_TYPES) <= set(runs)
 
     if not runs:
@@ -328,6 +335,8 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
                         help="start the runs, side by side (they take turns, a quarter epoch each: seconds to "
                              "minutes); the page stays usable, and Stop keeps every run's curve so far")
     data = f"{info['name']} ({info['inputs']} inputs, {arch})"
+    if experiment == "consistency models":
+        consistency_view.question(consistency_names(runs, **base), job, base["batch"])
     if job is None:
         if paper_view:
             ui.paper_callout(_paper_text(base["parallel"], None, info), key="s34")
@@ -379,7 +388,10 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
               help="measured compute per step plus the link's communication time, summed over the run")
     if paper_view:
         ui.paper_callout(_paper_text(base["parallel"], summary, info), key="s34")
-    ui.figure(picked.figure(curves), curves, "training_curves")
+    if experiment == "consistency models":
+        consistency_view.figures(curves, picked.y)
+    else:
+        ui.figure(picked.figure(curves), curves, "training_curves")
     shown = summary.rename(columns={"variant": "Run", "final_test_error": "Final test error (%)",
                                     "best_test_error": "Best test error (%)", "bytes": "Bytes sent (B)",
                                     "modelled_time_s": "Modelled time (s)", "wall_s": "Wall time here (s)",
@@ -390,7 +402,12 @@ def _results_body(experiment: str, runs: list, base: dict, info: dict, arch: str
     ui.table(shown[keep].round({"Final test error (%)": 2, "Modelled time (s)": 4, "Wall time here (s)": 1}),
              "training_summary")
     # the takeaway speaks of the settings on screen: earlier settings' curves are shown, labelled, not summed up
-    return None if stale else _takeaway(experiment, summary, data, int(info["test"]))
+    if stale:
+        return None
+    if experiment == "consistency models":
+        return consistency_view.takeaway(curves, data, base["batch"]) or _takeaway(experiment, summary, data,
+                                                                                 int(info["test"]))
+    return _takeaway(experiment, summary, data, int(info["test"]))
 
 
 def _paper_text(parallel: str, summary: pd.DataFrame | None, info: dict) -> str:

@@ -10,7 +10,7 @@ from lab import plots
 from views import _transfer_text as words
 from views._transfer_text import Models
 from lab.experiments import (DEVICES, LINKS, PAPER_CODEC_NS, codec_catalog, custom_link, link_presets,
-                             transfer_model, transfer_sweep)
+                             transfer_model, transfer_sweep, within_noise)
 
 PAPER_KERNEL = "gtx_titan"
 # codec speed label -> ("kernel", GPU preset) | ("ns", (enc, dec)) | ("measured", None) | ("custom", None)
@@ -263,10 +263,11 @@ def _model_view(df: pd.DataFrame) -> None:
 @st.fragment
 def measured_section(specs: tuple) -> None:
     st.subheader("Measured here: two processes over loopback")
-    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec. Solid lines "
-               "are measured; the dashed line of the same colour is that codec's model of the same link: loopback's "
-               "latency and bandwidth fitted from the measured 32-bit times, with the codec speeds timed on this CPU, "
-               "so model and measurement share one network.")
+    st.caption("Starts two worker processes (a few seconds) and times a round trip per size and codec, at least 5 "
+               "times. Solid lines are measured, their error bars each median's 95 % interval; the dashed line of "
+               "the same colour is that codec's model of the same link: loopback's latency and bandwidth fitted "
+               "from the measured 32-bit times, with the codec speeds timed on this CPU, so model and measurement "
+               "share one network.")
     mhi = ui.select_slider("Largest measured size (values)", [1 << 12, 1 << 16, 1 << 20, 1 << 22], "meas_max", 1 << 16,
                            format_func=lambda v: f"{v:,}",
                            help="measured sizes go from 256 values up to this, ×16 per step: 4,096 to 4,194,304")
@@ -296,10 +297,15 @@ def measured_section(specs: tuple) -> None:
         ui.figure(fig, both, "transfer_measured")
         even = model.attrs["breakeven"]
 
-        def said(v) -> str:
-            return "never" if not v else "from " + _n(v) + " values"
-        ui.takeaway(f"On loopback here (fitted: {_link_text(loop)}), measured, compression beats 32-bit " + "; ".join(
-                        f"{k.split('[')[0]}: {said(v)}" for k, v in cross.items())
+        noise = within_noise(meas)
+
+        def said(k, v) -> str:
+            tied = noise.get(k, [])
+            return ("never" if not v else "from " + _n(v) + " values") + (
+                ", within noise of 32-bit at " + words.counts(tied) + " values" if tied else "")
+        ui.takeaway(f"On loopback here (fitted: {_link_text(loop)}), measured, compression beats 32-bit beyond the noise "
+                    "(error bars: each median's 95 % interval over its calls) " + "; ".join(
+                        f"{k.split('[')[0]}: {said(k, v)}" for k, v in cross.items())
                     + ". The model of this same link says " + "; ".join(
                         f"{k.split('[')[0]}: {'never' if v is None else 'from ' + _about(v) + ' values'}"
                         for k, v in even.items())

@@ -11,9 +11,10 @@ from . import codecs, comm, train, dropout, deep_image, pays  # noqa: E402,I001
 from . import trace  # noqa: E402,I001
 from . import converge, race  # noqa: E402,I001
 from . import kernels  # noqa: E402,I001
+from . import operators  # noqa: E402,I001
 from . import dashboard  # noqa: E402,I001
 
-CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge, race, kernels, dashboard)
+CAPABILITIES = (codecs, comm, train, dropout, deep_image, pays, trace, converge, race, kernels, operators, dashboard)
 
 __all__ = ["app", "bench_app", "main", "CAPABILITIES", "TORCHRUN_COMMANDS"]
 

@@ -291,7 +291,8 @@ def bench_transfer(
     names = [c.strip() for c in codecs.split(",") if c.strip()]
     config = {"minbytes": lo, "maxbytes": hi, "stepfactor": factor, "codecs": names, "link_rate": rate,
               "pcie": pcie, "target_s": target_s}
-    timing = "one-way = half a round trip; median of calls; speedup = fp32 time / codec time"
+    timing = ("one-way = half a round trip; median of calls (seconds_lo..hi: its 95 % interval); "
+              "speedup = fp32 time / codec time")
     slug0 = "cuda-pcie" if pcie else "cpu" + (f"-shaped-{rate}" if rate else "")
     try:
         with session("bench transfer", config, out or partial_out(as_json, f"transfer-{slug0}"), as_json) as s:
@@ -309,7 +310,8 @@ def bench_transfer(
         return
     wide = df.pivot(index="n_values", columns="codec", values="speedup_vs_fp32").drop(columns="fp32")
     print_frame(wide.reset_index(), f"Transfer speedup vs 32-bit (compress + transfer + decompress), {dev_name}")
-    console.print("crossover (smallest size from which compression wins at every larger size): "
+    console.print("crossover (smallest size from which compression wins beyond the timings' spread at every larger "
+                  "size): "
                   + ", ".join(f"{k}: {v if v is not None else 'never'}" for k, v in cross.items()))
 
 

@@ -56,7 +56,7 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     breakdown, speedup and scaling efficiency (lab.plan; communication from lab.comm.cost)."""
     from lab.experiments.plan import (advice_time_to_accuracy, planner_advice, planner_breakdown, planner_cluster,
                                       planner_sweep)
-    from lab.experiments import get_model, parse_zero_pp, resolve_link
+    from lab.experiments import factor_table, get_model, parse_zero_pp, resolve_link
 
     Ps = numbers(gpus, "--gpus", int)
     strategies = [s.strip() for s in strategy.split(",") if s.strip()]
@@ -93,6 +93,10 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
                if s not in ("pipeline", "fsdp")] if advice else []
         tta = (top.get("data") or max(top.values())) if advice and top else None
         tta = (tta, advice_time_to_accuracy(spec, tta, link=lk, **kw)) if tta else None
+        fac = None
+        if advice and top and any(l.kind == "fc" for l in spec.layers):  # send the factors, not ∇w (Hoefler)
+            fP = top.get("data") or max(top.values())
+            fac = (fP, factor_table(spec, batch=kw["batch_per_gpu"] or -(-kw["global_batch"] // fP), gpus=fP))
     except ValueError as e:
         fail(str(e))
         return
@@ -109,6 +113,8 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
         extra["layers"] = {s: {"P": P, "rows": b.layers} for s, P, b in lay}
     if adv:
         extra["advice"] = {s: {"P": P, "rows": a} for s, P, a in adv}
+    if fac:
+        extra["factors"] = {"P": fac[0], "rows": fac[1]}
     if tta:
         extra["advice_time_to_accuracy"] = {"P": tta[0], "rows": tta[1], "accuracy": tta[1].attrs["accuracy"]}
     if emit(result("plan", config, rows=df, **extra), out, as_json):
@@ -122,6 +128,13 @@ def plan(model: str = typer.Option("alexnet", help="alexnet | deep_image | vgg16
     for s, P, a in adv:
         print_frame(a, f"codec advice, {s} parallelism, P = {P} (fastest end to end, saving vs fp32; a codec whose "
                        "measured penalty says it never reaches the target is not advised)")
+    if fac:
+        P, f = fac
+        print_frame(f[["layer", "c_in", "c_out", "grad_values", "factor_values", "crossover", "crossover_8bit",
+                       "powersgd_values", "down_crossover", "best_up"]],
+                    f"send the factors, not the gradient: FC layers at B = {f.attrs['batch']} per worker, P = {P} "
+                    f"(B·(Cin+Cout) values up instead of Cin·Cout; smaller while B < crossover B* = Cin·Cout/(Cin+Cout); "
+                    f"PowerSGD rank {f.attrs['rank']} beside)")
     if tta:
         P, t = tta
         shown = t.drop(columns=["penalty_source", "steps_penalty_ci_low", "steps_penalty_ci_high"]).astype(object)

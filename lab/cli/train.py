@@ -57,6 +57,7 @@ def train(
     alpha: Optional[float] = typer.Option(D.alpha, min=ABOVE_ZERO, max=1.0, help="easgd: elastic alpha (default beta/K)"),
     beta: float = typer.Option(D.beta, min=ABOVE_ZERO, max=1.0, help="easgd: centre moving rate beta"),
     period: int = typer.Option(D.period, min=1, max=1_000_000, help="easgd: steps between elastic exchanges"),
+    graph: str = typer.Option(D.graph, help="gossip: the workers' neighbours, ring | random (seeded)"),
     optimizer: str = typer.Option("rmsprop", help="rmsprop (the paper's) | sgd (momentum)"),
     lr: float = typer.Option(0.003, min=ABOVE_ZERO, max=1000.0, help="learning rate"),
     momentum: float = typer.Option(0.9, min=0.0, max=1.0, help="sgd momentum"),
@@ -155,7 +156,7 @@ def train(
                           hook_algorithm=algorithm if mode == "ddp" and algorithm != "native" else None,
                           scheme=scheme, error_feedback=error_feedback, consistency=consistency,
                           staleness=staleness, delay_s=delay_ms / 1e3, straggler=straggler, alpha=alpha, beta=beta,
-                          period=period, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
+                          period=period, graph=graph, optimizer=optimizer, lr=lr, momentum=momentum, batch=batch, epochs=epochs,
                           evals_per_epoch=evals, link=link, compute_s=compute_ms / 1e3 if compute_ms is not None else None,
                           seed=seed)
         if mode not in ("sim", "ddp", "fsdp") and mode not in strategies:

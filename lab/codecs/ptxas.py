@@ -39,19 +39,27 @@ def archs() -> tuple[str, ...]:
     return tuple(a for a in ARCHS if a in out)
 
 
-def ptxas_text(name: str, arch: str) -> str:
-    """ptxas's report (stderr of `nvcc --resource-usage`) for kernels/<name>.cu on `arch`."""
+def build(name: str, arch: str) -> tuple[str, bytes, str]:
+    """(ptxas's report, the cubin, the PTX) of kernels/<name>.cu built for `arch` (`nvcc --resource-usage
+    --keep`: the report is nvcc's stdout and stderr, the PTX the intermediate file nvcc keeps)."""
     if nvcc() is None:
         raise RuntimeError("nvcc is not on the PATH")
     with tempfile.TemporaryDirectory() as tmp:
         cu = Path(tmp) / f"{name}.cu"
         cu.write_text(backend.kernel_source(name))
-        cmd = [nvcc(), *NVCC_OPTIONS, "-cubin", f"-arch={arch}", "--resource-usage", "-o", str(cu.with_suffix(".cubin")),
-               str(cu)]
-        run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode:
-        raise RuntimeError(f"nvcc could not build {name}.cu for {arch}:\n{run.stderr[-3000:]}")
-    return run.stdout + run.stderr
+        cubin = cu.with_suffix(".cubin")
+        cmd = [nvcc(), *NVCC_OPTIONS, "-cubin", f"-arch={arch}", "--resource-usage", "--keep", "--keep-dir", tmp,
+               "-o", str(cubin), str(cu)]
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+        if run.returncode:
+            raise RuntimeError(f"nvcc could not build {name}.cu for {arch}:\n{run.stderr[-3000:]}")
+        ptx = next(Path(tmp).glob("*.ptx")).read_text()
+        return run.stdout + run.stderr, cubin.read_bytes(), ptx
+
+
+def ptxas_text(name: str, arch: str) -> str:
+    """ptxas's report (stderr of `nvcc --resource-usage`) for kernels/<name>.cu on `arch`."""
+    return build(name, arch)[0]
 
 
 def parse(text: str) -> dict[str, dict[str, int]]:
@@ -75,4 +83,4 @@ def parse(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-__all__ = ["ARCHS", "NVCC_OPTIONS", "nvcc", "nvcc_version", "archs", "ptxas_text", "parse"]
+__all__ = ["ARCHS", "NVCC_OPTIONS", "nvcc", "nvcc_version", "archs", "build", "ptxas_text", "parse"]

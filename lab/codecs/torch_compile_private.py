@@ -56,6 +56,15 @@ def key_compiled_code_by_vector_isa() -> None:
             config.cpp.simdlen = isa.bit_width()
 
 
+def compiled_vector_width() -> int | None:
+    """The vector width in bits (256: AVX2, 512: AVX-512) Inductor generates the codecs' C++ for, as
+    `key_compiled_code_by_vector_isa` set it (torch._inductor.config.cpp.simdlen); None where it set none (no vector
+    ISA: scalar C++)."""
+    from torch._inductor import config
+
+    return config.cpp.simdlen
+
+
 def probe_vector_isa() -> None:
     """Inductor's probe of the CPU's vector instruction sets (a test library built and loaded per set), done
     ahead of a first compile (torch._inductor.cpu_vec_isa.valid_vec_isa_list)."""
@@ -65,4 +74,4 @@ def probe_vector_isa() -> None:
 
 
 __all__ = ["raise_recompile_limit", "mark_rows_dynamic", "one_compile_thread", "key_compiled_code_by_vector_isa",
-           "probe_vector_isa"]
+           "compiled_vector_width", "probe_vector_isa"]

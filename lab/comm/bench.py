@@ -74,13 +74,11 @@ def _agree(comm: Comm, value: Any) -> Any:
     return comm.allgather_object(value)[0]
 
 
-def time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
-               warmup: int = 1, ranks: list[int] | None = None) -> float:
-    """Seconds per call: each call starts after a barrier and is timed on every rank; the median
-    over calls (robust to the scheduler's outliers on shared cores), averaged over ranks as
-    nccl-tests does (-a 1), or over `ranks` only (the others idle). `warmup` untimed calls first
-    (nccl-tests' -w); then `iters` timed calls (its -n), or, when None, as many as fit `target_s`
-    (3..max_iters)."""
+def time_calls(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
+               warmup: int = 1, min_iters: int = 3) -> list[float]:
+    """This rank's seconds of each timed call: each call starts after a barrier. `warmup` untimed calls
+    first (nccl-tests' -w); then `iters` timed calls (its -n), or, when None, as many as fit `target_s`
+    (min_iters..max_iters, agreed by every rank)."""
     for _ in range(max(1, warmup)):
         op()
     if iters is None:
@@ -89,7 +87,7 @@ def time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int
         op()
         _sync(comm)
         once = time.perf_counter() - t0
-        iters = _agree(comm, max(3, min(max_iters, int(target_s / max(once, 1e-6)))))
+        iters = _agree(comm, max(min_iters, min(max(max_iters, min_iters), int(target_s / max(once, 1e-6)))))
     times = []
     for _ in range(iters):
         comm.barrier()
@@ -97,7 +95,14 @@ def time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int
         op()
         _sync(comm)
         times.append(time.perf_counter() - t0)
-    mine = statistics.median(times)
+    return times
+
+
+def time_loop(comm: Comm, op: Callable[[], Any], target_s: float, max_iters: int, iters: int | None = None,
+               warmup: int = 1, ranks: list[int] | None = None) -> float:
+    """Seconds per call (`time_calls`): the median over calls (robust to the scheduler's outliers on shared
+    cores), averaged over ranks as nccl-tests does (-a 1), or over `ranks` only (the others idle)."""
+    mine = statistics.median(time_calls(comm, op, target_s, max_iters, iters, warmup))
     every = comm.allgather_object(mine)
     if ranks is not None:
         every = [every[r] for r in ranks]
@@ -293,7 +298,9 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
                   on_row: RowSink | None = None) -> list[dict] | None:
     """Dettmers 2016 §3.3 / Figure 2 between ranks 0 and 1: the one-way time of encode + transfer
     + decode of n values (half of a round trip in which each side encodes and decodes once),
-    for each codec (None = 32-bit). Rank 0 returns the rows (and hands each to on_row as it finishes)."""
+    for each codec (None = 32-bit). Rank 0 returns the rows (and hands each to on_row as it finishes): seconds is
+    the median over calls (at least 5) averaged over both ranks, rank_calls_s each rank's one-way seconds per call
+    (the repeats its spread comes from)."""
     if comm.size < 2:
         raise ValueError("the transfer experiment needs 2 ranks")
     rows, steps, done = [], len(sizes) * len(codecs), 0
@@ -319,9 +326,9 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
                     y = fmt.decode(buf) if fmt else buf
                     comm.send(fmt.encode(y) if fmt else y, peer)
 
-            t = time_loop(comm, op, target_s, max_iters) / 2
+            calls = comm.allgather_object([c / 2 for c in time_calls(comm, op, target_s, max_iters, min_iters=5)])
             rows.append({"n_values": n, "codec": codec.describe() if codec else "fp32", "wire_bytes": nbytes,
-                         "seconds": t})
+                         "seconds": sum(statistics.median(c) for c in calls) / len(calls), "rank_calls_s": calls})
             if on_row:
                 on_row(rows[-1])
             done += 1
@@ -331,21 +338,30 @@ def transfer_rank(comm: Comm, sizes: list[int], codecs: list[str | None], target
 
 
 def speedups(rows: list[dict]) -> list[dict]:
+    """Each row's speedup over the first fp32 row of its size (None where there is none); rows with the interval
+    seconds_lo..seconds_hi also get speedup_vs_fp32_lo..hi: fp32's low over the row's high to fp32's high over its
+    low (the speedups both intervals allow)."""
     base: dict = {}
     for r in rows:  # the first fp32 row per size: the benchmarked algorithm's, ahead of --compare's
         if r["codec"] == "fp32":
-            base.setdefault(r["n_values"], r["seconds"])
+            base.setdefault(r["n_values"], r)
     for r in rows:
-        r["speedup_vs_fp32"] = base[r["n_values"]] / r["seconds"] if r["n_values"] in base else None
+        b = base.get(r["n_values"])
+        r["speedup_vs_fp32"] = b["seconds"] / r["seconds"] if b else None
+        if b and "seconds_lo" in r and "seconds_lo" in b:
+            r["speedup_vs_fp32_lo"] = b["seconds_lo"] / r["seconds_hi"]
+            r["speedup_vs_fp32_hi"] = b["seconds_hi"] / r["seconds_lo"]
     return rows
 
 
 def crossover(df: pd.DataFrame) -> dict[str, int | None]:
-    """Per codec: the smallest size from which compression is faster than fp32 at every larger size."""
+    """Per codec: the smallest size from which compression is faster than fp32 at every larger size; with
+    speedup intervals (column speedup_vs_fp32_lo), faster beyond the noise: the interval's low end above 1."""
     out: dict[str, int | None] = {}
+    col = "speedup_vs_fp32_lo" if "speedup_vs_fp32_lo" in df else "speedup_vs_fp32"
     for codec, g in df[df["codec"] != "fp32"].groupby("codec"):
         g = g.sort_values("n_values")
-        faster = list(g["speedup_vs_fp32"] > 1)
+        faster = list(g[col] > 1)
         first = None
         for i in range(len(faster) - 1, -1, -1):
             if not faster[i]:

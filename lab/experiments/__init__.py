@@ -18,8 +18,11 @@ later is in them.
                  allreduce, codec speed
     errors       codec error tables, histograms, speed, captured tensors; codec_table1: Dettmers 2016 Table 1
     bits         the bit explorer (Float Toy): one code of a hardware float, value table or block-scaled format, bit
-                 by bit; a typed value in every format
+                 by bit; a typed value in every format; the paper types' bit patterns field by field (Figure 1)
+    rounding     stochastic rounding against nearest on any grid: bias, tiny updates, low-precision training
     spread       the spread of repeated measurements: the median's 95 % interval, within noise or not
+    operators    Ben-Nun & Hoefler 2018's operator level: work, depth and W/D of FC and convolution layers, each convolution
+                 method checked against F.conv2d and timed, micro-batching (µ-cuDNN)
     training     simulated/DDP training curves, consistency models, the §3.4 reproduction
     fsdp         FSDP2 with codecs on its all-gather / reduce-scatter beside fp32 FSDP2 and DDP
     parallelism  pipeline, tensor, hybrid and expert parallelism on real ranks (every registered strategy)
@@ -41,12 +44,17 @@ from .errors import (FIRST_CODECS, error_metrics, error_table, error_histogram, 
                      CAPTURE_KINDS, block_view, block_scaling_lesson, lesson_data, BLOCK_PICKS, BLOCK_LESSON_CODECS,
                      BLOCK_LESSON_DATA)
 from .bits import (CodeView, FLOATS, check_code, code_bits, compare_formats, digits as format_digits, element_format,
-                   explorable, explore, grid, kind as format_kind, number_line, requantize_block, round_to_code)
+                   explorable, explore, grid, kind as format_kind, number_line, requantize_block, round_to_code,
+                   PAPER_TYPES, MANTISSA_BAND, WORKED_EXAMPLES, mantissa_band, paper_code, paper_codes_of,
+                   worked_examples)
+from .rounding import (ROUNDINGS, bias_sweep, check_format as check_rounding_format,
+                       grid_formats as rounding_formats, low_precision_training, tiny_updates)
 from .spread import median_interval, separable
 from .codec_table1 import (table1, PAPER_TABLE1, NOTE as TABLE1_NOTE, TYPES as TABLE1_TYPES,
                            EXTENDED_TYPES as BLOCK_SCALED_TYPES)
 from .catalog import check_codec_spec, codec_catalog, codec_spec
 from .collectives import (algorithm_catalog, collective_sweep, error_at_scale, transfer_sweep, transfer_model,
+                          within_noise,
                           collective_model, allreduce_trace, PAPER_CODEC_NS, op_catalog, op_names, op_model,
                           OpBenchmark, op_benchmark, format_op_table, op_rows)
 from .step_through import (StepThrough, step_through, step_algorithms, step_codecs, traffic_summary, step_time,
@@ -59,29 +67,36 @@ from .benchmarks import (parse_size, size_sweep, format_collectives, in_torchrun
                          collectives_benchmark, collective_rows, transfer_rows, transfer_benchmark,
                          compressed_benchmark, codec_bench_sizes, codec_benchmark)
 from .training import (TrainConfig, TrainResult, train, training_curves, codec_curves, consistency_curves,
-                       ddp_comparison, reproduction_summary, ddp_training, reproduction, dataset_info,
+                       consistency_names, ddp_comparison, reproduction_summary, ddp_training, reproduction, dataset_info,
                        check_dataset)
 from .fsdp import fsdp_training, fsdp_settings, fsdp_run_codecs, FSDP_RUN_COLLECTIVES
 from .parallelism import (DATA_PARALLEL_MODES, ParallelResult, parallel_strategies, strategy_options, option_modes,
                           parse_setting,
                           strategy_catalog, parallel_settings, check_link_rate, parallel_training,
-                          partial_parallel_summary, schedule_names, planned_timeline, bubble_formula, bubble_of)
+                          partial_parallel_summary, schedule_names, planned_timeline, bubble_formula, bubble_of,
+                          pipeline_fit)
 from .dropout import (pattern_masks, drop_frequency, search_trace, layer_speedup, mlp_table, lstm_corpora, lstm_table,
                       KIND_LABELS, MODEL_KINDS, LAYER_KINDS, DEFAULT_TILE, PAPER_MLP_TABLE1, TABLE1_HIDDEN,
                       PAPER_LSTM_TABLE2, DEFAULT_RATES)
+from .dropout_warps import warp_divergence, warp_grid, element_wise_skip_fraction
+from .dropout_submodels import sub_model_counts, tile_sizes
+from .dropout_batch import lstm_batch_sweep
+from .operators import (conv_work_depth_table, fc_work_depth_table, depth_growth, time_conv_methods,
+                        microbatch_choice, operators_takeaway)
 from .deep_image import (test_card, Preview, augmentation_preview, augmentation_settings, augmentation_counts,
                          augmentation_throughput, FusionResult, multiscale_fusion, Figure2, deep_image_figure2)
 from .plan import DEFAULT_GPUS, planner_sweep, planner_breakdown, planner_advice, advice_time_to_accuracy, paper_checks
+from lab.plan.factors import FACTOR_MODELS, crossover_batch, factor_curves, factor_table
 from .pays import (INTRA_LINKS, INTER_LINKS, LINK_ALIASES, PAYS_BANDWIDTHS, PAPER_PAYS, PaysResult,
                    does_compression_pay, pays_takeaway, nvls_table, best_words)
 from .choices import (LINKS, custom_link, codec_names, codec_help, get_codec, TableCodec, DATASETS, CORPORA, DataError,
-                      CommError, USER_ERRORS, check_rate, CONSISTENCY_KINDS, DEVICES, MODELS, STRATEGIES, crossover,
+                      CommError, USER_ERRORS, check_rate, CONSISTENCY_KINDS, CONSISTENCY_GRAPHS, DEVICES, MODELS, STRATEGIES, crossover,
                       custom_device, get_model, link_presets, resolve_link, COLOR_SHIFTS, ROTATION_ANGLES,
                       DISTORTION_DEGREES, DISTORTION_KINDS, MAX_DISTORTION_DEGREE)
 from .sharded import (PAR_STRATEGIES, ZERO_PP_SWITCHES, ZERO_PP_DEFAULT, FSDP_ALGORITHMS, FSDP_COLLECTIVES,
                       PAPER_ZEROPP_VOLUME, fsdp_codecs, parse_zero_pp, fsdp_model, fsdp_traffic, fsdp_takeaway,
                       zeropp_volume)
-from .kernel_report import kernel_report, kernel_report_table
+from .kernel_report import kernel_report, kernel_report_table, kernel_measure
 from .results import jsonable, write_result, results_dir, check_writable, RESULTS_ENV
 from .converge import (converge, converge_config, convergence_summary, converge_takeaway, ConvergeResult,
                        ConvergeError, Penalty, load_penalties, result_name, expand_specs, codec_coverage,

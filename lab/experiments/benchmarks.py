@@ -155,7 +155,9 @@ def transfer_benchmark(minbytes: int, maxbytes: int, stepfactor: int, codecs: li
                        target_s=target_s)[0]
         dev_name = backend.device_name("cpu") + ", 2 processes, Gloo"
         slug = "cpu" + (f"-shaped-{link_rate}" if link_rate else "")
-    df = pd.DataFrame(rows)
+    from .transfer_spread import transfer_spread
+
+    df = pd.DataFrame(transfer_spread(rows))
     return df, bench.crossover(df), dev_name, slug
 
 

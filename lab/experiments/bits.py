@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lab.codecs.tables import PAPER_TYPES as _paper_tables
+
 
 @dataclass(frozen=True)
 class CodeView:
@@ -388,6 +390,190 @@ def requantize_block(x: np.ndarray, name: str, scale: float) -> pd.DataFrame:
     return out
 
 
-__all__ = ["CodeView", "FLOATS", "FloatFormat", "check_code", "code_bits", "compare_formats", "digits", "explorable",
-           "explore",
+
+# ------------------------------------------------ Figure 1: the paper's bit patterns, field by field
+
+#: the paper's four 8-bit types, whose codes the explorer can take apart as Figure 1 draws them
+PAPER_TYPES = tuple(_paper_tables)
+
+
+@dataclass(frozen=True)
+class PaperField:
+    """One field of a paper-type bit pattern: its `role` ('sign', 'leading zeros', 'flag', 'tree', 'exponent',
+    'mantissa', 'integer'), its `bits`, and `meaning`: what it contributes to the value, with the numbers."""
+
+    role: str
+    bits: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class PaperCode:
+    """One 8-bit pattern of a paper type (Dettmers 2016 §3.1, Figure 1): its fields, most significant first, the
+    value they give (float32, as the table stores it), the interval steps of its bisection tree
+    [(lo, hi) after each tree bit] and the `decade` the tree splits (both empty for the integer types and the
+    patterns for 0 and 1)."""
+
+    fmt: str
+    pattern: int
+    fields: tuple
+    value: float
+    path: tuple = ()
+    decade: tuple = ()
+
+
+def _offset_of(name: str) -> int:
+    """The exponent offset the explorer's codec uses (its default option; 0 for the absmax-scaled types)."""
+    from lab.codecs.registry import codec_info
+
+    for o in codec_info(name).options:
+        if o.name == "offset":
+            return int(o.default)
+    return 0
+
+
+def _walk(lower: float, bits: str) -> tuple[float, tuple]:
+    """The bisection tree over (lower, 10·lower), walked by `bits`: the first split at 4.5·lower (Dettmers' own
+    table, see lab.codecs.tables), then halves; the value is the last interval's midpoint."""
+    a, b, path = lower, 10 * lower, []
+    for i, bit in enumerate(bits):
+        split = 4.5 * lower if i == 0 else (a + b) / 2
+        a, b = (split, b) if bit == "1" else (a, split)
+        path.append((a, b))
+    return (a + b) / 2, tuple(path)
+
+
+def _zeros(n: int) -> str:
+    return "no leading zero" if n == 0 else f"{n} zero{'s' if n != 1 else ''}"
+
+
+def _f32(v: float) -> float:
+    return float(np.float32(v)) + 0.0
+
+
+def paper_code(name: str, pattern: int) -> PaperCode:
+    """Bit pattern `pattern` (0..255, sign first) of paper type `name` taken apart as Figure 1 draws it:
+    dynamic tree: sign | n leading zeros (the decade 10^-n) | a flag bit 1 | 6 - n bisection-tree bits (all zeros
+    codes 0, zeros ending in the flag codes 1); static tree: sign | 3-bit exponent e (the decade 10^(offset - e))
+    | 4 tree bits (its lowest pattern codes 0); mantissa: sign | 3-bit exponent e | 4-bit integer m, m·10^(offset
+    - e); linear: sign | 7-bit integer k, k / 127 of the absmax."""
+    if name not in PAPER_TYPES:
+        raise ValueError(f"{name!r} is not one of the paper's four 8-bit types; allowed: {', '.join(PAPER_TYPES)}")
+    if isinstance(pattern, bool) or not isinstance(pattern, (int, np.integer)) or not 0 <= pattern < 256:
+        raise ValueError(f"pattern={pattern!r}: allowed a whole number 0..255 (8 bits)")
+    bits = format(int(pattern), "08b")
+    s, mag = bits[0], bits[1:]
+    sign = -1.0 if s == "1" else 1.0
+    fields = [PaperField("sign", s, "− (negative)" if s == "1" else "+ (positive)")]
+    path: tuple = ()
+    o = _offset_of(name)
+    if name == "dynamic_tree":
+        n = len(mag) - len(mag.lstrip("0"))
+        if n == 7:
+            fields.append(PaperField("leading zeros", mag, "all seven zeros: the pattern for 0"))
+            v = 0.0
+        elif n == 6:
+            fields += [PaperField("leading zeros", mag[:6], "6 zeros and no tree bits left"),
+                       PaperField("flag", "1", "the flag in the last place: the pattern for 1 (the absmax)")]
+            v = 1.0
+        else:
+            lower = 10.0 ** (-1 - n)
+            tree = mag[n + 1:]
+            v, path = _walk(lower, tree)
+            fields += [PaperField("leading zeros", mag[:n], f"{_zeros(n)}: exponent 10^{-n}, "
+                                                            f"the decade ({lower:g}, {10 * lower:g})"),
+                       PaperField("flag", "1", "1: the exponent ends, the tree bits start"),
+                       PaperField("tree", tree, f"{len(tree)} bisection steps in ({lower:g}, {10 * lower:g}) → "
+                                                f"({path[-1][0]:.6g}, {path[-1][1]:.6g}), midpoint {v:.6g}")]
+    elif name == "static_tree":
+        e, tree = int(mag[:3], 2), mag[3:]
+        lower = 10.0 ** (o - e - 1)
+        v, path = _walk(lower, tree)
+        fields.append(PaperField("exponent", mag[:3], f"e = {e}: the decade 10^({o} − {e}) = ({lower:g}, "
+                                                      f"{10 * lower:g})"))
+        if e == 7 and int(tree, 2) == 0:
+            fields.append(PaperField("tree", tree, f"the lowest pattern: codes 0 (it would be {v:.6g})"))
+            v, path = 0.0, ()
+        else:
+            fields.append(PaperField("tree", tree, f"4 bisection steps in ({lower:g}, {10 * lower:g}) → "
+                                                   f"({path[-1][0]:.6g}, {path[-1][1]:.6g}), midpoint {v:.6g}"))
+    elif name == "mantissa":
+        e, m = int(mag[:3], 2), int(mag[3:], 2)
+        v = m * 10.0 ** (o - e)
+        fields += [PaperField("exponent", mag[:3], f"e = {e}: × 10^({o} − {e}) = × {10.0 ** (o - e):g}"),
+                   PaperField("mantissa", mag[3:], f"m = {m} (0..15): value {m} × {10.0 ** (o - e):g} = {v:g}")]
+    else:
+        k = int(mag, 2)
+        v = k / 127
+        fields.append(PaperField("integer", mag, f"k = {k}: {k} / 127 = {v:.6g} of the absmax"))
+    decade = (lower, 10 * lower) if path else ()  # `lower`: the tree's decade start, set with `path`
+    return PaperCode(name, int(pattern), tuple(fields), _f32(sign * v), path, decade)
+
+
+def paper_codes_of(name: str, code: int) -> list[int]:
+    """The paper bit patterns of type `name` that decode to the value of the explorer's code `code` (an index into
+    the sorted table): one for most values, two for 0 (±0), several for the mantissa type's repeated values."""
+    values, _ = grid(name)
+    v = float(values[check_code(name, code)]) if code < len(values) else float("nan")
+    return [p for p in range(256) if paper_code(name, p).value == v]
+
+
+#: Dettmers 2016 §3.1's worked examples: (input, type, the paper's printed approximation)
+WORKED_EXAMPLES = ((0.2345678, "dynamic_tree", 0.236719), (0.2345678, "static_tree", 0.23125),
+                   (0.2345678, "mantissa", 0.2), (0.0000234, "dynamic_tree", 0.000019))
+#: §3.1: "numbers ending in 2 to 2.499 will be approximated by numbers ending in 2 yielding an average relative
+#: error of 22.5% in this range" (the mantissa type)
+MANTISSA_BAND = (2.0, 2.5, 0.225)
+
+
+def worked_examples() -> pd.DataFrame:
+    """§3.1's worked examples through the lab's tables (rounding to nearest, no scaling: the inputs are already in
+    the types' range): input, type, paper (the printed value), ours (the nearest table value), its code (index
+    into the sorted table) and paper bit pattern, the relative errors of both, agree (ours equals the paper's
+    value to the digits it prints) and why (where they differ: the reading behind the lab's table)."""
+    rows = []
+    for x, name, paper in WORKED_EXAMPLES:
+        code = round_to_code(name, x)
+        ours = float(grid(name)[0][code])
+        pattern = paper_codes_of(name, code)[0]
+        digits = len(f"{paper:.10f}".rstrip("0").split(".")[1].lstrip("0"))
+        agree = float(f"{ours:.{digits}g}") == paper
+        why = ""
+        if not agree and name == "static_tree":
+            lo, hi = _walk(0.1, format(pattern, "08b")[4:])[1][-1]
+            why = (f"the paper's {paper:g} is 0.1 + 3 × 0.04375, an end of a leaf interval of the lab's 4-bit tree "
+                   f"(this leaf: ({lo:.6g}, {hi:.6g})), or a leaf midpoint of a 3-bit tree; the lab's table holds "
+                   "the 4-bit tree's midpoints, as Dettmers' own table does and Table 1's errors confirm, so "
+                   f"{x:.8g} rounds to {ours:.6g}")
+        rows.append(dict(input=x, type=name, paper=paper, ours=ours, code=code, pattern=format(pattern, "08b"),
+                         paper_rel_error=abs(paper - x) / x, ours_rel_error=abs(ours - x) / x, agree=agree, why=why))
+    return pd.DataFrame(rows)
+
+
+def mantissa_band(points: int = 100_001) -> pd.DataFrame:
+    """§3.1's mantissa example: inputs x uniform over [2, 2.5) (`points` of them) through the mantissa type
+    (offset 1: 2.0–2.499 all round to 2, its neighbours being 1 and 3). One row per error measure: the mean of
+    |q − x| / x (the relative error Table 1 uses), of |q − x| / q, and the largest |q − x| / x, beside the
+    paper's 22.5 %. attrs: stored (the values the band rounds to), paper."""
+    lo, hi, paper = MANTISSA_BAND
+    x = np.linspace(lo, hi, points, endpoint=False)
+    values, _ = grid("mantissa")
+    idx = np.clip(np.searchsorted(values, x), 1, len(values) - 1)
+    left, right = values[idx - 1], values[idx]
+    q = np.where(np.abs(x - left) <= np.abs(right - x), left, right)
+    err = np.abs(q - x)
+    out = pd.DataFrame([
+        dict(measure="mean |q − x| / x (Table 1's relative error)", ours=float(np.mean(err / x)), paper=paper),
+        dict(measure="mean |q − x| / q", ours=float(np.mean(err / q)), paper=paper),
+        dict(measure="largest |q − x| / x", ours=float(np.max(err / x)), paper=paper)])
+    out.attrs.update(stored=sorted(set(np.unique(q).tolist())), paper=paper,
+                     why=("22.5 % is the mean of (x − 2) / 2 over 2–2.9, i.e. every number 2.x cut to 2, or the "
+                          "error of 2.45 against 2; rounding 2–2.499 to the nearest value 2 gives the smaller numbers "
+                          "here"))
+    return out
+
+
+__all__ = ["CodeView", "FLOATS", "MANTISSA_BAND", "PAPER_TYPES", "PaperCode", "PaperField", "WORKED_EXAMPLES",
+           "mantissa_band", "paper_code", "paper_codes_of", "worked_examples", "FloatFormat", "check_code",
+           "code_bits", "compare_formats", "digits", "explorable", "explore",
            "grid", "element_format", "kind", "neighbour_code", "number_line", "requantize_block", "round_to_code"]

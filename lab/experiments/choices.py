@@ -16,7 +16,7 @@ from lab.comm.cost import LINKS, custom_link
 from lab.data import CORPORA, DATASETS, DataError
 from lab.dropout import check_rate
 from lab.plan import DEVICES, MODELS, STRATEGIES, crossover, custom_device, get_model, link_presets, resolve_link
-from lab.train.consistency import KINDS as CONSISTENCY_KINDS
+from lab.train.consistency import GRAPHS as CONSISTENCY_GRAPHS, KINDS as CONSISTENCY_KINDS
 
 # Errors the lab raises for bad input: a UI shows their message, never a traceback. TypeError is not
 # one of them: it is a bug in the caller, and hiding it would hide the bug. OSError covers a file the user
@@ -34,7 +34,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["ALGORITHMS", "LINKS", "custom_link", "codec_names", "codec_help", "get_codec", "TableCodec",
-           "DATASETS", "CORPORA", "DataError", "CommError", "USER_ERRORS", "check_rate", "CONSISTENCY_KINDS",
+           "DATASETS", "CORPORA", "DataError", "CommError", "USER_ERRORS", "check_rate", "CONSISTENCY_KINDS", "CONSISTENCY_GRAPHS",
            "DEVICES", "MODELS", "STRATEGIES", "crossover", "custom_device", "get_model", "link_presets",
            "resolve_link", "COLOR_SHIFTS", "ROTATION_ANGLES", "DISTORTION_DEGREES", "DISTORTION_KINDS",
            "MAX_DISTORTION_DEGREE"]

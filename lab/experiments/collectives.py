@@ -19,6 +19,8 @@ from lab.comm.base import CommError
 from lab.comm.sim import MAX_RANKS, simulate
 from lab.backend import Progress, RowSink
 
+from .transfer_spread import transfer_spread, within_noise
+
 
 
 def algorithm_catalog(*, native: bool = False) -> pd.DataFrame:
@@ -201,9 +203,10 @@ def _error_rank(comm, n: int, algorithm: str, codec: str | None, mode: str, seed
 def transfer_sweep(sizes: list[int], codecs: list[str], *, target_s: float = 0.1,
                    progress: Progress | None = None) -> tuple[pd.DataFrame, dict]:
     """Dettmers 2016 Figure 2 between two local processes: one-way seconds and speedup over
-    fp32 per size (values) and codec, and each codec's crossover size."""
+    fp32 per size (values) and codec, with their spreads (`transfer_spread`), and each codec's crossover size
+    beyond the noise (`bench.crossover`)."""
     rows = run(bench.transfer_rank, 2, sizes, [None, *codecs], target_s=target_s, progress=progress)[0]
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(transfer_spread(rows))
     return df, bench.crossover(df)
 
 

@@ -38,7 +38,7 @@ def _rates_label(rates: Sequence[float]) -> str:
     return "(" + ",".join(f"{p:g}" for p in rates) + ")"
 
 
-def _check_kinds(kinds: Sequence[str]) -> list[str]:
+def check_kinds(kinds: Sequence[str]) -> list[str]:
     kinds = list(kinds)
     if not kinds:
         raise ValueError("need at least one dropout kind")
@@ -168,7 +168,7 @@ class TrainingTables:
     curves: pd.DataFrame
 
 
-def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> pd.DataFrame:
+def compare_runs(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> pd.DataFrame:
     """Add metric change and speedup against the conventional run with the same keys."""
     base = table[table.kind == "bernoulli"].set_index(keys)
     chg, spd, lo, hi = [], [], [], []
@@ -194,7 +194,7 @@ def _finish(table: pd.DataFrame, keys: list[str], metric: str, change: str) -> p
     return table
 
 
-class _Contestants:
+class Contestants:
     """The runs of one table, one after another or (`side_by_side`) taking turns a logged point each (`Turns`), so a
     run stopped part-way (a callback raising) has a curve of every contestant up to about the same epoch. Progress
     is the mean of the runs' fractions. Each run keeps its own stream of torch's global generator across its turns
@@ -238,11 +238,11 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     in accuracy and the speedup against conventional dropout with the same sizes and rates.
     Curve points stream through `on_point` (run, step, epoch, train_loss, test_acc), and each run's
     table row through `on_row` as it finishes (before the change and speedup columns exist). side_by_side: the
-    runs take turns, a logged point (a quarter epoch) each, with the same results (`_Contestants`)."""
+    runs take turns, a logged point (a quarter epoch) each, with the same results (`Contestants`)."""
     from lab.dropout.train import train_mlp
     from lab.data.images import load_dataset
 
-    kinds = _check_kinds(kinds)
+    kinds = check_kinds(kinds)
     hidden = [tuple(int(h) for h in hs) for hs in hidden]
     rates = [tuple(float(p) for p in r) for r in rates]
     for hs in hidden:
@@ -260,7 +260,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
     bad = [(hs, r) for hs, r in {(hs, r) for hs, r, _ in runs} if len(r) != len(hs)]
     if bad:
         raise ValueError(f"each rate tuple needs one rate per hidden layer: {bad[0][1]} for hidden {bad[0][0]}")
-    order = _Contestants(len(runs), side_by_side, progress)
+    order = Contestants(len(runs), side_by_side, progress)
 
     def one(i: int, hs: tuple, r: tuple, kind: str) -> tuple[pd.DataFrame, dict]:
         label = f"{'x'.join(map(str, hs))} {_rates_label(r)} {KIND_LABELS[kind]}"
@@ -284,7 +284,7 @@ def mlp_table(dataset: str = "auto", path: Optional[str] = None, *,
 
     done = order.run([lambda i=i, run=run: one(i, *run) for i, run in enumerate(runs)])
     curves, rows = [curve for curve, _ in done], [row for _, row in done]
-    table = _finish(pd.DataFrame(rows), ["hidden", "rates"], "test_acc", "acc_change")
+    table = compare_runs(pd.DataFrame(rows), ["hidden", "rates"], "test_acc", "acc_change")
     if set(table.rates) == {"(0.7,0.7)"}:
         table = table.merge(PAPER_MLP_TABLE1, on=["hidden", "kind"], how="left")
     return TrainingTables(table, pd.concat(curves, ignore_index=True))
@@ -323,7 +323,7 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
     from lab.dropout.train import train_lstm
     from lab.data.text import load_corpus
 
-    kinds = _check_kinds(kinds)
+    kinds = check_kinds(kinds)
     rates = [tuple(float(p) for p in r) for r in rates]
     for r in rates:
         if len(r) not in (1, layers):
@@ -334,7 +334,7 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
         torch.set_num_threads(threads)
     c = load_corpus(corpus, path, vocab_size=vocab_size, max_train_tokens=max_train_tokens, seed=seed)
     runs = [(r, k) for r in rates for k in kinds]
-    order = _Contestants(len(runs), side_by_side, progress)
+    order = Contestants(len(runs), side_by_side, progress)
 
     def one(i: int, r: tuple, kind: str) -> tuple[pd.DataFrame, dict]:
         label = f"{_rates_label(r)} {KIND_LABELS[kind]}"
@@ -360,7 +360,7 @@ def lstm_table(corpus: str = "auto", path: Optional[str] = None, *, hidden: int 
 
     done = order.run([lambda i=i, run=run: one(i, *run) for i, run in enumerate(runs)])
     curves, rows = [curve for curve, _ in done], [row for _, row in done]
-    table = _finish(pd.DataFrame(rows), ["rates"], "test_ppl", "ppl_change")
+    table = compare_runs(pd.DataFrame(rows), ["rates"], "test_ppl", "ppl_change")
     base = table[table.kind == "bernoulli"].set_index("rates")["test_acc"]
     table["acc_change"] = [r.test_acc - base[r.rates] if r.rates in base.index else float("nan")
                            for r in table.itertuples()]

@@ -182,6 +182,35 @@ def _finish(res: ParallelResult, strategy: Strategy) -> ParallelResult:
     return res
 
 
+def pipeline_fit(schedule: str, P: int, M: int, V: int | None = None, *, most_microbatches: int = 32,
+                 most_stages: int = 4) -> dict[str, Any]:
+    """What a pipeline schedule can run, for a UI to say beside the setting it cannot: {"stages_per_rank": V (its
+    default when None), "setting": None when (schedule, P ranks, M micro-batches, V stages per rank) runs, else
+    "stages_per_rank" (no micro-batch count runs with V) or "microbatches", "allowed": that setting's values it runs
+    with, the others kept (stages per rank in 1..most_stages, micro-batches in 1..most_microbatches)}. Torch's rules
+    (`pipeline_plan.check_schedule`); an unknown schedule is a ValueError."""
+    from lab.train.parallelism.pipeline_plan import check_schedule, default_stages_per_rank
+
+    def runs(p: int, m: int, v: int) -> bool:
+        try:
+            check_schedule(schedule, p, m, v)
+            return True
+        except ValueError:
+            return False
+
+    used = default_stages_per_rank(schedule) if V is None else V
+    out: dict[str, Any] = {"stages_per_rank": used, "setting": None, "allowed": []}
+    if runs(P, M, used):
+        return out
+    ms = [m for m in range(1, most_microbatches + 1) if runs(P, m, used)]
+    if ms:
+        out.update(setting="microbatches", allowed=ms)
+    else:
+        out.update(setting="stages_per_rank", allowed=[v for v in range(1, most_stages + 1)
+                                                       if any(runs(P, m, v) for m in range(1, most_microbatches + 1))])
+    return out
+
+
 def partial_parallel_summary(mode: str, cfg: TrainConfig, points: list[dict]) -> dict[str, Any]:
     """A stopped run's summary: rank 0's curve so far (final = the last evaluation)."""
     return {"label": cfg.label(), "mode": mode, "final_test_error": points[-1]["test_error"],
@@ -189,7 +218,7 @@ def partial_parallel_summary(mode: str, cfg: TrainConfig, points: list[dict]) ->
             "steps": points[-1]["step"], "wall_s": points[-1]["wall_s"], "parameters": None}
 
 
-__all__ = ["schedule_names", "planned_timeline", "bubble_formula", "bubble_of", "get_strategy",
+__all__ = ["schedule_names", "planned_timeline", "bubble_formula", "bubble_of", "pipeline_fit", "get_strategy",
            "DATA_PARALLEL_MODES", "ParallelResult", "parallel_strategies", "strategy_options", "option_modes",
            "parse_setting",
            "strategy_catalog", "parallel_settings", "check_link_rate", "parallel_training", "partial_parallel_summary"]

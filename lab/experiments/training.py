@@ -114,13 +114,17 @@ def codec_curves(codecs: list[str | None], *, progress: Progress | None = None,
     return training_curves(variants, progress=progress, on_point=on_point, side_by_side=side_by_side, **base)
 
 
+def consistency_names(kinds: list[str], **base: Any) -> list[str]:
+    """Each consistency run's name on the curves: ssp with its bound, gossip with its graph."""
+    names = {"ssp": f"ssp(s={base.get('staleness', 2)})", "gossip": f"gossip({base.get('graph', 'ring')})"}
+    return [names.get(k, k) for k in kinds]
+
+
 def consistency_curves(kinds: list[str], *, progress: Progress | None = None, on_point: RowSink | None = None,
                        side_by_side: bool = False, **base: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The consistency models side by side (curves against steps and modelled time); side_by_side: the
     runs also take turns as they train (see `training_curves`)."""
-    variants = {}
-    for k in kinds:
-        variants[k if k != "ssp" else f"ssp(s={base.get('staleness', 2)})"] = dict(consistency=k)
+    variants = dict(zip(consistency_names(kinds, **base), (dict(consistency=k) for k in kinds)))
     return training_curves(variants, progress=progress, on_point=on_point, side_by_side=side_by_side, **base)
 
 
@@ -179,6 +183,7 @@ def reproduction(which: str = "mnist-dp", *, seeds: int = 3, smoke: bool = False
 
 
 __all__ = ["TrainConfig", "TrainResult", "train", "training_curves", "codec_curves", "consistency_curves",
+           "consistency_names",
            "ddp_comparison", "ddp_training", "reproduction", "config", "dataset_info", "check_dataset", "architecture"]
 
 

@@ -1,6 +1,8 @@
 """Plotly figures built from experiment tables, by capability (docs/design.md rule 3: UIs only render these).
 
 codecs, training, dropout, collectives (transfer too), deep_image (augmentations, fusion), plan, pays, race, step_through,
+rounding (stochastic rounding; the planner's send-the-factors chart), kernels (the report card's roofline),
+operators (work and average parallelism per convolution method),
 timesplit (where the time went);
 units has the byte and time labels; `refresh`
 redraws a notebook FigureWidget in place."""
@@ -18,6 +20,9 @@ from .dropout import (DROPOUT_LABELS, dropout_mask_figure, drop_frequency_figure
 from .deep_image import (AUGMENT_LABELS, augment_preview_figure, augment_counts_figure, augment_throughput_figure,
                          fusion_figure, fusion_curve_figure)
 from .plan import plan_breakdown_figure, plan_speedup_figure, plan_layers_figure, codec_advice_figure
+from .kernels import roofline_figure
+from .operators import operators_figure
+from .rounding import bias_figure, tiny_updates_figure, low_precision_figure, factor_figure
 from .pays import pays_sweep_figure, pays_bars_figure
 from .sharded import fsdp_bytes_figure, fsdp_row_frame
 from .race import RACE_AXES, race_figure, race_pair_figure

@@ -1,5 +1,5 @@
 """Parameter consistency models for simulated data parallelism (paper 001, "Parameter (and
-Model) consistency"): synchronous, stale-synchronous (bounded asynchronous), asynchronous, EASGD.
+Model) consistency"): synchronous, stale-synchronous (bounded asynchronous), asynchronous, EASGD, gossip.
 
 Each model is a generator of `Update`s over `Workers`, with a modelled clock: a worker's
 forward+backward takes `compute_s` times a log-normal straggler factor (sigma `straggler`,
@@ -16,6 +16,13 @@ seeded), and communication takes what `lab.comm.cost` predicts on the chosen lin
   easgd  elastic averaging (Zhang et al. 2015, as on paper 001's slide): every worker steps on
          its own shard, and every `period` steps w_i -= alpha (w_i - w~), w~ += (beta/K) sum_i
          (w_i - w~); the differences cross the wire through the codec. Test error is w~'s.
+  gossip decentralised averaging (Jin et al. 2016, on paper 001's consistency slide): every worker
+         steps on its own shard, then averages its parameters with its neighbours' on a graph (`graph`:
+         a ring, or a seeded random graph) with the Metropolis weights W, instead of a global
+         allreduce: w_i <- sum_j W_ij w_j. W is symmetric and doubly stochastic, so the mean is kept
+         and the workers' disagreement shrinks by at least |lambda_2(W)| per round (the spectral gap
+         1 - |lambda_2| sets the rate). The neighbours' parameters cross the wire through the codec.
+         Test error is the workers' mean's.
 A server update applies a worker's gradient of (its shard's loss sum)/batch, so K pushes on
 the same parameters add up to one synchronous step of the mean gradient.
 """
@@ -36,7 +43,8 @@ from lab.comm import cost
 from .data_parallel import Workers, roundtrip, split_batch, sum_gradients
 from .stream import ShardStream
 
-KINDS = ("sync", "ssp", "async", "easgd")
+KINDS = ("sync", "ssp", "async", "easgd", "gossip")
+GRAPHS = ("ring", "random")
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,8 @@ class Consistency:
     """Which consistency model and its knobs (see the module docstring), declared once: TrainConfig
     extends these settings and the CLI takes its defaults from here. `consistency` is the model's
     name (sync | ssp | async | easgd), `delay_s` the async mean network delay in seconds, `straggler`
-    the sigma of the log-normal compute jitter, alpha/beta/period EASGD's (alpha None = beta/K)."""
+    the sigma of the log-normal compute jitter, alpha/beta/period EASGD's (alpha None = beta/K), `graph`
+    gossip's neighbours (ring | random)."""
 
     consistency: str = "sync"
     staleness: int = 2
@@ -53,6 +62,7 @@ class Consistency:
     alpha: float | None = None
     beta: float = 0.9
     period: int = 1
+    graph: str = "ring"
 
     def __post_init__(self) -> None:
         self.check_consistency()
@@ -81,6 +91,8 @@ class Consistency:
             raise ValueError(f"EASGD beta={self.beta}; allowed: 0 < beta <= 1")
         if isinstance(self.period, bool) or not isinstance(self.period, int) or self.period < 1:
             raise ValueError(f"EASGD period={self.period!r}; it must be an int >= 1")
+        if self.graph not in GRAPHS:
+            raise ValueError(f"gossip graph {self.graph!r}; allowed: {', '.join(GRAPHS)}")
 
     def elastic_alpha(self, K: int) -> float:
         """alpha, by default beta/K (EASGD's choice beta = K·alpha)."""
@@ -138,7 +150,7 @@ class Timing:
 
 
 def run(model: Consistency, workers: Workers, stream: ShardStream, timing: Timing, seed: int) -> "Runner":
-    return {"sync": Sync, "ssp": ParameterServer, "async": ParameterServer, "easgd": Easgd}[model.kind](
+    return {"sync": Sync, "ssp": ParameterServer, "async": ParameterServer, "easgd": Easgd, "gossip": Gossip}[model.kind](
         model, workers, stream, timing, seed)
 
 
@@ -275,4 +287,115 @@ class Easgd(Runner):
             yield Update(loss / len(y), len(y), nbytes, self.clock)
 
 
-__all__ = ["Consistency", "Update", "Timing", "KINDS", "run"]
+def neighbours(graph: str, K: int, seed: int = 0) -> list[list[int]]:
+    """Each worker's neighbours: a ring (i-1, i+1), or a random graph, each pair an edge with probability
+    min(1, 3/K) (seeded), drawn again with the next seed until it is connected."""
+    if K == 1:
+        return [[]]
+    if graph == "ring":
+        return [sorted({(i - 1) % K, (i + 1) % K} - {i}) for i in range(K)]
+    rng = random.Random(seed)
+    while True:
+        adj = [set() for _ in range(K)]
+        for i in range(K):
+            for j in range(i + 1, K):
+                if rng.random() < min(1.0, 3.0 / K):
+                    adj[i].add(j)
+                    adj[j].add(i)
+        seen, todo = {0}, [0]
+        while todo:
+            for j in adj[todo.pop()] - seen:
+                seen.add(j)
+                todo.append(j)
+        if len(seen) == K:
+            return [sorted(a) for a in adj]
+
+
+def mixing_matrix(adj: list[list[int]]) -> torch.Tensor:
+    """Metropolis weights (Xiao & Boyd 2004): W_ij = 1 / (1 + max(d_i, d_j)) on each edge, the rest on the
+    diagonal; symmetric and doubly stochastic (float64, K x K)."""
+    K = len(adj)
+    W = torch.zeros(K, K, dtype=torch.float64)
+    for i, a in enumerate(adj):
+        for j in a:
+            W[i, j] = 1.0 / (1 + max(len(a), len(adj[j])))
+        W[i, i] = 1.0 - W[i].sum()
+    return W
+
+
+def second_eigenvalue(W: torch.Tensor) -> float:
+    """|lambda_2|: the largest eigenvalue modulus of W after the 1 of the mean; the disagreement shrinks by
+    at least this factor per gossip round."""
+    ev = torch.linalg.eigvalsh(W).abs().sort(descending=True).values
+    return float(ev[1]) if len(ev) > 1 else 0.0
+
+
+def gossip_round(params: list[list[torch.Tensor]], W: torch.Tensor,
+                 sent: list[list[torch.Tensor]] | None = None) -> None:
+    """One gossip round in place: worker i's tensors become W_ii (its own) + sum_{j != i} W_ij (what worker j
+    sent: `sent[j]`, its tensors through the codec; its own tensors when None)."""
+    K = len(params)
+    sent = params if sent is None else sent
+    with torch.no_grad():
+        for t in range(len(params[0])):
+            own = torch.stack([params[k][t] for k in range(K)]).to(torch.float64)
+            wire = torch.stack([sent[k][t] for k in range(K)]).to(torch.float64)
+            d = torch.diagonal(W).view(-1, *[1] * (own.dim() - 1))
+            mixed = torch.tensordot(W, wire, dims=1) + d * (own - wire)
+            for k in range(K):
+                params[k][t].copy_(mixed[k].to(params[k][t].dtype))
+
+
+class Gossip(Runner):
+    """Every worker steps on its shard, then mixes with its neighbours (W); test error is the mean's."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.adj = neighbours(self.c.graph, self.workers.K, self.rng.randrange(2**31))
+        self.W = mixing_matrix(self.adj)
+        self.mean = copy.deepcopy(self.workers.models[0])
+
+    @property
+    def model(self) -> nn.Module:
+        with torch.no_grad():
+            for i, p in enumerate(self.mean.parameters()):
+                p.copy_(torch.stack([list(m.parameters())[i] for m in self.workers.models]).mean(0))
+        return self.mean
+
+    def disagreement(self) -> float:
+        """sqrt(sum_k ||w_k - mean||^2) over every parameter."""
+        total = 0.0
+        for ps in zip(*(m.parameters() for m in self.workers.models)):
+            x = torch.stack([p.detach() for p in ps]).double()
+            total += float(((x - x.mean(0)) ** 2).sum())
+        return total ** 0.5
+
+    def __iter__(self) -> Iterator[Update]:
+        w, K = self.workers, self.workers.K
+        degree = max(len(a) for a in self.adj)
+        while True:
+            x, y = self.stream.batch()
+            loss = 0.0
+            for k, (xs, ys) in enumerate(split_batch(x, y, K)):
+                g, lk = w.gradient(k, xs, ys, len(ys))
+                w.apply(k, g)
+                loss += lk * len(ys)
+            self.clock += self.slowest()
+            nbytes = 0
+            if K > 1:
+                own = [[p.detach() for p in m.parameters()] for m in w.models]
+                sent = []  # what each worker's neighbours receive of its parameters
+                for k in range(K):
+                    out = []
+                    for p, name in zip(own[k], w.names):
+                        q, b = roundtrip(w.codecs[k], p.clone(), f"gossip:{name}")
+                        out.append(q)
+                        nbytes += b * len(self.adj[k])
+                    sent.append(out)
+                gossip_round(own, self.W, sent)
+                self.clock += degree * self.timing.push_s()  # one message to each neighbour, in turn
+            yield Update(loss / len(y), len(y), nbytes, self.clock)
+
+
+__all__ = ["Consistency", "Update", "Timing", "KINDS", "GRAPHS", "run", "neighbours", "mixing_matrix",
+           "second_eigenvalue", "gossip_round"]

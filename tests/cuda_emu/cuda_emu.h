@@ -19,7 +19,20 @@
 // binary32 with contraction off and no flush-to-zero; the PTX conversions the kernels use are done
 // in software (emu_cvt_* below). Misaligned vector accesses are caught by -fsanitize=alignment
 // through the handlers below. Not emulated: timing, the memory model (a write is seen at once by
-// every thread), races inside one CTA, real PTX.
+// every thread), real PTX. Inside a CTA, every __shared__ byte keeps, for the barrier interval it is in, its last
+// writer thread and two reader threads: an access by another thread in the same interval (a write, or a read of
+// another thread's write) not atomic on both sides is a race; a read of a byte no thread of the CTA has written yet
+// is a read of uninitialised shared memory. An access that reaches a buffer's guard zone (the harness's red zones)
+// stops the launch, a read as well as a write.
+//
+// Where the state lives: everything a launch needs is in its `Launch` (the buffers and guard zones, the __shared__
+// arrays its kernel declared, the shadows, the fiber flavour, the fiber stacks the harness lends it); the running
+// launch is a per-host-thread pointer (`t_active`, thread_local and private to each library), so a hook that fires
+// in a thread running no launch (a library being loaded, another thread's code) returns at once, and no state is
+// shared between libraries or between launches. The emulator's own code that runs on a fiber marks it untracked
+// (`Fiber::untracked`) so its loads and stores (a vector growing, the scheduler's bookkeeping) never reach the
+// detectors. The static __shared__ arrays themselves are one per library (or, for template kernels, one per
+// process), so the harness runs one launch at a time per process.
 #pragma once
 
 #include <cmath>
@@ -33,6 +46,7 @@
 #include <vector>
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -40,10 +54,8 @@
 // ------------------------------------------------------------------ qualifiers
 
 // The memory hooks and what they call are not instrumented; what they reach in instrumented code
-// (library templates) re-enters a hook, which returns at once while `emu_in_hook` is set.
+// (library templates) re-enters a hook, which returns at once while the running fiber is marked untracked.
 #define EMU_PLAIN __attribute__((no_sanitize_thread, noinline))
-static bool emu_in_hook = false;
-static uintptr_t emu_lo = 0, emu_span = 0;  // the global buffers of the launch lie in [lo, lo + span)
 
 #define __global__
 #define __device__
@@ -51,11 +63,11 @@ static uintptr_t emu_lo = 0, emu_span = 0;  // the global buffers of the launch 
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 // harness.preprocess turns `__shared__ T name[N];` into EMU_SHARED(T, name, N): one static array
-// per declaration, registered (and poisoned) when a thread first reaches it, poisoned again
-// before every later block.
+// per declaration, which a thread reaching the declaration adds to its launch's arrays (`emu::use_shared`: the
+// first time in a launch it is poisoned; every CTA starts with its own poisoned copy).
 #define EMU_SHARED(T, name, N) \
     static T name[N];          \
-    static const bool name##_emu_registered [[maybe_unused]] = emu::register_shared(name, sizeof(name))
+    emu::use_shared(name, sizeof(name))
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -75,8 +87,7 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
 // switch (and getcontext at every thread's start). On x86-64 `emu_switch` saves only what the ABI says a callee
 // keeps (rbx, rbp, r12-r15, the stack pointer) and the SSE and x87 control words: the emulated thread-order tests
 // took 0.63x the CPU with it (and the shadow memory below). Elsewhere, and on x86-64 for a launch with flag 4
-// (`emu_ucontext`: tests/test_cuda_emu.py runs the same batteries both ways), the fibers use ucontext.
-static bool emu_ucontext = false;
+// (`Launch::ucontext`: tests/test_cuda_emu.py runs the same batteries both ways), the fibers use ucontext.
 #if defined(__x86_64__)
 extern "C" __attribute__((visibility("hidden"))) void emu_switch(void** save_sp, void* to_sp);
 asm(R"(
@@ -117,9 +128,9 @@ struct Context {
     ucontext_t uc;
 };
 
-inline void switch_to(Context& from, const Context& to) {
+inline void switch_to(Context& from, const Context& to, bool ucontext) {
 #if defined(__x86_64__)
-    if (!emu_ucontext) {
+    if (!ucontext) {
         emu_switch(&from.sp, to.sp);
         return;
     }
@@ -130,9 +141,9 @@ inline void switch_to(Context& from, const Context& to) {
 // A context that starts `entry` (which never returns) on the `size` bytes of stack at `stack`. For emu_switch: the
 // frame it pops (control words, six registers, then `entry` as the return address) at the stack's top, with the
 // stack aligned as at a call (rsp % 16 == 8 on entry).
-inline void make_context(Context& c, char* stack, size_t size, void (*entry)()) {
+inline void make_context(Context& c, char* stack, size_t size, void (*entry)(), bool ucontext) {
 #if defined(__x86_64__)
-    if (!emu_ucontext) {
+    if (!ucontext) {
         void** sp = (void**)((((uintptr_t)stack + size) & ~(uintptr_t)15) - 72);
         unsigned control[2] = {0, 0};
         asm volatile("stmxcsr %0" : "=m"(control[0]));
@@ -163,6 +174,7 @@ struct Fiber {
     int stepped = 0;  // line of the counted loop whose step this thread just took
     unsigned shfl_mask = 0, shfl_value = 0, shfl_src = 0, shfl_result = 0;
     int shfl_line = 0;
+    bool untracked = false;  // the emulator's own code (or an atomic's body) runs: the hooks ignore its accesses
 };
 
 // One resident CTA: its threads, its barrier count and (while another CTA's shared memory is in
@@ -173,8 +185,10 @@ struct Block {
     unsigned cursor = 0;   // round robin over its threads
     unsigned at_barrier = 0;
     unsigned done = 0;  // threads that have exited
+    unsigned epoch = 0;  // the barrier interval it is in (unique over the launch)
+    unsigned serial = 0;  // which CTA of the launch this is (unique over the launch, from 1)
     std::vector<Fiber> fibers;
-    std::vector<std::vector<unsigned char>> shared;  // per registered region; missing: poison
+    std::vector<std::vector<unsigned char>> shared;  // per array of the launch (Launch::shared); missing: poison
 };
 
 // Shadow state of one byte of a global buffer for the race detector: the last writer CTA and up
@@ -185,6 +199,34 @@ struct Shadow {
     unsigned w, r1, r2;
     unsigned char watomic, r1atomic, r2atomic;
     uintptr_t wpc, r1pc, r2pc;  // return addresses of the hooks
+};
+
+// Shadow state of one byte of __shared__ memory for the race detector inside a CTA: the barrier interval it
+// describes, the last writer thread and up to two reader threads in that interval (each as thread + 1; 0: none).
+// `written`: the CTA (Block::serial) that last wrote the byte, kept across intervals: a read of a byte the running
+// CTA never wrote is a read of uninitialised shared memory.
+struct SharedShadow {
+    unsigned epoch;
+    unsigned written;
+    unsigned short w, r1, r2;
+    unsigned char watomic, r1atomic, r2atomic;
+    uintptr_t wpc, r1pc, r2pc;
+};
+
+// A __shared__ array a launch's kernel declared: where it is, its size, where its bytes start in the shadows.
+struct SharedArray {
+    uintptr_t p;
+    size_t n, base;
+};
+
+// Warp divergence at one branch (a counted `if` of a library built with branch counting) of one warp: each lane's
+// k-th arrival at the branch is the warp's k-th pass; per pass, the lanes that arrived and the lanes that took it.
+struct BranchTrack {
+    unsigned arrivals[32] = {};
+    std::vector<std::pair<unsigned, unsigned>> passes;  // (arrived mask, taken mask)
+};
+struct BranchStat {
+    long passes = 0, taken_passes = 0, lanes_arrived = 0, lanes_taken = 0;
 };
 
 // A global buffer of a launch (the harness's guarded copy of one tensor's storage).
@@ -200,10 +242,10 @@ struct LoopStat {
     long entered = 0, again = 0;
 };
 
-inline std::map<std::pair<std::string, int>, LoopStat>& loops() {
-    static std::map<std::pair<std::string, int>, LoopStat> m;
-    return m;
-}
+// Counted loops and branches of this library's launches on this host thread, until the harness takes them.
+static thread_local std::map<std::pair<std::string, int>, LoopStat> t_loops;
+static thread_local std::map<std::pair<std::string, int>, BranchStat> t_branches;
+inline std::map<std::pair<std::string, int>, LoopStat>& loops() { return t_loops; }
 
 struct Launch {
     const char* kernel = "";
@@ -217,9 +259,24 @@ struct Launch {
     void (*body)(void**) = nullptr;
     void** args = nullptr;
     bool reverse = false;
+    bool greedy = false;  // the first runnable thread in order runs next (lowest or, reversed, highest first)
+    bool ucontext = false;  // the fibers are ucontext's (emu_switch's otherwise)
+    unsigned epochs = 0;  // barrier intervals begun so far
+    unsigned serials = 0;  // CTAs admitted so far
+    unsigned char poison = 0xff;  // what a CTA's __shared__ memory holds before it writes it
+    char* stacks = nullptr;  // the fiber stacks (lent by the harness: one arena per host thread)
+    size_t stack_bytes = 0;
+    uintptr_t lo = 0, span = 0;  // the global buffers and their guard zones lie in [lo, lo + span)
+    uintptr_t redzone = 0;  // bytes of guard zone before and after each buffer: an access there is an error
+    std::vector<SharedArray> shared;  // the __shared__ arrays the kernel declared, in the order reached
+    uintptr_t shared_lo = 0, shared_span = 0;  // they lie in [shared_lo, shared_lo + shared_span)
+    size_t shared_bytes = 0;
+    size_t last_array = 0;  // the array of the last shared access (a loop touches one again and again)
+    std::vector<std::vector<SharedShadow>> shared_shadow;  // per fiber-stack slot, over the launch's arrays
+    bool count_branches = false;
+    std::map<std::tuple<std::string, int, unsigned, unsigned>, BranchTrack> branch_tracks;  // file, line, CTA, warp
     unsigned long long rng = 0;
     unsigned switch_mask = 0;  // a global access switches CTA when (rng & mask) == 0
-    bool in_atomic = false;
     bool want_switch = false;  // the running thread stopped at a switch point
     std::vector<Buffer> buffers;
     Buffer* bufs = nullptr;  // = buffers.data(), size nbufs
@@ -251,30 +308,38 @@ inline void keep_loops(Launch* l) {
             }
 }
 
-struct Region {
-    void* p;
-    size_t n;
+// The launch this host thread runs (private to this library: another library's launch, or another thread's, is
+// never seen here).
+static thread_local Launch* t_active = nullptr;
+
+inline Launch*& active() { return t_active; }
+
+// The running fiber's accesses are the emulator's own while one of these lives (the hooks ignore them).
+struct Quiet {
+    Fiber* f;
+    bool was;
+    EMU_PLAIN explicit Quiet(Fiber* fiber) : f(fiber), was(fiber ? fiber->untracked : false) {
+        if (f) f->untracked = true;
+    }
+    EMU_PLAIN ~Quiet() {
+        if (f) f->untracked = was;
+    }
 };
 
-inline std::vector<Region>& shared_regions() {
-    static std::vector<Region> r;
-    return r;
-}
-
-inline unsigned char& shared_poison() {
-    static unsigned char b = 0xff;
-    return b;
-}
-
-inline bool register_shared(void* p, size_t n) {
-    shared_regions().push_back(Region{p, n});
-    memset(p, shared_poison(), n);
-    return true;
-}
-
-inline Launch*& active() {
-    static Launch* l = nullptr;
-    return l;
+// A thread reached the declaration of __shared__ array p (n bytes): the first time in this launch it joins the
+// launch's arrays, poisoned (it holds no CTA's data yet; a CTA swapped in later starts from poison as well).
+EMU_PLAIN inline void use_shared(void* p, size_t n) {
+    Launch* l = active();
+    if (!l || !l->current) return;
+    for (const SharedArray& a : l->shared)
+        if (a.p == (uintptr_t)p) return;
+    Quiet quiet(l->current);
+    l->shared.push_back(SharedArray{(uintptr_t)p, n, l->shared_bytes});
+    l->shared_bytes += n;
+    const uintptr_t lo = l->shared_span ? std::min(l->shared_lo, (uintptr_t)p) : (uintptr_t)p;
+    const uintptr_t hi = std::max(l->shared_lo + l->shared_span, (uintptr_t)p + n);
+    l->shared_lo = lo, l->shared_span = hi - lo;
+    memset(p, l->poison, n);
 }
 
 EMU_PLAIN inline unsigned long long next_random(Launch* l) {  // xorshift64*: the seeded interleaving
@@ -285,23 +350,6 @@ EMU_PLAIN inline unsigned long long next_random(Launch* l) {  // xorshift64*: th
 }
 
 constexpr size_t STACK = 256 * 1024;
-
-inline char* stacks(size_t threads) {
-    static char* base = nullptr;
-    static size_t have = 0;
-    if (threads > have) {
-        if (base) munmap(base, have * STACK);
-        base = (char*)mmap(nullptr, threads * STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                           -1, 0);
-        if (base == MAP_FAILED) {
-            base = nullptr;
-            have = 0;
-            return nullptr;
-        }
-        have = threads;
-    }
-    return base;
-}
 
 inline std::string where() {
     Launch* l = active();
@@ -321,22 +369,24 @@ inline std::string where() {
         l->error = msg + " (" + where() + ")";
     }
     Fiber* f = l->current;
-    switch_to(f->ctx, l->scheduler);
+    f->untracked = true;
+    switch_to(f->ctx, l->scheduler, l->ucontext);
     abort();  // never resumed
 }
 
 inline void yield() {
     Launch* l = active();
-    switch_to(l->current->ctx, l->scheduler);
+    switch_to(l->current->ctx, l->scheduler, l->ucontext);
     if (l->failed) fail(l->error);
 }
 
 inline void fiber_main() {
     Launch* l = active();
     l->body(l->args);
+    l->current->untracked = true;
     l->current->state = DONE;
     ++l->current->blk->done;
-    switch_to(l->current->ctx, l->scheduler);
+    switch_to(l->current->ctx, l->scheduler, l->ucontext);
     abort();  // never resumed
 }
 
@@ -347,6 +397,7 @@ inline unsigned live_threads(const Block* b) {
 inline void syncthreads(int line) {
     Launch* l = active();
     Fiber* me = l->current;
+    Quiet quiet(me);
     Block* b = me->blk;
     const unsigned threads = (unsigned)b->fibers.size();
     if (live_threads(b) != threads) {
@@ -358,6 +409,7 @@ inline void syncthreads(int line) {
     me->state = AT_BARRIER;
     if (++b->at_barrier == threads) {
         b->at_barrier = 0;
+        b->epoch = ++l->epochs;
         for (Fiber& f : b->fibers) f.state = RUNNABLE;
         return;
     }
@@ -369,6 +421,7 @@ inline void syncthreads(int line) {
 inline unsigned shfl(unsigned mask, unsigned value, unsigned src_lane, int line) {
     Launch* l = active();
     Fiber* me = l->current;
+    Quiet quiet(me);
     std::vector<Fiber>& fibers = me->blk->fibers;
     const unsigned lane = me->tid % 32, warp0 = me->tid - lane;
     char buf[200];
@@ -435,6 +488,7 @@ inline const char* state_name(State s) {
 inline bool loop_test(const char* file, int line, bool c) {
     Launch* l = active();
     Fiber* f = l->current;
+    Quiet quiet(f);
     if (c) {
         LoopStat& st = loop_stat(l, file, line);
         if (f->stepped == line) ++st.again;
@@ -445,8 +499,38 @@ inline bool loop_test(const char* file, int line, bool c) {
 }
 
 inline int loop_step(int line) {
-    active()->current->stepped = line;
+    Fiber* f = active()->current;
+    Quiet quiet(f);
+    f->stepped = line;
     return 0;
+}
+
+// A counted branch (harness.preprocess with branch counting wraps every `if` condition): the running lane arrived
+// at the branch at `line` and took it when c. Per warp, each lane's k-th arrival is the warp's k-th pass.
+inline bool branch(const char* file, int line, bool c) {
+    Launch* l = active();
+    if (!l || !l->current || !l->count_branches) return c;
+    Fiber* f = l->current;
+    Quiet quiet(f);
+    BranchTrack& t = l->branch_tracks[{file, line, f->blk->serial, f->tid / 32}];
+    const unsigned lane = f->tid % 32, k = t.arrivals[lane]++;
+    if (t.passes.size() <= k) t.passes.resize(k + 1, {0u, 0u});
+    t.passes[k].first |= 1u << lane;
+    if (c) t.passes[k].second |= 1u << lane;
+    return c;
+}
+
+// Fold a launch's branch passes into t_branches, per kernel, file and line.
+inline void keep_branches(Launch* l) {
+    for (auto& [key, t] : l->branch_tracks) {
+        BranchStat& st = t_branches[{std::string(l->kernel) + "@" + std::get<0>(key), std::get<1>(key)}];
+        for (const auto& [arrived, taken] : t.passes) {
+            ++st.passes;
+            st.taken_passes += taken != 0;
+            st.lanes_arrived += __builtin_popcount(arrived);
+            st.lanes_taken += __builtin_popcount(taken);
+        }
+    }
 }
 
 // ------------------------------------------------------------------ the race detector
@@ -459,7 +543,7 @@ EMU_PLAIN inline unsigned code_offset(uintptr_t pc) {
 }
 
 EMU_PLAIN inline Buffer* buffer_of(Launch* l, uintptr_t a) {
-    if (a - emu_lo >= emu_span) return nullptr;
+    if (a - l->lo >= l->span) return nullptr;
     Buffer* b = l->bufs;
     for (size_t i = 0, n = l->nbufs; i < n; ++i)
         if (a >= b[i].lo && a < b[i].hi) return &b[i];
@@ -506,51 +590,151 @@ EMU_PLAIN inline void record(Launch* l, Buffer* b, uintptr_t a, size_t n, bool w
     }
 }
 
+// An access of n bytes at a that reaches a guard zone around a buffer (its first byte in one, or its last past the
+// buffer's end): stops the launch, as memcheck's invalid global read or write on a GPU.
+EMU_PLAIN inline void out_of_bounds(Launch* l, uintptr_t a, size_t n, bool write, void* ret) {
+    for (size_t i = 0; i < l->nbufs; ++i) {
+        const Buffer& b = l->bufs[i];
+        long off;
+        const char* side;
+        if (a >= b.lo && a < b.hi) {
+            if (a + n <= b.hi) continue;
+            off = (long)(a + n - b.hi), side = "past the end";
+        } else if (a < b.lo && a + l->redzone >= b.lo) {
+            off = (long)(b.lo - a), side = "before the start";
+        } else if (a >= b.hi && a < b.hi + l->redzone) {
+            off = (long)(a + n - b.hi), side = "past the end";
+        } else {
+            continue;
+        }
+        char buf[300];
+        snprintf(buf, sizeof buf,
+                 "out-of-bounds %s of %lu bytes in kernel %s: %ld bytes %s of parameter %d (%lu bytes) {pc:%x}",
+                 write ? "write" : "read", (unsigned long)n, l->kernel, off, side, b.param,
+                 (unsigned long)(b.hi - b.lo), code_offset((uintptr_t)ret));
+        fail(buf);
+    }
+}
+
 // A global-memory access: maybe let another CTA run first (the seeded interleaving).
-EMU_PLAIN inline void global_access(void* p, size_t n, bool write, void* ret) {
-    Launch* l = active();
-    if (!l || !l->current || l->in_atomic) return;
+EMU_PLAIN inline void global_access(Launch* l, void* p, size_t n, bool write, void* ret) {
     const uintptr_t a = (uintptr_t)p;
     Buffer* b = buffer_of(l, a);
+    if (!b || a + n > b->hi) out_of_bounds(l, a, n, write, ret);
     if (!b) return;
     if (l->switch_mask != ~0u && (next_random(l) & l->switch_mask) == 0) {
-        emu_in_hook = false;
         l->want_switch = true;
         yield();
-        emu_in_hook = true;
     }
     record(l, b, a, n, write, false, ret);
 }
 
-EMU_PLAIN inline void hook(void* p, size_t n, bool write, void* ret) {
-    if (emu_in_hook || (uintptr_t)p - emu_lo >= emu_span) return;
-    emu_in_hook = true;
-    global_access(p, n, write, ret);
-    emu_in_hook = false;
+[[noreturn]] inline void shared_race(Launch* l, const SharedArray& r, uintptr_t a, const char* first, unsigned other,
+                                     uintptr_t opc, const char* second, uintptr_t pc) {
+    char buf[400];
+    snprintf(buf, sizeof buf,
+             "race inside a CTA in kernel %s, block %u: byte %lu of a %lu-byte __shared__ array, %s by thread %u "
+             "{pc:%x} and %s by thread %u {pc:%x} between the same two barriers with no atomic",
+             l->kernel, l->current->blk->idx.x, (unsigned long)(a - r.p), (unsigned long)r.n, first, other,
+             code_offset(opc), second, l->current->tid, code_offset(pc));
+    fail(buf);
 }
 
-// An atomic read-modify-write of n bytes: a switch point; returns with the guard on, so the
+[[noreturn]] inline void uninitialised(Launch* l, const SharedArray& r, uintptr_t a, size_t n, uintptr_t pc) {
+    char buf[300];
+    snprintf(buf, sizeof buf,
+             "read of uninitialised __shared__ memory in kernel %s: %lu bytes at byte %lu of a %lu-byte array, which "
+             "no thread of block %u has written {pc:%x}",
+             l->kernel, (unsigned long)n, (unsigned long)(a - r.p), (unsigned long)r.n, l->current->blk->idx.x,
+             code_offset(pc));
+    fail(buf);
+}
+
+// A __shared__ access of n bytes at a by the running thread: one by another thread of its CTA in the same barrier
+// interval (at least one side a write, not both atomic) stops the launch, whatever order the threads ran in, and so
+// does a read of a byte no thread of its CTA has written.
+EMU_PLAIN inline void shared_access(Launch* l, uintptr_t a, size_t n, bool write, bool atomic, void* ret) {
+    const SharedArray* in = nullptr;
+    const size_t count = l->shared.size();
+    if (l->last_array < count && a - l->shared[l->last_array].p < l->shared[l->last_array].n) {
+        in = &l->shared[l->last_array];
+    } else {
+        for (size_t i = 0; i < count; ++i)
+            if (a - l->shared[i].p < l->shared[i].n) {
+                in = &l->shared[i], l->last_array = i;
+                break;
+            }
+    }
+    if (!in) return;  // another variable between the arrays
+    Block* b = l->current->blk;
+    if (l->shared_shadow.size() <= b->slot) l->shared_shadow.resize(b->slot + 1);
+    std::vector<SharedShadow>& sh = l->shared_shadow[b->slot];
+    if (sh.size() < l->shared_bytes) sh.resize(l->shared_bytes, SharedShadow{});
+    const unsigned short me = (unsigned short)(l->current->tid + 1);
+    const uintptr_t pc = (uintptr_t)ret, end = std::min(a + n, in->p + in->n);
+    if (!write && !atomic)
+        for (uintptr_t x = a; x < end; ++x)
+            if (sh[in->base + (x - in->p)].written != b->serial) uninitialised(l, *in, a, n, pc);
+    for (uintptr_t x = a; x < end; ++x) {
+        SharedShadow& s = sh[in->base + (x - in->p)];
+        if (s.epoch != b->epoch) {
+            const unsigned written = s.written;
+            s = SharedShadow{}, s.epoch = b->epoch, s.written = written;
+        }
+        if (s.w && s.w != me && !(atomic && s.watomic))
+            shared_race(l, *in, x, "written", s.w - 1u, s.wpc, write ? "written" : "read", pc);
+        if (write) {
+            if (s.r1 && s.r1 != me && !(atomic && s.r1atomic))
+                shared_race(l, *in, x, "read", s.r1 - 1u, s.r1pc, "written", pc);
+            if (s.r2 && s.r2 != me && !(atomic && s.r2atomic))
+                shared_race(l, *in, x, "read", s.r2 - 1u, s.r2pc, "written", pc);
+            s.w = me, s.wpc = pc, s.watomic = atomic, s.written = b->serial;
+        } else if (!s.r1 || s.r1 == me) {
+            s.r1 = me, s.r1pc = pc, s.r1atomic = atomic;
+        } else if (!s.r2 || s.r2 == me) {
+            s.r2 = me, s.r2pc = pc, s.r2atomic = atomic;
+        }
+    }
+}
+
+// Every instrumented load and store: only a fiber of this host thread's launch, running the kernel's own code,
+// reaches the detectors.
+EMU_PLAIN inline void hook(void* p, size_t n, bool write, void* ret) {
+    Launch* l = active();
+    if (!l) return;
+    Fiber* f = l->current;
+    if (!f || f->untracked) return;
+    const uintptr_t a = (uintptr_t)p;
+    if (a - l->lo < l->span) {
+        f->untracked = true;
+        global_access(l, p, n, write, ret);
+        f->untracked = false;
+    } else if (a - l->shared_lo < l->shared_span) {
+        f->untracked = true;
+        shared_access(l, a, n, write, false, ret);
+        f->untracked = false;
+    }
+}
+
+// An atomic read-modify-write of n bytes: a switch point; the thread stays untracked until atomic_end, so the
 // plain loads and stores that implement it are not counted again.
 EMU_PLAIN inline void atomic_begin(void* p, size_t n) {
     void* ret = __builtin_return_address(0);
-    emu_in_hook = true;
-    struct Leave {
-        ~Leave() { emu_in_hook = false; }
-    } leave;
     Launch* l = active();
     if (!l || !l->current) return;
+    Fiber* f = l->current;
+    f->untracked = true;
     if (next_random(l) & 1) {
-        emu_in_hook = false;
         l->want_switch = true;
         yield();
-        emu_in_hook = true;
     }
     if (Buffer* b = buffer_of(l, (uintptr_t)p)) record(l, b, (uintptr_t)p, n, true, true, ret);
-    l->in_atomic = true;
+    else if ((uintptr_t)p - l->shared_lo < l->shared_span) shared_access(l, (uintptr_t)p, n, true, true, ret);
 }
 
-inline void atomic_end() {
-    if (active()) active()->in_atomic = false;
+EMU_PLAIN inline void atomic_end() {
+    Launch* l = active();
+    if (l && l->current) l->current->untracked = false;
 }
 
 // ------------------------------------------------------------------ running a grid
@@ -558,17 +742,17 @@ inline void atomic_end() {
 // Save the shared memory of the CTA in the static arrays and bring in b's.
 inline void switch_shared(Launch* l, Block* b) {
     if (l->in_shared == b) return;
-    const std::vector<Region>& regions = shared_regions();
+    const std::vector<SharedArray>& arrays = l->shared;
     if (Block* old = l->in_shared) {
-        old->shared.resize(regions.size());
-        for (size_t i = 0; i < regions.size(); ++i)
-            old->shared[i].assign((unsigned char*)regions[i].p, (unsigned char*)regions[i].p + regions[i].n);
+        old->shared.resize(arrays.size());
+        for (size_t i = 0; i < arrays.size(); ++i)
+            old->shared[i].assign((unsigned char*)arrays[i].p, (unsigned char*)arrays[i].p + arrays[i].n);
     }
-    for (size_t i = 0; i < regions.size(); ++i) {
-        if (i < b->shared.size() && b->shared[i].size() == regions[i].n)
-            memcpy(regions[i].p, b->shared[i].data(), regions[i].n);
+    for (size_t i = 0; i < arrays.size(); ++i) {
+        if (i < b->shared.size() && b->shared[i].size() == arrays[i].n)
+            memcpy((void*)arrays[i].p, b->shared[i].data(), arrays[i].n);
         else
-            memset(regions[i].p, shared_poison(), regions[i].n);
+            memset((void*)arrays[i].p, l->poison, arrays[i].n);
     }
     l->in_shared = b;
 }
@@ -577,13 +761,15 @@ inline Block* admit(Launch* l, unsigned idx, unsigned slot, char* st) {
     Block* b = new Block;
     b->idx.x = idx;
     b->slot = slot;
+    b->epoch = ++l->epochs;
+    b->serial = ++l->serials;
     const unsigned n = l->block.x;
     b->fibers.assign(n, Fiber{});
     for (unsigned t = 0; t < n; ++t) {
         Fiber& f = b->fibers[t];
         f.tid = t;
         f.blk = b;
-        make_context(f.ctx, st + ((size_t)slot * n + t) * STACK, STACK, fiber_main);
+        make_context(f.ctx, st + ((size_t)slot * n + t) * STACK, STACK, fiber_main, l->ucontext);
     }
     return b;
 }
@@ -604,10 +790,11 @@ inline std::string deadlock(Launch* l, Block* b) {
 inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
     const unsigned n = l->block.x, grid = l->grid.x;
     window = std::max(1u, std::min(window, grid));
-    char* st = stacks((size_t)window * n);
-    if (!st) {
+    char* st = l->stacks;
+    if (!st || l->stack_bytes < (size_t)window * n * STACK) {
         l->failed = true;
-        l->error = "cannot map fiber stacks";
+        l->error = "the fiber stacks lent to the launch are too small: " + std::to_string(l->stack_bytes) +
+                   " bytes for " + std::to_string(window * n) + " threads";
         return false;
     }
     std::vector<unsigned> free_slots;
@@ -639,7 +826,7 @@ inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
         Fiber* f = nullptr;
         bool done = true;
         for (unsigned k = 0; k < n; ++k) {
-            const unsigned j = (b->cursor + k) % n;
+            const unsigned j = l->greedy ? k : (b->cursor + k) % n;
             Fiber& g = b->fibers[l->reverse ? n - 1 - j : j];
             if (g.state != DONE) done = false;
             if (g.state == RUNNABLE) {
@@ -663,7 +850,7 @@ inline bool run_grid(Launch* l, unsigned window, bool reverse_blocks) {
         switch_shared(l, b);
         l->current = f;
         l->want_switch = false;
-        switch_to(l->scheduler, f->ctx);
+        switch_to(l->scheduler, f->ctx, l->ucontext);
         l->current = nullptr;
         if (l->failed) {
             ok = false;
@@ -835,6 +1022,7 @@ inline void misaligned(void* data, void* ptr) {
         fprintf(stderr, "%s\n", buf);
         abort();
     }
+    active()->current->untracked = true;
     fail(buf);
 }
 }  // namespace emu
@@ -883,20 +1071,24 @@ const char* emu_kernel_name(int k) { return emu::kernels()[k].name; }
 int emu_kernel_params(int k) { return (int)emu::kernels()[k].sizes.size(); }
 int emu_kernel_param_size(int k, int j) { return emu::kernels()[k].sizes[j]; }
 int emu_kernel_param_is_ptr(int k, int j) { return emu::kernels()[k].is_ptr[j]; }
-long emu_shared_bytes() {  // registered so far
-    long n = 0;
-    for (const emu::Region& r : emu::shared_regions()) n += (long)r.n;
-    return n;
-}
 
 // Run kernel k over grid x block threads. flags: 1 = threads in reverse order, 2 = blocks admitted
-// in reverse order, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise). Up to `window` CTAs are
+// in reverse order, 8 = a CTA runs its first runnable thread in that order (lowest first, or with 1 highest first)
+// instead of round robin, 4 = the threads are ucontext fibers (x86-64: emu_switch's otherwise), 16 = count the lanes
+// at every counted branch (a library built with branch counting; emu_branches_take). Up to `window` CTAs are
 // resident at once; `seed` drives which resident CTA runs next and whether a global access switches (when a random word & switch_mask is 0; ~0u:
 // never). buffers: nbuf (start, end, parameter) triples of the global buffers, for the race
-// detector. Returns 0, or -1 with the message in err.
+// detector; redzone: bytes of guard zone around each (an access there stops the launch); stacks: stack_bytes of
+// memory for the fibers (at least min(window, grid) * block * 256 KiB; the harness keeps one arena per host thread).
+// Returns 0, or -1 with the message in err.
 int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, unsigned char poison,
                unsigned long long seed, unsigned window, unsigned switch_mask, const unsigned long long* buffers,
-               int nbuf, char* err, int errlen) {
+               int nbuf, unsigned long redzone, char* stacks, unsigned long stack_bytes, char* err, int errlen) {
+    if (emu::active()) {
+        snprintf(err, errlen, "a launch of kernel %s while kernel %s runs on the same host thread",
+                 emu::kernels()[k].name, emu::active()->kernel);
+        return -1;
+    }
     emu::Launch l;
     l.kernel = emu::kernels()[k].name;
     l.grid.x = grid;
@@ -904,7 +1096,12 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
     l.body = emu::kernels()[k].call;
     l.args = args;
     l.reverse = flags & 1;
-    emu_ucontext = flags & 4;
+    l.greedy = flags & 8;
+    l.ucontext = flags & 4;
+    l.count_branches = flags & 16;
+    l.poison = poison;
+    l.stacks = stacks;
+    l.stack_bytes = stack_bytes;
     l.rng = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     l.switch_mask = switch_mask;
     for (int i = 0; i < nbuf; ++i) {
@@ -918,15 +1115,13 @@ int emu_launch(int k, unsigned grid, unsigned block, void** args, int flags, uns
     l.nbufs = l.buffers.size();
     uintptr_t lo = ~(uintptr_t)0, hi = 0;
     for (const emu::Buffer& b : l.buffers) lo = std::min(lo, b.lo), hi = std::max(hi, b.hi);
-    emu_lo = lo, emu_span = hi > lo ? hi - lo : 0;
+    l.redzone = redzone;
+    l.lo = lo - redzone, l.span = hi > lo ? hi - lo + 2 * redzone : 0;
     emu::active() = &l;
-    emu::shared_poison() = poison;
-    emu_in_hook = false;
     const bool ok = emu::run_grid(&l, window, flags & 2);
-    emu_in_hook = false;  // a race report leaves its hook for good
-    emu::keep_loops(&l);
-    emu_lo = emu_span = 0;
     emu::active() = nullptr;
+    emu::keep_loops(&l);
+    emu::keep_branches(&l);
     if (ok) return 0;
     snprintf(err, errlen, "%s", l.error.c_str());
     return -1;
@@ -947,6 +1142,24 @@ int emu_loops_take(long* out, int cap, char* files, int files_len) {
     }
     emu::loops().clear();
     snprintf(files, files_len, "%s", names.c_str());
+    return i;
+}
+
+// Counted branches since the last call (this host thread's launches): writes up to cap (line, passes, passes with a
+// lane that took the branch, lanes arrived, lanes that took it) quintuples and their "kernel@file" names (joined by
+// '\n' into names), clears them; returns how many.
+int emu_branches_take(long* out, int cap, char* names, int names_len) {
+    int i = 0;
+    std::string all;
+    for (auto& [key, st] : emu::t_branches) {
+        if (i >= cap) break;
+        long* o = out + 5 * i;
+        o[0] = key.second, o[1] = st.passes, o[2] = st.taken_passes, o[3] = st.lanes_arrived, o[4] = st.lanes_taken;
+        all += key.first + "\n";
+        ++i;
+    }
+    emu::t_branches.clear();
+    snprintf(names, names_len, "%s", all.c_str());
     return i;
 }
 }

@@ -9,8 +9,15 @@ caching the library by a hash of everything that goes into it. `Launcher` has th
 RawKernel argument rules (a Python int travels as int64, a numpy scalar as its own size, a
 tensor as a pointer, None as a null pointer; each size is checked against the kernel's
 parameter list). Every buffer a launch touches is copied into a guarded copy at the same
-address alignment, with poisoned red zones before and after that are checked afterwards, so an
-out-of-bounds write is an error rather than silent corruption.
+address alignment, with poisoned red zones before and after: a load or store that reaches one stops the launch
+with its source line, and the zones are checked afterwards too, so an out-of-bounds read or write is an error
+rather than silent corruption. Shared memory is checked for races between the threads of a CTA per barrier
+interval and for reads of bytes the CTA never wrote. A library built with `branches=True` also counts, at every
+`if`, the lanes of each warp that arrived and that took it (`Launcher.branch_counts`: warp divergence).
+
+Launches run one at a time per process (`_LAUNCH_LOCK`: the static `__shared__` arrays are one per library), each
+on fiber stacks its host thread owns (`_stacks`); libraries load under `_MODULE_LOCK`, so tests may launch from
+several threads while other threads build.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -70,8 +78,9 @@ def compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "g++"))
 
 
-def preprocess(source: str) -> str:
-    """Map the inline PTX the kernels use to the header's software conversions, line for line."""
+def preprocess(source: str, *, branches: bool = False) -> str:
+    """Map the inline PTX the kernels use to the header's software conversions, line for line (and with
+    `branches`, count every `if`: `count_branches`)."""
     def sub(m: re.Match) -> str:
         op = m.group(1).replace(".", "_")
         return f"{m.group(2)} = emu_{op}({m.group(3)});"
@@ -79,6 +88,8 @@ def preprocess(source: str) -> str:
     out = _ASM.sub(sub, source)
     out = _SHARED.sub(r"EMU_SHARED(\1, \2, \3);", out)
     out = count_loops(out)
+    if branches:
+        out = count_branches(out)
     left = re.findall(r"\basm\s*\(.*|__shared__.*", out)
     if left:
         raise EmuError(f"inline asm or shared memory the emulator does not map: {left[0][:80]}")
@@ -116,6 +127,21 @@ def count_loops(source: str) -> str:
     return "".join(out)
 
 
+def count_branches(source: str) -> str:
+    """Wrap the condition of every `if` (not `#if`, not `if constexpr`) so the emulator counts, per warp, the
+    lanes that arrived at it and those that took it (`emu::branch`); line numbers are kept."""
+    out, last = [], 0
+    for m in re.finditer(r"\bif\s*\(", source):
+        line_start = source.rfind("\n", 0, m.start()) + 1
+        if m.start() < last or source[line_start:m.start()].lstrip().startswith("#"):
+            continue
+        close = _for_header(source, m.end() - 1)
+        out += [source[last:m.end()], f"emu::branch(__FILE__, __LINE__, (bool)({source[m.end():close]})))"]
+        last = close + 1
+    out.append(source[last:])
+    return "".join(out)
+
+
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     """subprocess.run, again on EFAULT: CPython starts the child with vfork, and a build thread's vfork can
     fail with "Bad address" while the test thread's emulated CTAs map and unmap their fiber stacks."""
@@ -143,9 +169,10 @@ def _kernel_names(preprocessed: Path, include: Path, cxx: str) -> list[str]:
     return [k for k in _extern_c(preprocessed, cxx, include) if k not in own]
 
 
-def build(name: str, source: str | None = None, *, label: str | None = None) -> Path:
+def build(name: str, source: str | None = None, *, label: str | None = None, branches: bool = False) -> Path:
     """Compile kernels/<name>.cu (or `source`, its text with the shared header expanded, as
-    `lab.backend.kernel_source` gives it) for the emulator; path of the library."""
+    `lab.backend.kernel_source` gives it) for the emulator, with every `if` counted when `branches`; path of the
+    library."""
     cxx = compiler()
     if cxx is None:
         raise EmuError("the CUDA emulator needs g++ on the PATH")
@@ -153,8 +180,9 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
     text = backend.kernel_source(name) if source is None else source  # the shared header expanded
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
     # the key leaves out where the checkout is: a clone elsewhere on this machine reuses the libraries
-    key = compile_cache.key(text, HEADER.read_text(), Path(__file__).read_text(), " ".join(FLAGS + LINK), version, name)
-    lib = compile_cache.cache_dir() / f"{label or name}-{key[:20]}.so"
+    key = compile_cache.key(text, HEADER.read_text(), Path(__file__).read_text(), " ".join(FLAGS + LINK), version, name,
+                            "branches" if branches else "")
+    lib = compile_cache.cache_dir() / f"{label or name}{'-branches' if branches else ''}-{key[:20]}.so"
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -164,15 +192,15 @@ def build(name: str, source: str | None = None, *, label: str | None = None) -> 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if lib.exists():
             return lib
-        return _compile(name, text, cxx, lib)
+        return _compile(name, text, cxx, lib, branches)
 
 
-def _compile(name: str, text: str, cxx: str, lib: Path) -> Path:
+def _compile(name: str, text: str, cxx: str, lib: Path, branches: bool = False) -> Path:
     path = KERNEL_DIR / f"{name}.cu"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         cu = tmp / f"{name}.cu"
-        cu.write_text(preprocess(text))  # kernel_source's #line directives name the real files
+        cu.write_text(preprocess(text, branches=branches))  # kernel_source's #line directives name the real files
         names = _kernel_names(cu, HEADER, cxx)
         if not names:
             raise EmuError(f"no extern \"C\" kernels found in {path.name}")
@@ -208,11 +236,12 @@ class Module:
         self.lib = ctypes.CDLL(str(lib))
         L = self.lib
         L.emu_kernel_name.restype = ctypes.c_char_p
-        L.emu_shared_bytes.restype = ctypes.c_long
         L.emu_launch.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p),
                                  ctypes.c_int, ctypes.c_ubyte, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_uint,
-                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+                                 ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p,
+                                 ctypes.c_ulong, ctypes.c_char_p, ctypes.c_int]
         L.emu_loops_take.argtypes = [ctypes.POINTER(ctypes.c_long), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        L.emu_branches_take.argtypes = [ctypes.POINTER(ctypes.c_long), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         self.kernels: dict[str, Kernel] = {}
         for k in range(L.emu_kernel_count()):
             n = L.emu_kernel_params(k)
@@ -234,6 +263,19 @@ class Module:
             got[(kernel, Path(file).name, int(out[3 * i]))] = (int(out[3 * i + 1]), int(out[3 * i + 2]))
         return got
 
+    def take_branches(self) -> dict[tuple[str, str, int], tuple[int, int, int, int]]:
+        """Counted branches since the last call: (kernel, file, line) -> (warp passes, passes where a lane took it,
+        lanes that arrived, lanes that took it)."""
+        cap = 1024
+        out, names = (ctypes.c_long * (5 * cap))(), ctypes.create_string_buffer(1 << 18)
+        k = self.lib.emu_branches_take(out, cap, names, len(names))
+        keys = names.value.decode().split("\n")
+        got = {}
+        for i in range(k):
+            kernel, file = keys[i].split("@", 1)
+            got[(kernel, Path(file).name, int(out[5 * i]))] = tuple(int(v) for v in out[5 * i + 1:5 * i + 5])
+        return got
+
     def source_line(self, offset: int) -> str:
         """file:line of a code offset in the library (addr2line), or the offset."""
         run = subprocess.run(["addr2line", "-e", str(self.path), hex(offset)], capture_output=True, text=True)
@@ -248,19 +290,45 @@ class Module:
         return re.sub(r"\{pc:([0-9a-f]+)\}", lambda m: f"at {self.source_line(int(m.group(1), 16))}", message)
 
 
-_MODULES: dict[tuple[str, str | None], Module] = {}
+_MODULES: dict[tuple[str, str | None, bool], Module] = {}
+_MODULE_LOCK = threading.Lock()  # one load per library, whichever thread asks first
+_LAUNCH_LOCK = threading.Lock()  # one launch at a time per process (the static __shared__ arrays)
+_stacks = threading.local()  # per host thread: the fiber stacks its launches run on (an mmap'd arena, grown)
+STACK = 256 * 1024  # bytes of stack per fiber (cuda_emu.h's emu::STACK)
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+def _stack_arena(nbytes: int) -> tuple[int, int]:
+    """This host thread's fiber stacks, at least nbytes (address, size): mapped without reserving swap, so only
+    the pages the fibers touch cost memory, and kept for the thread's later launches."""
+    have = getattr(_stacks, "arena", None)
+    if have is None or have[1] < nbytes:
+        if have is not None:
+            _libc.munmap(have[0], have[1])
+        prot, flags = 0x1 | 0x2, 0x02 | 0x20 | 0x4000  # read, write; private, anonymous, no swap reserved
+        addr = _libc.mmap(None, nbytes, prot, flags, -1, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise EmuError(f"cannot map {nbytes} bytes of fiber stacks: {os.strerror(ctypes.get_errno())}")
+        _stacks.arena = have = (addr, nbytes)
+    return have
 LAUNCHED: set[str] = set()  # kernels of the unchanged sources launched in this process
 # Counted loops of the unchanged sources over this process: (kernel, file, line) -> [entered, again].
 LOOPS: dict[tuple[str, str, int], list[int]] = {}
 
 
-def module(name: str, source: str | None = None, *, label: str | None = None) -> Module:
-    """The emulated kernels/<name>.cu (or a variant source), built and loaded once per process."""
-    key = (name, source)
-    if key not in _MODULES:
-        pending = _PENDING.pop(key, None)
-        _MODULES[key] = Module(pending.result() if pending is not None else build(name, source, label=label))
-    return _MODULES[key]
+def module(name: str, source: str | None = None, *, label: str | None = None, branches: bool = False) -> Module:
+    """The emulated kernels/<name>.cu (or a variant source; with every `if` counted when `branches`), built and
+    loaded once per process."""
+    key = (name, source, branches)
+    with _MODULE_LOCK:
+        if key not in _MODULES:
+            pending = None if branches else _PENDING.pop((name, source), None)
+            _MODULES[key] = Module(pending.result() if pending is not None
+                                   else build(name, source, label=label, branches=branches))
+        return _MODULES[key]
 
 
 # test name (a parametrized one's with its parameters) -> a function giving the (name, source, label)
@@ -279,7 +347,7 @@ def prebuild(items: list[tuple[str, str | None, str | None]]) -> None:
         _POOL = ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0))), thread_name_prefix="emu-build")
     for name, source, label in items:
         key = (name, source)
-        if key not in _MODULES and key not in _PENDING:
+        if (*key, False) not in _MODULES and key not in _PENDING:
             _PENDING[key] = _POOL.submit(build, name, source, label=label)
 
 
@@ -447,7 +515,9 @@ class _Guarded:
 @dataclass
 class Launcher:
     """`lab.backend.launch_kernel` on the emulator. flags: 1 = threads of a block in reverse
-    order, 2 = blocks in reverse order, 4 = threads as ucontext fibers (what non-x86-64 machines use). Up to
+    order, 2 = blocks in reverse order, 8 = a CTA always runs its first runnable thread in that order (lowest
+    first, with 1 highest first) instead of round robin, 4 = threads as ucontext fibers (what non-x86-64 machines use);
+    `branches` builds the modules with every `if` counted and sums the counts in `branch_counts`. Up to
     `window` CTAs run at once; `seed` fixes the interleaving (which resident CTA runs next; a global access switches CTA with probability
     1/switch_every, an atomic with 1/2). `sources` replaces a module's text (mutation tests).
     `launches` lists every launch (module, kernel, grid, threads)."""
@@ -459,11 +529,14 @@ class Launcher:
     switch_every: int = 32
     sources: dict[str, str] = field(default_factory=dict)
     launches: list[tuple[str, str, int, int]] = field(default_factory=list)
+    branches: bool = False
+    # (kernel, file, line) -> [warp passes, passes where a lane took the branch, lanes arrived, lanes that took it]
+    branch_counts: dict[tuple[str, str, int], list[int]] = field(default_factory=dict)
 
     def __call__(self, module_name: str, kernel: str, grid: int, threads: int, args: tuple,
                  device: torch.device | None = None) -> None:
         src = self.sources.get(module_name)
-        mod = module(module_name, src, label=None if src is None else f"{module_name}-variant")
+        mod = module(module_name, src, label=None if src is None else f"{module_name}-variant", branches=self.branches)
         if kernel not in mod.kernels:
             raise EmuError(f"kernels/{module_name}.cu has no kernel {kernel!r}")
         k = mod.kernels[kernel]
@@ -509,16 +582,24 @@ class Launcher:
         if self.switch_every < 1 or self.switch_every & (self.switch_every - 1):
             raise ValueError(f"switch_every={self.switch_every!r}; allowed: a power of two (1 << 32: never)")
         mask = min(self.switch_every - 1, 0xFFFFFFFF)
-        rc = mod.lib.emu_launch(k.index, grid, threads, argv, self.flags, SHARED_POISON, self.seed, self.window,
-                                mask, table, len(spans) // 3, err, len(err))
-        self.launches.append((module_name, kernel, grid, threads))
-        loops = mod.take_loops()
-        if src is None:
-            LAUNCHED.add(kernel)
-            for key, (entered, again) in loops.items():
-                tally = LOOPS.setdefault(key, [0, 0])
-                tally[0] += entered
-                tally[1] += again
+        flags = self.flags | (16 if self.branches else 0)
+        stacks, stack_bytes = _stack_arena(min(self.window, grid) * threads * STACK)
+        with _LAUNCH_LOCK:
+            rc = mod.lib.emu_launch(k.index, grid, threads, argv, flags, SHARED_POISON, self.seed, self.window,
+                                    mask, table, len(spans) // 3, REDZONE, stacks, stack_bytes, err, len(err))
+            loops = mod.take_loops()
+            branches = mod.take_branches() if self.branches else {}
+            self.launches.append((module_name, kernel, grid, threads))
+            if src is None:
+                LAUNCHED.add(kernel)
+                for key, (entered, again) in loops.items():
+                    tally = LOOPS.setdefault(key, [0, 0])
+                    tally[0] += entered
+                    tally[1] += again
+        for key, counts in branches.items():
+            tally = self.branch_counts.setdefault(key, [0, 0, 0, 0])
+            for i, c in enumerate(counts):
+                tally[i] += c
         what = dict(names)
         for base, g in guarded.items():
             g.check_and_copy_back(f"the buffer of {what[base]}")

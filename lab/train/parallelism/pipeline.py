@@ -32,8 +32,9 @@ from .pipeline_stages import cut, layers_of
 from .wire import Wire, activation_codec
 
 CARRIES = "activations and their gradients between stages"
-#: the steps whose actions the timeline keeps (0-based; the loop's traced steps)
-TIMELINE_STEPS = range(2, 5)
+#: the steps whose actions the timeline keeps (0-based, after two warm-up steps): five, so that the median one is
+#: a typical step even when the host slows a rank down for a step or two
+TIMELINE_STEPS = range(2, 7)
 
 
 def schedule_names() -> list[str]:
@@ -281,7 +282,8 @@ def pipeline_rank(comm: Any, cfg: dict, settings: dict, progress: Any = None, on
     if "split" in out:
         result["split"] = out["split"]
     if comm.rank == 0:
-        rows = [dict(rank=r, step=i + 1, kind=row["kind"], stage=row["stage"], start=row["start"] - starts[i],
+        rows = [dict(rank=r, step=i + 1, kind=row["kind"], stage=row["stage"], microbatch=row["microbatch"],
+                     start=row["start"] - starts[i],
                      end=row["end"] - starts[i]) for r, got in enumerate(every) for i, _, rs in got for row in rs]
         result["summary"] = summarise(pd.DataFrame(rows), s.schedule, pipe.P, s.microbatches, pipe.V, s.data,
                                       pipe.stages, pipe.stage_to_rank)
@@ -291,9 +293,11 @@ def pipeline_rank(comm: Any, cfg: dict, settings: dict, progress: Any = None, on
 
 def summarise(rows: pd.DataFrame, schedule: str, P: int, M: int, V: int, data: int, stages: Any,
               stage_to_rank: Sequence[int]) -> dict[str, Any]:
-    """The summary's pipeline numbers from every rank's timeline rows (rank, step, kind, stage, start, end
-    in seconds from the step's start): the median step's bubble, the formula's and the planned one at the
-    measured median F, B, I, W times."""
+    """The summary's pipeline numbers from every rank's timeline rows (rank, step, kind, stage, microbatch, start,
+    end in seconds from the step's start): the median step's bubble, the formula's and the planned one at the
+    measured median F, B, I, W times (I and W from the stages whose backward is split: all but the first), the
+    median step replayed with free sends (`bubble_replayed`) and its idle split (`idle_wait_s`, `idle_send_s`,
+    `idle_other_s`); `bubble_steps`: the bubble of every timed step, its spread."""
     out: dict[str, Any] = dict(schedule=schedule, microbatches=M, stages_per_rank=V, pipeline_ranks=P, data=data,
                                stages=P * V, stage_layers=[list(sp) for sp in stages.spans],
                                stage_flops=[float(f) for f in stages.flops], stage_to_rank=list(stage_to_rank))
@@ -303,9 +307,31 @@ def summarise(rows: pd.DataFrame, schedule: str, P: int, M: int, V: int, data: i
     spans = {k: g.end.max() - g.start.min() for k, g in rows.groupby("step")}
     ordered = sorted(spans, key=lambda k: spans[k])
     median_step = ordered[len(ordered) // 2]
-    out["bubble_measured"] = bubble_of(rows[rows.step == median_step])
+    step_rows = rows[rows.step == median_step]
+    out["bubble_measured"] = bubble_of(step_rows)
+    out["bubble_steps"] = [bubble_of(rows[rows.step == k]) for k in sorted(spans)]  # its spread over the steps
     out["timeline_step"] = int(median_step)
+    # where the median step's idle went, per rank on average (seconds): waiting for a receive, posting a send, the
+    # rest (Python between actions, a rank starting late or ending early); and the same step replayed in torch's
+    # order with each block's own measured time and free sends: the idle that the blocks' spread alone leaves
+    makespan = step_rows.end.max() - step_rows.start.min()
+    took = (step_rows.end - step_rows.start).groupby([step_rows["rank"], step_rows.kind]).sum().unstack(fill_value=0.0)
+    waits = took.filter(like="RECV").sum(axis=1)
+    sends = took.filter(like="SEND").sum(axis=1)
+    busy = took[[k for k in took.columns if k in ("F", "B", "I", "W")]].sum(axis=1)
+    out.update(idle_wait_s=float(waits.mean()), idle_send_s=float(sends.mean()),
+               idle_other_s=float((makespan - busy - waits - sends).mean()))
+    comp = step_rows[step_rows.kind.isin(("F", "B", "I", "W")) & (step_rows["rank"] < P)]  # data replica 0
+    own = {(k, int(st), int(mb)): float(e - b) for k, st, mb, b, e in
+           zip(comp.kind, comp.stage, comp.microbatch, comp.start, comp.end)}
+    out["bubble_replayed"] = bubble_of(planned_timeline(schedule, P, M, V, durations=own))
     dur = (rows.end - rows.start).groupby(rows.kind).median()
+    # the first stage's backward is not split (torch runs it whole as its W, its I empty): I and W as the papers
+    # define them, the two halves of one backward, come from the other stages
+    split = rows[rows.kind.isin(("I", "W")) & (rows.stage > 0)]
+    if not split.empty:
+        dur = pd.concat([dur.drop(["I", "W"], errors="ignore"),
+                         (split.end - split.start).groupby(split.kind).median()])
     t = {k: float(dur[k]) for k in ("F", "B", "I", "W") if k in dur}
     t_b = t.get("B", t.get("I", 0.0) + t.get("W", 0.0))
     t_w = t.get("W")

@@ -79,12 +79,14 @@ def compute_order(schedule: str, P: int, M: int, V: int) -> list[list[tp.Act]]:
 
 
 def planned_timeline(schedule: str, P: int, M: int, V: int | None = None,
-                     times: Mapping[str, float] | None = None) -> pd.DataFrame:
+                     times: Mapping[str, float] | None = None,
+                     durations: Mapping[tuple[str, int, int], float] | None = None) -> pd.DataFrame:
     """torch's per-rank order of `schedule` on P ranks, M micro-batches and V stages per rank, laid out in time:
     each action starts when its rank is free and what it needs is done (a forward the previous stage's forward of
     its micro-batch, a backward (B or I) the next stage's backward and its own forward, a W its I), sends taking
-    no time. times: seconds or units per kind (default `UNIT_TIMES`). Columns rank, stage, microbatch, kind,
-    start, end."""
+    no time. times: seconds or units per kind (default `UNIT_TIMES`); durations: {(kind, stage, microbatch):
+    seconds} of single actions, over `times` (a measured step replayed block by block). Columns rank, stage,
+    microbatch, kind, start, end."""
     V = check_schedule(schedule, P, M, V)
     t = {**UNIT_TIMES, **(times or {})}
     order = compute_order(schedule, P, M, V)
@@ -100,7 +102,7 @@ def planned_timeline(schedule: str, P: int, M: int, V: int | None = None,
                 if any(k not in done for k in need):
                     break
                 start = max([free[r], *(done[k] for k in need)])
-                end = start + float(t[a.kind])
+                end = start + float(durations.get((a.kind, a.stage, a.mb), t[a.kind]) if durations else t[a.kind])
                 done[(a.kind, a.stage, a.mb)] = end
                 if a.kind == "B":  # a full backward is its input half too
                     done[("I", a.stage, a.mb)] = end
