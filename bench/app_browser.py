@@ -6,6 +6,7 @@ bench/results/app-browser-<device>.json with the machine's load at the time.
 
     python bench/app_browser.py [--pages codecs,transfer] [--visits 3] [--out PATH]
     python bench/app_browser.py --shots docs/screenshots      # each page at 1400 px, small PNGs
+    python bench/app_browser.py --pages home,codecs --merge   # re-measure some pages, keep the file's other rows
 
 The targets: a default view <= 2 s, a control change <= 1 s on this 2-core machine. A view
 is timed three ways: in a new tab at the page's URL in a browser that has shown the dashboard before (a
@@ -406,6 +407,9 @@ def main() -> None:
     ap.add_argument("--visits", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "app-browser-cpu.json"))
     ap.add_argument("--shots", default="", help="only save each page's screenshot to this folder (docs/screenshots)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of --out's pages not measured now (each row says when it was measured: its "
+                         "'run'; compare pages of one run, with that run's Home row as their baseline)")
     a = ap.parse_args()
     want = [w.strip() for w in a.pages.split(",")] if a.pages else None
     pages = [p for p in page_list.PAGES if want is None or (p.url_path or "home") in want]
@@ -419,15 +423,25 @@ def main() -> None:
     from lab import backend
 
     started: list[dict] = []
+    run = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kept = {}  # --merge: the earlier rows of pages not measured now
+    if a.merge and Path(a.out).exists():
+        measured = {p.url_path for p in pages}
+        kept = {r["url_path"]: r for r in json.loads(Path(a.out).read_text())["rows"] if r["url_path"] not in measured}
 
     def write(rows: list[dict]) -> None:  # after every page: a run stopped by its time limit keeps what it measured
+        for r in rows:
+            r.setdefault("run", run)
+        done = {r["url_path"]: r for r in [*kept.values(), *rows]}
+        every = page_list.PAGES if a.merge else pages
         out = {"benchmark": "app-browser", "device": backend.device_name("cpu"), "cores": os.cpu_count(),
                **backend.vector_isa(),
                "browser": "Debian chromium, headless, 1400 px", "visits": a.visits,
                "load_avg_1_5_15_before": load_before, "load_avg_1_5_15_after": os.getloadavg(),
                "targets_s": {"view": TARGET_VIEW_S, "change": TARGET_CHANGE_S, "after_start": TARGET_AFTER_START_S},
-               "after_start": started, "pages_not_measured": [p.url_path or "home" for p in pages[len(rows):]],
-               "timing": TIMING, "rows": rows}
+               "after_start": started,
+               "pages_not_measured": [p.url_path or "home" for p in every if p.url_path not in done],
+               "timing": TIMING, "rows": [done[p.url_path] for p in every if p.url_path in done]}
         Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
 
     with serve() as url, launch() as browser:

@@ -22,7 +22,7 @@ from lab.codecs.nvfp4 import E2M1, NVFP4Codec
 from lab.codecs.onebit import OneBit
 from lab.codecs.powersgd import PowerSGD
 from lab.codecs.qsgd import QSGD
-from lab.codecs.sparsify import RandomK, TopK
+from lab.codecs.sparsify import RandomK, Threshold, TopK
 from lab.codecs.table_codec import TableCodec
 from lab.codecs.terngrad import TernGrad
 
@@ -33,7 +33,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # the registry's codecs with their defaults, plus the option that changes a family's edge behaviour
 SPECS = [(name, {}) for name in codec_names()] + [
     ("dynamic_tree", {"block_size": 4}), ("linear", {"block_size": 3}), ("randomk", {"unbiased": True, "k": 2}),
-    ("topk", {"ratio": 0.5}), ("qsgd", {"levels": 1}),
+    ("topk", {"ratio": 0.5}), ("qsgd", {"levels": 1}), ("threshold", {"tau": 0.5, "relative": False, "capacity": 0.5}),
 ]
 IDS = [name + "".join(f",{k}={v}" for k, v in kw.items()) for name, kw in SPECS]
 KINDS = ("random", "subnormal", "near_max", "all_equal", "single", "mixed", "nonfinite", "noncontiguous",
@@ -198,6 +198,23 @@ def check_randomk(codec, x, enc, y) -> None:
     assert int(kept.sum()) <= k
 
 
+def check_threshold(codec, x, enc, y) -> None:
+    """Strom: every value sent is +-tau with x's sign and |x| >= tau; the ones left out are below tau,
+    or smaller than every value sent when the message is full."""
+    xd, yd = x.double().reshape(-1), y.double().reshape(-1)
+    tau = float(enc.tensors["tau"])
+    sent = yd != 0
+    assert int(sent.sum()) == enc.meta["sent"] <= enc.tensors["words"].numel()
+    sent_tau = float(torch.tensor(tau).to(x.dtype))  # decoded in x's dtype
+    assert bool((yd[sent].abs() == sent_tau).all()) and bool((torch.sign(yd[sent]) == torch.sign(xd[sent])).all())
+    assert bool((xd[sent].abs() >= tau).all())
+    rest = xd[~sent].abs()
+    if rest.numel() and enc.meta["sent"] < enc.tensors["words"].numel():
+        assert float(rest.max()) < tau or tau == 0
+    elif rest.numel() and sent.any():
+        assert float(rest.max()) <= float(xd[sent].abs().min())
+
+
 def check_block_scaled(codec, x, enc, y) -> None:
     """MX and NVFP4: |y - clamp(x / S, ±max_normal) · S| within half the element's step at that
     value (relative for the minifloats, 1/128 for MXINT8), S the block's decoded scale."""
@@ -221,7 +238,8 @@ def check_block_scaled(codec, x, enc, y) -> None:
 
 FAMILIES = [(MXCodec, check_block_scaled), (NVFP4Codec, check_block_scaled), (TableCodec, check_table), (CastCodec, check_cast), (Int8Codec, check_scaled_uniform),
             (Fp8Codec, check_scaled_uniform), (OneBit, check_onebit), (TernGrad, check_terngrad),
-            (QSGD, check_qsgd), (TopK, check_topk), (RandomK, check_randomk)]
+            (QSGD, check_qsgd), (TopK, check_topk), (RandomK, check_randomk),
+            (Threshold, check_threshold)]
 
 
 # Registered codecs with no per-value bound, and why: the sweep checks only the common rules for them.

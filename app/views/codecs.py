@@ -36,6 +36,8 @@ SECTIONS = {"Table 1 beside the paper": "Dettmers 2016 Table 1, the paper's numb
             "Block scaling vs per tensor": "where one scale per 16 or 32 values beats the paper's one scale per "
                                            "tensor at the same bits, and where not",
             "Speed": "encode / decode time on this device, each with its spread",
+            "Top-k of the mean": "Alistarh et al.'s assumption: is the top-k of the workers' mean gradient the mean "
+                                 "of their top-ks, against the number of workers and k",
             "Bit explorer": "Float Toy: type a value or flip a code's bits in fp32, fp16, bf16, fp8 (E4M3, E5M2), the "
                             "value tables and the block-scaled formats; its neighbours, rounding interval and number "
                             "line, your value in every format; one MX / NVFP4 block under a shared scale you set"}
@@ -191,6 +193,68 @@ def lesson_section(seed: int) -> None:
             + (f"; it loses on {', '.join(losses)}" if losses else "")
             + (f"; about equal on {', '.join(ties)}" if ties else "") + ".")
     ui.takeaway(text, key="takeaway-lesson")
+
+
+@st.fragment
+def topk_assumption_section(seed: int) -> None:
+    """Alistarh et al. 2018's Assumption 1, live: xi = ||TopK(mean) - mean(TopK)|| / ||mean|| against P and k."""
+    import plotly.graph_objects as go
+
+    from lab.experiments import TOPK_ASSUMPTION_RATIOS, topk_assumption
+
+    st.subheader("Is top-k of the mean the mean of the top-ks?")
+    st.caption("Top-k SGD (Alistarh et al. 2018) sends each worker's k largest gradient values and averages them; "
+               "its convergence proof assumes that this is close to the top-k of the averaged gradient: "
+               "xi = ||TopK(G) - mean of the P workers' TopK(g_p)|| / ||G|| stays bounded (Assumption 1). Here P "
+               "workers take real gradients of the paper's MLP on their own digits, at the same weights.")
+    c1, c2 = st.columns(2)
+    labels = {f"{100 * r:g} %": r for r in TOPK_ASSUMPTION_RATIOS}
+    picked = ui.multiselect("Top-k keeps (fraction of values)", list(labels), "ta_ratios", list(labels), where=c1,
+                            help="k = this fraction of the MLP's weight gradients, for each worker and for the mean")
+    batch = ui.select_slider("Samples per worker", [4, 8, 16, 32], "ta_batch", 16, where=c2,
+                             help="each worker's batch of digits: 4 to 32 (P up to 32 workers)")
+    if not picked:
+        st.error("Top-k keeps (fraction of values): pick at least one of " + ", ".join(labels) + ".")
+        return
+    df = _topk_gap(tuple(labels[p] for p in picked), int(batch), seed)
+    last, first = df.workers.max(), 2
+    grow = df[df.workers == last].xi.mean() / df[df.workers == first].xi.mean()
+    trend = "grows with P" if grow > 1.25 else "shrinks with P" if grow < 0.8 else "stays about the same"
+
+    def reveal():
+        return trend, (f"From P = {first} to P = {last} workers, xi averaged over the k shown goes from "
+                       f"{df[df.workers == first].xi.mean():.2f} to {df[df.workers == last].xi.mean():.2f} "
+                       f"({grow:.2f}x).")
+
+    ui.predict("As more workers average their gradients, does the top-k of the mean drift away from the mean "
+               "of the workers' top-ks (xi, relative to the mean gradient's norm)?",
+               ["grows with P", "stays about the same", "shrinks with P"], reveal, key="ta_guess")
+    if not ui.revealed("ta_guess"):
+        st.info("The chart of xi against P and the takeaway show once you answer the question above, or skip it.")
+        return
+    fig = go.Figure()
+    for r, part in df.groupby("ratio", sort=True):
+        fig.add_trace(go.Scatter(x=part.workers, y=part.xi, mode="lines+markers",
+                                 name=f"top {100 * r:g} % (k = {int(part.k.iloc[0]):,})"))
+    fig.update_layout(xaxis_title="workers P", yaxis_title="xi = ||TopK(G) - mean TopK(g_p)|| / ||G||",
+                      margin={"t": 30, "l": 80}, legend={"orientation": "h", "y": -0.25})
+    fig.update_xaxes(type="log", tickvals=sorted(df.workers.unique()))
+    fig.add_hline(y=1.0, line_dash="dot", annotation_text="xi = 1: the gap as large as the gradient")
+    ui.figure(fig, df, "topk_assumption")
+    top = df[df.workers > 1]
+    worst = top.loc[top.xi.idxmax()]
+    held = "stays below 1" if top.xi.max() < 1 else "reaches 1 or more"
+    ui.takeaway(f"On these gradients xi {held} for every P and k shown (largest {worst.xi:.2f}, at P = "
+                f"{int(worst.workers)} and top {100 * worst.ratio:g} %); from P = {first} to {last} it changes "
+                f"{grow:.2f}x on average: summing the workers' top-ks loses a bounded share of the mean gradient, "
+                "which error feedback carries to the next step.", key="takeaway-topk-assumption")
+
+
+@st.cache_data(show_spinner="taking the workers' gradients…", max_entries=8)
+def _topk_gap(ratios: tuple, batch: int, seed: int):
+    from lab.experiments import topk_assumption
+
+    return topk_assumption(ratios=ratios, batch=batch, seed=seed)
 
 
 @st.fragment
@@ -850,6 +914,8 @@ def render() -> None:
         lesson_section(seed)
     elif section == "Speed":
         speed_section(tuple(specs.values()), layout_key, layout)
+    elif section == "Top-k of the mean":
+        topk_assumption_section(seed)
     else:
         bits_section(x, data_name, data_key)
 

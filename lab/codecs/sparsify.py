@@ -1,4 +1,4 @@
-"""Top-k and random-k sparsification (Aji & Heafield, EMNLP 2017, who keep a fixed fraction by
+"""Top-k, random-k and threshold sparsification (Aji & Heafield, EMNLP 2017, who keep a fixed fraction by
 magnitude; Strom, Interspeech 2015, who sends values above a threshold; Renggli et al.,
 "SparCML", 2018; paper 001, "Sparsification - top-k Stochastic Gradient Descent").
 
@@ -7,7 +7,8 @@ with zeros elsewhere. Top-k keeps the k largest magnitudes and sends fp32 values
 (8 bytes per kept value). Random-k draws k indices without replacement from a seed that travels
 with the payload, so it sends fp32 values + an 8-byte seed (4 bytes per kept value + 8). The
 omitted values are meant to be accumulated locally: wrap with
-`lab.codecs.error_feedback.ErrorFeedback`.
+`lab.codecs.error_feedback.ErrorFeedback`. Threshold (Strom 2015) sends the entries with
+|g| >= tau as +-tau: one sign bit and the index, packed in one 32-bit word each (see `Threshold`).
 """
 from __future__ import annotations
 
@@ -217,3 +218,119 @@ register(CodecInfo("randomk", "random-k sparsification: k random values as fp32 
                    make_randomk, (*_budget(), OptionSpec("unbiased", bool, False, help="scale kept values by n/k"),
                                   seed_option(), nonfinite_option()),
                    gradient_only=True, work=WorkModel(4.0, 2, 1)))
+
+
+DEFAULT_TAU = 2.5  # in RMS units: about 1.2% of a Gaussian tensor's values reach it
+DEFAULT_CAPACITY = 0.05
+
+
+class Threshold(Codec):
+    """Strom's threshold quantisation ("Scalable distributed DNN training using commodity GPU cloud
+    computing", Interspeech 2015): send only the entries with |g| >= tau, each as +tau or -tau, i.e.
+    one sign bit and its index; the rest (and g - tau for the sent ones) stays local and error
+    feedback (`ef:threshold`) adds it to the next gradient.
+
+    tau: `relative=True` (default) means tau times the tensor's RMS, sqrt(mean(g^2)), so one value
+    suits layers of any scale; `relative=False` means tau in the gradient's own units, as in the
+    paper. Either way tau > 0 and the absolute threshold travels as one float32.
+    Wire: Strom's message has a variable length; the lab's collectives post a fixed buffer before
+    the bytes arrive, so the payload has `capacity` * n slots (at least 1) of one int32 word each,
+    sign * (index + 1), 0 marking an unused slot. If more entries reach tau than there are slots,
+    the largest |g| are sent and the others stay in the residual. wire_bytes = 4 * slots + 4.
+    `meta['sent']` counts the entries sent.
+    """
+
+    name: ClassVar[str] = "threshold"
+    summable: ClassVar[bool] = False
+    stochastic: ClassVar[bool] = False
+
+    def __init__(self, *, tau: float = DEFAULT_TAU, relative: bool = True, capacity: float = DEFAULT_CAPACITY,
+                 nonfinite: str = "raise") -> None:
+        check_nonfinite(nonfinite)
+        if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not math.isfinite(tau) or tau <= 0:
+            raise ValueError(f"tau={tau!r}; allowed: a finite number > 0 (the threshold; "
+                             "in RMS units when relative=True)")
+        if not isinstance(relative, bool):
+            raise ValueError(f"relative={relative!r}; allowed: True or False")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or not 0 < capacity <= 1:
+            raise ValueError(f"capacity={capacity!r}; allowed: a number in (0, 1] (fraction of values that fit "
+                             "in the message)")
+        self.tau, self.relative, self.capacity = float(tau), relative, float(capacity)
+        self.nonfinite = nonfinite
+
+    def slots(self, n: int) -> int:
+        """Words in a payload of n values: max(1, ceil(capacity * n)); 0 for an empty tensor."""
+        return kept_count(n, self.capacity, None)
+
+    def threshold(self, flat: torch.Tensor) -> float:
+        """The absolute threshold for this tensor (tau, or tau * RMS when relative)."""
+        if not self.relative:
+            return self.tau
+        rms = float(flat.double().pow(2).mean().sqrt()) if flat.numel() else 0.0
+        return self.tau * rms
+
+    def encode(self, x: torch.Tensor) -> Encoded:
+        """Encode any-shape fp32/fp16/bf16 tensor (fewer than 2**31 - 1 values)."""
+        flat = prepare(x, self.nonfinite)
+        n = flat.numel()
+        if n >= 2**31 - 1:
+            raise ValueError(f"threshold sends int32 words; a tensor of {n} values is too large (< 2**31 - 1 allowed)")
+        m = self.slots(n)
+        t = self.threshold(flat)
+        a = flat.abs().to(torch.float32)
+        over = (a >= t) & (a > 0) if t > 0 else torch.zeros_like(a, dtype=torch.bool)
+        idx = over.nonzero().flatten()
+        if idx.numel() > m:  # more than fit: the largest magnitudes
+            idx = idx[torch.topk(a[idx], m, sorted=False).indices]
+        idx = idx.sort().values
+        words = torch.zeros(m, dtype=torch.int32, device=flat.device)
+        sign = torch.where(flat[idx] < 0, -1, 1).to(torch.int64)
+        words[: idx.numel()] = (sign * (idx + 1)).to(torch.int32)
+        return Encoded(
+            layout=self.layout(n),
+            codec=self.name,
+            shape=torch.Size(x.shape),
+            dtype=x.dtype,
+            tensors={"words": words, "tau": torch.tensor([t], dtype=torch.float32, device=flat.device)},
+            wire_bytes=4 * m + 4 if n else 0,
+            meta={"sent": int(idx.numel())},
+        )
+
+    def decode(self, enc: Encoded) -> torch.Tensor:
+        """Dense tensor of enc.dtype and enc.shape: +-tau at the sent indices, zeros elsewhere."""
+        if enc.codec != self.name:
+            raise ValueError(f"payload was encoded by {enc.codec!r}, not {self.name!r}")
+        words = enc.tensors["words"].long()
+        words = words[words != 0]
+        tau = enc.tensors["tau"].to(torch.float32)
+        values = torch.where(words < 0, -tau, tau)
+        return _scatter(enc, values, words.abs() - 1)
+
+    def describe(self) -> str:
+        unit = " x RMS" if self.relative else ""
+        return f"threshold(tau={self.tau:g}{unit}, capacity={self.capacity:g})"
+
+    def layout(self, n: int) -> Layout:
+        """The slots' int32 words (sign * (index + 1)) and the float32 threshold."""
+        return (Field("words", torch.int32, (self.slots(n),)), Field("tau", torch.float32, (1,)))
+
+    def wire_meta(self, n: int) -> dict[str, Any]:
+        return {}
+
+
+def make_threshold(*, tau: float = DEFAULT_TAU, relative: bool = True, capacity: float = DEFAULT_CAPACITY,
+                   nonfinite: str = "raise") -> Threshold:
+    """Registry factory for `Threshold` (tau > 0, relative to the RMS by default; capacity in (0, 1])."""
+    return Threshold(tau=tau, relative=relative, capacity=capacity, nonfinite=nonfinite)
+
+
+register(CodecInfo("threshold", "threshold sparsification (Strom): entries with |g| >= tau sent as +-tau, "
+                   "sign and index in one int32 word (tau, relative, capacity)",
+                   make_threshold,
+                   (OptionSpec("tau", float, DEFAULT_TAU, range=(0.0, None),
+                               help="the threshold (> 0): in RMS units when relative, else absolute"),
+                    OptionSpec("relative", bool, True, help="tau is in units of the tensor's RMS"),
+                    OptionSpec("capacity", float, DEFAULT_CAPACITY, range=(0.0, 1.0),
+                               help="fraction of values the message has room for"),
+                    nonfinite_option()),
+                   gradient_only=True, work=WorkModel(4.0, 3, 1)))

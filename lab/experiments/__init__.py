@@ -20,6 +20,7 @@ later is in them.
     bits         the bit explorer (Float Toy): one code of a hardware float, value table or block-scaled format, bit
                  by bit; a typed value in every format; the paper types' bit patterns field by field (Figure 1)
     rounding     stochastic rounding against nearest on any grid: bias, tiny updates, low-precision training
+    topk_assumption  Alistarh et al. 2018's Assumption 1: ||TopK(mean) - mean(TopK)|| / ||mean|| against P and k
     spread       the spread of repeated measurements: the median's 95 % interval, within noise or not
     operators    Ben-Nun & Hoefler 2018's operator level: work, depth and W/D of FC and convolution layers, each convolution
                  method checked against F.conv2d and timed, micro-batching (µ-cuDNN)
@@ -50,6 +51,7 @@ from .bits import (CodeView, FLOATS, check_code, code_bits, compare_formats, dig
 from .rounding import (ROUNDINGS, bias_sweep, check_format as check_rounding_format,
                        grid_formats as rounding_formats, low_precision_training, tiny_updates)
 from .spread import median_interval, separable
+from .topk_assumption import topk_assumption, RATIOS as TOPK_ASSUMPTION_RATIOS
 from .codec_table1 import (table1, PAPER_TABLE1, NOTE as TABLE1_NOTE, TYPES as TABLE1_TYPES,
                            EXTENDED_TYPES as BLOCK_SCALED_TYPES)
 from .catalog import check_codec_spec, codec_catalog, codec_spec
