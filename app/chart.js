@@ -1,5 +1,5 @@
-// One plotly figure, drawn in the page (no iframe) by the bundled plotly.js (app/plotly_bundle), loaded once a tab
-// when its first chart comes near the window (whenNear): a page whose charts are all below the fold never loads it.
+// One plotly figure, drawn in the page (no iframe) by the bundled plotly.js (app/plotly_bundle), loaded once a tab,
+// once the chart comes near the window (whenNear).
 // data: {figure: the figure's JSON, src: the bundle's URL}.
 // Streamlit's plotly template leaves placeholder colours (#000001..#000040) that its own chart element
 // fills from the theme; here they come from the theme's CSS variables (--st-*), so dark mode works too.
@@ -75,6 +75,7 @@ function theme(el) {
 // serialised per element (Plotly.react is asynchronous: two in flight on one element could leave the older figure
 // drawn), each draw skipped unless its figure is still the element's latest.
 export default function ({ parentElement, data }) {
+  const load = library(data.src);
   let el = parentElement.querySelector(".paralab-chart");
   if (!el) {
     el = document.createElement("div");
@@ -94,8 +95,7 @@ export default function ({ parentElement, data }) {
   layout.template = {data: template.data || {}, layout: Object.assign({}, t.layout, template.layout || {})};
   const latest = () => el.__figure === mine;
   const draw = () => {
-    // the library fetched only now (1.3 MB of script to compile: ~0.1-0.3 s of a 2-core machine's main thread)
-    el.__drawing = Promise.all([library(data.src), el.__drawing]).then(([Plotly]) => latest() && Plotly.react(el, {
+    el.__drawing = Promise.all([load, el.__drawing]).then(([Plotly]) => latest() && Plotly.react(el, {
       data: fig.data || [], layout, frames: fig.frames || [], config: {responsive: true, displaylogo: false}}))
       .catch((e) => { if (latest()) el.textContent = "This chart could not be drawn: " + e.message; });
   };
